@@ -1,0 +1,98 @@
+# edgeprof build. `make` builds build/edgeprof; see README.md for the rest.
+# Sources are found by wildcard so each pipeline stage only adds files to its
+# own folder.
+
+BUILD    ?= build
+CC       ?= cc
+CFLAGS   ?= -O2 -g
+STD_FLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fno-strict-aliasing
+DEPFLAGS  = -MMD -MP
+PKGS     := libelf capstone libprotobuf-c
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+LDLIBS   := $(PKG_LIBS) -lz -lm
+
+GEN      := $(BUILD)/gen
+PROTOS   := $(wildcard proto/*.proto)
+PROTO_C  := $(patsubst proto/%.proto,$(GEN)/%.pb-c.c,$(PROTOS))
+PROTO_H  := $(PROTO_C:.c=.h)
+
+AGENT_SRCS := $(filter-out agent/cli/main.c,$(shell find agent -name '*.c' | sort))
+MAIN_SRC   := agent/cli/main.c
+TEST_SRCS  := $(sort $(wildcard tests/unit/test_*.c))
+INCLUDES   := -I. -Iagent -I$(GEN) $(PKG_CFLAGS)
+
+# Two flavours share the rules: the normal one, and ASan+UBSan for tests.
+SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+
+define flavour
+$(1)_DIR   := $(BUILD)/$(2)
+$(1)_OBJS  := $$(patsubst %.c,$$($(1)_DIR)/%.o,$$(AGENT_SRCS)) \
+              $$(patsubst $(GEN)/%.c,$$($(1)_DIR)/gen/%.o,$$(PROTO_C))
+$(1)_LIB   := $$($(1)_DIR)/libedgeprof.a
+$(1)_TESTS := $$(patsubst tests/unit/%.c,$$($(1)_DIR)/tests/%,$$(TEST_SRCS))
+
+$$($(1)_DIR)/%.o: %.c $$(PROTO_H) | $$($(1)_DIR)
+	@mkdir -p $$(dir $$@)
+	$$(CC) $$(STD_FLAGS) $$(CFLAGS) $(3) $$(DEPFLAGS) $$(INCLUDES) -c $$< -o $$@
+
+$$($(1)_DIR)/gen/%.o: $(GEN)/%.c $$(PROTO_H)
+	@mkdir -p $$(dir $$@)
+	$$(CC) -std=c11 $$(CFLAGS) $(3) $$(INCLUDES) -c $$< -o $$@
+
+$$($(1)_LIB): $$($(1)_OBJS)
+	@rm -f $$@
+	ar rcs $$@ $$^
+
+$$($(1)_DIR)/tests/%: tests/unit/%.c $$($(1)_LIB) tests/unit/test_util.h
+	@mkdir -p $$(dir $$@)
+	$$(CC) $$(STD_FLAGS) $$(CFLAGS) $(3) $$(DEPFLAGS) $$(INCLUDES) $$< $$($(1)_LIB) -lcmocka $$(LDLIBS) $(3) -o $$@
+
+$$($(1)_DIR):
+	@mkdir -p $$@
+-include $$($(1)_OBJS:.o=.d)
+endef
+
+$(eval $(call flavour,REL,rel,))
+$(eval $(call flavour,SAN,asan,$(SAN_FLAGS)))
+
+.PHONY: all deps test test-unit test-asan test-integration run bench format format-check clean
+
+all: $(BUILD)/edgeprof
+
+$(GEN)/%.pb-c.c $(GEN)/%.pb-c.h: proto/%.proto
+	@mkdir -p $(GEN)
+	protoc-c --c_out=$(GEN) --proto_path=proto $<
+
+$(BUILD)/edgeprof: $(MAIN_SRC) $(REL_LIB)
+	$(CC) $(STD_FLAGS) $(CFLAGS) $(INCLUDES) $< $(REL_LIB) $(LDLIBS) -o $@
+
+$(BUILD)/edgeprof-asan: $(MAIN_SRC) $(SAN_LIB)
+	$(CC) $(STD_FLAGS) $(CFLAGS) $(SAN_FLAGS) $(INCLUDES) $< $(SAN_LIB) $(LDLIBS) $(SAN_FLAGS) -o $@
+
+# Installs missing Debian packages (apt-get) on a fresh Debian 12 machine.
+deps:
+	@scripts/setup-deps.sh
+
+unit-tests: $(REL_TESTS) $(SAN_TESTS)
+
+test: deps
+	@$(MAKE) --no-print-directory all $(BUILD)/edgeprof-asan unit-tests
+	@tests/run.sh $(BUILD)
+
+run: deps
+	@$(MAKE) --no-print-directory all
+	@scripts/run-demo.sh $(BUILD)
+
+bench: deps
+	@$(MAKE) --no-print-directory all
+	@bench/run.sh $(BUILD)
+
+FORMAT_FILES = $(shell find agent bpf tests bench collector -name '*.[ch]' 2>/dev/null)
+format:
+	clang-format -i $(FORMAT_FILES)
+format-check:
+	clang-format --dry-run --Werror $(FORMAT_FILES)
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,105 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Decode stage: finds the branch instructions of a binary's code, lazily and
+ * cached, and walks straight-line code between two points of a branch trace.
+ * Every branch instruction met gets a dense site id and every straight-line
+ * range (from the first instruction after a branch to the next branch
+ * instruction) a dense range id, so later stages count into arrays.
+ * Instruction-set specifics live behind this header (capstone); nothing else
+ * in the agent knows x86 or arm64.
+ */
+#ifndef EP_DECODER_H
+#define EP_DECODER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../resolve/binary.h"
+#include "../util/arch.h"
+
+enum ep_branch_kind {
+	EP_BRANCH_NONE = 0,
+	EP_BRANCH_COND,		 /* conditional direct: taken or not taken */
+	EP_BRANCH_JUMP,		 /* unconditional direct jump */
+	EP_BRANCH_JUMP_INDIRECT, /* jmp *reg/mem, br */
+	EP_BRANCH_CALL,		 /* direct call */
+	EP_BRANCH_CALL_INDIRECT,
+	EP_BRANCH_RETURN,
+	EP_BRANCH_OTHER, /* leaves straight-line flow some other way: ud2, hlt, int3, iret... */
+};
+
+const char *ep_branch_kind_name(enum ep_branch_kind kind);
+
+struct ep_site {
+	uint64_t addr;	      /* ELF virtual address of the branch instruction */
+	uint64_t target;      /* direct target, 0 when indirect or none */
+	uint64_t fallthrough; /* address of the next instruction */
+	uint8_t kind;	      /* enum ep_branch_kind */
+	uint8_t len;
+};
+
+/* [start, end]: start is the first instruction after a branch (a target or a
+ * fall-through), end the address of the branch instruction closing it
+ * (AutoFDO's convention). */
+struct ep_range_def {
+	uint64_t start;
+	uint64_t end;
+};
+
+#define EP_NO_SITE UINT32_MAX
+
+struct ep_walk_step {
+	uint32_t site;	/* branch site */
+	uint32_t range; /* range ending at that site */
+};
+
+enum ep_walk_status {
+	EP_WALK_OK = 0,
+	EP_WALK_NO_CODE,   /* start or part of the way is not in the binary's code */
+	EP_WALK_BLOCKED,   /* met an unconditional transfer (jump, call, return...) first */
+	EP_WALK_OVERRUN,   /* ran past the end point without landing on it */
+	EP_WALK_BAD_INSN,  /* bytes that do not decode */
+	EP_WALK_TOO_LONG,  /* more conditional branches than the caller's buffer */
+};
+
+const char *ep_walk_status_name(enum ep_walk_status status);
+
+struct ep_decoder;
+
+/* segments must outlive the decoder. NULL for an unsupported arch. */
+struct ep_decoder *ep_decoder_new(enum ep_arch arch, const struct ep_code_segment *segments,
+				  size_t nsegments);
+void ep_decoder_free(struct ep_decoder *d);
+
+uint32_t ep_decoder_site_count(const struct ep_decoder *d);
+const struct ep_site *ep_decoder_site(const struct ep_decoder *d, uint32_t site);
+uint32_t ep_decoder_range_count(const struct ep_decoder *d);
+const struct ep_range_def *ep_decoder_range(const struct ep_decoder *d, uint32_t range);
+
+/* Site id of the branch instruction at vaddr (decoding it if needed), or
+ * EP_NO_SITE when vaddr holds no branch instruction or no code. */
+uint32_t ep_decoder_site_at(struct ep_decoder *d, uint64_t vaddr);
+
+/*
+ * The straight line from start (where a taken branch landed) to the branch
+ * instruction at end (the next taken branch). steps[0..*nsteps) receive the
+ * conditional branches passed on the way, not taken, oldest first, each with
+ * the range ending at it; *closing the site at end and the range ending there.
+ * from_site is the taken branch that landed on start, or EP_NO_SITE; with it
+ * the decoder finds a direct target's code without an address lookup.
+ */
+enum ep_walk_status ep_decoder_walk_to_branch(struct ep_decoder *d, uint64_t start, uint64_t end,
+					      uint32_t from_site, struct ep_walk_step *steps,
+					      size_t max_steps, size_t *nsteps,
+					      struct ep_walk_step *closing);
+
+/*
+ * The straight line from start up to ip, the next instruction to execute
+ * (not executed): the conditional branches passed, not taken, with the range
+ * ending at each. OK when ip is start or lies on the line.
+ */
+enum ep_walk_status ep_decoder_walk_to_ip(struct ep_decoder *d, uint64_t start, uint64_t ip,
+					  uint32_t from_site, struct ep_walk_step *steps,
+					  size_t max_steps, size_t *nsteps);
+
+#endif

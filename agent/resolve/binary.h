@@ -1,0 +1,85 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Resolve stage, part 1: the profiled binaries on disk. Opens ELF files with
+ * libelf, reads their build-id, loadable segments (file offset <-> virtual
+ * address), executable code and symbols. A registry finds the file for a
+ * mapping seen at run time: by build-id first, by path otherwise.
+ */
+#ifndef EP_BINARY_H
+#define EP_BINARY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../util/arch.h"
+
+struct ep_binary;
+struct ep_binary_registry;
+
+struct ep_symbol {
+	const char *name;
+	uint64_t start; /* ELF virtual address */
+	uint64_t size;
+};
+
+/* Executable bytes of a binary at their virtual addresses (what the decoder
+ * reads). */
+struct ep_code_segment {
+	uint64_t vaddr;
+	const uint8_t *bytes;
+	size_t size;
+};
+
+struct ep_binary_registry *ep_binreg_new(void);
+void ep_binreg_free(struct ep_binary_registry *reg);
+
+/* --binary FILE: a file that may be any of the recorded binaries. Returns 0,
+ * or -1 with err naming the file and the problem (missing, not ELF, ...). */
+int ep_binreg_add_file(struct ep_binary_registry *reg, const char *path, char *err, size_t errlen);
+/* --symfs DIR: recorded paths are looked up under DIR first. */
+void ep_binreg_set_symfs(struct ep_binary_registry *reg, const char *dir);
+
+/*
+ * The binary behind a mapping of recorded_path (as the recording names it)
+ * with build_id (NULL/0 when unknown). Order: a --binary file with that
+ * build-id; a --binary file whose path or basename matches; symfs/recorded
+ * path; the recorded path itself. A file found by path whose build-id differs
+ * from the recorded one is still used but warned about once. Returns NULL
+ * (warned once per path) when nothing readable is found. The same file is
+ * returned for every lookup that resolves to it.
+ */
+struct ep_binary *ep_binreg_lookup(struct ep_binary_registry *reg, const char *recorded_path,
+				   const uint8_t *build_id, size_t build_id_len);
+
+size_t ep_binreg_count(const struct ep_binary_registry *reg);
+struct ep_binary *ep_binreg_at(const struct ep_binary_registry *reg, size_t index);
+
+/* Dense index of the binary inside its registry (0..count-1). */
+uint32_t ep_binary_index(const struct ep_binary *bin);
+/* Path of the file that was opened. */
+const char *ep_binary_path(const struct ep_binary *bin);
+/* Path under which the recording named it (first lookup), or the file path. */
+const char *ep_binary_recorded_path(const struct ep_binary *bin);
+/* Raw build-id bytes; *len is 0 when the file has no build-id note. */
+const uint8_t *ep_binary_build_id(const struct ep_binary *bin, size_t *len);
+/* Lowercase hex of the build-id, "" when none. */
+const char *ep_binary_build_id_hex(const struct ep_binary *bin);
+enum ep_arch ep_binary_arch(const struct ep_binary *bin);
+bool ep_binary_is_pie(const struct ep_binary *bin);
+
+/* File offset -> ELF virtual address through the PT_LOAD segments; false
+ * when the offset is in no loadable segment. */
+bool ep_binary_offset_to_vaddr(const struct ep_binary *bin, uint64_t offset, uint64_t *vaddr);
+
+/* The executable PT_LOAD segments' bytes (valid while the registry lives). */
+const struct ep_code_segment *ep_binary_code_segments(const struct ep_binary *bin, size_t *count);
+
+/* The function symbol (STT_FUNC, .symtab then .dynsym) containing vaddr, or
+ * NULL. */
+const struct ep_symbol *ep_binary_symbol_at(const struct ep_binary *bin, uint64_t vaddr);
+
+/* Hex helpers shared by everything that prints build-ids. */
+void ep_build_id_to_hex(const uint8_t *id, size_t len, char *out /* 2*len+1 */);
+
+#endif

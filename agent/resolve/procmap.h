@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Resolve stage, part 2: what each process had mapped where, so a runtime
+ * address becomes (binary, ELF virtual address). PIE, ASLR, shared libraries
+ * and containers all land on the same binary this way.
+ */
+#ifndef EP_PROCMAP_H
+#define EP_PROCMAP_H
+
+#include <stdint.h>
+
+#include "binary.h"
+
+struct ep_procmap;
+
+enum ep_resolve_status {
+	EP_RESOLVE_OK = 0,
+	EP_RESOLVE_KERNEL,	   /* a kernel address */
+	EP_RESOLVE_NO_PROCESS,	   /* pid never seen */
+	EP_RESOLVE_NO_MAPPING,	   /* address in no known mapping of the pid */
+	EP_RESOLVE_UNKNOWN_BINARY, /* mapped, but its file was not found */
+	EP_RESOLVE_NOT_LOADED,	   /* file offset outside every PT_LOAD segment */
+};
+
+struct ep_resolved {
+	struct ep_binary *bin;
+	uint64_t vaddr;
+	/* The runtime range [map_start, map_end) this came from: callers resolve
+	 * neighbouring addresses of one mapping without another lookup. */
+	uint64_t map_start, map_end;
+	int64_t vaddr_bias; /* vaddr = runtime address + vaddr_bias inside the map */
+};
+
+struct ep_procmap *ep_procmap_new(void);
+void ep_procmap_free(struct ep_procmap *pm);
+
+/* A new mapping of [start, start+len) at file offset pgoff; bin NULL when the
+ * file is unknown. Replaces whatever overlapped it. */
+void ep_procmap_add(struct ep_procmap *pm, uint32_t pid, uint64_t start, uint64_t len,
+		    uint64_t pgoff, struct ep_binary *bin);
+/* The child starts with a copy of the parent's mappings. */
+void ep_procmap_fork(struct ep_procmap *pm, uint32_t child_pid, uint32_t parent_pid);
+/* exec replaced the address space: forget the pid's mappings. */
+void ep_procmap_exec(struct ep_procmap *pm, uint32_t pid);
+/* The process ended. Samples may still arrive after it in a recording, so the
+ * mappings stay until the pid is reused (fork/exec). */
+void ep_procmap_exit(struct ep_procmap *pm, uint32_t pid);
+
+enum ep_resolve_status ep_procmap_resolve(struct ep_procmap *pm, uint32_t pid, uint64_t addr,
+					  struct ep_resolved *out);
+
+#endif

@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The one sample record every source produces: the BPF program (ring buffer),
+ * the perf.data importer and the LBR emulator. It is included both by BPF C
+ * (no libc, vmlinux.h types) and by the userspace agent, so it only uses
+ * fixed-width types that both sides define.
+ *
+ * Branch entries are laid out exactly like the kernel's struct
+ * perf_branch_entry (from, to, one 64-bit word of bitfields) so the BPF
+ * program can hand the record's entry array straight to
+ * bpf_read_branch_records() without copying.
+ */
+#ifndef EDGEPROF_RECORD_H
+#define EDGEPROF_RECORD_H
+
+#ifdef __BPF__
+/* vmlinux.h already provides __u32/__u64 */
+#else
+#include <linux/types.h>
+#endif
+
+/* Arm BRBE has up to 64 entries; Intel LBR 32; AMD LbrExtV2 16. */
+#define EP_MAX_BRANCH_ENTRIES 64
+
+/* Bits of ep_branch_entry.flags, same positions as perf_branch_entry's
+ * bitfields on little-endian (x86-64, arm64). */
+#define EP_BR_MISPRED (1ULL << 0)
+#define EP_BR_PREDICTED (1ULL << 1)
+#define EP_BR_IN_TX (1ULL << 2)
+#define EP_BR_ABORT (1ULL << 3)
+#define EP_BR_CYCLES_SHIFT 4
+#define EP_BR_CYCLES_MASK (0xffffULL << EP_BR_CYCLES_SHIFT)
+#define EP_BR_TYPE_SHIFT 20
+#define EP_BR_TYPE_MASK (0xfULL << EP_BR_TYPE_SHIFT)
+
+struct ep_branch_entry {
+	__u64 from;
+	__u64 to;
+	__u64 flags;
+};
+
+/* ep_sample_record.flags */
+#define EP_SAMPLE_IP_KERNEL (1U << 0)	    /* sample IP is in kernel mode */
+#define EP_SAMPLE_HAS_BRANCHES (1U << 1)    /* entries[] is valid (may be 0 long) */
+#define EP_SAMPLE_HAS_HW_INDEX (1U << 2)    /* hw_index is valid */
+#define EP_SAMPLE_BRANCH_READ_FAILED (1U << 3) /* source tried and failed; see branch_error */
+/* The event counted every completed branch (taken or not): the sample IP is
+ * the instruction after the branch that triggered the overflow, so the
+ * not-taken branches between the newest entry and the IP belong to the trace
+ * (SPEC step 3). */
+#define EP_SAMPLE_TRIGGER_IS_BRANCH (1U << 4)
+
+struct ep_sample_record {
+	__u32 pid;
+	__u32 tid;
+	__u32 cpu;
+	__u32 flags;
+	__u64 time_ns;
+	__u64 cgroup_id;
+	__u64 ip;
+	__u64 period;
+	__u64 hw_index;
+	__s32 branch_error; /* negative errno from the branch-stack read, else 0 */
+	__u32 nr_entries;   /* valid entries, <= EP_MAX_BRANCH_ENTRIES */
+	/* Newest first, like the hardware and perf: entries[0] is the most recent
+	 * taken branch. */
+	struct ep_branch_entry entries[EP_MAX_BRANCH_ENTRIES];
+};
+
+#endif

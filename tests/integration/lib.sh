@@ -1,0 +1,26 @@
+# Sourced by integration tests: TAP-like "ok - name" / "not ok - name" lines
+# that tests/run.sh counts. Every process a test starts is tracked by PID and
+# killed on exit.
+set -u
+: "${EDGEPROF:=$PWD/build/edgeprof}"
+: "${EDGEPROF_ASAN:=$PWD/build/edgeprof-asan}"
+: "${FIXTURES:=${EDGEPROF_FIXTURES:-$PWD/../shared/fixtures/lbr}}"
+TEST_TMP=$(mktemp -d)
+_pids=()
+_status=0
+track_pid() { _pids+=("$1"); }
+_cleanup() {
+	for p in "${_pids[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null; done
+	rm -rf "$TEST_TMP"
+}
+trap _cleanup EXIT
+
+ok() { echo "ok - $*"; }
+not_ok() { echo "not ok - $*"; _status=1; }
+# check NAME CMD...: runs CMD, ok when it exits 0
+check() {
+	local name=$1
+	shift
+	if "$@"; then ok "$name"; else not_ok "$name"; fi
+}
+finish() { exit "$_status"; }
