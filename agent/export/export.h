@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Export stage: turns a profile into what optimizers and people read.
+ *  json    edgeprof's own schema (README)
+ *  fdata   BOLT's profile format (llvm-bolt -data)
+ *  preagg  BOLT's pre-aggregated format (perf2bolt -pa -p)
+ *  afdo    AutoFDO's text profile (create_llvm_prof --profiler text)
+ * and the human report (hottest edges and functions).
+ */
+#ifndef EP_EXPORT_H
+#define EP_EXPORT_H
+
+#include <stdio.h>
+
+#include "profile.pb-c.h"
+
+enum ep_export_format { EP_EXPORT_JSON, EP_EXPORT_FDATA, EP_EXPORT_PREAGG, EP_EXPORT_AFDO };
+
+/* "json", "fdata", "preagg", "afdo"; -1 for anything else. */
+int ep_export_parse_format(const char *name);
+
+/* build_id selects one binary of the profile (hex prefix), NULL = the format's
+ * default: all binaries for json; for the single-binary formats the binary
+ * with the most samples. Returns 0, or -1 with err saying why (for example a
+ * build-id prefix matching no binary). */
+int ep_export(const Edgeprof__V1__Profile *profile, enum ep_export_format format,
+	      const char *build_id, FILE *out, char *err, size_t errlen);
+
+/* Hottest `top` edges and functions of every binary, for people. */
+int ep_report(const Edgeprof__V1__Profile *profile, unsigned top, FILE *out);
+
+#endif
