@@ -56,7 +56,7 @@ endef
 $(eval $(call flavour,REL,rel,))
 $(eval $(call flavour,SAN,asan,$(SAN_FLAGS)))
 
-.PHONY: all deps test test-unit test-asan test-integration run bench format format-check clean
+.PHONY: all deps test unit-tests run bench format format-check clean
 
 all: $(BUILD)/edgeprof
 
@@ -84,8 +84,15 @@ run: deps
 	@$(MAKE) --no-print-directory all
 	@scripts/run-demo.sh $(BUILD)
 
+BENCH_SRCS := $(sort $(wildcard bench/*.c))
+BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
+
+$(BUILD)/bench/%: bench/%.c $(REL_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(STD_FLAGS) $(CFLAGS) $(INCLUDES) $< $(REL_LIB) $(LDLIBS) -o $@
+
 bench: deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory all $(BENCH_BINS)
 	@bench/run.sh $(BUILD)
 
 FORMAT_FILES = $(shell find agent bpf tests bench collector -name '*.[ch]' 2>/dev/null)

@@ -72,6 +72,11 @@ bool ep_binary_is_pie(const struct ep_binary *bin);
  * when the offset is in no loadable segment. */
 bool ep_binary_offset_to_vaddr(const struct ep_binary *bin, uint64_t offset, uint64_t *vaddr);
 
+/* The PT_LOAD segment holding a file offset: its file offset, virtual
+ * address and file size. Lets callers translate whole ranges at once. */
+bool ep_binary_load_segment(const struct ep_binary *bin, uint64_t offset, uint64_t *seg_offset,
+			    uint64_t *seg_vaddr, uint64_t *seg_filesz);
+
 /* The executable PT_LOAD segments' bytes (valid while the registry lives). */
 const struct ep_code_segment *ep_binary_code_segments(const struct ep_binary *bin, size_t *count);
 

@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Aggregate stage (SPEC step 5): counts the chopped branches per binary:
+ * taken and not-taken edges, straight-line ranges (instruction frequency),
+ * call edges and mispredictions. Counters are arrays indexed by the
+ * decoder's dense site and range ids, so the hot path is array increments;
+ * only indirect targets and edges between binaries use small per-site
+ * tables. ep_aggregator_build() turns the counts into the profile message.
+ */
+#ifndef EP_AGGREGATE_H
+#define EP_AGGREGATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../chop/chop.h"
+#include "../reconstruct/reconstruct.h"
+#include "profile.pb-c.h"
+
+enum ep_range_mode {
+	EP_RANGES_SPLIT, /* a range ends at every branch, taken or not (default) */
+	EP_RANGES_GAP,	 /* whole gaps between taken branches, AutoFDO's rule */
+};
+
+struct ep_aggregator;
+
+struct ep_aggregator *ep_aggregator_new(struct ep_reconstructor *r,
+					struct ep_binary_registry *binaries,
+					enum ep_range_mode range_mode);
+void ep_aggregator_free(struct ep_aggregator *a);
+
+/* Counts trace->branches[first..n). The range ending at the first counted
+ * branch is counted only when count_first_range (the whole-stack mode):
+ * under a chop the branch that opened it is not among the counted ones. */
+void ep_aggregate_trace(struct ep_aggregator *a, const struct ep_trace *trace, size_t first,
+			bool count_first_range);
+
+/* Counts a sample IP (resolved) and a sample of its binary. */
+void ep_aggregate_sample_ip(struct ep_aggregator *a, uint32_t bin, uint64_t vaddr);
+
+/* Edges, ranges and IPs counted so far (for logs and tests). */
+uint64_t ep_aggregator_branches(const struct ep_aggregator *a);
+uint64_t ep_aggregator_ranges(const struct ep_aggregator *a);
+
+/* Builds the profile of everything counted: one BinaryProfile per binary
+ * with counts, sorted by address. Free with ep_profile_free(). Stats and
+ * config are filled by the caller. NULL when memory runs out. */
+Edgeprof__V1__Profile *ep_aggregator_build(struct ep_aggregator *a);
+
+#endif

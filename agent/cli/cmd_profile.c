@@ -1,0 +1,126 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* edgeprof report / export: read a profile file, print or convert it. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../export/export.h"
+#include "../profile/profile_file.h"
+#include "../util/log.h"
+#include "cli_util.h"
+#include "commands.h"
+
+int ep_cmd_report(int argc, char **argv)
+{
+	static const struct option opts[] = {
+	    {"top", required_argument, NULL, 't'},
+	    {"help", no_argument, NULL, 'h'},
+	    {0},
+	};
+	unsigned top = 10;
+	optind = 1;
+	int ch;
+	while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (ch) {
+		case 't':
+			if (ep_parse_uint(optarg, 1, 100000, &top) != 0) {
+				ep_error("--top: '%s' is not a positive number", optarg);
+				return 2;
+			}
+			break;
+		case 'h':
+			printf("usage: edgeprof report PROFILE [--top N]\n");
+			return 0;
+		default:
+			return 2;
+		}
+	}
+	if (optind != argc - 1) {
+		ep_error("report needs exactly one profile file");
+		return 2;
+	}
+	char err[512];
+	Edgeprof__V1__Profile *profile = NULL;
+	if (ep_profile_read(argv[optind], &profile, err, sizeof(err)) != 0) {
+		ep_error("%s", err);
+		return 1;
+	}
+	int rc = ep_report(profile, top, stdout) == 0 ? 0 : 1;
+	ep_profile_free(profile);
+	return rc;
+}
+
+int ep_cmd_export(int argc, char **argv)
+{
+	static const struct option opts[] = {
+	    {"format", required_argument, NULL, 'f'},
+	    {"build-id", required_argument, NULL, 'b'},
+	    {"output", required_argument, NULL, 'o'},
+	    {"help", no_argument, NULL, 'h'},
+	    {0},
+	};
+	int format = -1;
+	const char *build_id = NULL;
+	const char *output = NULL;
+	optind = 1;
+	int ch;
+	while ((ch = getopt_long(argc, argv, "f:o:h", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'f':
+			format = ep_export_parse_format(optarg);
+			if (format < 0) {
+				ep_error("--format: '%s' is not json, fdata, preagg or afdo", optarg);
+				return 2;
+			}
+			break;
+		case 'b':
+			build_id = optarg;
+			break;
+		case 'o':
+			output = optarg;
+			break;
+		case 'h':
+			printf("usage: edgeprof export PROFILE --format json|fdata|preagg|afdo "
+			       "[--build-id ID] [-o OUT]\n");
+			return 0;
+		default:
+			return 2;
+		}
+	}
+	if (optind != argc - 1 || format < 0) {
+		ep_error("export needs one profile file and --format json|fdata|preagg|afdo");
+		return 2;
+	}
+	char err[512];
+	Edgeprof__V1__Profile *profile = NULL;
+	if (ep_profile_read(argv[optind], &profile, err, sizeof(err)) != 0) {
+		ep_error("%s", err);
+		return 1;
+	}
+	FILE *out = stdout;
+	if (output) {
+		out = fopen(output, "w");
+		if (!out) {
+			ep_error("%s: cannot create: %s", output, strerror(errno));
+			ep_profile_free(profile);
+			return 1;
+		}
+	}
+	int rc = 0;
+	if (ep_export(profile, (enum ep_export_format)format, build_id, out, err, sizeof(err)) !=
+	    0) {
+		ep_error("%s", err);
+		rc = 1;
+	}
+	if (fflush(out) != 0 || ferror(out)) {
+		ep_error("%s: write failed: %s", output ? output : "stdout", strerror(errno));
+		rc = 1;
+	}
+	if (output && fclose(out) != 0 && rc == 0) {
+		ep_error("%s: write failed: %s", output, strerror(errno));
+		rc = 1;
+	}
+	ep_profile_free(profile);
+	return rc;
+}

@@ -1,0 +1,10 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The subcommands of build/edgeprof. Each returns the process exit code. */
+#ifndef EP_COMMANDS_H
+#define EP_COMMANDS_H
+
+int ep_cmd_import(int argc, char **argv);
+int ep_cmd_report(int argc, char **argv);
+int ep_cmd_export(int argc, char **argv);
+
+#endif

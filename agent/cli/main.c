@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <stdio.h>
+#include <string.h>
+
+#include "cmd_dump.h"
+#include "commands.h"
+
+#ifndef EDGEPROF_VERSION
+#define EDGEPROF_VERSION "0.1.0"
+#endif
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"usage: edgeprof COMMAND [ARGS]\n"
+		"\n"
+		"commands:\n"
+		"  import PERF.DATA [--binary FILE]... [--symfs DIR] [--chop C] [-o PROFILE]\n"
+		"                         turn a perf.data recording into an edge profile\n"
+		"  report PROFILE [--top N]\n"
+		"                         print the hottest edges and functions\n"
+		"  export PROFILE --format json|fdata|preagg|afdo [--build-id ID] [-o OUT]\n"
+		"                         write the profile for BOLT, AutoFDO or tools\n"
+		"  dump PERF.DATA         print the samples' branch stacks like perf script\n"
+		"  version                print the version\n"
+		"\n"
+		"Run 'edgeprof COMMAND --help' for a command's options.\n");
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	const char *cmd = argv[1];
+	if (strcmp(cmd, "import") == 0)
+		return ep_cmd_import(argc - 1, argv + 1);
+	if (strcmp(cmd, "report") == 0)
+		return ep_cmd_report(argc - 1, argv + 1);
+	if (strcmp(cmd, "export") == 0)
+		return ep_cmd_export(argc - 1, argv + 1);
+	if (strcmp(cmd, "dump") == 0)
+		return ep_cmd_dump(argc - 1, argv + 1);
+	if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
+		printf("edgeprof %s\n", EDGEPROF_VERSION);
+		return 0;
+	}
+	if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
+		usage(stdout);
+		return 0;
+	}
+	fprintf(stderr, "edgeprof: unknown command '%s'\n", cmd);
+	usage(stderr);
+	return 2;
+}

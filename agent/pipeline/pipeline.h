@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The stages wired together: every source (perf.data import, the BPF ring
+ * buffer, the emulator) feeds process events and samples here, and gets a
+ * profile back. resolve -> reconstruct -> chop -> aggregate.
+ */
+#ifndef EP_PIPELINE_H
+#define EP_PIPELINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../aggregate/aggregate.h"
+#include "../chop/chop.h"
+#include "../reconstruct/reconstruct.h"
+#include "../resolve/binary.h"
+#include "../resolve/procmap.h"
+#include "profile.pb-c.h"
+
+#define EP_CHOP_AUTO (-1)
+
+struct ep_pipeline_config {
+	/* C of SPEC step 4; 0 = whole stack; EP_CHOP_AUTO = the hardware's
+	 * stack size, i.e. the longest stack seen. */
+	int chop;
+	enum ep_range_mode range_mode;
+	bool append_trigger;
+};
+
+void ep_pipeline_config_default(struct ep_pipeline_config *cfg);
+
+struct ep_pipeline;
+
+/* binaries is borrowed: the caller registers --binary files and --symfs on
+ * it first and frees it after the pipeline. */
+struct ep_pipeline *ep_pipeline_new(const struct ep_pipeline_config *cfg,
+				    struct ep_binary_registry *binaries);
+void ep_pipeline_free(struct ep_pipeline *p);
+
+/* A build-id the recording names for a file (perf's HEADER_BUILD_ID). */
+void ep_pipeline_note_build_id(struct ep_pipeline *p, const char *path, const uint8_t *build_id,
+			       size_t len);
+/* An executable mapping; build_id NULL when the event carries none (then a
+ * noted build-id for the path is used). */
+void ep_pipeline_mmap(struct ep_pipeline *p, uint32_t pid, uint64_t start, uint64_t len,
+		      uint64_t pgoff, const char *path, const uint8_t *build_id, size_t build_id_len);
+void ep_pipeline_fork(struct ep_pipeline *p, uint32_t child_pid, uint32_t parent_pid);
+void ep_pipeline_exec(struct ep_pipeline *p, uint32_t pid);
+void ep_pipeline_exit(struct ep_pipeline *p, uint32_t pid);
+
+void ep_pipeline_sample(struct ep_pipeline *p, const struct ep_sample_record *rec);
+
+/* Records dropped before they reached us (PERF_RECORD_LOST, ring buffer). */
+void ep_pipeline_add_lost(struct ep_pipeline *p, uint64_t lost);
+
+/* The profile of everything so far, with stats and config filled in
+ * (config.source and config.event are left for the caller). Free with
+ * ep_profile_free(). */
+Edgeprof__V1__Profile *ep_pipeline_profile(struct ep_pipeline *p);
+
+unsigned ep_pipeline_chop_used(const struct ep_pipeline *p);
+
+#endif

@@ -1,0 +1,330 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "reconstruct.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "../util/log.h"
+
+/* A gap holding more not-taken branches than this is treated as
+ * inconsistent: real straight-line code between two taken branches is far
+ * shorter, and the bound keeps the per-sample work bounded. */
+#define EP_MAX_WALK_STEPS 4096
+/* AutoFDO's sanity bound for a gap; anything longer is not straight-line code. */
+#define EP_MAX_GAP_BYTES (1u << 20)
+
+struct ep_reconstructor {
+	struct ep_procmap *procmap;
+	struct ep_binary_registry *binaries;
+	struct ep_decoder **decoders;
+	uint8_t *decoder_tried;
+	size_t ndecoders;
+	bool append_trigger;
+	bool cut_pending;
+	struct ep_reconstruct_stats stats;
+	/* Consecutive entries nearly always hit the same mapping: remember the
+	 * last one so most resolutions are two compares and an add. */
+	bool cache_valid;
+	uint32_t cache_pid;
+	uint32_t cache_bin;
+	struct ep_decoder *cache_dec;
+	struct ep_resolved cache;
+	struct ep_walk_step steps[EP_MAX_WALK_STEPS];
+};
+
+/* A resolved end of a branch entry. */
+struct endpoint {
+	uint32_t bin; /* EP_NO_BIN when unknown */
+	uint64_t vaddr;
+	struct ep_decoder *dec;
+	enum ep_resolve_status status;
+};
+
+struct ep_reconstructor *ep_reconstructor_new(struct ep_procmap *procmap,
+					      struct ep_binary_registry *binaries)
+{
+	struct ep_reconstructor *r = calloc(1, sizeof(*r));
+	if (!r)
+		return NULL;
+	r->procmap = procmap;
+	r->binaries = binaries;
+	r->append_trigger = true;
+	return r;
+}
+
+void ep_reconstructor_free(struct ep_reconstructor *r)
+{
+	if (!r)
+		return;
+	for (size_t i = 0; i < r->ndecoders; i++)
+		ep_decoder_free(r->decoders[i]);
+	free(r->decoders);
+	free(r->decoder_tried);
+	free(r);
+}
+
+void ep_reconstructor_set_append_trigger(struct ep_reconstructor *r, bool append)
+{
+	r->append_trigger = append;
+}
+
+const struct ep_reconstruct_stats *ep_reconstructor_stats(const struct ep_reconstructor *r)
+{
+	return &r->stats;
+}
+
+struct ep_decoder *ep_reconstructor_decoder(struct ep_reconstructor *r, uint32_t bin_index)
+{
+	if (bin_index >= r->ndecoders) {
+		size_t n = ep_binreg_count(r->binaries);
+		if (bin_index >= n)
+			return NULL;
+		struct ep_decoder **decoders = realloc(r->decoders, n * sizeof(*decoders));
+		if (!decoders)
+			return NULL;
+		r->decoders = decoders;
+		uint8_t *tried = realloc(r->decoder_tried, n);
+		if (!tried)
+			return NULL;
+		r->decoder_tried = tried;
+		for (size_t i = r->ndecoders; i < n; i++) {
+			r->decoders[i] = NULL;
+			r->decoder_tried[i] = 0;
+		}
+		r->ndecoders = n;
+	}
+	if (!r->decoder_tried[bin_index]) {
+		r->decoder_tried[bin_index] = 1;
+		struct ep_binary *bin = ep_binreg_at(r->binaries, bin_index);
+		size_t nsegs = 0;
+		const struct ep_code_segment *segs = ep_binary_code_segments(bin, &nsegs);
+		r->decoders[bin_index] = ep_decoder_new(ep_binary_arch(bin), segs, nsegs);
+		if (!r->decoders[bin_index])
+			ep_warn("%s: cannot decode its code (architecture %s): its branches are "
+				"skipped",
+				ep_binary_path(bin), ep_arch_name(ep_binary_arch(bin)));
+	}
+	return r->decoders[bin_index];
+}
+
+static void resolve(struct ep_reconstructor *r, uint32_t pid, uint64_t addr, struct endpoint *ep)
+{
+	if (r->cache_valid && r->cache_pid == pid && addr >= r->cache.map_start &&
+	    addr < r->cache.map_end) {
+		ep->bin = r->cache_bin;
+		ep->vaddr = (uint64_t)((int64_t)addr + r->cache.vaddr_bias);
+		ep->dec = r->cache_dec;
+		ep->status = EP_RESOLVE_OK;
+		return;
+	}
+	struct ep_resolved res;
+	ep->status = ep_procmap_resolve(r->procmap, pid, addr, &res);
+	if (ep->status != EP_RESOLVE_OK) {
+		ep->bin = EP_NO_BIN;
+		ep->dec = NULL;
+		ep->vaddr = 0;
+		return;
+	}
+	ep->bin = ep_binary_index(res.bin);
+	ep->vaddr = res.vaddr;
+	ep->dec = ep_reconstructor_decoder(r, ep->bin);
+	if (res.map_end > res.map_start) {
+		r->cache_valid = true;
+		r->cache_pid = pid;
+		r->cache_bin = ep->bin;
+		r->cache_dec = ep->dec;
+		r->cache = res;
+	}
+}
+
+static struct ep_trace_branch *trace_push(struct ep_reconstructor *r, struct ep_trace *t)
+{
+	if (t->n == t->cap) {
+		size_t cap = t->cap ? t->cap * 2 : 256;
+		struct ep_trace_branch *b = realloc(t->branches, cap * sizeof(*b));
+		if (!b)
+			return NULL;
+		t->branches = b;
+		t->cap = cap;
+	}
+	struct ep_trace_branch *b = &t->branches[t->n];
+	memset(b, 0, sizeof(*b));
+	b->cut_before = r->cut_pending;
+	if (r->cut_pending) {
+		t->last_cut = t->n;
+		r->cut_pending = false;
+	}
+	t->n++;
+	return b;
+}
+
+static void push_not_taken(struct ep_reconstructor *r, struct ep_trace *t, uint32_t bin,
+			   const struct ep_decoder *dec, const struct ep_walk_step *steps,
+			   size_t nsteps)
+{
+	for (size_t i = 0; i < nsteps; i++) {
+		struct ep_trace_branch *b = trace_push(r, t);
+		if (!b)
+			return;
+		b->bin = bin;
+		b->site = steps[i].site;
+		b->range = steps[i].range;
+		b->kind = ep_decoder_site(dec, steps[i].site)->kind;
+		b->to_bin = bin;
+		b->to_vaddr = ep_decoder_site(dec, steps[i].site)->fallthrough;
+	}
+}
+
+static bool kind_is_direct(uint8_t kind)
+{
+	return kind == EP_BRANCH_COND || kind == EP_BRANCH_JUMP || kind == EP_BRANCH_CALL;
+}
+
+/* Walks the gap between the previous entry's target and this entry's
+ * source. Returns true (with the closing site) when the straight line is
+ * possible; otherwise counts why it is not. */
+static bool walk_gap(struct ep_reconstructor *r, struct ep_trace *t, const struct endpoint *prev_to,
+		     uint32_t prev_site, const struct endpoint *from, struct ep_walk_step *closing)
+{
+	struct ep_reconstruct_stats *st = &r->stats;
+	st->gaps++;
+	if (prev_to->bin == EP_NO_BIN || from->bin == EP_NO_BIN || !prev_to->dec || !from->dec) {
+		st->gaps_unknown_code++;
+		return false;
+	}
+	if (prev_to->bin != from->bin || from->vaddr < prev_to->vaddr ||
+	    from->vaddr - prev_to->vaddr > EP_MAX_GAP_BYTES) {
+		st->gaps_inconsistent++;
+		if (prev_to->bin == from->bin)
+			st->gaps_backwards++;
+		return false;
+	}
+	size_t nsteps = 0;
+	enum ep_walk_status ws =
+	    ep_decoder_walk_to_branch(from->dec, prev_to->vaddr, from->vaddr, prev_site, r->steps,
+				      EP_MAX_WALK_STEPS, &nsteps, closing);
+	if (ws != EP_WALK_OK) {
+		if (ws == EP_WALK_NO_CODE)
+			st->gaps_unknown_code++;
+		else
+			st->gaps_inconsistent++;
+		return false;
+	}
+	push_not_taken(r, t, from->bin, from->dec, r->steps, nsteps);
+	return true;
+}
+
+static void append_trigger(struct ep_reconstructor *r, const struct ep_sample_record *rec,
+			   struct ep_trace *t, const struct endpoint *last_to, uint32_t last_site)
+{
+	struct endpoint ip;
+	resolve(r, rec->pid, rec->ip, &ip);
+	if (last_to->bin == EP_NO_BIN || ip.bin != last_to->bin || !ip.dec) {
+		r->stats.trigger_inconsistent++;
+		return;
+	}
+	size_t nsteps = 0;
+	enum ep_walk_status ws = ep_decoder_walk_to_ip(ip.dec, last_to->vaddr, ip.vaddr, last_site,
+						       r->steps, EP_MAX_WALK_STEPS, &nsteps);
+	if (ws != EP_WALK_OK) {
+		r->stats.trigger_inconsistent++;
+		return;
+	}
+	if (nsteps > 0) {
+		push_not_taken(r, t, ip.bin, ip.dec, r->steps, nsteps);
+		r->stats.trigger_appended++;
+	}
+}
+
+size_t ep_reconstruct(struct ep_reconstructor *r, const struct ep_sample_record *rec,
+		      struct ep_trace *t)
+{
+	struct ep_reconstruct_stats *st = &r->stats;
+	t->n = 0;
+	t->last_cut = 0;
+	st->samples++;
+	if (!(rec->flags & EP_SAMPLE_HAS_BRANCHES))
+		return 0;
+	st->samples_with_branches++;
+	uint32_t nr = rec->nr_entries;
+	if (nr > EP_MAX_BRANCH_ENTRIES)
+		nr = EP_MAX_BRANCH_ENTRIES;
+	st->branch_entries += nr;
+	if (nr == 0)
+		return 0;
+
+	r->cut_pending = true; /* nothing is known before the oldest entry */
+	struct endpoint prev_to = {.bin = EP_NO_BIN};
+	uint32_t prev_site = EP_NO_SITE;
+	bool have_prev = false;
+
+	for (uint32_t k = nr; k-- > 0;) {
+		const struct ep_branch_entry *e = &rec->entries[k];
+		bool kernel = ep_addr_is_kernel(e->from) || ep_addr_is_kernel(e->to);
+		struct endpoint from, to;
+		resolve(r, rec->pid, e->from, &from);
+		resolve(r, rec->pid, e->to, &to);
+		if (kernel) {
+			st->branch_entries_kernel++;
+		} else {
+			st->branch_entries_user++;
+			if (!from.dec || !to.dec)
+				st->branch_entries_unresolved++;
+		}
+
+		struct ep_walk_step closing = {.site = EP_NO_SITE, .range = EP_NO_RANGE};
+		bool gap_ok = false;
+		if (have_prev) {
+			gap_ok = walk_gap(r, t, &prev_to, prev_site, &from, &closing);
+			if (!gap_ok)
+				r->cut_pending = true;
+		}
+
+		/* The taken branch itself: only a branch we can see in the code is
+		 * counted, and only to the target the code allows. */
+		uint32_t site = EP_NO_SITE;
+		if (!kernel && from.dec) {
+			site = gap_ok ? closing.site : ep_decoder_site_at(from.dec, from.vaddr);
+			if (site != EP_NO_SITE) {
+				const struct ep_site *s = ep_decoder_site(from.dec, site);
+				if (kind_is_direct(s->kind) &&
+				    (to.bin != from.bin || s->target != to.vaddr))
+					site = EP_NO_SITE;
+			}
+			if (site == EP_NO_SITE)
+				st->entries_mismatched++;
+		}
+		if (site != EP_NO_SITE) {
+			struct ep_trace_branch *b = trace_push(r, t);
+			if (b) {
+				b->bin = from.bin;
+				b->site = site;
+				b->range = gap_ok ? closing.range : EP_NO_RANGE;
+				b->kind = ep_decoder_site(from.dec, site)->kind;
+				b->to_bin = to.dec ? to.bin : EP_NO_BIN;
+				b->to_vaddr = to.dec ? to.vaddr : 0;
+				b->gap_start = gap_ok ? prev_to.vaddr : 0;
+				b->taken = true;
+				b->mispredicted = (e->flags & EP_BR_MISPRED) != 0;
+			}
+		} else {
+			r->cut_pending = true;
+		}
+		prev_to = to;
+		if (!to.dec)
+			prev_to.bin = EP_NO_BIN;
+		prev_site = (site != EP_NO_SITE && to.bin == from.bin) ? site : EP_NO_SITE;
+		have_prev = true;
+	}
+
+	if (r->append_trigger && (rec->flags & EP_SAMPLE_TRIGGER_IS_BRANCH) &&
+	    !(rec->flags & EP_SAMPLE_IP_KERNEL))
+		append_trigger(r, rec, t, &prev_to, prev_site);
+	return t->n;
+}
+
+void ep_trace_free(struct ep_trace *trace)
+{
+	free(trace->branches);
+	*trace = (struct ep_trace){0};
+}

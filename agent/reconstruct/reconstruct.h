@@ -1,0 +1,86 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Reconstruct stage (SPEC step 3): turns a sample's taken-branch trace into
+ * the full branch trace by decoding the straight-line code between
+ * consecutive entries; every conditional branch met there was executed and
+ * not taken. An impossible straight line cuts the trace (counted, never
+ * guessed). With a branch-counting event the not-taken branches between the
+ * newest entry's target and the sample IP are appended, so the trace ends at
+ * the branch that triggered the sample.
+ */
+#ifndef EP_RECONSTRUCT_H
+#define EP_RECONSTRUCT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../../bpf/edgeprof_record.h"
+#include "../decode/decoder.h"
+#include "../resolve/procmap.h"
+
+#define EP_NO_BIN UINT32_MAX
+#define EP_NO_RANGE UINT32_MAX
+
+/* One branch of a full branch trace, in the binary that holds it. */
+struct ep_trace_branch {
+	uint32_t bin;	/* binary index (ep_binary_index), EP_NO_BIN when unknown */
+	uint32_t site;	/* site in that binary's decoder */
+	uint32_t range; /* split range ending at this branch; EP_NO_RANGE after a cut */
+	uint32_t to_bin; /* taken: binary of the target, EP_NO_BIN when unknown */
+	uint64_t to_vaddr; /* taken: target address in to_bin */
+	uint64_t gap_start; /* taken, after a consistent gap: where the gap began */
+	uint8_t kind; /* enum ep_branch_kind of the site */
+	bool taken;
+	bool mispredicted;
+	bool cut_before; /* the trace is broken right before this branch */
+};
+
+struct ep_trace {
+	struct ep_trace_branch *branches; /* oldest first */
+	size_t n;
+	size_t cap;
+	size_t last_cut; /* index of the last branch with cut_before (0 when none) */
+};
+
+/* Counters of everything reconstruction saw; the profile's Stats. */
+struct ep_reconstruct_stats {
+	uint64_t samples;
+	uint64_t samples_with_branches;
+	uint64_t branch_entries;
+	uint64_t branch_entries_user;
+	uint64_t branch_entries_kernel;
+	uint64_t branch_entries_unresolved;
+	uint64_t gaps;
+	uint64_t gaps_inconsistent;
+	uint64_t gaps_unknown_code;
+	uint64_t gaps_backwards; /* of the inconsistent: end before start or > 1 MiB */
+	uint64_t entries_mismatched;
+	uint64_t trigger_appended;
+	uint64_t trigger_inconsistent;
+};
+
+struct ep_reconstructor;
+
+struct ep_reconstructor *ep_reconstructor_new(struct ep_procmap *procmap,
+					      struct ep_binary_registry *binaries);
+void ep_reconstructor_free(struct ep_reconstructor *r);
+
+/* Whether to extend traces to the sample IP for branch-counting events
+ * (default true). Off reproduces the peers' method. */
+void ep_reconstructor_set_append_trigger(struct ep_reconstructor *r, bool append);
+
+/* Fills trace with the sample's full branch trace. Returns the number of
+ * branches (0 for a sample without a usable stack). */
+size_t ep_reconstruct(struct ep_reconstructor *r, const struct ep_sample_record *rec,
+		      struct ep_trace *trace);
+
+/* The decoder of binary bin_index (created on first use), NULL when the
+ * binary has no code we can decode. */
+struct ep_decoder *ep_reconstructor_decoder(struct ep_reconstructor *r, uint32_t bin_index);
+
+const struct ep_reconstruct_stats *ep_reconstructor_stats(const struct ep_reconstructor *r);
+
+void ep_trace_free(struct ep_trace *trace);
+
+#endif

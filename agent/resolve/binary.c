@@ -1,0 +1,655 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "binary.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../util/log.h"
+#include "../util/u64map.h"
+
+#define BUILD_ID_MAX 64
+
+struct load_segment {
+	uint64_t offset, vaddr, filesz;
+	uint32_t flags;
+};
+
+struct ep_binary {
+	uint32_t index;
+	char *path;
+	char *recorded_path;
+	dev_t dev;
+	ino_t ino;
+	uint8_t build_id[BUILD_ID_MAX];
+	size_t build_id_len;
+	char build_id_hex[2 * BUILD_ID_MAX + 1];
+	enum ep_arch arch;
+	bool pie;
+	bool mismatch_warned;
+	struct load_segment *loads;
+	size_t nloads;
+	struct ep_code_segment *code;
+	size_t ncode;
+	struct ep_symbol *syms;
+	size_t nsyms;
+	char *names; /* every symbol name, back to back */
+};
+
+struct lookup_entry {
+	char *key; /* recorded path + '\0' + hex build-id */
+	struct ep_binary *bin;
+};
+
+struct ep_binary_registry {
+	struct ep_binary **bins;
+	size_t n, cap;
+	/* --binary files, in the order given (indexes into bins) */
+	uint32_t *explicit_files;
+	size_t nexplicit;
+	char *symfs;
+	/* Every lookup's answer, found or not, so each mapping event costs one
+	 * hash lookup and warnings are said once. */
+	struct ep_u64map lookup_index; /* key hash -> index in lookups */
+	struct lookup_entry *lookups;
+	size_t nlookups, lookups_cap;
+};
+
+void ep_build_id_to_hex(const uint8_t *id, size_t len, char *out)
+{
+	static const char digits[] = "0123456789abcdef";
+	for (size_t i = 0; i < len; i++) {
+		out[2 * i] = digits[id[i] >> 4];
+		out[2 * i + 1] = digits[id[i] & 15];
+	}
+	out[2 * len] = '\0';
+}
+
+struct ep_binary_registry *ep_binreg_new(void)
+{
+	if (elf_version(EV_CURRENT) == EV_NONE)
+		return NULL;
+	return calloc(1, sizeof(struct ep_binary_registry));
+}
+
+static void binary_free(struct ep_binary *b)
+{
+	if (!b)
+		return;
+	for (size_t i = 0; i < b->ncode; i++)
+		free((void *)b->code[i].bytes);
+	free(b->code);
+	free(b->loads);
+	free(b->syms);
+	free(b->names);
+	free(b->path);
+	free(b->recorded_path);
+	free(b);
+}
+
+void ep_binreg_free(struct ep_binary_registry *reg)
+{
+	if (!reg)
+		return;
+	for (size_t i = 0; i < reg->n; i++)
+		binary_free(reg->bins[i]);
+	for (size_t i = 0; i < reg->nlookups; i++)
+		free(reg->lookups[i].key);
+	free(reg->lookups);
+	ep_u64map_free(&reg->lookup_index);
+	free(reg->bins);
+	free(reg->explicit_files);
+	free(reg->symfs);
+	free(reg);
+}
+
+void ep_binreg_set_symfs(struct ep_binary_registry *reg, const char *dir)
+{
+	free(reg->symfs);
+	reg->symfs = strdup(dir);
+}
+
+size_t ep_binreg_count(const struct ep_binary_registry *reg) { return reg->n; }
+
+struct ep_binary *ep_binreg_at(const struct ep_binary_registry *reg, size_t index)
+{
+	return index < reg->n ? reg->bins[index] : NULL;
+}
+
+uint32_t ep_binary_index(const struct ep_binary *bin) { return bin->index; }
+const char *ep_binary_path(const struct ep_binary *bin) { return bin->path; }
+const char *ep_binary_recorded_path(const struct ep_binary *bin)
+{
+	return bin->recorded_path ? bin->recorded_path : bin->path;
+}
+const uint8_t *ep_binary_build_id(const struct ep_binary *bin, size_t *len)
+{
+	*len = bin->build_id_len;
+	return bin->build_id;
+}
+const char *ep_binary_build_id_hex(const struct ep_binary *bin) { return bin->build_id_hex; }
+enum ep_arch ep_binary_arch(const struct ep_binary *bin) { return bin->arch; }
+bool ep_binary_is_pie(const struct ep_binary *bin) { return bin->pie; }
+
+const struct ep_code_segment *ep_binary_code_segments(const struct ep_binary *bin, size_t *count)
+{
+	*count = bin->ncode;
+	return bin->code;
+}
+
+bool ep_binary_load_segment(const struct ep_binary *bin, uint64_t offset, uint64_t *seg_offset,
+			    uint64_t *seg_vaddr, uint64_t *seg_filesz)
+{
+	for (size_t i = 0; i < bin->nloads; i++) {
+		const struct load_segment *l = &bin->loads[i];
+		if (offset >= l->offset && offset - l->offset < l->filesz) {
+			*seg_offset = l->offset;
+			*seg_vaddr = l->vaddr;
+			*seg_filesz = l->filesz;
+			return true;
+		}
+	}
+	return false;
+}
+
+bool ep_binary_offset_to_vaddr(const struct ep_binary *bin, uint64_t offset, uint64_t *vaddr)
+{
+	uint64_t so, sv, sz;
+	if (!ep_binary_load_segment(bin, offset, &so, &sv, &sz))
+		return false;
+	*vaddr = offset - so + sv;
+	return true;
+}
+
+const struct ep_symbol *ep_binary_symbol_at(const struct ep_binary *bin, uint64_t vaddr)
+{
+	size_t lo = 0, hi = bin->nsyms;
+	while (lo < hi) { /* first symbol starting after vaddr */
+		size_t mid = lo + (hi - lo) / 2;
+		if (bin->syms[mid].start <= vaddr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0)
+		return NULL;
+	const struct ep_symbol *s = &bin->syms[lo - 1];
+	return vaddr - s->start < s->size ? s : NULL;
+}
+
+/* ---- reading one ELF file ---- */
+
+static bool find_build_id_in(Elf_Data *data, struct ep_binary *b)
+{
+	size_t off = 0, name_off, desc_off;
+	GElf_Nhdr nhdr;
+	while ((off = gelf_getnote(data, off, &nhdr, &name_off, &desc_off)) > 0) {
+		if (nhdr.n_type == NT_GNU_BUILD_ID && nhdr.n_namesz == 4 &&
+		    memcmp((const char *)data->d_buf + name_off, "GNU", 4) == 0 &&
+		    nhdr.n_descsz > 0 && nhdr.n_descsz <= BUILD_ID_MAX) {
+			memcpy(b->build_id, (const uint8_t *)data->d_buf + desc_off, nhdr.n_descsz);
+			b->build_id_len = nhdr.n_descsz;
+			return true;
+		}
+	}
+	return false;
+}
+
+static void read_build_id(Elf *elf, size_t nphdr, struct ep_binary *b)
+{
+	for (size_t i = 0; i < nphdr; i++) {
+		GElf_Phdr ph;
+		if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_NOTE)
+			continue;
+		Elf_Data *d = elf_getdata_rawchunk(elf, (int64_t)ph.p_offset, ph.p_filesz,
+						   ELF_T_NHDR);
+		if (d && find_build_id_in(d, b))
+			return;
+	}
+	Elf_Scn *scn = NULL;
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_NOTE)
+			continue;
+		Elf_Data *d = elf_getdata(scn, NULL);
+		if (d && find_build_id_in(d, b))
+			return;
+	}
+}
+
+static bool is_pie_dynamic(Elf *elf, bool has_interp)
+{
+	bool soname = false;
+	Elf_Scn *scn = NULL;
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNAMIC || sh.sh_entsize == 0)
+			continue;
+		Elf_Data *d = elf_getdata(scn, NULL);
+		for (size_t i = 0; d && i < sh.sh_size / sh.sh_entsize; i++) {
+			GElf_Dyn dyn;
+			if (!gelf_getdyn(d, (int)i, &dyn))
+				break;
+			if (dyn.d_tag == DT_FLAGS_1 && (dyn.d_un.d_val & DF_1_PIE))
+				return true;
+			if (dyn.d_tag == DT_SONAME)
+				soname = true;
+		}
+	}
+	return has_interp && !soname;
+}
+
+static int cmp_sym(const void *pa, const void *pb)
+{
+	const struct ep_symbol *a = pa, *b = pb;
+	if (a->start != b->start)
+		return a->start < b->start ? -1 : 1;
+	/* prefer the sized symbol when two share an address */
+	return a->size > b->size ? -1 : a->size < b->size;
+}
+
+static int read_symbols(Elf *elf, struct ep_binary *b)
+{
+	size_t nsyms = 0, names_len = 0;
+	for (int pass = 0; pass < 2; pass++) {
+		Elf_Scn *scn = NULL;
+		size_t k = 0, noff = 0;
+		while ((scn = elf_nextscn(elf, scn))) {
+			GElf_Shdr sh;
+			if (!gelf_getshdr(scn, &sh) ||
+			    (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM) ||
+			    sh.sh_entsize == 0)
+				continue;
+			Elf_Data *d = elf_getdata(scn, NULL);
+			if (!d)
+				continue;
+			size_t count = sh.sh_size / sh.sh_entsize;
+			for (size_t i = 0; i < count; i++) {
+				GElf_Sym sym;
+				if (!gelf_getsym(d, (int)i, &sym))
+					continue;
+				int type = GELF_ST_TYPE(sym.st_info);
+				if ((type != STT_FUNC && type != STT_GNU_IFUNC) ||
+				    sym.st_shndx == SHN_UNDEF || sym.st_value == 0)
+					continue;
+				const char *name = elf_strptr(elf, sh.sh_link, sym.st_name);
+				if (!name)
+					name = "";
+				size_t len = strlen(name) + 1;
+				if (pass == 0) {
+					nsyms++;
+					names_len += len;
+					continue;
+				}
+				memcpy(b->names + noff, name, len);
+				b->syms[k++] = (struct ep_symbol){
+				    .name = (const char *)(uintptr_t)noff,
+				    .start = sym.st_value,
+				    .size = sym.st_size};
+				noff += len;
+			}
+		}
+		if (pass == 0) {
+			if (nsyms == 0)
+				return 0;
+			b->syms = calloc(nsyms, sizeof(*b->syms));
+			b->names = malloc(names_len);
+			if (!b->syms || !b->names)
+				return -1;
+		} else {
+			b->nsyms = k;
+		}
+	}
+	/* names were stored as offsets while the block was being filled */
+	for (size_t i = 0; i < b->nsyms; i++)
+		b->syms[i].name = b->names + (uintptr_t)b->syms[i].name;
+	qsort(b->syms, b->nsyms, sizeof(*b->syms), cmp_sym);
+	size_t out = 0;
+	for (size_t i = 0; i < b->nsyms; i++) {
+		if (out > 0 && b->syms[out - 1].start == b->syms[i].start)
+			continue; /* .symtab and .dynsym name the same function */
+		b->syms[out++] = b->syms[i];
+	}
+	b->nsyms = out;
+	/* Hand-written assembly often has size-0 symbols: let them run to the
+	 * next symbol so their code still gets a name. */
+	for (size_t i = 0; i < b->nsyms; i++)
+		if (b->syms[i].size == 0 && i + 1 < b->nsyms)
+			b->syms[i].size = b->syms[i + 1].start - b->syms[i].start;
+	return 0;
+}
+
+static int read_file(const char *path, uint8_t **buf, size_t *size, struct stat *st, char *err,
+		     size_t errlen)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+		return -1;
+	}
+	if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode)) {
+		snprintf(err, errlen, "%s: not a regular file", path);
+		close(fd);
+		return -1;
+	}
+	*size = (size_t)st->st_size;
+	*buf = malloc(*size ? *size : 1);
+	if (!*buf) {
+		snprintf(err, errlen, "%s: out of memory reading %zu bytes", path, *size);
+		close(fd);
+		return -1;
+	}
+	size_t got = 0;
+	while (got < *size) {
+		ssize_t r = pread(fd, *buf + got, *size - got, (off_t)got);
+		if (r <= 0) {
+			snprintf(err, errlen, "%s: read failed at byte %zu: %s", path, got,
+				 r < 0 ? strerror(errno) : "file shrank while reading");
+			free(*buf);
+			close(fd);
+			return -1;
+		}
+		got += (size_t)r;
+	}
+	close(fd);
+	return 0;
+}
+
+/* Reads the whole file into memory and keeps copies of what we need:
+ * mapping it instead would SIGBUS the agent when the binary is replaced or
+ * truncated on disk while we hold it. */
+static struct ep_binary *binary_open(const char *path, char *err, size_t errlen)
+{
+	uint8_t *buf;
+	size_t size;
+	struct stat st;
+	if (read_file(path, &buf, &size, &st, err, errlen) != 0)
+		return NULL;
+	struct ep_binary *b = calloc(1, sizeof(*b));
+	Elf *elf = b ? elf_memory((char *)buf, size) : NULL;
+	GElf_Ehdr eh;
+	int rc = -1;
+	if (!b) {
+		snprintf(err, errlen, "%s: out of memory", path);
+		goto out;
+	}
+	if (!elf || elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &eh)) {
+		snprintf(err, errlen, "%s: not an ELF file", path);
+		goto out;
+	}
+	if (gelf_getclass(elf) != ELFCLASS64) {
+		snprintf(err, errlen, "%s: not a 64-bit ELF file", path);
+		goto out;
+	}
+	b->path = strdup(path);
+	b->dev = st.st_dev;
+	b->ino = st.st_ino;
+	b->arch = eh.e_machine == EM_X86_64	? EP_ARCH_X86_64
+		  : eh.e_machine == EM_AARCH64 ? EP_ARCH_AARCH64
+					       : EP_ARCH_UNKNOWN;
+	size_t nphdr = 0;
+	if (elf_getphdrnum(elf, &nphdr) != 0 || nphdr == 0) {
+		snprintf(err, errlen, "%s: ELF file without program headers (not an executable "
+				      "or shared library)",
+			 path);
+		goto out;
+	}
+	b->loads = calloc(nphdr, sizeof(*b->loads));
+	b->code = calloc(nphdr, sizeof(*b->code));
+	if (!b->path || !b->loads || !b->code) {
+		snprintf(err, errlen, "%s: out of memory", path);
+		goto out;
+	}
+	bool has_interp = false;
+	for (size_t i = 0; i < nphdr; i++) {
+		GElf_Phdr ph;
+		if (!gelf_getphdr(elf, (int)i, &ph))
+			continue;
+		if (ph.p_type == PT_INTERP)
+			has_interp = true;
+		if (ph.p_type != PT_LOAD)
+			continue;
+		uint64_t filesz = ph.p_filesz;
+		if (ph.p_offset > size)
+			filesz = 0;
+		else if (filesz > size - ph.p_offset)
+			filesz = size - ph.p_offset; /* truncated file: keep what exists */
+		b->loads[b->nloads++] = (struct load_segment){
+		    .offset = ph.p_offset, .vaddr = ph.p_vaddr, .filesz = filesz, .flags = ph.p_flags};
+		if ((ph.p_flags & PF_X) && filesz > 0) {
+			uint8_t *bytes = malloc(filesz);
+			if (!bytes) {
+				snprintf(err, errlen, "%s: out of memory", path);
+				goto out;
+			}
+			memcpy(bytes, buf + ph.p_offset, filesz);
+			b->code[b->ncode++] = (struct ep_code_segment){
+			    .vaddr = ph.p_vaddr, .bytes = bytes, .size = filesz};
+		}
+	}
+	/* ET_DYN covers PIE executables and shared libraries. DF_1_PIE says so
+	 * outright; older linkers do not set it, so an interpreter without a
+	 * soname also counts (libc.so.6 has an interpreter, and a soname). */
+	b->pie = eh.e_type == ET_DYN && is_pie_dynamic(elf, has_interp);
+	read_build_id(elf, nphdr, b);
+	ep_build_id_to_hex(b->build_id, b->build_id_len, b->build_id_hex);
+	if (read_symbols(elf, b) != 0) {
+		snprintf(err, errlen, "%s: out of memory reading symbols", path);
+		goto out;
+	}
+	rc = 0;
+out:
+	if (elf)
+		elf_end(elf);
+	free(buf);
+	if (rc != 0) {
+		binary_free(b);
+		return NULL;
+	}
+	return b;
+}
+
+static struct ep_binary *find_loaded(struct ep_binary_registry *reg, const char *path)
+{
+	struct stat st;
+	if (stat(path, &st) != 0)
+		return NULL;
+	for (size_t i = 0; i < reg->n; i++)
+		if (reg->bins[i]->dev == st.st_dev && reg->bins[i]->ino == st.st_ino)
+			return reg->bins[i];
+	return NULL;
+}
+
+static struct ep_binary *open_registered(struct ep_binary_registry *reg, const char *path,
+					 char *err, size_t errlen)
+{
+	struct ep_binary *b = find_loaded(reg, path);
+	if (b)
+		return b;
+	b = binary_open(path, err, errlen);
+	if (!b)
+		return NULL;
+	if (reg->n == reg->cap) {
+		size_t cap = reg->cap ? reg->cap * 2 : 16;
+		struct ep_binary **bins = realloc(reg->bins, cap * sizeof(*bins));
+		if (!bins) {
+			binary_free(b);
+			snprintf(err, errlen, "%s: out of memory", path);
+			return NULL;
+		}
+		reg->bins = bins;
+		reg->cap = cap;
+	}
+	b->index = (uint32_t)reg->n;
+	reg->bins[reg->n++] = b;
+	return b;
+}
+
+int ep_binreg_add_file(struct ep_binary_registry *reg, const char *path, char *err, size_t errlen)
+{
+	struct ep_binary *b = open_registered(reg, path, err, errlen);
+	if (!b)
+		return -1;
+	for (size_t i = 0; i < reg->nexplicit; i++)
+		if (reg->explicit_files[i] == b->index)
+			return 0;
+	uint32_t *e = realloc(reg->explicit_files, (reg->nexplicit + 1) * sizeof(*e));
+	if (!e) {
+		snprintf(err, errlen, "%s: out of memory", path);
+		return -1;
+	}
+	reg->explicit_files = e;
+	reg->explicit_files[reg->nexplicit++] = b->index;
+	return 0;
+}
+
+/* perf pads build-ids to 20 bytes with zeros; an id equal to another
+ * followed only by zero bytes names the same file. */
+static bool build_ids_equal(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen)
+{
+	size_t n = alen < blen ? alen : blen;
+	if (n == 0 || memcmp(a, b, n) != 0)
+		return false;
+	const uint8_t *rest = alen > blen ? a : b;
+	for (size_t i = n; i < (alen > blen ? alen : blen); i++)
+		if (rest[i] != 0)
+			return false;
+	return true;
+}
+
+static const char *base_name(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	return slash ? slash + 1 : path;
+}
+
+static bool is_pseudo_path(const char *path)
+{
+	return path[0] == '[' || strncmp(path, "//anon", 6) == 0 ||
+	       strncmp(path, "/memfd:", 7) == 0 || strncmp(path, "anon_inode:", 11) == 0 ||
+	       path[0] == '\0';
+}
+
+static uint64_t hash_key(const char *key, size_t len)
+{
+	uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a */
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ (uint8_t)key[i]) * 0x100000001b3ULL;
+	return h;
+}
+
+static struct ep_binary *search(struct ep_binary_registry *reg, const char *recorded,
+				const uint8_t *id, size_t idlen)
+{
+	char err[512];
+	if (idlen > 0) {
+		for (size_t i = 0; i < reg->nexplicit; i++) {
+			struct ep_binary *b = reg->bins[reg->explicit_files[i]];
+			if (build_ids_equal(b->build_id, b->build_id_len, id, idlen))
+				return b;
+		}
+	}
+	for (size_t i = 0; i < reg->nexplicit; i++) {
+		struct ep_binary *b = reg->bins[reg->explicit_files[i]];
+		if (strcmp(b->path, recorded) == 0 ||
+		    strcmp(base_name(b->path), base_name(recorded)) == 0)
+			return b;
+	}
+	if (is_pseudo_path(recorded))
+		return NULL;
+	if (reg->symfs) {
+		char path[PATH_MAX];
+		if (snprintf(path, sizeof(path), "%s/%s", reg->symfs, recorded) <
+		    (int)sizeof(path)) {
+			if (access(path, R_OK) == 0) {
+				struct ep_binary *b = open_registered(reg, path, err, sizeof(err));
+				if (b)
+					return b;
+				ep_warn("%s", err);
+			}
+		}
+	}
+	if (access(recorded, R_OK) == 0) {
+		struct ep_binary *b = open_registered(reg, recorded, err, sizeof(err));
+		if (b)
+			return b;
+		ep_warn("%s", err);
+	}
+	return NULL;
+}
+
+struct ep_binary *ep_binreg_lookup(struct ep_binary_registry *reg, const char *recorded_path,
+				   const uint8_t *build_id, size_t build_id_len)
+{
+	if (!build_id)
+		build_id_len = 0;
+	if (build_id_len > BUILD_ID_MAX)
+		build_id_len = BUILD_ID_MAX;
+	char hex[2 * BUILD_ID_MAX + 1];
+	ep_build_id_to_hex(build_id, build_id_len, hex);
+	size_t plen = strlen(recorded_path), hlen = strlen(hex);
+	char *key = malloc(plen + hlen + 2);
+	if (!key)
+		return NULL;
+	memcpy(key, recorded_path, plen + 1);
+	memcpy(key + plen + 1, hex, hlen + 1);
+	size_t klen = plen + hlen + 1;
+
+	uint64_t h = hash_key(key, klen);
+	/* linear probing on the hash itself keeps colliding keys apart */
+	for (;;) {
+		uint64_t *slot = ep_u64map_get(&reg->lookup_index, h);
+		if (!slot)
+			break;
+		struct lookup_entry *e = &reg->lookups[*slot];
+		if (memcmp(e->key, key, klen) == 0) {
+			free(key);
+			return e->bin;
+		}
+		h++;
+	}
+
+	struct ep_binary *b = search(reg, recorded_path, build_id, build_id_len);
+	if (b) {
+		if (!b->recorded_path && !is_pseudo_path(recorded_path))
+			b->recorded_path = strdup(recorded_path);
+		if (build_id_len > 0 && b->build_id_len > 0 &&
+		    !build_ids_equal(b->build_id, b->build_id_len, build_id, build_id_len) &&
+		    !b->mismatch_warned) {
+			b->mismatch_warned = true;
+			ep_warn("build-id of %s is %s, the recording expects %s for %s: its "
+				"addresses may not match",
+				b->path, b->build_id_hex, hex, recorded_path);
+		}
+	} else if (!is_pseudo_path(recorded_path)) {
+		ep_warn("no file for %s%s%s: its code is counted as unresolved (pass --binary "
+			"or --symfs)",
+			recorded_path, hlen ? " build-id " : "", hex);
+	}
+
+	if (reg->nlookups == reg->lookups_cap) {
+		size_t cap = reg->lookups_cap ? reg->lookups_cap * 2 : 32;
+		struct lookup_entry *l = realloc(reg->lookups, cap * sizeof(*l));
+		if (!l) {
+			free(key);
+			return b;
+		}
+		reg->lookups = l;
+		reg->lookups_cap = cap;
+	}
+	uint64_t *slot = ep_u64map_upsert(&reg->lookup_index, h, NULL);
+	if (!slot) {
+		free(key);
+		return b;
+	}
+	*slot = reg->nlookups;
+	reg->lookups[reg->nlookups++] = (struct lookup_entry){.key = key, .bin = b};
+	return b;
+}

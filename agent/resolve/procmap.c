@@ -1,0 +1,217 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "procmap.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "../util/u64map.h"
+
+struct mapping {
+	uint64_t start, end, pgoff;
+	struct ep_binary *bin;
+};
+
+struct process {
+	struct mapping *maps; /* sorted, non-overlapping */
+	size_t n, cap;
+	size_t last_hit;
+};
+
+struct ep_procmap {
+	struct ep_u64map index; /* pid -> index in procs */
+	struct process *procs;
+	size_t nprocs, cap;
+	bool last_valid;
+	uint32_t last_pid;
+	size_t last_proc;
+};
+
+struct ep_procmap *ep_procmap_new(void) { return calloc(1, sizeof(struct ep_procmap)); }
+
+void ep_procmap_free(struct ep_procmap *pm)
+{
+	if (!pm)
+		return;
+	for (size_t i = 0; i < pm->nprocs; i++)
+		free(pm->procs[i].maps);
+	free(pm->procs);
+	ep_u64map_free(&pm->index);
+	free(pm);
+}
+
+static struct process *find_process(struct ep_procmap *pm, uint32_t pid)
+{
+	if (pm->last_valid && pm->last_pid == pid)
+		return &pm->procs[pm->last_proc];
+	uint64_t *slot = ep_u64map_get(&pm->index, pid);
+	if (!slot)
+		return NULL;
+	pm->last_valid = true;
+	pm->last_pid = pid;
+	pm->last_proc = *slot;
+	return &pm->procs[*slot];
+}
+
+static struct process *get_process(struct ep_procmap *pm, uint32_t pid)
+{
+	struct process *p = find_process(pm, pid);
+	if (p)
+		return p;
+	if (pm->nprocs == pm->cap) {
+		size_t cap = pm->cap ? pm->cap * 2 : 64;
+		struct process *procs = realloc(pm->procs, cap * sizeof(*procs));
+		if (!procs)
+			return NULL;
+		pm->procs = procs;
+		pm->cap = cap;
+	}
+	uint64_t *slot = ep_u64map_upsert(&pm->index, pid, NULL);
+	if (!slot)
+		return NULL;
+	*slot = pm->nprocs;
+	pm->procs[pm->nprocs] = (struct process){0};
+	pm->last_valid = false;
+	return &pm->procs[pm->nprocs++];
+}
+
+static int reserve(struct process *p, size_t n)
+{
+	if (n <= p->cap)
+		return 0;
+	size_t cap = p->cap ? p->cap : 16;
+	while (cap < n)
+		cap *= 2;
+	struct mapping *maps = realloc(p->maps, cap * sizeof(*maps));
+	if (!maps)
+		return -1;
+	p->maps = maps;
+	p->cap = cap;
+	return 0;
+}
+
+void ep_procmap_add(struct ep_procmap *pm, uint32_t pid, uint64_t start, uint64_t len,
+		    uint64_t pgoff, struct ep_binary *bin)
+{
+	if (len == 0 || start + len < start)
+		return;
+	uint64_t end = start + len;
+	struct process *p = get_process(pm, pid);
+	/* an overlapped mapping can split in two: room for one more, plus ours */
+	if (!p || reserve(p, p->n + 2) != 0)
+		return;
+	size_t out = 0, insert_at = 0;
+	struct mapping right = {0};
+	bool have_right = false;
+	for (size_t i = 0; i < p->n; i++) {
+		struct mapping m = p->maps[i];
+		if (m.end <= start || m.start >= end) {
+			p->maps[out++] = m;
+			if (m.end <= start)
+				insert_at = out;
+			continue;
+		}
+		if (m.start < start) {
+			struct mapping left = m;
+			left.end = start;
+			p->maps[out++] = left;
+			insert_at = out;
+		}
+		if (m.end > end) {
+			right = m;
+			right.pgoff += end - m.start;
+			right.start = end;
+			have_right = true;
+		}
+	}
+	p->n = out;
+	memmove(&p->maps[insert_at + 1], &p->maps[insert_at], (p->n - insert_at) * sizeof(*p->maps));
+	p->maps[insert_at] = (struct mapping){.start = start, .end = end, .pgoff = pgoff, .bin = bin};
+	p->n++;
+	if (have_right) {
+		size_t at = insert_at + 1;
+		memmove(&p->maps[at + 1], &p->maps[at], (p->n - at) * sizeof(*p->maps));
+		p->maps[at] = right;
+		p->n++;
+	}
+	p->last_hit = insert_at;
+}
+
+void ep_procmap_fork(struct ep_procmap *pm, uint32_t child_pid, uint32_t parent_pid)
+{
+	if (child_pid == parent_pid)
+		return;
+	struct process *parent = find_process(pm, parent_pid);
+	size_t n = parent ? parent->n : 0;
+	size_t parent_index = parent ? (size_t)(parent - pm->procs) : 0;
+	struct process *child = get_process(pm, child_pid);
+	if (!child)
+		return;
+	child->n = 0; /* a reused pid starts over */
+	if (n == 0 || reserve(child, n) != 0)
+		return;
+	parent = &pm->procs[parent_index]; /* get_process() may have moved it */
+	memcpy(child->maps, parent->maps, n * sizeof(*child->maps));
+	child->n = n;
+	child->last_hit = 0;
+}
+
+void ep_procmap_exec(struct ep_procmap *pm, uint32_t pid)
+{
+	struct process *p = find_process(pm, pid);
+	if (p) {
+		p->n = 0;
+		p->last_hit = 0;
+	}
+}
+
+void ep_procmap_exit(struct ep_procmap *pm, uint32_t pid)
+{
+	(void)pm;
+	(void)pid;
+}
+
+enum ep_resolve_status ep_procmap_resolve(struct ep_procmap *pm, uint32_t pid, uint64_t addr,
+					  struct ep_resolved *out)
+{
+	if (ep_addr_is_kernel(addr))
+		return EP_RESOLVE_KERNEL;
+	struct process *p = find_process(pm, pid);
+	if (!p)
+		return EP_RESOLVE_NO_PROCESS;
+	const struct mapping *m = NULL;
+	if (p->last_hit < p->n && addr >= p->maps[p->last_hit].start &&
+	    addr < p->maps[p->last_hit].end) {
+		m = &p->maps[p->last_hit];
+	} else {
+		size_t lo = 0, hi = p->n;
+		while (lo < hi) {
+			size_t mid = lo + (hi - lo) / 2;
+			if (p->maps[mid].start <= addr)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		if (lo == 0 || addr >= p->maps[lo - 1].end)
+			return EP_RESOLVE_NO_MAPPING;
+		p->last_hit = lo - 1;
+		m = &p->maps[lo - 1];
+	}
+	if (!m->bin)
+		return EP_RESOLVE_UNKNOWN_BINARY;
+	uint64_t offset = addr - m->start + m->pgoff;
+	uint64_t seg_offset, seg_vaddr, seg_filesz;
+	if (!ep_binary_load_segment(m->bin, offset, &seg_offset, &seg_vaddr, &seg_filesz))
+		return EP_RESOLVE_NOT_LOADED;
+	out->bin = m->bin;
+	out->vaddr_bias = (int64_t)(seg_vaddr - seg_offset + m->pgoff - m->start);
+	out->vaddr = (uint64_t)((int64_t)addr + out->vaddr_bias);
+	/* the part of the mapping that this one segment covers: inside it the
+	 * same bias holds */
+	uint64_t seg_rt_start = m->start + (seg_offset - m->pgoff);
+	if (seg_offset < m->pgoff)
+		seg_rt_start = m->start - (m->pgoff - seg_offset);
+	uint64_t seg_rt_end = seg_rt_start + seg_filesz;
+	out->map_start = seg_rt_start > m->start ? seg_rt_start : m->start;
+	out->map_end = seg_rt_end < m->end ? seg_rt_end : m->end;
+	return EP_RESOLVE_OK;
+}

@@ -1,0 +1,154 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The resolve stage's ELF side, checked against readelf/nm on the fixtures
+ * and a system library. */
+#include "test_util.h"
+
+#include <string.h>
+#include <unistd.h>
+
+#include "resolve/binary.h"
+
+/* First line of a shell command's output, or "" */
+static void run_line(const char *cmd, char *out, size_t len)
+{
+	out[0] = '\0';
+	FILE *p = popen(cmd, "r");
+	assert_non_null(p);
+	if (!fgets(out, (int)len, p))
+		out[0] = '\0';
+	pclose(p);
+	out[strcspn(out, "\n")] = '\0';
+}
+
+static void test_non_pie_without_build_id(void **state)
+{
+	(void)state;
+	struct ep_binary_registry *reg = ep_binreg_new();
+	char err[256];
+	assert_int_equal(ep_binreg_add_file(reg, ep_test_fixture("test.binary"), err, sizeof(err)),
+			 0);
+	struct ep_binary *b = ep_binreg_at(reg, 0);
+	assert_int_equal(ep_binary_arch(b), EP_ARCH_X86_64);
+	assert_false(ep_binary_is_pie(b));
+	size_t len;
+	ep_binary_build_id(b, &len);
+	assert_int_equal(len, 0);
+	uint64_t vaddr;
+	/* readelf -lW: LOAD 0x000000 -> 0x400000 (R E), 0x00a000 -> 0x60a000 */
+	assert_true(ep_binary_offset_to_vaddr(b, 0x4e80, &vaddr));
+	assert_int_equal(vaddr, 0x404e80);
+	assert_true(ep_binary_offset_to_vaddr(b, 0xa010, &vaddr));
+	assert_int_equal(vaddr, 0x60a010);
+	assert_false(ep_binary_offset_to_vaddr(b, 0x100000, &vaddr));
+	size_t nseg;
+	const struct ep_code_segment *seg = ep_binary_code_segments(b, &nseg);
+	assert_int_equal(nseg, 1);
+	assert_int_equal(seg[0].vaddr, 0x400000);
+	assert_int_equal(seg[0].size, 0x9f94);
+
+	/* every function nm lists with a size is found by its own address */
+	char cmd[512];
+	snprintf(cmd, sizeof(cmd), "nm -S --defined-only %s | awk '$4 != \"\" && ($3==\"T\"||$3==\"t\")'",
+		 ep_test_fixture("test.binary"));
+	FILE *p = popen(cmd, "r");
+	assert_non_null(p);
+	char line[512];
+	int checked = 0;
+	while (fgets(line, sizeof(line), p)) {
+		unsigned long long start, size;
+		char type, name[256];
+		if (sscanf(line, "%llx %llx %c %255s", &start, &size, &type, name) != 4 || size == 0)
+			continue;
+		const struct ep_symbol *s = ep_binary_symbol_at(b, start + size - 1);
+		assert_non_null(s);
+		assert_int_equal(s->start, start);
+		checked++;
+	}
+	pclose(p);
+	assert_true(checked > 10);
+	ep_binreg_free(reg);
+}
+
+static void test_pie_with_short_build_id(void **state)
+{
+	(void)state;
+	struct ep_binary_registry *reg = ep_binreg_new();
+	char err[256];
+	assert_int_equal(
+	    ep_binreg_add_file(reg, ep_test_fixture("propeller_sample_1.bin"), err, sizeof(err)), 0);
+	struct ep_binary *b = ep_binreg_at(reg, 0);
+	assert_true(ep_binary_is_pie(b));
+	assert_string_equal(ep_binary_build_id_hex(b), "572ac72487ae1966");
+	uint64_t vaddr;
+	/* readelf -lW: LOAD 0x000740 -> 0x1740 (R E), 0x000b90 -> 0x2b90 (RW) */
+	assert_true(ep_binary_offset_to_vaddr(b, 0x8d0, &vaddr));
+	assert_int_equal(vaddr, 0x18d0);
+	assert_true(ep_binary_offset_to_vaddr(b, 0xbb0, &vaddr));
+	assert_int_equal(vaddr, 0x2bb0);
+	const struct ep_symbol *s = ep_binary_symbol_at(b, 0x18e3);
+	assert_non_null(s);
+	assert_string_equal(s->name, "compute_flag"); /* nm -S: 18d0 size 36 */
+
+	/* perf pads the 8-byte id to 20 bytes: still the same file */
+	uint8_t padded[20] = {0x57, 0x2a, 0xc7, 0x24, 0x87, 0xae, 0x19, 0x66};
+	assert_ptr_equal(ep_binreg_lookup(reg, "/elsewhere/prog.gen", padded, 20), b);
+	assert_string_equal(ep_binary_recorded_path(b), "/elsewhere/prog.gen");
+	ep_binreg_free(reg);
+}
+
+static void test_system_library_build_id_matches_readelf(void **state)
+{
+	(void)state;
+	const char *libc = "/lib/x86_64-linux-gnu/libc.so.6";
+	if (access(libc, R_OK) != 0)
+		skip();
+	char want[128];
+	run_line("readelf -n /lib/x86_64-linux-gnu/libc.so.6 | awk '/Build ID/ {print $3}'", want,
+		 sizeof(want));
+	assert_true(strlen(want) >= 16);
+	struct ep_binary_registry *reg = ep_binreg_new();
+	struct ep_binary *b = ep_binreg_lookup(reg, libc, NULL, 0);
+	assert_non_null(b);
+	assert_string_equal(ep_binary_build_id_hex(b), want);
+	assert_false(ep_binary_is_pie(b)); /* a shared library, not an executable */
+	/* the same file through another name is the same binary */
+	assert_ptr_equal(ep_binreg_lookup(reg, "/usr/lib/x86_64-linux-gnu/libc.so.6", NULL, 0), b);
+	assert_int_equal(ep_binreg_count(reg), 1);
+	ep_binreg_free(reg);
+}
+
+static void test_errors_and_misses(void **state)
+{
+	(void)state;
+	struct ep_binary_registry *reg = ep_binreg_new();
+	char err[256];
+	assert_int_equal(ep_binreg_add_file(reg, "/nonexistent/prog", err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "/nonexistent/prog"));
+	assert_int_equal(
+	    ep_binreg_add_file(reg, ep_test_fixture("README.md"), err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "not an ELF file"));
+	assert_null(ep_binreg_lookup(reg, "/nonexistent/lib.so", NULL, 0));
+	assert_null(ep_binreg_lookup(reg, "[vdso]", NULL, 0));
+	/* a wrong build-id still returns the file found by path (warned) */
+	assert_int_equal(ep_binreg_add_file(reg, ep_test_fixture("test.binary"), err, sizeof(err)),
+			 0);
+	assert_int_equal(
+	    ep_binreg_add_file(reg, ep_test_fixture("propeller_sample_1.bin"), err, sizeof(err)),
+	    0);
+	uint8_t other[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+	struct ep_binary *b = ep_binreg_lookup(reg, "/x/propeller_sample_1.bin", other, 8);
+	assert_non_null(b);
+	assert_string_equal(ep_binary_build_id_hex(b), "572ac72487ae1966");
+	ep_binreg_free(reg);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_non_pie_without_build_id),
+	    cmocka_unit_test(test_pie_with_short_build_id),
+	    cmocka_unit_test(test_system_library_build_id_matches_readelf),
+	    cmocka_unit_test(test_errors_and_misses),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
