@@ -9,84 +9,10 @@
 #include "../export/export.h"
 #include "../pipeline/pipeline.h"
 #include "../profile/profile_file.h"
-#include "../source/perf_data.h"
+#include "../pipeline/perf_data_feed.h"
 #include "../util/log.h"
 #include "cli_util.h"
 #include "commands.h"
-
-struct import_ctx {
-	struct ep_pipeline *pipeline;
-	char event[64];
-	bool branch_stacks;
-	bool trigger_is_branch;
-};
-
-static int on_event_desc(void *ctx, const struct ep_perf_event_desc *desc)
-{
-	struct import_ctx *c = ctx;
-	if (!c->event[0])
-		snprintf(c->event, sizeof(c->event), "%s", desc->name);
-	if (desc->sample_type & (1ULL << 11) /* PERF_SAMPLE_BRANCH_STACK */)
-		c->branch_stacks = true;
-	c->trigger_is_branch |= desc->counts_all_branches;
-	return 0;
-}
-
-static int on_build_id(void *ctx, const struct ep_perf_build_id *bid)
-{
-	struct import_ctx *c = ctx;
-	if (!bid->kernel && bid->filename)
-		ep_pipeline_note_build_id(c->pipeline, bid->filename, bid->build_id,
-					  bid->build_id_len);
-	return 0;
-}
-
-static int on_mmap(void *ctx, const struct ep_mmap_event *ev)
-{
-	struct import_ctx *c = ctx;
-	if (ev->executable && !ev->kernel)
-		ep_pipeline_mmap(c->pipeline, ev->pid, ev->start, ev->len, ev->pgoff, ev->filename,
-				 ev->build_id_len ? ev->build_id : NULL, ev->build_id_len);
-	return 0;
-}
-
-static int on_comm(void *ctx, uint32_t pid, uint32_t tid, const char *comm, bool exec)
-{
-	struct import_ctx *c = ctx;
-	(void)tid;
-	(void)comm;
-	if (exec)
-		ep_pipeline_exec(c->pipeline, pid);
-	return 0;
-}
-
-static int on_fork(void *ctx, uint32_t pid, uint32_t ppid, uint32_t tid, uint32_t ptid)
-{
-	struct import_ctx *c = ctx;
-	(void)tid;
-	(void)ptid;
-	/* a new thread shares its process's mappings: only new processes copy */
-	if (pid != ppid)
-		ep_pipeline_fork(c->pipeline, pid, ppid);
-	return 0;
-}
-
-static int on_exit_event(void *ctx, uint32_t pid, uint32_t ppid, uint32_t tid, uint32_t ptid)
-{
-	struct import_ctx *c = ctx;
-	(void)ppid;
-	(void)ptid;
-	if (pid == tid)
-		ep_pipeline_exit(c->pipeline, pid);
-	return 0;
-}
-
-static int on_sample(void *ctx, const struct ep_sample_record *rec)
-{
-	struct import_ctx *c = ctx;
-	ep_pipeline_sample(c->pipeline, rec);
-	return 0;
-}
 
 static void import_usage(FILE *out)
 {
@@ -213,31 +139,16 @@ int ep_cmd_import(int argc, char **argv)
 		rc = 1;
 		goto out;
 	}
-	struct import_ctx ctx = {.pipeline = pipeline};
-	struct ep_perf_data_callbacks cb = {
-	    .ctx = &ctx,
-	    .on_event_desc = on_event_desc,
-	    .on_build_id = on_build_id,
-	    .on_mmap = on_mmap,
-	    .on_comm = on_comm,
-	    .on_fork = on_fork,
-	    .on_exit = on_exit_event,
-	    .on_sample = on_sample,
-	};
-	struct ep_perf_data_stats pstats = {0};
-	int read_rc = ep_perf_data_read(input, &cb, &pstats, err, sizeof(err));
+	struct ep_perf_data_feed_info info;
+	int read_rc = ep_feed_perf_data(input, pipeline, &info, err, sizeof(err));
 	rc = 0;
 	if (read_rc != 0) {
 		/* what was read before the damage is still worth keeping */
 		ep_error("%s", err);
 		ep_error("%s: keeping the %llu samples read before the error", input,
-			 (unsigned long long)pstats.samples);
+			 (unsigned long long)info.stats.samples);
 		rc = 1;
 	}
-	if (!ctx.branch_stacks && pstats.samples > 0)
-		ep_warn("%s: recorded without branch stacks (perf record -b): IP-only profile",
-			input);
-	ep_pipeline_add_lost(pipeline, pstats.lost_records);
 
 	profile = ep_pipeline_profile(pipeline);
 	if (!profile) {
@@ -250,7 +161,7 @@ int ep_cmd_import(int argc, char **argv)
 	free(profile->config->source);
 	profile->config->source = strdup(source);
 	free(profile->config->event);
-	profile->config->event = strdup(ctx.event);
+	profile->config->event = strdup(info.event);
 	if (!profile->config->source || !profile->config->event) {
 		ep_error("out of memory");
 		rc = 1;
@@ -266,7 +177,7 @@ int ep_cmd_import(int argc, char **argv)
 		(unsigned long long)st->gaps, (unsigned long long)st->gaps_inconsistent,
 		(unsigned long long)st->gaps_unknown_code, (unsigned long long)st->branches_counted,
 		ep_pipeline_chop_used(pipeline));
-	if (ctx.branch_stacks && st->branch_entries_user > 0 && st->branches_counted == 0) {
+	if (info.branch_stacks && st->branch_entries_user > 0 && st->branches_counted == 0) {
 		ep_error("%s: no branch could be matched to a binary's code: pass the profiled "
 			 "binaries with --binary or --symfs (see the warnings above)",
 			 input);

@@ -22,6 +22,8 @@ static void usage(FILE *out)
 		"  export PROFILE --format json|fdata|preagg|afdo [--build-id ID] [-o OUT]\n"
 		"                         write the profile for BOLT, AutoFDO or tools\n"
 		"  dump PERF.DATA         print the samples' branch stacks like perf script\n"
+		"  trace PERF.DATA [--binary FILE]...\n"
+		"                         print every gap as reconstructed, with its instructions\n"
 		"  version                print the version\n"
 		"\n"
 		"Run 'edgeprof COMMAND --help' for a command's options.\n");
@@ -40,6 +42,8 @@ int main(int argc, char **argv)
 		return ep_cmd_report(argc - 1, argv + 1);
 	if (strcmp(cmd, "export") == 0)
 		return ep_cmd_export(argc - 1, argv + 1);
+	if (strcmp(cmd, "trace") == 0)
+		return ep_cmd_trace(argc - 1, argv + 1);
 	if (strcmp(cmd, "dump") == 0)
 		return ep_cmd_dump(argc - 1, argv + 1);
 	if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {

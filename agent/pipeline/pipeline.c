@@ -118,6 +118,11 @@ void ep_pipeline_exit(struct ep_pipeline *p, uint32_t pid) { ep_procmap_exit(p->
 
 void ep_pipeline_add_lost(struct ep_pipeline *p, uint64_t lost) { p->lost += lost; }
 
+struct ep_reconstructor *ep_pipeline_reconstructor(struct ep_pipeline *p)
+{
+	return p->reconstructor;
+}
+
 unsigned ep_pipeline_chop_used(const struct ep_pipeline *p)
 {
 	return p->cfg.chop == EP_CHOP_AUTO ? p->max_entries : (unsigned)p->cfg.chop;

@@ -59,6 +59,9 @@ void ep_pipeline_add_lost(struct ep_pipeline *p, uint64_t lost);
  * ep_profile_free(). */
 Edgeprof__V1__Profile *ep_pipeline_profile(struct ep_pipeline *p);
 
+/* The reconstructor, for observers (debugging, oracle tests) and decoders. */
+struct ep_reconstructor *ep_pipeline_reconstructor(struct ep_pipeline *p);
+
 unsigned ep_pipeline_chop_used(const struct ep_pipeline *p);
 
 #endif

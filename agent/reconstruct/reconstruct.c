@@ -22,6 +22,8 @@ struct ep_reconstructor {
 	bool append_trigger;
 	bool cut_pending;
 	struct ep_reconstruct_stats stats;
+	ep_gap_observer gap_observer;
+	void *gap_observer_ctx;
 	/* Consecutive entries nearly always hit the same mapping: remember the
 	 * last one so most resolutions are two compares and an add. */
 	bool cache_valid;
@@ -66,6 +68,12 @@ void ep_reconstructor_free(struct ep_reconstructor *r)
 void ep_reconstructor_set_append_trigger(struct ep_reconstructor *r, bool append)
 {
 	r->append_trigger = append;
+}
+
+void ep_reconstructor_set_gap_observer(struct ep_reconstructor *r, ep_gap_observer fn, void *ctx)
+{
+	r->gap_observer = fn;
+	r->gap_observer_ctx = ctx;
 }
 
 const struct ep_reconstruct_stats *ep_reconstructor_stats(const struct ep_reconstructor *r)
@@ -181,23 +189,26 @@ static bool kind_is_direct(uint8_t kind)
 }
 
 /* Walks the gap between the previous entry's target and this entry's
- * source. Returns true (with the closing site) when the straight line is
- * possible; otherwise counts why it is not. */
-static bool walk_gap(struct ep_reconstructor *r, struct ep_trace *t, const struct endpoint *prev_to,
-		     uint32_t prev_site, const struct endpoint *from, struct ep_walk_step *closing)
+ * source. Returns NULL (with the closing site) when the straight line is
+ * possible; otherwise counts why it is not and says why. */
+static const char *walk_gap(struct ep_reconstructor *r, struct ep_trace *t,
+			    const struct endpoint *prev_to, uint32_t prev_site,
+			    const struct endpoint *from, struct ep_walk_step *closing)
 {
 	struct ep_reconstruct_stats *st = &r->stats;
 	st->gaps++;
 	if (prev_to->bin == EP_NO_BIN || from->bin == EP_NO_BIN || !prev_to->dec || !from->dec) {
 		st->gaps_unknown_code++;
-		return false;
+		return "unknown code";
 	}
-	if (prev_to->bin != from->bin || from->vaddr < prev_to->vaddr ||
-	    from->vaddr - prev_to->vaddr > EP_MAX_GAP_BYTES) {
+	if (prev_to->bin != from->bin) {
 		st->gaps_inconsistent++;
-		if (prev_to->bin == from->bin)
-			st->gaps_backwards++;
-		return false;
+		return "crosses binaries";
+	}
+	if (from->vaddr < prev_to->vaddr || from->vaddr - prev_to->vaddr > EP_MAX_GAP_BYTES) {
+		st->gaps_inconsistent++;
+		st->gaps_backwards++;
+		return "backwards or too long";
 	}
 	size_t nsteps = 0;
 	enum ep_walk_status ws =
@@ -208,10 +219,10 @@ static bool walk_gap(struct ep_reconstructor *r, struct ep_trace *t, const struc
 			st->gaps_unknown_code++;
 		else
 			st->gaps_inconsistent++;
-		return false;
+		return ep_walk_status_name(ws);
 	}
 	push_not_taken(r, t, from->bin, from->dec, r->steps, nsteps);
-	return true;
+	return NULL;
 }
 
 static void append_trigger(struct ep_reconstructor *r, const struct ep_sample_record *rec,
@@ -275,9 +286,23 @@ size_t ep_reconstruct(struct ep_reconstructor *r, const struct ep_sample_record 
 		struct ep_walk_step closing = {.site = EP_NO_SITE, .range = EP_NO_RANGE};
 		bool gap_ok = false;
 		if (have_prev) {
-			gap_ok = walk_gap(r, t, &prev_to, prev_site, &from, &closing);
+			const char *why = walk_gap(r, t, &prev_to, prev_site, &from, &closing);
+			gap_ok = why == NULL;
 			if (!gap_ok)
 				r->cut_pending = true;
+			if (r->gap_observer) {
+				bool one_bin = prev_to.bin != EP_NO_BIN && prev_to.bin == from.bin;
+				struct ep_gap_report g = {.sample = st->samples,
+							  .pid = rec->pid,
+							  .start = rec->entries[k + 1].to,
+							  .end = e->from,
+							  .bin = one_bin ? from.bin : EP_NO_BIN,
+							  .start_vaddr = prev_to.vaddr,
+							  .end_vaddr = from.vaddr,
+							  .consistent = gap_ok,
+							  .why = why};
+				r->gap_observer(r->gap_observer_ctx, &g);
+			}
 		}
 
 		/* The taken branch itself: only a branch we can see in the code is

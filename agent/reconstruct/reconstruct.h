@@ -79,6 +79,21 @@ size_t ep_reconstruct(struct ep_reconstructor *r, const struct ep_sample_record 
  * binary has no code we can decode. */
 struct ep_decoder *ep_reconstructor_decoder(struct ep_reconstructor *r, uint32_t bin_index);
 
+/* Debugging and oracle tests: called for every gap with its runtime ends,
+ * the binary and ELF addresses when both ends resolved to one binary
+ * (bin == EP_NO_BIN otherwise), and whether it reconstructed. */
+struct ep_gap_report {
+	uint64_t sample; /* 1-based sequence number of the sample */
+	uint32_t pid;
+	uint64_t start, end;		/* runtime: previous entry's target, this entry's source */
+	uint32_t bin;
+	uint64_t start_vaddr, end_vaddr;
+	bool consistent;
+	const char *why; /* when not consistent */
+};
+typedef void (*ep_gap_observer)(void *ctx, const struct ep_gap_report *gap);
+void ep_reconstructor_set_gap_observer(struct ep_reconstructor *r, ep_gap_observer fn, void *ctx);
+
 const struct ep_reconstruct_stats *ep_reconstructor_stats(const struct ep_reconstructor *r);
 
 void ep_trace_free(struct ep_trace *trace);
