@@ -3,6 +3,7 @@
 # own folder.
 
 BUILD    ?= build
+.DEFAULT_GOAL := all
 CC       ?= cc
 CFLAGS   ?= -O2 -g
 STD_FLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fno-strict-aliasing

@@ -542,6 +542,26 @@ static int collect_functions(const struct ep_binary *bin, Edgeprof__V1__BinaryPr
 	return rc;
 }
 
+static int collect_segments(const struct ep_binary *bin, Edgeprof__V1__BinaryProfile *bp)
+{
+	size_t n;
+	const struct ep_load_segment *segs = ep_binary_load_segments(bin, &n);
+	bp->segments = calloc(n ? n : 1, sizeof(*bp->segments));
+	if (!bp->segments)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		Edgeprof__V1__LoadSegment *s = malloc(sizeof(*s));
+		if (!s)
+			return -1;
+		edgeprof__v1__load_segment__init(s);
+		s->vaddr = segs[i].vaddr;
+		s->offset = segs[i].offset;
+		s->size = segs[i].filesz;
+		bp->segments[bp->n_segments++] = s;
+	}
+	return 0;
+}
+
 static Edgeprof__V1__BinaryProfile *build_binary(struct ep_aggregator *a, uint32_t index)
 {
 	struct bin_counts *c = &a->bins[index];
@@ -576,6 +596,8 @@ static Edgeprof__V1__BinaryProfile *build_binary(struct ep_aggregator *a, uint32
 		rc = collect_ips(c, bp);
 	if (rc == 0)
 		rc = collect_functions(bin, bp);
+	if (rc == 0)
+		rc = collect_segments(bin, bp);
 	if (rc != 0) {
 		protobuf_c_message_free_unpacked(&bp->base, NULL);
 		return NULL;

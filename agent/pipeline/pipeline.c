@@ -173,6 +173,7 @@ Edgeprof__V1__Profile *ep_pipeline_profile(struct ep_pipeline *p)
 	st->trigger_appended = rs->trigger_appended;
 	st->trigger_inconsistent = rs->trigger_inconsistent;
 	st->entries_mismatched = rs->entries_mismatched;
+	st->entries_duplicate = rs->entries_duplicate;
 	st->branches_counted = ep_aggregator_branches(p->aggregator);
 	st->branches_short = p->chop_stats.branches_short;
 	st->ranges_counted = ep_aggregator_ranges(p->aggregator);

@@ -12,6 +12,10 @@
 #define EP_MAX_WALK_STEPS 4096
 /* AutoFDO's sanity bound for a gap; anything longer is not straight-line code. */
 #define EP_MAX_GAP_BYTES (1u << 20)
+/* Bytes of a one-branch loop body above which a duplicated newest entry is
+ * taken for the hardware's duplicate rather than a loop (unsigned: a forward
+ * branch always exceeds it). AutoFDO's value for the fixtures' era. */
+#define EP_DUPLICATE_LOOP_LIMIT 0x50
 
 struct ep_reconstructor {
 	struct ep_procmap *procmap;
@@ -264,12 +268,28 @@ size_t ep_reconstruct(struct ep_reconstructor *r, const struct ep_sample_record 
 	if (nr == 0)
 		return 0;
 
+	/* Some Intel parts record the newest branch twice. A forward branch
+	 * repeated cannot be a one-branch loop (the gap between the copies
+	 * would run backwards), and a loop body longer than
+	 * EP_DUPLICATE_LOOP_LIMIT without a taken branch is not believed either
+	 * (AutoFDO's rule for the same erratum): the copy is dropped instead of
+	 * cutting the whole trace at its newest end. */
+	uint32_t newest = 0;
+	if (nr >= 2 && rec->entries[0].from == rec->entries[1].from &&
+	    rec->entries[0].to == rec->entries[1].to &&
+	    rec->entries[0].from - rec->entries[0].to > EP_DUPLICATE_LOOP_LIMIT) {
+		newest = 1;
+		st->entries_duplicate++;
+		/* still an entry read: counted like the ones the loop sees */
+		st->branch_entries_user++;
+	}
+
 	r->cut_pending = true; /* nothing is known before the oldest entry */
 	struct endpoint prev_to = {.bin = EP_NO_BIN};
 	uint32_t prev_site = EP_NO_SITE;
 	bool have_prev = false;
 
-	for (uint32_t k = nr; k-- > 0;) {
+	for (uint32_t k = nr; k-- > newest;) {
 		const struct ep_branch_entry *e = &rec->entries[k];
 		bool kernel = ep_addr_is_kernel(e->from) || ep_addr_is_kernel(e->to);
 		struct endpoint from, to;

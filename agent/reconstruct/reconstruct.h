@@ -56,6 +56,7 @@ struct ep_reconstruct_stats {
 	uint64_t gaps_unknown_code;
 	uint64_t gaps_backwards; /* of the inconsistent: end before start or > 1 MiB */
 	uint64_t entries_mismatched;
+	uint64_t entries_duplicate;
 	uint64_t trigger_appended;
 	uint64_t trigger_inconsistent;
 };

@@ -17,11 +17,6 @@
 
 #define BUILD_ID_MAX 64
 
-struct load_segment {
-	uint64_t offset, vaddr, filesz;
-	uint32_t flags;
-};
-
 struct ep_binary {
 	uint32_t index;
 	char *path;
@@ -34,7 +29,7 @@ struct ep_binary {
 	enum ep_arch arch;
 	bool pie;
 	bool mismatch_warned;
-	struct load_segment *loads;
+	struct ep_load_segment *loads;
 	size_t nloads;
 	struct ep_code_segment *code;
 	size_t ncode;
@@ -144,11 +139,17 @@ const struct ep_code_segment *ep_binary_code_segments(const struct ep_binary *bi
 	return bin->code;
 }
 
+const struct ep_load_segment *ep_binary_load_segments(const struct ep_binary *bin, size_t *count)
+{
+	*count = bin->nloads;
+	return bin->loads;
+}
+
 bool ep_binary_load_segment(const struct ep_binary *bin, uint64_t offset, uint64_t *seg_offset,
 			    uint64_t *seg_vaddr, uint64_t *seg_filesz)
 {
 	for (size_t i = 0; i < bin->nloads; i++) {
-		const struct load_segment *l = &bin->loads[i];
+		const struct ep_load_segment *l = &bin->loads[i];
 		if (offset >= l->offset && offset - l->offset < l->filesz) {
 			*seg_offset = l->offset;
 			*seg_vaddr = l->vaddr;
@@ -421,7 +422,7 @@ static struct ep_binary *binary_open(const char *path, char *err, size_t errlen)
 			filesz = 0;
 		else if (filesz > size - ph.p_offset)
 			filesz = size - ph.p_offset; /* truncated file: keep what exists */
-		b->loads[b->nloads++] = (struct load_segment){
+		b->loads[b->nloads++] = (struct ep_load_segment){
 		    .offset = ph.p_offset, .vaddr = ph.p_vaddr, .filesz = filesz, .flags = ph.p_flags};
 		if ((ph.p_flags & PF_X) && filesz > 0) {
 			uint8_t *bytes = malloc(filesz);

@@ -77,6 +77,14 @@ bool ep_binary_offset_to_vaddr(const struct ep_binary *bin, uint64_t offset, uin
 bool ep_binary_load_segment(const struct ep_binary *bin, uint64_t offset, uint64_t *seg_offset,
 			    uint64_t *seg_vaddr, uint64_t *seg_filesz);
 
+struct ep_load_segment {
+	uint64_t offset, vaddr, filesz;
+	uint32_t flags; /* PF_R, PF_W, PF_X */
+};
+
+/* Every PT_LOAD segment, in program header order. */
+const struct ep_load_segment *ep_binary_load_segments(const struct ep_binary *bin, size_t *count);
+
 /* The executable PT_LOAD segments' bytes (valid while the registry lives). */
 const struct ep_code_segment *ep_binary_code_segments(const struct ep_binary *bin, size_t *count);
 

@@ -19,7 +19,7 @@ expect_fail() {
 	if [ "$rc" -ne 1 ] && [ "$rc" -ne 2 ]; then
 		not_ok "$name (exit code $rc)"
 		cat "$TEST_TMP/err"
-	elif ! grep -qE "$pattern" "$TEST_TMP/err"; then
+	elif ! grep -qE -- "$pattern" "$TEST_TMP/err"; then
 		not_ok "$name (message does not match '$pattern')"
 		cat "$TEST_TMP/err"
 	elif grep -q 'Sanitizer' "$TEST_TMP/err"; then

@@ -15,6 +15,8 @@ check "perf script lists the instructions" test -s "$TEST_TMP/perf.txt"
 "$EDGEPROF" trace "$fx/propeller_sample_1.perfdata1" --symfs "$TEST_TMP/symfs" \
 	>"$TEST_TMP/trace.txt" 2>"$TEST_TMP/trace.err"
 check "edgeprof trace runs" test $? -eq 0
+"$EDGEPROF" dump "$fx/propeller_sample_1.perfdata1" >"$TEST_TMP/dump.txt"
 check "every reconstructed gap equals perf's instructions" \
-	python3 "$(dirname "$0")/brstackinsn_oracle.py" "$TEST_TMP/perf.txt" "$TEST_TMP/trace.txt"
+	python3 "$(dirname "$0")/brstackinsn_oracle.py" "$TEST_TMP/perf.txt" "$TEST_TMP/trace.txt" \
+	"$TEST_TMP/dump.txt"
 finish

@@ -136,6 +136,16 @@ static size_t site_index_at(uint64_t addr)
 	return 0;
 }
 
+/* Straight-line code runs on to the next branch instruction. */
+static size_t next_site_from(uint64_t addr)
+{
+	for (size_t i = 0; i < nsites; i++)
+		if (sites[i].addr >= addr)
+			return i;
+	fail_msg("code ends after 0x%llx", (unsigned long long)addr);
+	return 0;
+}
+
 /* Runs `branches` branches, sampling on every completed branch with period
  * P +- D, feeding each sample to the pipeline. */
 static void simulate(struct ep_pipeline *p, uint64_t branches, uint64_t period, uint64_t jitter)
@@ -172,7 +182,7 @@ static void simulate(struct ep_pipeline *p, uint64_t branches, uint64_t period, 
 			ep_pipeline_sample(p, &rec);
 			countdown = period - jitter + rng_next() % (2 * jitter + 1);
 		}
-		pc = site_index_at(next);
+		pc = next_site_from(next);
 	}
 }
 
@@ -260,11 +270,12 @@ static void test_chopped_profile_is_uniform_and_whole_stack_is_biased(void **sta
 	       "%.3f\n",
 	       LBR_SIZE, ov_chop, worst_chop, ov_whole, worst_whole);
 	/* ~76,000 samples x 16 branches: sampling noise of the rarest edge ~2% */
-	assert_true(ov_chop > 0.99);
-	assert_true(worst_chop < 0.06);
-	/* the peers' way over-counts the dense not-taken stretch */
-	assert_true(ov_whole < ov_chop - 0.02);
-	assert_true(worst_whole > 0.10);
+	assert_true(ov_chop > 0.995);
+	assert_true(worst_chop < 0.05);
+	/* the peers' way over-counts the dense not-taken stretch: a systematic
+	 * error, several times the chopped profile's sampling noise */
+	assert_true(ov_whole < ov_chop - 0.01);
+	assert_true(worst_whole > 2 * worst_chop);
 }
 
 int main(void)
