@@ -4,6 +4,8 @@
 
 BUILD    ?= build
 .DEFAULT_GOAL := all
+# V=1 shows the full commands
+Q := $(if $(V),,@)
 CC       ?= cc
 CFLAGS   ?= -O2 -g
 STD_FLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fno-strict-aliasing
@@ -35,19 +37,23 @@ $(1)_TESTS := $$(patsubst tests/unit/%.c,$$($(1)_DIR)/tests/%,$$(TEST_SRCS))
 
 $$($(1)_DIR)/%.o: %.c $$(PROTO_H) | $$($(1)_DIR)
 	@mkdir -p $$(dir $$@)
-	$$(CC) $$(STD_FLAGS) $$(CFLAGS) $(3) $$(DEPFLAGS) $$(INCLUDES) -c $$< -o $$@
+	@echo "  CC      $$@"
+	$$(Q)$$(CC) $$(STD_FLAGS) $$(CFLAGS) $(3) $$(DEPFLAGS) $$(INCLUDES) -c $$< -o $$@
 
 $$($(1)_DIR)/gen/%.o: $(GEN)/%.c $$(PROTO_H)
 	@mkdir -p $$(dir $$@)
-	$$(CC) -std=c11 $$(CFLAGS) $(3) $$(INCLUDES) -c $$< -o $$@
+	@echo "  CC      $$@"
+	$$(Q)$$(CC) -std=c11 $$(CFLAGS) $(3) $$(INCLUDES) -c $$< -o $$@
 
 $$($(1)_LIB): $$($(1)_OBJS)
 	@rm -f $$@
-	ar rcs $$@ $$^
+	@echo "  AR      $$@"
+	$$(Q)ar rcs $$@ $$^
 
 $$($(1)_DIR)/tests/%: tests/unit/%.c $$($(1)_LIB) tests/unit/test_util.h
 	@mkdir -p $$(dir $$@)
-	$$(CC) $$(STD_FLAGS) $$(CFLAGS) $(3) $$(DEPFLAGS) $$(INCLUDES) $$< $$($(1)_LIB) -lcmocka $$(LDLIBS) $(3) -o $$@
+	@echo "  LD      $$@"
+	$$(Q)$$(CC) $$(STD_FLAGS) $$(CFLAGS) $(3) $$(DEPFLAGS) $$(INCLUDES) $$< $$($(1)_LIB) -lcmocka $$(LDLIBS) $(3) -o $$@
 
 $$($(1)_DIR):
 	@mkdir -p $$@
@@ -66,10 +72,12 @@ $(GEN)/%.pb-c.c $(GEN)/%.pb-c.h: proto/%.proto
 	protoc-c --c_out=$(GEN) --proto_path=proto $<
 
 $(BUILD)/edgeprof: $(MAIN_SRC) $(REL_LIB)
-	$(CC) $(STD_FLAGS) $(CFLAGS) $(INCLUDES) $< $(REL_LIB) $(LDLIBS) -o $@
+	@echo "  LD      $@"
+	$(Q)$(CC) $(STD_FLAGS) $(CFLAGS) $(INCLUDES) $< $(REL_LIB) $(LDLIBS) -o $@
 
 $(BUILD)/edgeprof-asan: $(MAIN_SRC) $(SAN_LIB)
-	$(CC) $(STD_FLAGS) $(CFLAGS) $(SAN_FLAGS) $(INCLUDES) $< $(SAN_LIB) $(LDLIBS) $(SAN_FLAGS) -o $@
+	@echo "  LD      $@"
+	$(Q)$(CC) $(STD_FLAGS) $(CFLAGS) $(SAN_FLAGS) $(INCLUDES) $< $(SAN_LIB) $(LDLIBS) $(SAN_FLAGS) -o $@
 
 # Installs missing Debian packages (apt-get) on a fresh Debian 12 machine.
 deps:
@@ -90,7 +98,8 @@ BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
 
 $(BUILD)/bench/%: bench/%.c $(REL_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(STD_FLAGS) $(CFLAGS) $(INCLUDES) $< $(REL_LIB) $(LDLIBS) -o $@
+	@echo "  LD      $@"
+	$(Q)$(CC) $(STD_FLAGS) $(CFLAGS) $(INCLUDES) $< $(REL_LIB) $(LDLIBS) -o $@
 
 bench: deps
 	@$(MAKE) --no-print-directory all $(BENCH_BINS)

@@ -9,7 +9,7 @@ packages=(
 	libelf-dev zlib1g-dev libcapstone-dev libprotobuf-c-dev protobuf-c-compiler
 	libbpf-dev bpftool libzstd-dev
 	libcmocka-dev
-	linux-perf bolt-16 valgrind python3 jq
+	linux-perf bolt-16 valgrind python3 jq bc time
 )
 
 missing=()

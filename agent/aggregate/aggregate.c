@@ -89,8 +89,10 @@ void ep_aggregator_free(struct ep_aggregator *a)
 uint64_t ep_aggregator_branches(const struct ep_aggregator *a) { return a->branches; }
 uint64_t ep_aggregator_ranges(const struct ep_aggregator *a) { return a->ranges; }
 
-static struct bin_counts *bin_counts(struct ep_aggregator *a, uint32_t bin)
+static inline struct bin_counts *bin_counts(struct ep_aggregator *a, uint32_t bin)
 {
+	if (bin < a->nbins && a->bins[bin].active)
+		return &a->bins[bin];
 	if (bin >= a->nbins) {
 		size_t n = bin + 1 > a->nbins * 2 ? bin + 1 : a->nbins * 2;
 		struct bin_counts *bins = realloc(a->bins, n * sizeof(*bins));

@@ -337,9 +337,7 @@ enum ep_walk_status ep_decoder_walk_to_branch(struct ep_decoder *d, uint64_t sta
 					      struct ep_walk_step *closing)
 {
 	*nsteps = 0;
-	size_t avail;
-	if (!code_at(d, start, &avail))
-		return EP_WALK_NO_CODE;
+	/* a start outside the code makes an empty run that ends in NO_CODE */
 	uint32_t r = run_for(d, start, from_site);
 	if (r == NO_RUN)
 		return EP_WALK_NO_CODE;

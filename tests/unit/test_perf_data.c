@@ -1,0 +1,172 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The perf.data reader on the real recordings: numbers from the fixtures'
+ * README (published with them) and from perf itself. */
+#include "test_util.h"
+
+#include <string.h>
+#include <unistd.h>
+
+#include "source/perf_data.h"
+
+struct counts {
+	uint64_t samples, full32, full16, entries, mmap, mmap2, build_ids;
+	bool propeller_id_seen;
+	uint64_t first_ip, first_from, first_to;
+};
+
+static int on_sample(void *ctx, const struct ep_sample_record *rec)
+{
+	struct counts *c = ctx;
+	if (c->samples == 0) {
+		c->first_ip = rec->ip;
+		c->first_from = rec->nr_entries ? rec->entries[0].from : 0;
+		c->first_to = rec->nr_entries ? rec->entries[0].to : 0;
+	}
+	c->samples++;
+	c->entries += rec->nr_entries;
+	c->full32 += rec->nr_entries == 32;
+	c->full16 += rec->nr_entries == 16;
+	assert_true(rec->flags & EP_SAMPLE_HAS_BRANCHES);
+	return 0;
+}
+
+static int on_mmap(void *ctx, const struct ep_mmap_event *ev)
+{
+	struct counts *c = ctx;
+	if (ev->is_mmap2)
+		c->mmap2++;
+	else
+		c->mmap++;
+	return 0;
+}
+
+static int on_build_id(void *ctx, const struct ep_perf_build_id *bid)
+{
+	struct counts *c = ctx;
+	c->build_ids++;
+	const char *suffix = "propeller_sample_1.bin.gen";
+	size_t n = strlen(bid->filename), m = strlen(suffix);
+	if (n >= m && strcmp(bid->filename + n - m, suffix) == 0) {
+		static const uint8_t want[] = {0x57, 0x2a, 0xc7, 0x24, 0x87, 0xae, 0x19, 0x66};
+		assert_int_equal(bid->build_id_len, 8);
+		assert_memory_equal(bid->build_id, want, 8);
+		c->propeller_id_seen = true;
+	}
+	return 0;
+}
+
+static int read_counts(const char *path, struct counts *c, struct ep_perf_data_stats *st,
+		       char *err, size_t errlen)
+{
+	memset(c, 0, sizeof(*c));
+	struct ep_perf_data_callbacks cb = {
+	    .ctx = c, .on_sample = on_sample, .on_mmap = on_mmap, .on_build_id = on_build_id};
+	return ep_perf_data_read(path, &cb, st, err, errlen);
+}
+
+/* "ip from/to..." of perf script's first sample, in perf's (time) order */
+static void perf_first(const char *path, uint64_t *ip, uint64_t *from, uint64_t *to)
+{
+	char cmd[512], line[4096];
+	snprintf(cmd, sizeof(cmd), "perf script -i %s -F ip,brstack 2>/dev/null | head -1", path);
+	FILE *p = popen(cmd, "r");
+	assert_non_null(p);
+	assert_non_null(fgets(line, sizeof(line), p));
+	pclose(p);
+	unsigned long long a, b, c;
+	assert_int_equal(sscanf(line, " %llx 0x%llx/0x%llx", &a, &b, &c), 3);
+	*ip = a;
+	*from = b;
+	*to = c;
+}
+
+static void test_propeller(void **state)
+{
+	(void)state;
+	struct counts c;
+	struct ep_perf_data_stats st;
+	char err[256];
+	assert_int_equal(read_counts(ep_test_fixture("propeller_sample_1.perfdata1"), &c, &st, err,
+				     sizeof(err)),
+			 0);
+	assert_int_equal(c.samples, 3740);
+	assert_int_equal(c.full32, 3732);
+	assert_int_equal(c.entries, 119424);
+	assert_true(c.mmap2 > 0);
+	assert_true(c.propeller_id_seen);
+	assert_int_equal(st.samples, 3740);
+}
+
+static void test_lbr_old_perf(void **state)
+{
+	(void)state;
+	struct counts c;
+	struct ep_perf_data_stats st;
+	char err[256];
+	const char *path = ep_test_fixture("test.lbr");
+	assert_int_equal(read_counts(path, &c, &st, err, sizeof(err)), 0);
+	assert_int_equal(c.samples, 9232);
+	assert_int_equal(c.full16, 9232);
+	assert_int_equal(c.mmap2, 0);
+	assert_true(c.mmap > 0);
+	uint64_t ip, from, to;
+	perf_first(path, &ip, &from, &to);
+	/* perf sorts by time; this file's first record is also its earliest */
+	assert_int_equal(c.first_ip, ip);
+	assert_int_equal(c.first_from, from);
+	assert_int_equal(c.first_to, to);
+}
+
+static void write_prefix(const char *src, const char *dst, long bytes)
+{
+	FILE *in = fopen(src, "rb"), *out = fopen(dst, "wb");
+	assert_non_null(in);
+	assert_non_null(out);
+	static char buf[1 << 16];
+	while (bytes > 0) {
+		size_t n = fread(buf, 1, bytes < (long)sizeof(buf) ? (size_t)bytes : sizeof(buf), in);
+		if (n == 0)
+			break;
+		fwrite(buf, 1, n, out);
+		bytes -= (long)n;
+	}
+	fclose(in);
+	fclose(out);
+}
+
+static void test_truncated_and_garbage(void **state)
+{
+	(void)state;
+	char path[] = "/tmp/edgeprof-trunc-XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	close(fd);
+	struct counts c;
+	struct ep_perf_data_stats st;
+	char err[256];
+	/* cut in the middle of the data section */
+	write_prefix(ep_test_fixture("propeller_sample_1.perfdata1"), path, 1500000);
+	assert_int_equal(read_counts(path, &c, &st, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, path));
+	assert_non_null(strstr(err, "byte "));
+	assert_true(c.samples > 1000 && c.samples < 3740); /* what came before is delivered */
+	/* cut inside the header */
+	write_prefix(ep_test_fixture("propeller_sample_1.perfdata1"), path, 50);
+	assert_int_equal(read_counts(path, &c, &st, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "too short"));
+	/* not perf.data at all */
+	write_prefix(ep_test_fixture("test.binary"), path, 4096);
+	assert_int_equal(read_counts(path, &c, &st, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "not a perf.data file"));
+	unlink(path);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_propeller),
+	    cmocka_unit_test(test_lbr_old_perf),
+	    cmocka_unit_test(test_truncated_and_garbage),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
