@@ -151,6 +151,7 @@ const struct ep_site *ep_decoder_site(const struct ep_decoder *d, uint32_t site)
 {
 	return &d->sites[site];
 }
+const struct ep_site *ep_decoder_sites(const struct ep_decoder *d) { return d->sites; }
 uint32_t ep_decoder_range_count(const struct ep_decoder *d) { return d->nranges; }
 const struct ep_range_def *ep_decoder_range(const struct ep_decoder *d, uint32_t range)
 {

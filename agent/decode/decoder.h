@@ -73,6 +73,9 @@ void ep_decoder_free(struct ep_decoder *d);
 
 uint32_t ep_decoder_site_count(const struct ep_decoder *d);
 const struct ep_site *ep_decoder_site(const struct ep_decoder *d, uint32_t site);
+/* The whole site table (index by site id): valid until the decoder next
+ * meets new code, so hot loops can read it without a call per site. */
+const struct ep_site *ep_decoder_sites(const struct ep_decoder *d);
 uint32_t ep_decoder_range_count(const struct ep_decoder *d);
 const struct ep_range_def *ep_decoder_range(const struct ep_decoder *d, uint32_t range);
 

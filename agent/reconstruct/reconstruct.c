@@ -119,16 +119,9 @@ struct ep_decoder *ep_reconstructor_decoder(struct ep_reconstructor *r, uint32_t
 	return r->decoders[bin_index];
 }
 
-static void resolve(struct ep_reconstructor *r, uint32_t pid, uint64_t addr, struct endpoint *ep)
+static void __attribute__((noinline)) resolve_slow(struct ep_reconstructor *r, uint32_t pid,
+						   uint64_t addr, struct endpoint *ep)
 {
-	if (r->cache_valid && r->cache_pid == pid && addr >= r->cache.map_start &&
-	    addr < r->cache.map_end) {
-		ep->bin = r->cache_bin;
-		ep->vaddr = (uint64_t)((int64_t)addr + r->cache.vaddr_bias);
-		ep->dec = r->cache_dec;
-		ep->status = EP_RESOLVE_OK;
-		return;
-	}
 	struct ep_resolved res;
 	ep->status = ep_procmap_resolve(r->procmap, pid, addr, &res);
 	if (ep->status != EP_RESOLVE_OK) {
@@ -149,18 +142,40 @@ static void resolve(struct ep_reconstructor *r, uint32_t pid, uint64_t addr, str
 	}
 }
 
-static struct ep_trace_branch *trace_push(struct ep_reconstructor *r, struct ep_trace *t)
+static inline void resolve(struct ep_reconstructor *r, uint32_t pid, uint64_t addr,
+			   struct endpoint *ep)
 {
-	if (t->n == t->cap) {
-		size_t cap = t->cap ? t->cap * 2 : 256;
-		struct ep_trace_branch *b = realloc(t->branches, cap * sizeof(*b));
-		if (!b)
-			return NULL;
-		t->branches = b;
-		t->cap = cap;
+	if (r->cache_valid && r->cache_pid == pid && addr >= r->cache.map_start &&
+	    addr < r->cache.map_end) {
+		ep->bin = r->cache_bin;
+		ep->vaddr = (uint64_t)((int64_t)addr + r->cache.vaddr_bias);
+		ep->dec = r->cache_dec;
+		ep->status = EP_RESOLVE_OK;
+		return;
 	}
+	resolve_slow(r, pid, addr, ep);
+}
+
+static int __attribute__((noinline)) trace_grow(struct ep_trace *t, size_t need)
+{
+	size_t cap = t->cap ? t->cap : 256;
+	while (cap < need)
+		cap *= 2;
+	struct ep_trace_branch *b = realloc(t->branches, cap * sizeof(*b));
+	if (!b)
+		return -1;
+	t->branches = b;
+	t->cap = cap;
+	return 0;
+}
+
+/* The next slot of the trace, marked as following a cut when one is
+ * pending; the caller fills every other field. */
+static inline struct ep_trace_branch *trace_push(struct ep_reconstructor *r, struct ep_trace *t)
+{
+	if (t->n == t->cap && trace_grow(t, t->n + 1) != 0)
+		return NULL;
 	struct ep_trace_branch *b = &t->branches[t->n];
-	memset(b, 0, sizeof(*b));
 	b->cut_before = r->cut_pending;
 	if (r->cut_pending) {
 		t->last_cut = t->n;
@@ -174,16 +189,21 @@ static void push_not_taken(struct ep_reconstructor *r, struct ep_trace *t, uint3
 			   const struct ep_decoder *dec, const struct ep_walk_step *steps,
 			   size_t nsteps)
 {
+	if (t->n + nsteps > t->cap && trace_grow(t, t->n + nsteps) != 0)
+		return;
+	const struct ep_site *sites = ep_decoder_sites(dec);
 	for (size_t i = 0; i < nsteps; i++) {
 		struct ep_trace_branch *b = trace_push(r, t);
-		if (!b)
-			return;
+		const struct ep_site *s = &sites[steps[i].site];
 		b->bin = bin;
 		b->site = steps[i].site;
 		b->range = steps[i].range;
-		b->kind = ep_decoder_site(dec, steps[i].site)->kind;
+		b->kind = s->kind;
 		b->to_bin = bin;
-		b->to_vaddr = ep_decoder_site(dec, steps[i].site)->fallthrough;
+		b->to_vaddr = s->fallthrough;
+		b->gap_start = 0;
+		b->taken = false;
+		b->mispredicted = false;
 	}
 }
 

@@ -29,6 +29,8 @@
 #define PERF_RECORD_MISC_MMAP_BUILD_ID (1 << 14)
 #endif
 #define MISC_BUILD_ID_SIZE (1 << 15)
+/* perf tool records (not the kernel's): flush marker between buffer reads */
+#define PERF_RECORD_FINISHED_ROUND 68
 
 struct file_section {
 	uint64_t offset, size;
@@ -526,11 +528,142 @@ static int parse_record(struct reader *r, uint64_t off, const uint8_t *p,
 	}
 }
 
+/* ---- time order ----
+ * perf writes each CPU's buffer in turn, so a process's MMAP can follow its
+ * first samples in the file. Like perf, records are put back in time order:
+ * they are held until a FINISHED_ROUND marker, then every held record older
+ * than the previous marker's newest time is delivered, sorted by (time, file
+ * position). Everything left is delivered, sorted, at the end. */
+
+struct held {
+	uint64_t time;
+	uint64_t offset;  /* in the file, for errors and as the tie-break */
+	size_t buf_pos;	  /* where its bytes are in the hold buffer */
+};
+
+struct hold {
+	uint8_t *buf;
+	size_t len, cap;
+	struct held *recs;
+	size_t n, cap_recs;
+	uint64_t max_time;	   /* newest time held so far */
+	uint64_t flush_limit;	   /* newest time when the last round ended */
+};
+
+#define HOLD_MAX_BYTES (256u << 20)
+
+/* The record's time, from the sample itself or the sample_id trailer that
+ * sample_id_all puts after other records; false when it has none. */
+static bool record_time(const struct reader *r, const uint8_t *p, uint64_t *time)
+{
+	struct perf_event_header eh;
+	memcpy(&eh, p, sizeof(eh));
+	const struct ep_perf_event_desc *d = &r->attrs[0].desc;
+	uint64_t st = d->sample_type;
+	if (!(st & PERF_SAMPLE_TIME))
+		return false;
+	size_t pos;
+	if (eh.type == PERF_RECORD_SAMPLE) {
+		pos = sizeof(eh) + 8 * (!!(st & PERF_SAMPLE_IDENTIFIER) + !!(st & PERF_SAMPLE_IP) +
+					!!(st & PERF_SAMPLE_TID));
+	} else if (eh.type < PERF_RECORD_MAX && d->sample_id_all) {
+		size_t trailer = 8 * (!!(st & PERF_SAMPLE_TID) + 1 + !!(st & PERF_SAMPLE_ID) +
+				      !!(st & PERF_SAMPLE_STREAM_ID) + !!(st & PERF_SAMPLE_CPU) +
+				      !!(st & PERF_SAMPLE_IDENTIFIER));
+		if (trailer > eh.size - sizeof(eh))
+			return false;
+		pos = eh.size - trailer + 8 * !!(st & PERF_SAMPLE_TID);
+	} else {
+		return false;
+	}
+	if (pos + 8 > eh.size)
+		return false;
+	memcpy(time, p + pos, 8);
+	return true;
+}
+
+static int cmp_held(const void *pa, const void *pb)
+{
+	const struct held *a = pa, *b = pb;
+	if (a->time != b->time)
+		return a->time < b->time ? -1 : 1;
+	return a->offset < b->offset ? -1 : a->offset > b->offset;
+}
+
+static int cmp_buf_pos(const void *pa, const void *pb)
+{
+	const struct held *a = pa, *b = pb;
+	return a->buf_pos < b->buf_pos ? -1 : a->buf_pos > b->buf_pos;
+}
+
+/* Delivers held records with time <= limit (all with limit UINT64_MAX). */
+static int flush_held(struct reader *r, struct hold *h, uint64_t limit,
+		      const struct ep_perf_data_callbacks *cb, struct ep_perf_data_stats *stats)
+{
+	qsort(h->recs, h->n, sizeof(*h->recs), cmp_held);
+	size_t done = 0;
+	int rc = 0;
+	while (done < h->n && h->recs[done].time <= limit) {
+		const struct held *x = &h->recs[done++];
+		rc = parse_record(r, x->offset, h->buf + x->buf_pos, cb, stats);
+		if (rc)
+			return rc;
+	}
+	/* keep the rest, their bytes moved to the front in buffer order so no
+	 * record is overwritten before it has moved */
+	size_t keep = h->n - done;
+	memmove(h->recs, h->recs + done, keep * sizeof(*h->recs));
+	qsort(h->recs, keep, sizeof(*h->recs), cmp_buf_pos);
+	size_t len = 0;
+	for (size_t i = 0; i < keep; i++) {
+		struct held *x = &h->recs[i];
+		uint16_t size;
+		memcpy(&size, h->buf + x->buf_pos + 6, 2);
+		memmove(h->buf + len, h->buf + x->buf_pos, size);
+		x->buf_pos = len;
+		len += size;
+	}
+	h->n = keep;
+	h->len = len;
+	return rc;
+}
+
+static int hold_record(struct hold *h, const uint8_t *p, uint16_t size, uint64_t time,
+		       uint64_t offset)
+{
+	if (h->len + size > h->cap) {
+		size_t cap = h->cap ? h->cap * 2 : (1u << 20);
+		while (cap < h->len + size)
+			cap *= 2;
+		uint8_t *buf = realloc(h->buf, cap);
+		if (!buf)
+			return -1;
+		h->buf = buf;
+		h->cap = cap;
+	}
+	if (h->n == h->cap_recs) {
+		size_t cap = h->cap_recs ? h->cap_recs * 2 : 4096;
+		struct held *recs = realloc(h->recs, cap * sizeof(*recs));
+		if (!recs)
+			return -1;
+		h->recs = recs;
+		h->cap_recs = cap;
+	}
+	memcpy(h->buf + h->len, p, size);
+	h->recs[h->n++] = (struct held){.time = time, .offset = offset, .buf_pos = h->len};
+	h->len += size;
+	if (time > h->max_time)
+		h->max_time = time;
+	return 0;
+}
+
 static int read_records(struct reader *r, const struct ep_perf_data_callbacks *cb,
-			struct ep_perf_data_stats *stats)
+			struct ep_perf_data_stats *stats, struct hold *h)
 {
 	uint64_t off = r->h.data.offset;
 	uint64_t end = r->h.data.offset + r->h.data.size;
+	bool ordered = (r->attrs[0].desc.sample_type & PERF_SAMPLE_TIME) != 0;
+	uint64_t last_time = 0;
 	while (off < end) {
 		const uint8_t *p = window(r, off, sizeof(struct perf_event_header));
 		if (!p)
@@ -548,14 +681,29 @@ static int read_records(struct reader *r, const struct ep_perf_data_callbacks *c
 			return fail(r, off, "record of %u bytes cut off by the end of the file "
 					    "(truncated file?)",
 				    eh.size);
-		int rc = parse_record(r, off, p, cb, stats);
+		int rc = 0;
+		if (!ordered) {
+			rc = parse_record(r, off, p, cb, stats);
+		} else if (eh.type == PERF_RECORD_FINISHED_ROUND) {
+			rc = flush_held(r, h, h->flush_limit, cb, stats);
+			h->flush_limit = h->max_time;
+		} else {
+			uint64_t time;
+			if (!record_time(r, p, &time))
+				time = last_time; /* keeps its place after its predecessor */
+			last_time = time;
+			if (hold_record(h, p, eh.size, time, off) != 0)
+				return fail(r, off, "out of memory holding records for time ordering");
+			if (h->len > HOLD_MAX_BYTES) /* rounds this long: order what we have */
+				rc = flush_held(r, h, UINT64_MAX, cb, stats);
+		}
 		if (rc)
 			return rc;
 		stats->records++;
 		off += eh.size;
 		stats->bytes_read = off;
 	}
-	return 0;
+	return ordered ? flush_held(r, h, UINT64_MAX, cb, stats) : 0;
 }
 
 int ep_perf_data_read(const char *path, const struct ep_perf_data_callbacks *cb,
@@ -644,7 +792,17 @@ int ep_perf_data_read(const char *path, const struct ep_perf_data_callbacks *cb,
 			goto out;
 		}
 	}
-	rc = read_records(r, cb, stats);
+	struct hold hold = {0};
+	rc = read_records(r, cb, stats, &hold);
+	if (rc != 0 && hold.n > 0) {
+		/* deliver what was read before the damage, then report it */
+		char saved[512];
+		snprintf(saved, sizeof(saved), "%s", err);
+		if (flush_held(r, &hold, UINT64_MAX, cb, stats) == 0)
+			snprintf(err, errlen, "%s", saved);
+	}
+	free(hold.buf);
+	free(hold.recs);
 	if (rc == 0 && frc != 0) {
 		snprintf(err, errlen, "%s", feature_err);
 		rc = -1;

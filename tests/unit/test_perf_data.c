@@ -111,7 +111,7 @@ static void test_lbr_old_perf(void **state)
 	assert_true(c.mmap > 0);
 	uint64_t ip, from, to;
 	perf_first(path, &ip, &from, &to);
-	/* perf sorts by time; this file's first record is also its earliest */
+	/* both deliver in time order: the first samples agree */
 	assert_int_equal(c.first_ip, ip);
 	assert_int_equal(c.first_from, from);
 	assert_int_equal(c.first_to, to);
