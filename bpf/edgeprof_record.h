@@ -24,14 +24,14 @@
 
 /* Bits of ep_branch_entry.flags, same positions as perf_branch_entry's
  * bitfields on little-endian (x86-64, arm64). */
-#define EP_BR_MISPRED (1ULL << 0)
-#define EP_BR_PREDICTED (1ULL << 1)
-#define EP_BR_IN_TX (1ULL << 2)
-#define EP_BR_ABORT (1ULL << 3)
+#define EP_BR_MISPRED	   (1ULL << 0)
+#define EP_BR_PREDICTED	   (1ULL << 1)
+#define EP_BR_IN_TX	   (1ULL << 2)
+#define EP_BR_ABORT	   (1ULL << 3)
 #define EP_BR_CYCLES_SHIFT 4
-#define EP_BR_CYCLES_MASK (0xffffULL << EP_BR_CYCLES_SHIFT)
-#define EP_BR_TYPE_SHIFT 20
-#define EP_BR_TYPE_MASK (0xfULL << EP_BR_TYPE_SHIFT)
+#define EP_BR_CYCLES_MASK  (0xffffULL << EP_BR_CYCLES_SHIFT)
+#define EP_BR_TYPE_SHIFT   20
+#define EP_BR_TYPE_MASK	   (0xfULL << EP_BR_TYPE_SHIFT)
 
 struct ep_branch_entry {
 	__u64 from;
@@ -40,9 +40,9 @@ struct ep_branch_entry {
 };
 
 /* ep_sample_record.flags */
-#define EP_SAMPLE_IP_KERNEL (1U << 0)	    /* sample IP is in kernel mode */
-#define EP_SAMPLE_HAS_BRANCHES (1U << 1)    /* entries[] is valid (may be 0 long) */
-#define EP_SAMPLE_HAS_HW_INDEX (1U << 2)    /* hw_index is valid */
+#define EP_SAMPLE_IP_KERNEL	     (1U << 0) /* sample IP is in kernel mode */
+#define EP_SAMPLE_HAS_BRANCHES	     (1U << 1) /* entries[] is valid (may be 0 long) */
+#define EP_SAMPLE_HAS_HW_INDEX	     (1U << 2) /* hw_index is valid */
 #define EP_SAMPLE_BRANCH_READ_FAILED (1U << 3) /* source tried and failed; see branch_error */
 /* The event counted every completed branch (taken or not): the sample IP is
  * the instruction after the branch that triggered the overflow, so the

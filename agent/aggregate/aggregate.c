@@ -86,8 +86,14 @@ void ep_aggregator_free(struct ep_aggregator *a)
 	free(a);
 }
 
-uint64_t ep_aggregator_branches(const struct ep_aggregator *a) { return a->branches; }
-uint64_t ep_aggregator_ranges(const struct ep_aggregator *a) { return a->ranges; }
+uint64_t ep_aggregator_branches(const struct ep_aggregator *a)
+{
+	return a->branches;
+}
+uint64_t ep_aggregator_ranges(const struct ep_aggregator *a)
+{
+	return a->ranges;
+}
 
 static inline struct bin_counts *bin_counts(struct ep_aggregator *a, uint32_t bin)
 {
@@ -264,7 +270,10 @@ void ep_aggregate_sample_ip(struct ep_aggregator *a, uint32_t bin, uint64_t vadd
 
 /* ---- building the profile message ---- */
 
-static char *dup_string(const char *s) { return strdup(s ? s : ""); }
+static char *dup_string(const char *s)
+{
+	return strdup(s ? s : "");
+}
 
 struct edge_vec {
 	Edgeprof__V1__Edge **items;

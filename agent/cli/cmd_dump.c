@@ -17,8 +17,8 @@ static int print_sample(void *ctx, const struct ep_sample_record *rec)
 			    : (e->flags & EP_BR_PREDICTED) ? 'P'
 							   : '-';
 		fprintf(out, "0x%llx/0x%llx/%c/%c/%c/%u/  ", (unsigned long long)e->from,
-			(unsigned long long)e->to, pred,
-			(e->flags & EP_BR_IN_TX) ? 'X' : '-', (e->flags & EP_BR_ABORT) ? 'A' : '-',
+			(unsigned long long)e->to, pred, (e->flags & EP_BR_IN_TX) ? 'X' : '-',
+			(e->flags & EP_BR_ABORT) ? 'A' : '-',
 			(unsigned)((e->flags & EP_BR_CYCLES_MASK) >> EP_BR_CYCLES_SHIFT));
 	}
 	fputc('\n', out);

@@ -7,43 +7,39 @@
 #include <string.h>
 
 #include "../export/export.h"
+#include "../pipeline/perf_data_feed.h"
 #include "../pipeline/pipeline.h"
 #include "../profile/profile_file.h"
-#include "../pipeline/perf_data_feed.h"
 #include "../util/log.h"
 #include "cli_util.h"
 #include "commands.h"
 
 static void import_usage(FILE *out)
 {
-	fprintf(out,
-		"usage: edgeprof import PERF.DATA [options]\n"
-		"  --binary FILE     a profiled binary (repeatable); matched by build-id, else path\n"
-		"  --symfs DIR       look up recorded paths under DIR\n"
-		"  --chop C          count the last C branches of each trace (default: the\n"
-		"                    hardware's stack size); 0 counts whole stacks like\n"
-		"                    perf2bolt/AutoFDO (biased, for comparison)\n"
-		"  --ranges MODE     split (default: ranges end at every branch) or gap\n"
-		"                    (AutoFDO's whole gaps between taken branches; needs --chop 0)\n"
-		"  --no-trigger      do not extend traces to the sample IP\n"
-		"  -o PROFILE        write the profile (protobuf); without it print a report\n"
-		"  --top N           report length (default 10)\n"
-		"  --log-level L     error|warn|info|debug\n");
+	fprintf(
+	    out,
+	    "usage: edgeprof import PERF.DATA [options]\n"
+	    "  --binary FILE     a profiled binary (repeatable); matched by build-id, else path\n"
+	    "  --symfs DIR       look up recorded paths under DIR\n"
+	    "  --chop C          count the last C branches of each trace (default: the\n"
+	    "                    hardware's stack size); 0 counts whole stacks like\n"
+	    "                    perf2bolt/AutoFDO (biased, for comparison)\n"
+	    "  --ranges MODE     split (default: ranges end at every branch) or gap\n"
+	    "                    (AutoFDO's whole gaps between taken branches; needs --chop 0)\n"
+	    "  --no-trigger      do not extend traces to the sample IP\n"
+	    "  -o PROFILE        write the profile (protobuf); without it print a report\n"
+	    "  --top N           report length (default 10)\n"
+	    "  --log-level L     error|warn|info|debug\n");
 }
 
 int ep_cmd_import(int argc, char **argv)
 {
 	static const struct option opts[] = {
-	    {"binary", required_argument, NULL, 'b'},
-	    {"symfs", required_argument, NULL, 's'},
-	    {"chop", required_argument, NULL, 'c'},
-	    {"ranges", required_argument, NULL, 'r'},
-	    {"no-trigger", no_argument, NULL, 'T'},
-	    {"output", required_argument, NULL, 'o'},
-	    {"top", required_argument, NULL, 't'},
-	    {"log-level", required_argument, NULL, 'l'},
-	    {"help", no_argument, NULL, 'h'},
-	    {0},
+	    {"binary", required_argument, NULL, 'b'}, {"symfs", required_argument, NULL, 's'},
+	    {"chop", required_argument, NULL, 'c'},   {"ranges", required_argument, NULL, 'r'},
+	    {"no-trigger", no_argument, NULL, 'T'},   {"output", required_argument, NULL, 'o'},
+	    {"top", required_argument, NULL, 't'},    {"log-level", required_argument, NULL, 'l'},
+	    {"help", no_argument, NULL, 'h'},	      {0},
 	};
 	struct ep_pipeline_config cfg;
 	ep_pipeline_config_default(&cfg);
@@ -76,8 +72,9 @@ int ep_cmd_import(int argc, char **argv)
 			if (strcmp(optarg, "auto") == 0) {
 				cfg.chop = EP_CHOP_AUTO;
 			} else if (ep_parse_uint(optarg, 0, 4096, (unsigned *)&cfg.chop) != 0) {
-				ep_error("--chop: '%s' is not a number of branches (0-4096 or auto)",
-					 optarg);
+				ep_error(
+				    "--chop: '%s' is not a number of branches (0-4096 or auto)",
+				    optarg);
 				goto out;
 			}
 			break;

@@ -70,7 +70,8 @@ int ep_cmd_export(int argc, char **argv)
 		case 'f':
 			format = ep_export_parse_format(optarg);
 			if (format < 0) {
-				ep_error("--format: '%s' is not json, fdata, preagg or afdo", optarg);
+				ep_error("--format: '%s' is not json, fdata, preagg or afdo",
+					 optarg);
 				return 2;
 			}
 			break;

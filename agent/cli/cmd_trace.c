@@ -30,8 +30,8 @@ static void print_gap(void *ctx, const struct ep_gap_report *g)
 	}
 	struct ep_decoder *dec = ep_reconstructor_decoder(c->reconstructor, g->bin);
 	size_t n = 0;
-	enum ep_walk_status ws = ep_decoder_line_insns(dec, g->start_vaddr, g->end_vaddr, c->insns,
-						       MAX_LINE_INSNS, &n);
+	enum ep_walk_status ws =
+	    ep_decoder_line_insns(dec, g->start_vaddr, g->end_vaddr, c->insns, MAX_LINE_INSNS, &n);
 	if (ws != EP_WALK_OK) {
 		fprintf(c->out, " error %s\n", ep_walk_status_name(ws));
 		return;
@@ -71,7 +71,8 @@ int ep_cmd_trace(int argc, char **argv)
 			ep_binreg_set_symfs(reg, optarg);
 			break;
 		case 'h':
-			printf("usage: edgeprof trace PERF.DATA [--binary FILE]... [--symfs DIR]\n");
+			printf(
+			    "usage: edgeprof trace PERF.DATA [--binary FILE]... [--symfs DIR]\n");
 			rc = 0;
 			goto out;
 		default:

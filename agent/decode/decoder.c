@@ -19,7 +19,7 @@
 #include "decoder_arch.h"
 #include "decoder_debug.h"
 
-#define NO_RUN UINT32_MAX
+#define NO_RUN	     UINT32_MAX
 #define NOT_A_BRANCH (UINT64_MAX - 1)
 /* AutoFDO's bound for one gap; no real straight line is longer. */
 #define MAX_RUN_BYTES (1u << 20)
@@ -65,9 +65,8 @@ struct ep_decoder {
 
 const char *ep_branch_kind_name(enum ep_branch_kind kind)
 {
-	static const char *const names[] = {"none",	     "conditional", "jump",
-					    "jump_indirect", "call",	    "call_indirect",
-					    "return",	     "other"};
+	static const char *const names[] = {"none", "conditional",   "jump",   "jump_indirect",
+					    "call", "call_indirect", "return", "other"};
 	return (unsigned)kind < sizeof(names) / sizeof(names[0]) ? names[kind] : "unknown";
 }
 
@@ -146,13 +145,22 @@ void ep_decoder_free(struct ep_decoder *d)
 	free(d);
 }
 
-uint32_t ep_decoder_site_count(const struct ep_decoder *d) { return d->nsites; }
+uint32_t ep_decoder_site_count(const struct ep_decoder *d)
+{
+	return d->nsites;
+}
 const struct ep_site *ep_decoder_site(const struct ep_decoder *d, uint32_t site)
 {
 	return &d->sites[site];
 }
-const struct ep_site *ep_decoder_sites(const struct ep_decoder *d) { return d->sites; }
-uint32_t ep_decoder_range_count(const struct ep_decoder *d) { return d->nranges; }
+const struct ep_site *ep_decoder_sites(const struct ep_decoder *d)
+{
+	return d->sites;
+}
+uint32_t ep_decoder_range_count(const struct ep_decoder *d)
+{
+	return d->nranges;
+}
 const struct ep_range_def *ep_decoder_range(const struct ep_decoder *d, uint32_t range)
 {
 	return &d->ranges[range];
@@ -211,8 +219,8 @@ static uint32_t add_site(struct ep_decoder *d, uint64_t vaddr, const struct ep_i
 	if (*slot != 0 && *slot != NOT_A_BRANCH)
 		return (uint32_t)(*slot - 1);
 	if (grow((void **)&d->sites, &d->sites_cap, sizeof(*d->sites), d->nsites + 1) ||
-	    grow((void **)&d->site_target_run, &d->site_target_run_cap,
-		 sizeof(*d->site_target_run), d->nsites + 1))
+	    grow((void **)&d->site_target_run, &d->site_target_run_cap, sizeof(*d->site_target_run),
+		 d->nsites + 1))
 		return EP_NO_SITE;
 	uint32_t id = d->nsites++;
 	d->sites[id] = (struct ep_site){.addr = vaddr,

@@ -55,11 +55,11 @@ struct ep_walk_step {
 
 enum ep_walk_status {
 	EP_WALK_OK = 0,
-	EP_WALK_NO_CODE,   /* start or part of the way is not in the binary's code */
-	EP_WALK_BLOCKED,   /* met an unconditional transfer (jump, call, return...) first */
-	EP_WALK_OVERRUN,   /* ran past the end point without landing on it */
-	EP_WALK_BAD_INSN,  /* bytes that do not decode */
-	EP_WALK_TOO_LONG,  /* more conditional branches than the caller's buffer */
+	EP_WALK_NO_CODE,  /* start or part of the way is not in the binary's code */
+	EP_WALK_BLOCKED,  /* met an unconditional transfer (jump, call, return...) first */
+	EP_WALK_OVERRUN,  /* ran past the end point without landing on it */
+	EP_WALK_BAD_INSN, /* bytes that do not decode */
+	EP_WALK_TOO_LONG, /* more conditional branches than the caller's buffer */
 };
 
 const char *ep_walk_status_name(enum ep_walk_status status);

@@ -60,9 +60,8 @@ const char *ep_export_kind_name(Edgeprof__V1__BranchKind kind)
 
 /* The binary an optimizer format is written for: the one the build-id
  * prefix names, or the one with the most samples (then edges). */
-static const Edgeprof__V1__BinaryProfile *select_binary(const Edgeprof__V1__Profile *p,
-							 const char *build_id, char *err,
-							 size_t errlen)
+static const Edgeprof__V1__BinaryProfile *
+select_binary(const Edgeprof__V1__Profile *p, const char *build_id, char *err, size_t errlen)
 {
 	const Edgeprof__V1__BinaryProfile *best = NULL;
 	for (size_t i = 0; i < p->n_binaries; i++) {

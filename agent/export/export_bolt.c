@@ -3,10 +3,10 @@
  * BOLT's two profile inputs.
  *
  * fdata (llvm-bolt BIN -data F): one line per edge,
- *   "<1|0> <function|[unknown]> <hex offset> <1|0> <function|[unknown]> <hex offset> <mispredicted> <count>".
- * Not-taken edges are written as branches to the next instruction: BOLT
- * attaches a branch record to whichever successor block the target starts,
- * so these land on the fall-through edge, which is exactly what they count.
+ *   "<1|0> <function|[unknown]> <hex offset> <1|0> <function|[unknown]> <hex offset> <mispredicted>
+ * <count>". Not-taken edges are written as branches to the next instruction: BOLT attaches a branch
+ * record to whichever successor block the target starts, so these land on the fall-through edge,
+ * which is exactly what they count.
  *
  * preagg (perf2bolt -pa -p F): "B <from> <to> <count> <mispredicted>" for
  * every edge (not-taken ones as above) and "F <start> <end> <count>" for each
@@ -18,8 +18,7 @@
 
 #include "export_internal.h"
 
-static void location(FILE *out, const Edgeprof__V1__BinaryProfile *bp, uint64_t addr,
-		     bool external)
+static void location(FILE *out, const Edgeprof__V1__BinaryProfile *bp, uint64_t addr, bool external)
 {
 	const Edgeprof__V1__Function *f = external ? NULL : ep_export_function_at(bp, addr);
 	if (f)

@@ -20,7 +20,10 @@ static void json_string(FILE *out, const char *s)
 	fputc('"', out);
 }
 
-static void hex(FILE *out, uint64_t v) { fprintf(out, "\"0x%" PRIx64 "\"", v); }
+static void hex(FILE *out, uint64_t v)
+{
+	fprintf(out, "\"0x%" PRIx64 "\"", v);
+}
 
 /* Every scalar field of a message, by its proto name: new Stats or config
  * fields appear in the export without touching this file. */

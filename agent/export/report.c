@@ -45,10 +45,11 @@ static int report_binary(const Edgeprof__V1__BinaryProfile *bp, unsigned top, FI
 	uint64_t branches = 0;
 	for (size_t i = 0; i < bp->n_edges; i++)
 		branches += bp->edges[i]->count;
-	fprintf(out, "\n%s  build-id %s  %s  %" PRIu64 " samples, %zu edges, %" PRIu64
-		     " branch executions counted\n",
-		bp->n_paths ? bp->paths[0] : "?", bp->build_id[0] ? bp->build_id : "none",
-		bp->arch, bp->samples, bp->n_edges, branches);
+	fprintf(out,
+		"\n%s  build-id %s  %s  %" PRIu64 " samples, %zu edges, %" PRIu64
+		" branch executions counted\n",
+		bp->n_paths ? bp->paths[0] : "?", bp->build_id[0] ? bp->build_id : "none", bp->arch,
+		bp->samples, bp->n_edges, branches);
 
 	const Edgeprof__V1__Edge **edges = malloc((bp->n_edges + 1) * sizeof(*edges));
 	struct func_total *funcs = calloc(bp->n_functions + 1, sizeof(*funcs));
@@ -124,7 +125,8 @@ int ep_report(const Edgeprof__V1__Profile *p, unsigned top, FILE *out)
 			s->gaps ? 100.0 * (double)s->gaps_inconsistent / (double)s->gaps : 0.0,
 			s->gaps_unknown_code, s->branches_counted);
 		if (p->config)
-			fprintf(out, " (chop %u of %u entries)", p->config->chop, p->config->entries);
+			fprintf(out, " (chop %u of %u entries)", p->config->chop,
+				p->config->entries);
 		fputc('\n', out);
 		if (s->lost_records)
 			fprintf(out, "warning: %" PRIu64 " records were lost while recording\n",

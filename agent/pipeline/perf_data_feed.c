@@ -4,13 +4,38 @@
 #include <linux/perf_event.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "../util/log.h"
 
 struct feed_ctx {
 	struct ep_pipeline *pipeline;
 	struct ep_perf_data_feed_info *info;
+	const char *path;
+	uint64_t samples;
+	struct timespec last_progress;
 };
+
+#define PROGRESS_EVERY_S 5
+
+static double seconds_since(const struct timespec *t)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (double)(now.tv_sec - t->tv_sec) + (double)(now.tv_nsec - t->tv_nsec) / 1e9;
+}
+
+/* Long imports say how far they are, every few seconds, one line each. */
+static void progress(struct feed_ctx *c)
+{
+	if (seconds_since(&c->last_progress) < PROGRESS_EVERY_S)
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &c->last_progress);
+	const struct ep_perf_data_stats *st = &c->info->stats;
+	ep_info("%s: %.0f%% read, %llu samples", c->path,
+		st->file_size ? 100.0 * (double)st->bytes_read / (double)st->file_size : 0.0,
+		(unsigned long long)c->samples);
+}
 
 static int on_event_desc(void *ctx, const struct ep_perf_event_desc *desc)
 {
@@ -75,6 +100,8 @@ static int on_sample(void *ctx, const struct ep_sample_record *rec)
 {
 	struct feed_ctx *c = ctx;
 	ep_pipeline_sample(c->pipeline, rec);
+	if ((++c->samples & 0xffff) == 0)
+		progress(c);
 	return 0;
 }
 
@@ -82,7 +109,8 @@ int ep_feed_perf_data(const char *path, struct ep_pipeline *pipeline,
 		      struct ep_perf_data_feed_info *info, char *err, size_t errlen)
 {
 	memset(info, 0, sizeof(*info));
-	struct feed_ctx ctx = {.pipeline = pipeline, .info = info};
+	struct feed_ctx ctx = {.pipeline = pipeline, .info = info, .path = path};
+	clock_gettime(CLOCK_MONOTONIC, &ctx.last_progress);
 	struct ep_perf_data_callbacks cb = {
 	    .ctx = &ctx,
 	    .on_event_desc = on_event_desc,

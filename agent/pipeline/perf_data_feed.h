@@ -10,7 +10,7 @@
 #include "pipeline.h"
 
 struct ep_perf_data_feed_info {
-	char event[64];	   /* the first event's name */
+	char event[64];	    /* the first event's name */
 	bool branch_stacks; /* some event sampled branch stacks */
 	struct ep_perf_data_stats stats;
 };

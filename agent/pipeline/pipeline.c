@@ -92,7 +92,8 @@ void ep_pipeline_note_build_id(struct ep_pipeline *p, const char *path, const ui
 }
 
 void ep_pipeline_mmap(struct ep_pipeline *p, uint32_t pid, uint64_t start, uint64_t len,
-		      uint64_t pgoff, const char *path, const uint8_t *build_id, size_t build_id_len)
+		      uint64_t pgoff, const char *path, const uint8_t *build_id,
+		      size_t build_id_len)
 {
 	if (!build_id || build_id_len == 0) {
 		for (size_t i = 0; i < p->nnoted; i++) {
@@ -112,11 +113,20 @@ void ep_pipeline_fork(struct ep_pipeline *p, uint32_t child_pid, uint32_t parent
 	ep_procmap_fork(p->procmap, child_pid, parent_pid);
 }
 
-void ep_pipeline_exec(struct ep_pipeline *p, uint32_t pid) { ep_procmap_exec(p->procmap, pid); }
+void ep_pipeline_exec(struct ep_pipeline *p, uint32_t pid)
+{
+	ep_procmap_exec(p->procmap, pid);
+}
 
-void ep_pipeline_exit(struct ep_pipeline *p, uint32_t pid) { ep_procmap_exit(p->procmap, pid); }
+void ep_pipeline_exit(struct ep_pipeline *p, uint32_t pid)
+{
+	ep_procmap_exit(p->procmap, pid);
+}
 
-void ep_pipeline_add_lost(struct ep_pipeline *p, uint64_t lost) { p->lost += lost; }
+void ep_pipeline_add_lost(struct ep_pipeline *p, uint64_t lost)
+{
+	p->lost += lost;
+}
 
 struct ep_reconstructor *ep_pipeline_reconstructor(struct ep_pipeline *p)
 {

@@ -16,10 +16,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define MAGIC "EDGEPROF"
+#define MAGIC	       "EDGEPROF"
 #define FORMAT_VERSION 1u
-#define HEADER_SIZE 24
-#define MAX_PAYLOAD (4ULL << 30)
+#define HEADER_SIZE    24
+#define MAX_PAYLOAD    (4ULL << 30)
 
 static int write_all(int fd, const void *buf, size_t len)
 {
@@ -114,8 +114,9 @@ int ep_profile_read(const char *path, Edgeprof__V1__Profile **out, char *err, si
 	memcpy(&version, header + 8, 4);
 	memcpy(&length, header + 16, 8);
 	if (version > FORMAT_VERSION || version == 0) {
-		snprintf(err, errlen, "%s: profile format version %u is not supported (this edgeprof "
-				      "reads version %u)",
+		snprintf(err, errlen,
+			 "%s: profile format version %u is not supported (this edgeprof "
+			 "reads version %u)",
 			 path, version, FORMAT_VERSION);
 		fclose(f);
 		return -1;

@@ -119,8 +119,8 @@ struct ep_decoder *ep_reconstructor_decoder(struct ep_reconstructor *r, uint32_t
 	return r->decoders[bin_index];
 }
 
-static void __attribute__((noinline)) resolve_slow(struct ep_reconstructor *r, uint32_t pid,
-						   uint64_t addr, struct endpoint *ep)
+static void __attribute__((noinline))
+resolve_slow(struct ep_reconstructor *r, uint32_t pid, uint64_t addr, struct endpoint *ep)
 {
 	struct ep_resolved res;
 	ep->status = ep_procmap_resolve(r->procmap, pid, addr, &res);

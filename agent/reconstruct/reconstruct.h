@@ -19,18 +19,18 @@
 #include "../decode/decoder.h"
 #include "../resolve/procmap.h"
 
-#define EP_NO_BIN UINT32_MAX
+#define EP_NO_BIN   UINT32_MAX
 #define EP_NO_RANGE UINT32_MAX
 
 /* One branch of a full branch trace, in the binary that holds it. */
 struct ep_trace_branch {
-	uint32_t bin;	/* binary index (ep_binary_index), EP_NO_BIN when unknown */
-	uint32_t site;	/* site in that binary's decoder */
-	uint32_t range; /* split range ending at this branch; EP_NO_RANGE after a cut */
-	uint32_t to_bin; /* taken: binary of the target, EP_NO_BIN when unknown */
-	uint64_t to_vaddr; /* taken: target address in to_bin */
+	uint32_t bin;	    /* binary index (ep_binary_index), EP_NO_BIN when unknown */
+	uint32_t site;	    /* site in that binary's decoder */
+	uint32_t range;	    /* split range ending at this branch; EP_NO_RANGE after a cut */
+	uint32_t to_bin;    /* taken: binary of the target, EP_NO_BIN when unknown */
+	uint64_t to_vaddr;  /* taken: target address in to_bin */
 	uint64_t gap_start; /* taken, after a consistent gap: where the gap began */
-	uint8_t kind; /* enum ep_branch_kind of the site */
+	uint8_t kind;	    /* enum ep_branch_kind of the site */
 	bool taken;
 	bool mispredicted;
 	bool cut_before; /* the trace is broken right before this branch */
@@ -86,7 +86,7 @@ struct ep_decoder *ep_reconstructor_decoder(struct ep_reconstructor *r, uint32_t
 struct ep_gap_report {
 	uint64_t sample; /* 1-based sequence number of the sample */
 	uint32_t pid;
-	uint64_t start, end;		/* runtime: previous entry's target, this entry's source */
+	uint64_t start, end; /* runtime: previous entry's target, this entry's source */
 	uint32_t bin;
 	uint64_t start_vaddr, end_vaddr;
 	bool consistent;

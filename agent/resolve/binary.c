@@ -111,15 +111,24 @@ void ep_binreg_set_symfs(struct ep_binary_registry *reg, const char *dir)
 	reg->symfs = strdup(dir);
 }
 
-size_t ep_binreg_count(const struct ep_binary_registry *reg) { return reg->n; }
+size_t ep_binreg_count(const struct ep_binary_registry *reg)
+{
+	return reg->n;
+}
 
 struct ep_binary *ep_binreg_at(const struct ep_binary_registry *reg, size_t index)
 {
 	return index < reg->n ? reg->bins[index] : NULL;
 }
 
-uint32_t ep_binary_index(const struct ep_binary *bin) { return bin->index; }
-const char *ep_binary_path(const struct ep_binary *bin) { return bin->path; }
+uint32_t ep_binary_index(const struct ep_binary *bin)
+{
+	return bin->index;
+}
+const char *ep_binary_path(const struct ep_binary *bin)
+{
+	return bin->path;
+}
 const char *ep_binary_recorded_path(const struct ep_binary *bin)
 {
 	return bin->recorded_path ? bin->recorded_path : bin->path;
@@ -129,9 +138,18 @@ const uint8_t *ep_binary_build_id(const struct ep_binary *bin, size_t *len)
 	*len = bin->build_id_len;
 	return bin->build_id;
 }
-const char *ep_binary_build_id_hex(const struct ep_binary *bin) { return bin->build_id_hex; }
-enum ep_arch ep_binary_arch(const struct ep_binary *bin) { return bin->arch; }
-bool ep_binary_is_pie(const struct ep_binary *bin) { return bin->pie; }
+const char *ep_binary_build_id_hex(const struct ep_binary *bin)
+{
+	return bin->build_id_hex;
+}
+enum ep_arch ep_binary_arch(const struct ep_binary *bin)
+{
+	return bin->arch;
+}
+bool ep_binary_is_pie(const struct ep_binary *bin)
+{
+	return bin->pie;
+}
 
 const struct ep_code_segment *ep_binary_code_segments(const struct ep_binary *bin, size_t *count)
 {
@@ -209,8 +227,8 @@ static void read_build_id(Elf *elf, size_t nphdr, struct ep_binary *b)
 		GElf_Phdr ph;
 		if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_NOTE)
 			continue;
-		Elf_Data *d = elf_getdata_rawchunk(elf, (int64_t)ph.p_offset, ph.p_filesz,
-						   ELF_T_NHDR);
+		Elf_Data *d =
+		    elf_getdata_rawchunk(elf, (int64_t)ph.p_offset, ph.p_filesz, ELF_T_NHDR);
 		if (d && find_build_id_in(d, b))
 			return;
 	}
@@ -290,10 +308,10 @@ static int read_symbols(Elf *elf, struct ep_binary *b)
 					continue;
 				}
 				memcpy(b->names + noff, name, len);
-				b->syms[k++] = (struct ep_symbol){
-				    .name = (const char *)(uintptr_t)noff,
-				    .start = sym.st_value,
-				    .size = sym.st_size};
+				b->syms[k++] =
+				    (struct ep_symbol){.name = (const char *)(uintptr_t)noff,
+						       .start = sym.st_value,
+						       .size = sym.st_size};
 				noff += len;
 			}
 		}
@@ -392,13 +410,14 @@ static struct ep_binary *binary_open(const char *path, char *err, size_t errlen)
 	b->path = strdup(path);
 	b->dev = st.st_dev;
 	b->ino = st.st_ino;
-	b->arch = eh.e_machine == EM_X86_64	? EP_ARCH_X86_64
+	b->arch = eh.e_machine == EM_X86_64    ? EP_ARCH_X86_64
 		  : eh.e_machine == EM_AARCH64 ? EP_ARCH_AARCH64
 					       : EP_ARCH_UNKNOWN;
 	size_t nphdr = 0;
 	if (elf_getphdrnum(elf, &nphdr) != 0 || nphdr == 0) {
-		snprintf(err, errlen, "%s: ELF file without program headers (not an executable "
-				      "or shared library)",
+		snprintf(err, errlen,
+			 "%s: ELF file without program headers (not an executable "
+			 "or shared library)",
 			 path);
 		goto out;
 	}
@@ -422,8 +441,10 @@ static struct ep_binary *binary_open(const char *path, char *err, size_t errlen)
 			filesz = 0;
 		else if (filesz > size - ph.p_offset)
 			filesz = size - ph.p_offset; /* truncated file: keep what exists */
-		b->loads[b->nloads++] = (struct ep_load_segment){
-		    .offset = ph.p_offset, .vaddr = ph.p_vaddr, .filesz = filesz, .flags = ph.p_flags};
+		b->loads[b->nloads++] = (struct ep_load_segment){.offset = ph.p_offset,
+								 .vaddr = ph.p_vaddr,
+								 .filesz = filesz,
+								 .flags = ph.p_flags};
 		if ((ph.p_flags & PF_X) && filesz > 0) {
 			uint8_t *bytes = malloc(filesz);
 			if (!bytes) {

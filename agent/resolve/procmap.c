@@ -26,7 +26,10 @@ struct ep_procmap {
 	size_t last_proc;
 };
 
-struct ep_procmap *ep_procmap_new(void) { return calloc(1, sizeof(struct ep_procmap)); }
+struct ep_procmap *ep_procmap_new(void)
+{
+	return calloc(1, sizeof(struct ep_procmap));
+}
 
 void ep_procmap_free(struct ep_procmap *pm)
 {
@@ -124,8 +127,10 @@ void ep_procmap_add(struct ep_procmap *pm, uint32_t pid, uint64_t start, uint64_
 		}
 	}
 	p->n = out;
-	memmove(&p->maps[insert_at + 1], &p->maps[insert_at], (p->n - insert_at) * sizeof(*p->maps));
-	p->maps[insert_at] = (struct mapping){.start = start, .end = end, .pgoff = pgoff, .bin = bin};
+	memmove(&p->maps[insert_at + 1], &p->maps[insert_at],
+		(p->n - insert_at) * sizeof(*p->maps));
+	p->maps[insert_at] =
+	    (struct mapping){.start = start, .end = end, .pgoff = pgoff, .bin = bin};
 	p->n++;
 	if (have_right) {
 		size_t at = insert_at + 1;

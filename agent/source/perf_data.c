@@ -20,11 +20,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define WINDOW_SIZE (4u << 20)
-#define MAX_ATTRS 256
+#define WINDOW_SIZE	(4u << 20)
+#define MAX_ATTRS	256
 #define HEADER_BUILD_ID 2
-#define HEADER_CPUID 9
-#define FEATURE_BITS 256
+#define HEADER_CPUID	9
+#define FEATURE_BITS	256
 #ifndef PERF_RECORD_MISC_MMAP_BUILD_ID
 #define PERF_RECORD_MISC_MMAP_BUILD_ID (1 << 14)
 #endif
@@ -115,10 +115,16 @@ static const uint8_t *window(struct reader *r, uint64_t offset, size_t len)
 
 static const char *hw_event_name(uint64_t config)
 {
-	static const char *const names[] = {"cycles",	     "instructions", "cache-references",
-					    "cache-misses",  "branches",     "branch-misses",
-					    "bus-cycles",    "stalled-cycles-frontend",
-					    "stalled-cycles-backend", "ref-cycles"};
+	static const char *const names[] = {"cycles",
+					    "instructions",
+					    "cache-references",
+					    "cache-misses",
+					    "branches",
+					    "branch-misses",
+					    "bus-cycles",
+					    "stalled-cycles-frontend",
+					    "stalled-cycles-backend",
+					    "ref-cycles"};
 	return config < sizeof(names) / sizeof(names[0]) ? names[config] : NULL;
 }
 
@@ -158,7 +164,8 @@ static int read_attrs(struct reader *r)
 	for (size_t i = 0; i < n; i++) {
 		uint64_t off = h->attrs.offset + i * h->attr_size;
 		if (read_at(r, off, buf, h->attr_size) != 0)
-			return fail(r, off, "event attribute %zu cut off by the end of the file", i);
+			return fail(r, off, "event attribute %zu cut off by the end of the file",
+				    i);
 		struct perf_event_attr attr;
 		memset(&attr, 0, sizeof(attr));
 		size_t attr_len = h->attr_size - 16;
@@ -178,7 +185,8 @@ static int read_attrs(struct reader *r)
 		d->exclude_kernel = attr.exclude_kernel;
 		d->exclude_user = attr.exclude_user;
 		d->branch_hw_index = (d->branch_sample_type & PERF_SAMPLE_BRANCH_HW_INDEX) != 0;
-		const char *hw = attr.type == PERF_TYPE_HARDWARE ? hw_event_name(attr.config) : NULL;
+		const char *hw =
+		    attr.type == PERF_TYPE_HARDWARE ? hw_event_name(attr.config) : NULL;
 		if (hw)
 			snprintf(d->name, sizeof(d->name), "%s", hw);
 		else
@@ -193,7 +201,8 @@ static int read_attrs(struct reader *r)
 			if (!a->ids)
 				return fail(r, off, "out of memory");
 			if (read_at(r, ids.offset, a->ids, ids.size) != 0)
-				return fail(r, ids.offset, "event ids cut off by the end of the file");
+				return fail(r, ids.offset,
+					    "event ids cut off by the end of the file");
 		}
 		r->nattrs++;
 	}
@@ -257,7 +266,8 @@ static int read_build_ids(struct reader *r, const struct ep_perf_data_callbacks 
 		struct perf_event_header eh;
 		if (read_at(r, off, &eh, sizeof(eh)) != 0)
 			return fail(r, off, "build-id entry cut off");
-		if (eh.size < 8 + 4 + 24 || off + eh.size > s.offset + s.size || eh.size > sizeof(buf))
+		if (eh.size < 8 + 4 + 24 || off + eh.size > s.offset + s.size ||
+		    eh.size > sizeof(buf))
 			return fail(r, off, "build-id entry of bad size %u", eh.size);
 		if (read_at(r, off, buf, eh.size) != 0)
 			return fail(r, off, "build-id entry cut off");
@@ -281,8 +291,8 @@ static int read_build_ids(struct reader *r, const struct ep_perf_data_callbacks 
 		memcpy(bid.build_id, buf + 12, len);
 		bid.build_id_len = len;
 		uint16_t cpumode = eh.misc & PERF_RECORD_MISC_CPUMODE_MASK;
-		bid.kernel = cpumode == PERF_RECORD_MISC_KERNEL ||
-			     cpumode == PERF_RECORD_MISC_GUEST_KERNEL;
+		bid.kernel =
+		    cpumode == PERF_RECORD_MISC_KERNEL || cpumode == PERF_RECORD_MISC_GUEST_KERNEL;
 		bid.filename = (const char *)buf + 12 + 24;
 		if (cb->on_build_id) {
 			int crc = cb->on_build_id(cb->ctx, &bid);
@@ -319,7 +329,8 @@ static int parse_sample(struct reader *r, uint64_t off, const struct perf_event_
 #define NEED(n)                                                                                    \
 	do {                                                                                       \
 		if (i + (n) > nu)                                                                  \
-			return fail(r, off, "sample of %u bytes too short for its sample_type 0x%llx", \
+			return fail(r, off,                                                        \
+				    "sample of %u bytes too short for its sample_type 0x%llx",     \
 				    eh->size, (unsigned long long)st);                             \
 	} while (0)
 	rec->flags = 0;
@@ -451,7 +462,8 @@ static int parse_record(struct reader *r, uint64_t off, const uint8_t *p,
 	uint32_t w[4];
 	uint64_t q[4];
 	uint16_t cpumode = eh.misc & PERF_RECORD_MISC_CPUMODE_MASK;
-	bool kernel = cpumode == PERF_RECORD_MISC_KERNEL || cpumode == PERF_RECORD_MISC_GUEST_KERNEL;
+	bool kernel =
+	    cpumode == PERF_RECORD_MISC_KERNEL || cpumode == PERF_RECORD_MISC_GUEST_KERNEL;
 	switch (eh.type) {
 	case PERF_RECORD_SAMPLE:
 		return parse_sample(r, off, &eh, p, cb, stats);
@@ -502,7 +514,7 @@ static int parse_record(struct reader *r, uint64_t off, const uint8_t *p,
 			return fail(r, off, "comm record without a name");
 		stats->comms++;
 		return cb->on_comm ? cb->on_comm(cb->ctx, w[0], w[1], comm,
-						  (eh.misc & PERF_RECORD_MISC_COMM_EXEC) != 0)
+						 (eh.misc & PERF_RECORD_MISC_COMM_EXEC) != 0)
 				   : 0;
 	}
 	case PERF_RECORD_FORK:
@@ -537,8 +549,8 @@ static int parse_record(struct reader *r, uint64_t off, const uint8_t *p,
 
 struct held {
 	uint64_t time;
-	uint64_t offset;  /* in the file, for errors and as the tie-break */
-	size_t buf_pos;	  /* where its bytes are in the hold buffer */
+	uint64_t offset; /* in the file, for errors and as the tie-break */
+	size_t buf_pos;	 /* where its bytes are in the hold buffer */
 };
 
 struct hold {
@@ -546,8 +558,8 @@ struct hold {
 	size_t len, cap;
 	struct held *recs;
 	size_t n, cap_recs;
-	uint64_t max_time;	   /* newest time held so far */
-	uint64_t flush_limit;	   /* newest time when the last round ended */
+	uint64_t max_time;    /* newest time held so far */
+	uint64_t flush_limit; /* newest time when the last round ended */
 };
 
 #define HOLD_MAX_BYTES (256u << 20)
@@ -667,19 +679,22 @@ static int read_records(struct reader *r, const struct ep_perf_data_callbacks *c
 	while (off < end) {
 		const uint8_t *p = window(r, off, sizeof(struct perf_event_header));
 		if (!p)
-			return fail(r, off, "record header cut off by the end of the file "
-					    "(truncated file?)");
+			return fail(r, off,
+				    "record header cut off by the end of the file "
+				    "(truncated file?)");
 		struct perf_event_header eh;
 		memcpy(&eh, p, sizeof(eh));
 		if (eh.size < sizeof(eh) || eh.size % 8 != 0)
 			return fail(r, off, "record of impossible size %u (corrupt file)", eh.size);
 		if (off + eh.size > end)
-			return fail(r, off, "record of %u bytes runs past the end of the data section",
+			return fail(r, off,
+				    "record of %u bytes runs past the end of the data section",
 				    eh.size);
 		p = window(r, off, eh.size);
 		if (!p)
-			return fail(r, off, "record of %u bytes cut off by the end of the file "
-					    "(truncated file?)",
+			return fail(r, off,
+				    "record of %u bytes cut off by the end of the file "
+				    "(truncated file?)",
 				    eh.size);
 		int rc = 0;
 		if (!ordered) {
@@ -693,7 +708,8 @@ static int read_records(struct reader *r, const struct ep_perf_data_callbacks *c
 				time = last_time; /* keeps its place after its predecessor */
 			last_time = time;
 			if (hold_record(h, p, eh.size, time, off) != 0)
-				return fail(r, off, "out of memory holding records for time ordering");
+				return fail(r, off,
+					    "out of memory holding records for time ordering");
 			if (h->len > HOLD_MAX_BYTES) /* rounds this long: order what we have */
 				rc = flush_held(r, h, UINT64_MAX, cb, stats);
 		}
@@ -732,8 +748,9 @@ int ep_perf_data_read(const char *path, const struct ep_perf_data_callbacks *cb,
 	}
 	r->file_size = stats->file_size = (uint64_t)st.st_size;
 	if (r->file_size < 8 || read_at(r, 0, r->h.magic, 8) != 0) {
-		snprintf(err, errlen, "%s: byte 0: file too short for a perf.data header (%llu bytes)",
-			 path, (unsigned long long)r->file_size);
+		snprintf(err, errlen,
+			 "%s: byte 0: file too short for a perf.data header (%llu bytes)", path,
+			 (unsigned long long)r->file_size);
 		goto out;
 	}
 	if (memcmp(r->h.magic, "PERFILE2", 8) != 0) {
@@ -745,8 +762,9 @@ int ep_perf_data_read(const char *path, const struct ep_perf_data_callbacks *cb,
 		if (r->file_size >= 16)
 			read_at(r, 8, &size, 8);
 		if (size == 16)
-			snprintf(err, errlen, "%s: a pipe-mode perf.data (perf record -o -): record "
-					      "to a file instead",
+			snprintf(err, errlen,
+				 "%s: a pipe-mode perf.data (perf record -o -): record "
+				 "to a file instead",
 				 path);
 		else
 			fail(r, 0, "file too short for a perf.data header (%llu bytes)",

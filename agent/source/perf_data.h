@@ -19,19 +19,19 @@
 
 /* One perf_event_attr of the file, decoded. */
 struct ep_perf_event_desc {
-	uint32_t type;		    /* PERF_TYPE_* */
+	uint32_t type; /* PERF_TYPE_* */
 	uint64_t config;
-	uint64_t sample_type;	    /* PERF_SAMPLE_* bits */
+	uint64_t sample_type;	     /* PERF_SAMPLE_* bits */
 	uint64_t branch_sample_type; /* PERF_SAMPLE_BRANCH_* bits */
 	uint64_t read_format;
-	uint64_t sample_period;	    /* or frequency when freq is set */
+	uint64_t sample_period; /* or frequency when freq is set */
 	bool freq;
 	bool sample_id_all;
 	bool exclude_kernel;
 	bool exclude_user;
-	bool branch_hw_index;	    /* PERF_SAMPLE_BRANCH_HW_INDEX: stack has hw_idx */
-	bool counts_all_branches;   /* event counts every completed branch */
-	char name[64];		    /* "cycles", "branches", "raw 0x1c4", ... */
+	bool branch_hw_index;	  /* PERF_SAMPLE_BRANCH_HW_INDEX: stack has hw_idx */
+	bool counts_all_branches; /* event counts every completed branch */
+	char name[64];		  /* "cycles", "branches", "raw 0x1c4", ... */
 };
 
 struct ep_mmap_event {

@@ -32,6 +32,9 @@ static inline enum ep_arch ep_arch_from_name(const char *name)
 
 /* Both 64-bit Linux ports we support put the kernel in the upper half of the
  * address space, so the top bit tells user from kernel addresses. */
-static inline int ep_addr_is_kernel(uint64_t addr) { return (int)(addr >> 63); }
+static inline int ep_addr_is_kernel(uint64_t addr)
+{
+	return (int)(addr >> 63);
+}
 
 #endif

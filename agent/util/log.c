@@ -7,9 +7,15 @@
 
 static enum ep_log_level current_level = EP_LOG_INFO;
 
-void ep_log_set_level(enum ep_log_level level) { current_level = level; }
+void ep_log_set_level(enum ep_log_level level)
+{
+	current_level = level;
+}
 
-enum ep_log_level ep_log_get_level(void) { return current_level; }
+enum ep_log_level ep_log_get_level(void)
+{
+	return current_level;
+}
 
 int ep_log_parse_level(const char *name)
 {

@@ -14,8 +14,8 @@ int ep_log_parse_level(const char *name);
 void ep_log(enum ep_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #define ep_error(...) ep_log(EP_LOG_ERROR, __VA_ARGS__)
-#define ep_warn(...) ep_log(EP_LOG_WARN, __VA_ARGS__)
-#define ep_info(...) ep_log(EP_LOG_INFO, __VA_ARGS__)
+#define ep_warn(...)  ep_log(EP_LOG_WARN, __VA_ARGS__)
+#define ep_info(...)  ep_log(EP_LOG_INFO, __VA_ARGS__)
 #define ep_debug(...) ep_log(EP_LOG_DEBUG, __VA_ARGS__)
 
 #endif

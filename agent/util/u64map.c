@@ -3,7 +3,10 @@
 
 #include <stdlib.h>
 
-void ep_u64map_init(struct ep_u64map *m) { *m = (struct ep_u64map){0}; }
+void ep_u64map_init(struct ep_u64map *m)
+{
+	*m = (struct ep_u64map){0};
+}
 
 void ep_u64map_free(struct ep_u64map *m)
 {

@@ -48,7 +48,8 @@ static void test_non_pie_without_build_id(void **state)
 
 	/* every function nm lists with a size is found by its own address */
 	char cmd[512];
-	snprintf(cmd, sizeof(cmd), "nm -S --defined-only %s | awk '$4 != \"\" && ($3==\"T\"||$3==\"t\")'",
+	snprintf(cmd, sizeof(cmd),
+		 "nm -S --defined-only %s | awk '$4 != \"\" && ($3==\"T\"||$3==\"t\")'",
 		 ep_test_fixture("test.binary"));
 	FILE *p = popen(cmd, "r");
 	assert_non_null(p);
@@ -57,7 +58,8 @@ static void test_non_pie_without_build_id(void **state)
 	while (fgets(line, sizeof(line), p)) {
 		unsigned long long start, size;
 		char type, name[256];
-		if (sscanf(line, "%llx %llx %c %255s", &start, &size, &type, name) != 4 || size == 0)
+		if (sscanf(line, "%llx %llx %c %255s", &start, &size, &type, name) != 4 ||
+		    size == 0)
 			continue;
 		const struct ep_symbol *s = ep_binary_symbol_at(b, start + size - 1);
 		assert_non_null(s);
@@ -75,7 +77,8 @@ static void test_pie_with_short_build_id(void **state)
 	struct ep_binary_registry *reg = ep_binreg_new();
 	char err[256];
 	assert_int_equal(
-	    ep_binreg_add_file(reg, ep_test_fixture("propeller_sample_1.bin"), err, sizeof(err)), 0);
+	    ep_binreg_add_file(reg, ep_test_fixture("propeller_sample_1.bin"), err, sizeof(err)),
+	    0);
 	struct ep_binary *b = ep_binreg_at(reg, 0);
 	assert_true(ep_binary_is_pie(b));
 	assert_string_equal(ep_binary_build_id_hex(b), "572ac72487ae1966");
@@ -124,8 +127,8 @@ static void test_errors_and_misses(void **state)
 	char err[256];
 	assert_int_equal(ep_binreg_add_file(reg, "/nonexistent/prog", err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "/nonexistent/prog"));
-	assert_int_equal(
-	    ep_binreg_add_file(reg, ep_test_fixture("README.md"), err, sizeof(err)), -1);
+	assert_int_equal(ep_binreg_add_file(reg, ep_test_fixture("README.md"), err, sizeof(err)),
+			 -1);
 	assert_non_null(strstr(err, "not an ELF file"));
 	assert_null(ep_binreg_lookup(reg, "/nonexistent/lib.so", NULL, 0));
 	assert_null(ep_binreg_lookup(reg, "[vdso]", NULL, 0));

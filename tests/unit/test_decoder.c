@@ -14,8 +14,8 @@ static const uint8_t x86_code[] = {0x83, 0xf8, 0x01, 0x74, 0x02, 0x90, 0x90, 0x7
 
 static struct ep_decoder *x86_decoder(void)
 {
-	static struct ep_code_segment seg = {.vaddr = 0x1000, .bytes = x86_code,
-					     .size = sizeof(x86_code)};
+	static struct ep_code_segment seg = {
+	    .vaddr = 0x1000, .bytes = x86_code, .size = sizeof(x86_code)};
 	struct ep_decoder *d = ep_decoder_new(EP_ARCH_X86_64, &seg, 1);
 	assert_non_null(d);
 	return d;
@@ -27,9 +27,9 @@ static void test_walk_statuses(void **state)
 	struct ep_decoder *d = x86_decoder();
 	struct ep_walk_step steps[8], closing;
 	size_t n;
-	assert_int_equal(ep_decoder_walk_to_branch(d, 0x1000, 0x1007, EP_NO_SITE, steps, 8, &n,
-						   &closing),
-			 EP_WALK_OK);
+	assert_int_equal(
+	    ep_decoder_walk_to_branch(d, 0x1000, 0x1007, EP_NO_SITE, steps, 8, &n, &closing),
+	    EP_WALK_OK);
 	assert_int_equal(n, 1);
 	const struct ep_site *je = ep_decoder_site(d, steps[0].site);
 	assert_int_equal(je->addr, 0x1003);
@@ -42,44 +42,44 @@ static void test_walk_statuses(void **state)
 	assert_int_equal(ep_decoder_range(d, closing.range)->start, 0x1005);
 	uint32_t range_5_7 = closing.range;
 
-	assert_int_equal(ep_decoder_walk_to_branch(d, 0x1000, 0x1009, EP_NO_SITE, steps, 8, &n,
-						   &closing),
-			 EP_WALK_OK);
+	assert_int_equal(
+	    ep_decoder_walk_to_branch(d, 0x1000, 0x1009, EP_NO_SITE, steps, 8, &n, &closing),
+	    EP_WALK_OK);
 	assert_int_equal(n, 2);
 	assert_int_equal(ep_decoder_site(d, closing.site)->kind, EP_BRANCH_RETURN);
 	/* the ret comes first: the call is not on the straight line */
-	assert_int_equal(ep_decoder_walk_to_branch(d, 0x1000, 0x100a, EP_NO_SITE, steps, 8, &n,
-						   &closing),
-			 EP_WALK_BLOCKED);
+	assert_int_equal(
+	    ep_decoder_walk_to_branch(d, 0x1000, 0x100a, EP_NO_SITE, steps, 8, &n, &closing),
+	    EP_WALK_BLOCKED);
 	/* inside an instruction, and on an instruction that is no branch */
-	assert_int_equal(ep_decoder_walk_to_branch(d, 0x1000, 0x1004, EP_NO_SITE, steps, 8, &n,
-						   &closing),
-			 EP_WALK_OVERRUN);
-	assert_int_equal(ep_decoder_walk_to_branch(d, 0x1000, 0x1005, EP_NO_SITE, steps, 8, &n,
-						   &closing),
-			 EP_WALK_OVERRUN);
-	assert_int_equal(ep_decoder_walk_to_branch(d, 0x2000, 0x2004, EP_NO_SITE, steps, 8, &n,
-						   &closing),
-			 EP_WALK_NO_CODE);
-	assert_int_equal(ep_decoder_walk_to_branch(d, 0x1000, 0x1009, EP_NO_SITE, steps, 1, &n,
-						   &closing),
-			 EP_WALK_TOO_LONG);
+	assert_int_equal(
+	    ep_decoder_walk_to_branch(d, 0x1000, 0x1004, EP_NO_SITE, steps, 8, &n, &closing),
+	    EP_WALK_OVERRUN);
+	assert_int_equal(
+	    ep_decoder_walk_to_branch(d, 0x1000, 0x1005, EP_NO_SITE, steps, 8, &n, &closing),
+	    EP_WALK_OVERRUN);
+	assert_int_equal(
+	    ep_decoder_walk_to_branch(d, 0x2000, 0x2004, EP_NO_SITE, steps, 8, &n, &closing),
+	    EP_WALK_NO_CODE);
+	assert_int_equal(
+	    ep_decoder_walk_to_branch(d, 0x1000, 0x1009, EP_NO_SITE, steps, 1, &n, &closing),
+	    EP_WALK_TOO_LONG);
 	/* a different walk through the same straight line shares its range id */
-	assert_int_equal(ep_decoder_walk_to_branch(d, 0x1005, 0x1007, EP_NO_SITE, steps, 8, &n,
-						   &closing),
-			 EP_WALK_OK);
+	assert_int_equal(
+	    ep_decoder_walk_to_branch(d, 0x1005, 0x1007, EP_NO_SITE, steps, 8, &n, &closing),
+	    EP_WALK_OK);
 	assert_int_equal(n, 0);
 	assert_int_equal(closing.range, range_5_7);
 	/* landing right on a branch: an empty straight line */
-	assert_int_equal(ep_decoder_walk_to_branch(d, 0x100a, 0x100a, EP_NO_SITE, steps, 8, &n,
-						   &closing),
-			 EP_WALK_OK);
+	assert_int_equal(
+	    ep_decoder_walk_to_branch(d, 0x100a, 0x100a, EP_NO_SITE, steps, 8, &n, &closing),
+	    EP_WALK_OK);
 	assert_int_equal(ep_decoder_site(d, closing.site)->kind, EP_BRANCH_CALL);
 	assert_int_equal(ep_decoder_site(d, closing.site)->target, 0x100f);
 	/* syscall returns to the next instruction: the line runs on to ud2 */
-	assert_int_equal(ep_decoder_walk_to_branch(d, 0x100f, 0x1011, EP_NO_SITE, steps, 8, &n,
-						   &closing),
-			 EP_WALK_OK);
+	assert_int_equal(
+	    ep_decoder_walk_to_branch(d, 0x100f, 0x1011, EP_NO_SITE, steps, 8, &n, &closing),
+	    EP_WALK_OK);
 	assert_int_equal(ep_decoder_site(d, closing.site)->kind, EP_BRANCH_OTHER);
 	ep_decoder_free(d);
 }
@@ -126,7 +126,8 @@ static void test_agrees_with_objdump(void **state)
 	const struct ep_code_segment *segs = ep_binary_code_segments(ep_binreg_at(reg, 0), &nseg);
 	struct ep_decoder *d = ep_decoder_new(EP_ARCH_X86_64, segs, nseg);
 	char cmd[512];
-	snprintf(cmd, sizeof(cmd), "objdump -d --no-show-raw-insn %s", ep_test_fixture("test.binary"));
+	snprintf(cmd, sizeof(cmd), "objdump -d --no-show-raw-insn %s",
+		 ep_test_fixture("test.binary"));
 	FILE *p = popen(cmd, "r");
 	assert_non_null(p);
 	char line[512];
@@ -148,9 +149,11 @@ static void test_agrees_with_objdump(void **state)
 		if (ret)
 			assert_int_equal(s->kind, EP_BRANCH_RETURN);
 		else if (call)
-			assert_true(s->kind == EP_BRANCH_CALL || s->kind == EP_BRANCH_CALL_INDIRECT);
+			assert_true(s->kind == EP_BRANCH_CALL ||
+				    s->kind == EP_BRANCH_CALL_INDIRECT);
 		else if (strcmp(mnem, "jmp") == 0)
-			assert_true(s->kind == EP_BRANCH_JUMP || s->kind == EP_BRANCH_JUMP_INDIRECT);
+			assert_true(s->kind == EP_BRANCH_JUMP ||
+				    s->kind == EP_BRANCH_JUMP_INDIRECT);
 		else
 			assert_int_equal(s->kind, EP_BRANCH_COND);
 		const char *t = strstr(line, mnem) + strlen(mnem);
@@ -173,12 +176,11 @@ static void test_arm64_kinds(void **state)
 	/* b.eq +8; cbz x0,+8; tbz w1,#3,+8; b +8; bl +8; br x1; blr x1; ret */
 	static const uint32_t insns[] = {0x54000040, 0xb4000040, 0x36180041, 0x14000002,
 					 0x94000002, 0xd61f0020, 0xd63f0020, 0xd65f03c0};
-	static const uint8_t kinds[] = {EP_BRANCH_COND,		 EP_BRANCH_COND,
-					EP_BRANCH_COND,		 EP_BRANCH_JUMP,
-					EP_BRANCH_CALL,		 EP_BRANCH_JUMP_INDIRECT,
-					EP_BRANCH_CALL_INDIRECT, EP_BRANCH_RETURN};
-	struct ep_code_segment seg = {.vaddr = 0x4000, .bytes = (const uint8_t *)insns,
-				      .size = sizeof(insns)};
+	static const uint8_t kinds[] = {
+	    EP_BRANCH_COND, EP_BRANCH_COND,	     EP_BRANCH_COND,	      EP_BRANCH_JUMP,
+	    EP_BRANCH_CALL, EP_BRANCH_JUMP_INDIRECT, EP_BRANCH_CALL_INDIRECT, EP_BRANCH_RETURN};
+	struct ep_code_segment seg = {
+	    .vaddr = 0x4000, .bytes = (const uint8_t *)insns, .size = sizeof(insns)};
 	struct ep_decoder *d = ep_decoder_new(EP_ARCH_AARCH64, &seg, 1);
 	assert_non_null(d);
 	for (unsigned i = 0; i < 8; i++) {

@@ -131,11 +131,12 @@ static void test_json_is_valid_and_complete(void **state)
 	assert_int_equal(ep_export(&profile, EP_EXPORT_JSON, NULL, out, err, sizeof(err)), 0);
 	fclose(out);
 	char cmd[512], line[256];
-	snprintf(cmd, sizeof(cmd),
-		 "jq -r '[.stats.samples, .stats.gaps_inconsistent, (.profiles[0].branches|length),"
-		 " .profiles[0].branches[1].to, .profiles[0].branches[1].taken,"
-		 " .profiles[0].path, .profiles[0].ranges[0].end] | map(tostring) | join(\",\")' %s",
-		 path);
+	snprintf(
+	    cmd, sizeof(cmd),
+	    "jq -r '[.stats.samples, .stats.gaps_inconsistent, (.profiles[0].branches|length),"
+	    " .profiles[0].branches[1].to, .profiles[0].branches[1].taken,"
+	    " .profiles[0].path, .profiles[0].ranges[0].end] | map(tostring) | join(\",\")' %s",
+	    path);
 	FILE *p = popen(cmd, "r");
 	assert_non_null(p);
 	assert_non_null(fgets(line, sizeof(line), p));

@@ -55,8 +55,8 @@ static int on_build_id(void *ctx, const struct ep_perf_build_id *bid)
 	return 0;
 }
 
-static int read_counts(const char *path, struct counts *c, struct ep_perf_data_stats *st,
-		       char *err, size_t errlen)
+static int read_counts(const char *path, struct counts *c, struct ep_perf_data_stats *st, char *err,
+		       size_t errlen)
 {
 	memset(c, 0, sizeof(*c));
 	struct ep_perf_data_callbacks cb = {
@@ -86,9 +86,9 @@ static void test_propeller(void **state)
 	struct counts c;
 	struct ep_perf_data_stats st;
 	char err[256];
-	assert_int_equal(read_counts(ep_test_fixture("propeller_sample_1.perfdata1"), &c, &st, err,
-				     sizeof(err)),
-			 0);
+	assert_int_equal(
+	    read_counts(ep_test_fixture("propeller_sample_1.perfdata1"), &c, &st, err, sizeof(err)),
+	    0);
 	assert_int_equal(c.samples, 3740);
 	assert_int_equal(c.full32, 3732);
 	assert_int_equal(c.entries, 119424);
@@ -124,7 +124,8 @@ static void write_prefix(const char *src, const char *dst, long bytes)
 	assert_non_null(out);
 	static char buf[1 << 16];
 	while (bytes > 0) {
-		size_t n = fread(buf, 1, bytes < (long)sizeof(buf) ? (size_t)bytes : sizeof(buf), in);
+		size_t n =
+		    fread(buf, 1, bytes < (long)sizeof(buf) ? (size_t)bytes : sizeof(buf), in);
 		if (n == 0)
 			break;
 		fwrite(buf, 1, n, out);

@@ -14,7 +14,8 @@ static int setup(void **state)
 	static struct fixture f;
 	char err[256];
 	f.reg = ep_binreg_new();
-	if (ep_binreg_add_file(f.reg, ep_test_fixture("propeller_sample_1.bin"), err, sizeof(err)) ||
+	if (ep_binreg_add_file(f.reg, ep_test_fixture("propeller_sample_1.bin"), err,
+			       sizeof(err)) ||
 	    ep_binreg_add_file(f.reg, ep_test_fixture("test.binary"), err, sizeof(err)))
 		return -1;
 	f.pie = ep_binreg_at(f.reg, 0);

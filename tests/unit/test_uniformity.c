@@ -18,10 +18,10 @@
 #include "pipeline/pipeline.h"
 #include "profile/profile_file.h"
 
-#define LBR_SIZE 16
-#define BASE 0x400000ULL
+#define LBR_SIZE    16
+#define BASE	    0x400000ULL
 #define CODE_OFFSET 0x1000ULL
-#define CODE_VADDR (BASE + CODE_OFFSET)
+#define CODE_VADDR  (BASE + CODE_OFFSET)
 
 struct sim_site {
 	uint64_t addr;
@@ -48,8 +48,8 @@ static void emit_jcc(uint64_t target, double p)
 	code[code_len++] = 0x85; /* jne rel32 */
 	memcpy(&code[code_len], &rel, 4);
 	code_len += 4;
-	sites[nsites++] = (struct sim_site){.addr = addr, .len = 6, .cond = true,
-					    .target = target, .p_taken = p};
+	sites[nsites++] =
+	    (struct sim_site){.addr = addr, .len = 6, .cond = true, .target = target, .p_taken = p};
 }
 
 static void emit_jmp(uint64_t target)
@@ -125,7 +125,10 @@ static uint64_t rng_next(void)
 	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
 	return z ^ (z >> 31);
 }
-static double rng_unit(void) { return (double)(rng_next() >> 11) / 9007199254740992.0; }
+static double rng_unit(void)
+{
+	return (double)(rng_next() >> 11) / 9007199254740992.0;
+}
 
 static size_t site_index_at(uint64_t addr)
 {
