@@ -4,6 +4,9 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "../resolve/binary.h"
+#include "../util/log.h"
+
 int ep_parse_uint(const char *s, unsigned min, unsigned max, unsigned *out)
 {
 	char *end;
@@ -13,4 +16,22 @@ int ep_parse_uint(const char *s, unsigned min, unsigned max, unsigned *out)
 		return -1;
 	*out = (unsigned)v;
 	return 0;
+}
+
+int ep_cli_binary_option(struct ep_binary_registry *reg, int ch, const char *arg)
+{
+	char err[512];
+	switch (ch) {
+	case 'b':
+		if (ep_binreg_add_file(reg, arg, err, sizeof(err)) != 0) {
+			ep_error("%s", err);
+			return -1;
+		}
+		return 1;
+	case 's':
+		ep_binreg_set_symfs(reg, arg);
+		return 1;
+	default:
+		return 0;
+	}
 }

@@ -5,4 +5,11 @@
 /* Parses a decimal number in [min, max]; 0 on success, -1 otherwise. */
 int ep_parse_uint(const char *s, unsigned min, unsigned max, unsigned *out);
 
+struct ep_binary_registry;
+
+/* The options every command that reads recordings shares: 'b' (--binary
+ * FILE) and 's' (--symfs DIR). Returns 1 when ch was one of them and went
+ * well, -1 when it failed (error logged), 0 when ch is another option. */
+int ep_cli_binary_option(struct ep_binary_registry *reg, int ch, const char *arg);
+
 #endif

@@ -58,16 +58,12 @@ int ep_cmd_import(int argc, char **argv)
 	optind = 1;
 	int ch;
 	while ((ch = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
+		int handled = ep_cli_binary_option(reg, ch, optarg);
+		if (handled < 0)
+			goto out;
+		if (handled > 0)
+			continue;
 		switch (ch) {
-		case 'b':
-			if (ep_binreg_add_file(reg, optarg, err, sizeof(err)) != 0) {
-				ep_error("%s", err);
-				goto out;
-			}
-			break;
-		case 's':
-			ep_binreg_set_symfs(reg, optarg);
-			break;
 		case 'c':
 			if (strcmp(optarg, "auto") == 0) {
 				cfg.chop = EP_CHOP_AUTO;

@@ -11,6 +11,16 @@
 #include "cli_util.h"
 #include "commands.h"
 
+/* The profile named on the command line, or NULL (error logged). */
+static Edgeprof__V1__Profile *read_profile(const char *path)
+{
+	char err[512];
+	Edgeprof__V1__Profile *profile = NULL;
+	if (ep_profile_read(path, &profile, err, sizeof(err)) != 0)
+		ep_error("%s", err);
+	return profile;
+}
+
 int ep_cmd_report(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -40,12 +50,9 @@ int ep_cmd_report(int argc, char **argv)
 		ep_error("report needs exactly one profile file");
 		return 2;
 	}
-	char err[512];
-	Edgeprof__V1__Profile *profile = NULL;
-	if (ep_profile_read(argv[optind], &profile, err, sizeof(err)) != 0) {
-		ep_error("%s", err);
+	Edgeprof__V1__Profile *profile = read_profile(argv[optind]);
+	if (!profile)
 		return 1;
-	}
 	int rc = ep_report(profile, top, stdout) == 0 ? 0 : 1;
 	ep_profile_free(profile);
 	return rc;
@@ -93,12 +100,10 @@ int ep_cmd_export(int argc, char **argv)
 		ep_error("export needs one profile file and --format json|fdata|preagg|afdo");
 		return 2;
 	}
-	char err[512];
-	Edgeprof__V1__Profile *profile = NULL;
-	if (ep_profile_read(argv[optind], &profile, err, sizeof(err)) != 0) {
-		ep_error("%s", err);
+	Edgeprof__V1__Profile *profile = read_profile(argv[optind]);
+	if (!profile)
 		return 1;
-	}
+	char err[512];
 	FILE *out = stdout;
 	if (output) {
 		out = fopen(output, "w");

@@ -10,6 +10,7 @@
 #include "../decode/decoder_debug.h"
 #include "../pipeline/perf_data_feed.h"
 #include "../util/log.h"
+#include "cli_util.h"
 #include "commands.h"
 
 #define MAX_LINE_INSNS 65536
@@ -60,16 +61,12 @@ int ep_cmd_trace(int argc, char **argv)
 	optind = 1;
 	int ch;
 	while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		int handled = ep_cli_binary_option(reg, ch, optarg);
+		if (handled < 0)
+			goto out;
+		if (handled > 0)
+			continue;
 		switch (ch) {
-		case 'b':
-			if (ep_binreg_add_file(reg, optarg, err, sizeof(err)) != 0) {
-				ep_error("%s", err);
-				goto out;
-			}
-			break;
-		case 's':
-			ep_binreg_set_symfs(reg, optarg);
-			break;
 		case 'h':
 			printf(
 			    "usage: edgeprof trace PERF.DATA [--binary FILE]... [--symfs DIR]\n");
