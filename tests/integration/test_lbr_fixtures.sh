@@ -32,6 +32,23 @@ weighted=$(s '[.profiles[].ranges[] | (.count * (((.end|ltrimstr("0x")|explode|m
 echo "# test.lbr: sum of count x (end - start + 1) = $weighted (AutoFDO: 5,383,657)"
 check "test.lbr: instruction-weighted range sum = 5,383,657 (AutoFDO)" test "$weighted" -eq 5383657
 
+# the same numbers through the AutoFDO text export, in AutoFDO's own
+# addresses (file offsets): what create_llvm_prof would read
+"$EDGEPROF" export "$TEST_TMP/lbr.prof" --format afdo -o "$TEST_TMP/lbr.afdo"
+check "test.lbr afdo: 357 distinct ranges (AutoFDO: 357)" test "$(head -1 "$TEST_TMP/lbr.afdo")" -eq 357
+check "test.lbr afdo: 4e80-4e8e:1134" grep -qx '4e80-4e8e:1134' "$TEST_TMP/lbr.afdo"
+check "test.lbr afdo: fe0:55 and 1005:18" \
+	bash -c "grep -qx 'fe0:55' '$TEST_TMP/lbr.afdo' && grep -qx '1005:18' '$TEST_TMP/lbr.afdo'"
+
+# the happy path leaks nothing and trips no sanitizer (ASan+UBSan build)
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 "$EDGEPROF_ASAN" import "$fx/test.lbr" \
+	--binary "$fx/test.binary" -o "$TEST_TMP/asan.prof" 2>"$TEST_TMP/asan.log"
+check "ASan+UBSan import of test.lbr: clean exit" test $? -eq 0
+check "ASan+UBSan import of test.lbr: no sanitizer report" bash -c "! grep -q Sanitizer '$TEST_TMP/asan.log'"
+"$EDGEPROF_ASAN" export "$TEST_TMP/asan.prof" --format json -o "$TEST_TMP/asan.json" &&
+	"$EDGEPROF_ASAN" report "$TEST_TMP/asan.prof" >/dev/null 2>"$TEST_TMP/asan2.log"
+check "ASan+UBSan export and report: clean" test $? -eq 0
+
 # --- propeller_sample_1: entry counts
 "$EDGEPROF" import "$fx/propeller_sample_1.perfdata1" --binary "$fx/propeller_sample_1.bin" \
 	-o "$TEST_TMP/prop.prof" 2>"$TEST_TMP/prop.log"
