@@ -6,6 +6,7 @@
 
 #include "../source/perf_data.h"
 #include "../util/log.h"
+#include "../util/u64map.h"
 
 struct noted_build_id {
 	char *path;
@@ -25,7 +26,20 @@ struct ep_pipeline {
 	uint64_t lost;
 	struct noted_build_id *noted;
 	size_t nnoted, noted_cap;
+	struct ep_u64map noted_by_path; /* path hash -> noted index (probing on the hash) */
 };
+
+/* A recording names each file's build-id once; mappings look it up by path. */
+static const struct noted_build_id *find_noted(const struct ep_pipeline *p, const char *path)
+{
+	for (uint64_t h = ep_hash_bytes(path, strlen(path));; h++) {
+		const uint64_t *i = ep_u64map_get(&p->noted_by_path, h);
+		if (!i)
+			return NULL;
+		if (strcmp(p->noted[*i].path, path) == 0)
+			return &p->noted[*i];
+	}
+}
 
 void ep_pipeline_config_default(struct ep_pipeline_config *cfg)
 {
@@ -66,6 +80,7 @@ void ep_pipeline_free(struct ep_pipeline *p)
 	for (size_t i = 0; i < p->nnoted; i++)
 		free(p->noted[i].path);
 	free(p->noted);
+	ep_u64map_free(&p->noted_by_path);
 	free(p);
 }
 
@@ -88,7 +103,15 @@ void ep_pipeline_note_build_id(struct ep_pipeline *p, const char *path, const ui
 		return;
 	memcpy(n->id, build_id, len);
 	n->len = (uint8_t)len;
-	p->nnoted++;
+	uint64_t h = ep_hash_bytes(path, strlen(path));
+	while (ep_u64map_get(&p->noted_by_path, h))
+		h++;
+	uint64_t *slot = ep_u64map_upsert(&p->noted_by_path, h, NULL);
+	if (!slot) {
+		free(n->path);
+		return;
+	}
+	*slot = p->nnoted++;
 }
 
 void ep_pipeline_mmap(struct ep_pipeline *p, uint32_t pid, uint64_t start, uint64_t len,
@@ -96,12 +119,10 @@ void ep_pipeline_mmap(struct ep_pipeline *p, uint32_t pid, uint64_t start, uint6
 		      size_t build_id_len)
 {
 	if (!build_id || build_id_len == 0) {
-		for (size_t i = 0; i < p->nnoted; i++) {
-			if (strcmp(p->noted[i].path, path) == 0) {
-				build_id = p->noted[i].id;
-				build_id_len = p->noted[i].len;
-				break;
-			}
+		const struct noted_build_id *n = find_noted(p, path);
+		if (n) {
+			build_id = n->id;
+			build_id_len = n->len;
 		}
 	}
 	struct ep_binary *bin = ep_binreg_lookup(p->binaries, path, build_id, build_id_len);

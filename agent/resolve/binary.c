@@ -559,14 +559,6 @@ static bool is_pseudo_path(const char *path)
 	       path[0] == '\0';
 }
 
-static uint64_t hash_key(const char *key, size_t len)
-{
-	uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a */
-	for (size_t i = 0; i < len; i++)
-		h = (h ^ (uint8_t)key[i]) * 0x100000001b3ULL;
-	return h;
-}
-
 static struct ep_binary *search(struct ep_binary_registry *reg, const char *recorded,
 				const uint8_t *id, size_t idlen)
 {
@@ -624,7 +616,7 @@ struct ep_binary *ep_binreg_lookup(struct ep_binary_registry *reg, const char *r
 	memcpy(key + plen + 1, hex, hlen + 1);
 	size_t klen = plen + hlen + 1;
 
-	uint64_t h = hash_key(key, klen);
+	uint64_t h = ep_hash_bytes(key, klen);
 	/* linear probing on the hash itself keeps colliding keys apart */
 	for (;;) {
 		uint64_t *slot = ep_u64map_get(&reg->lookup_index, h);

@@ -20,6 +20,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../util/u64map.h"
+
 #define WINDOW_SIZE	(4u << 20)
 #define MAX_ATTRS	256
 #define HEADER_BUILD_ID 2
@@ -59,7 +61,8 @@ struct reader {
 	struct file_header h;
 	struct attr_info attrs[MAX_ATTRS];
 	size_t nattrs;
-	int id_pos; /* u64 index of PERF_SAMPLE_ID in a sample, -1 when absent */
+	int id_pos;		     /* u64 index of PERF_SAMPLE_ID in a sample, -1 when absent */
+	struct ep_u64map attr_by_id; /* sample id -> attrs index */
 	char cpuid[128];
 	/* the window: file bytes [win_off, win_off + win_len) */
 	uint8_t *win;
@@ -204,6 +207,12 @@ static int read_attrs(struct reader *r)
 				return fail(r, ids.offset,
 					    "event ids cut off by the end of the file");
 		}
+		for (size_t j = 0; j < a->nids; j++) {
+			uint64_t *slot = ep_u64map_upsert(&r->attr_by_id, a->ids[j], NULL);
+			if (!slot)
+				return fail(r, off, "out of memory");
+			*slot = i;
+		}
 		r->nattrs++;
 	}
 	/* perf keeps the id at the same place in every attr's samples */
@@ -308,12 +317,8 @@ static struct attr_info *attr_for(struct reader *r, const uint64_t *u, size_t nu
 {
 	if (r->nattrs == 1 || r->id_pos < 0 || (size_t)r->id_pos >= nu)
 		return &r->attrs[0];
-	uint64_t id = u[r->id_pos];
-	for (size_t i = 0; i < r->nattrs; i++)
-		for (size_t j = 0; j < r->attrs[i].nids; j++)
-			if (r->attrs[i].ids[j] == id)
-				return &r->attrs[i];
-	return &r->attrs[0];
+	const uint64_t *index = ep_u64map_get(&r->attr_by_id, u[r->id_pos]);
+	return index ? &r->attrs[*index] : &r->attrs[0];
 }
 
 static int parse_sample(struct reader *r, uint64_t off, const struct perf_event_header *eh,
@@ -828,6 +833,7 @@ int ep_perf_data_read(const char *path, const struct ep_perf_data_callbacks *cb,
 out:
 	for (size_t i = 0; i < r->nattrs; i++)
 		free(r->attrs[i].ids);
+	ep_u64map_free(&r->attr_by_id);
 	free(r->win);
 	close(r->fd);
 	free(r);

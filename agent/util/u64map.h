@@ -38,4 +38,15 @@ static inline uint64_t ep_hash_u64(uint64_t x)
 	return x;
 }
 
+/* FNV-1a over bytes: for keys that are strings (paths). Callers keep the
+ * full key beside the value and probe on (hash + 1) when two collide. */
+static inline uint64_t ep_hash_bytes(const void *data, size_t len)
+{
+	const unsigned char *p = data;
+	uint64_t h = 0xcbf29ce484222325ULL;
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ p[i]) * 0x100000001b3ULL;
+	return h;
+}
+
 #endif
