@@ -11,6 +11,7 @@ struct func_total {
 	const Edgeprof__V1__Function *f;
 	uint64_t branches;
 	uint64_t instructions_hit; /* range hits (instruction frequency proxy) */
+	uint64_t samples;	   /* sample IPs in it (all an IP-only profile has) */
 };
 
 static int by_count(const void *pa, const void *pb)
@@ -23,7 +24,9 @@ static int by_count(const void *pa, const void *pb)
 static int by_branches(const void *pa, const void *pb)
 {
 	const struct func_total *a = pa, *b = pb;
-	return a->branches < b->branches ? 1 : a->branches > b->branches ? -1 : 0;
+	if (a->branches != b->branches)
+		return a->branches < b->branches ? 1 : -1;
+	return a->samples < b->samples ? 1 : a->samples > b->samples ? -1 : 0;
 }
 
 static void name_addr(FILE *out, const Edgeprof__V1__BinaryProfile *bp, uint64_t addr,
@@ -89,14 +92,23 @@ static int report_binary(const Edgeprof__V1__BinaryProfile *bp, unsigned top, FI
 		if (k >= 0)
 			funcs[k].instructions_hit += bp->ranges[i]->count;
 	}
+	uint64_t samples = 0;
+	for (size_t i = 0; i < bp->n_ips; i++) {
+		long k = ep_export_function_index(bp, bp->ips[i]->ip);
+		samples += bp->ips[i]->count;
+		if (k >= 0)
+			funcs[k].samples += bp->ips[i]->count;
+	}
 	qsort(funcs, bp->n_functions, sizeof(*funcs), by_branches);
-	fprintf(out, "  hottest functions:\n  %12s  %12s  %s\n", "branches", "range hits",
-		"function");
+	fprintf(out, "  hottest functions:\n  %12s  %12s  %12s  %s\n", "branches", "range hits",
+		"samples", "function");
 	for (size_t i = 0; i < bp->n_functions && i < top; i++) {
-		if (!funcs[i].branches && !funcs[i].instructions_hit)
+		if (!funcs[i].branches && !funcs[i].instructions_hit && !funcs[i].samples)
 			break;
-		fprintf(out, "  %12" PRIu64 "  %12" PRIu64 "  %s\n", funcs[i].branches,
-			funcs[i].instructions_hit, funcs[i].f->name);
+		fprintf(out, "  %12" PRIu64 "  %12" PRIu64 "  %5.1f%% %5" PRIu64 "  %s\n",
+			funcs[i].branches, funcs[i].instructions_hit,
+			samples ? 100.0 * (double)funcs[i].samples / (double)samples : 0.0,
+			funcs[i].samples, funcs[i].f->name);
 	}
 	free(edges);
 	free(funcs);
