@@ -4,12 +4,15 @@
 # first time; a machine that has everything installs nothing.
 set -euo pipefail
 
+# build: compiler, libelf, capstone, protobuf-c; BPF: clang, libbpf, bpftool;
+# tests: cmocka, and the oracles perf (linux-perf), BOLT 16, objdump/readelf
+# (binutils); scripts: python3, jq, bc, GNU time
 packages=(
-	build-essential pkg-config clang clang-format llvm
+	build-essential pkg-config binutils clang clang-format
 	libelf-dev zlib1g-dev libcapstone-dev libprotobuf-c-dev protobuf-c-compiler
 	libbpf-dev bpftool libzstd-dev
 	libcmocka-dev
-	linux-perf bolt-16 valgrind python3 jq bc time
+	linux-perf bolt-16 python3 jq bc time
 )
 
 missing=()
