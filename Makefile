@@ -20,7 +20,9 @@ PROTOS   := $(wildcard proto/*.proto)
 PROTO_C  := $(patsubst proto/%.proto,$(GEN)/%.pb-c.c,$(PROTOS))
 PROTO_H  := $(PROTO_C:.c=.h)
 
-AGENT_SRCS := $(filter-out agent/cli/main.c,$(shell find agent -name '*.c' | sort))
+# The LBR emulator plugin is loaded by QEMU, not linked into edgeprof.
+PLUGIN_SRCS := $(wildcard agent/source/emulator/plugin/*.c) agent/decode/decoder_x86.c agent/util/u64map.c
+AGENT_SRCS := $(filter-out agent/cli/main.c agent/source/emulator/plugin/%,$(shell find agent -name '*.c' | sort))
 MAIN_SRC   := agent/cli/main.c
 TEST_SRCS  := $(sort $(wildcard tests/unit/test_*.c))
 INCLUDES   := -I. -Iagent -I$(GEN) $(PKG_CFLAGS)
@@ -65,7 +67,13 @@ $(eval $(call flavour,SAN,asan,$(SAN_FLAGS)))
 
 .PHONY: all deps test unit-tests run bench format format-check clean
 
-all: $(BUILD)/edgeprof
+all: $(BUILD)/edgeprof $(BUILD)/edgeprof-lbr.so
+
+$(BUILD)/edgeprof-lbr.so: $(PLUGIN_SRCS) $(wildcard agent/source/emulator/*.h agent/decode/*.h)
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(STD_FLAGS) $(CFLAGS) -fPIC -shared -fvisibility=hidden $(INCLUDES) $(PLUGIN_SRCS) \
+		$(shell pkg-config --libs capstone) -lpthread -o $@
 
 $(GEN)/%.pb-c.c $(GEN)/%.pb-c.h: proto/%.proto
 	@mkdir -p $(GEN)

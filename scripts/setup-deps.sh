@@ -6,13 +6,14 @@ set -euo pipefail
 
 # build: compiler, libelf, capstone, protobuf-c; BPF: clang, libbpf, bpftool;
 # tests: cmocka, and the oracles perf (linux-perf), BOLT 16, objdump/readelf
-# (binutils); scripts: python3, jq, bc, GNU time
+# (binutils), callgrind (valgrind); the LBR emulator runs programs under
+# qemu-user; scripts: python3, jq, bc, GNU time
 packages=(
 	build-essential pkg-config binutils clang clang-format
 	libelf-dev zlib1g-dev libcapstone-dev libprotobuf-c-dev protobuf-c-compiler
 	libbpf-dev bpftool libzstd-dev
 	libcmocka-dev
-	linux-perf bolt-16 python3 jq bc time
+	linux-perf bolt-16 valgrind qemu-user python3 jq bc time
 )
 
 missing=()

@@ -298,7 +298,7 @@ static Edgeprof__V1__Edge *edge_push(struct edge_vec *v)
 	return e;
 }
 
-static Edgeprof__V1__BranchKind proto_kind(uint8_t kind)
+Edgeprof__V1__BranchKind ep_proto_branch_kind(uint8_t kind)
 {
 	switch (kind) {
 	case EP_BRANCH_COND:
@@ -372,7 +372,7 @@ static int collect_edges(struct bin_counts *c, const struct ep_decoder *dec, str
 			e->taken = true;
 			e->count = c->taken[site];
 			e->mispredicted = c->taken_mispredicted[site];
-			e->kind = proto_kind(s->kind);
+			e->kind = ep_proto_branch_kind(s->kind);
 		}
 		if (c->not_taken[site]) {
 			Edgeprof__V1__Edge *e = edge_push(v);
@@ -382,7 +382,7 @@ static int collect_edges(struct bin_counts *c, const struct ep_decoder *dec, str
 			e->to = s->fallthrough;
 			e->taken = false;
 			e->count = c->not_taken[site];
-			e->kind = proto_kind(s->kind);
+			e->kind = ep_proto_branch_kind(s->kind);
 		}
 	}
 	for (size_t i = 0; i < c->site_targets.capacity; i++) {
@@ -400,7 +400,7 @@ static int collect_edges(struct bin_counts *c, const struct ep_decoder *dec, str
 			e->taken = true;
 			e->count = l->items[j].count;
 			e->mispredicted = l->items[j].mispredicted;
-			e->kind = proto_kind(s->kind);
+			e->kind = ep_proto_branch_kind(s->kind);
 		}
 	}
 	for (size_t i = 0; i < c->from_external.capacity; i++) {

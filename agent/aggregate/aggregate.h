@@ -43,6 +43,9 @@ void ep_aggregate_sample_ip(struct ep_aggregator *a, uint32_t bin, uint64_t vadd
 uint64_t ep_aggregator_branches(const struct ep_aggregator *a);
 uint64_t ep_aggregator_ranges(const struct ep_aggregator *a);
 
+/* The proto's name for a decoder branch kind. */
+Edgeprof__V1__BranchKind ep_proto_branch_kind(uint8_t kind);
+
 /* Builds the profile of everything counted: one BinaryProfile per binary
  * with counts, sorted by address. Free with ep_profile_free(). Stats and
  * config are filled by the caller. NULL when memory runs out. */

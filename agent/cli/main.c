@@ -11,22 +11,26 @@
 
 static void usage(FILE *out)
 {
-	fprintf(out,
-		"usage: edgeprof COMMAND [ARGS]\n"
-		"\n"
-		"commands:\n"
-		"  import PERF.DATA [--binary FILE]... [--symfs DIR] [--chop C] [-o PROFILE]\n"
-		"                         turn a perf.data recording into an edge profile\n"
-		"  report PROFILE [--top N]\n"
-		"                         print the hottest edges and functions\n"
-		"  export PROFILE --format json|fdata|preagg|afdo [--build-id ID] [-o OUT]\n"
-		"                         write the profile for BOLT, AutoFDO or tools\n"
-		"  dump PERF.DATA         print the samples' branch stacks like perf script\n"
-		"  trace PERF.DATA [--binary FILE]...\n"
-		"                         print every gap as reconstructed, with its instructions\n"
-		"  version                print the version\n"
-		"\n"
-		"Run 'edgeprof COMMAND --help' for a command's options.\n");
+	fprintf(
+	    out,
+	    "usage: edgeprof COMMAND [ARGS]\n"
+	    "\n"
+	    "commands:\n"
+	    "  import PERF.DATA [--binary FILE]... [--symfs DIR] [--chop C] [-o PROFILE]\n"
+	    "                         turn a perf.data recording into an edge profile\n"
+	    "  record --emulate [--event E] [--period P] [--jitter D] [--lbr N] [--chop C]\n"
+	    "         [--seed S] [--exact-out F.json] -o PROFILE -- CMD [ARGS]\n"
+	    "                         profile a program under the LBR emulator (no PMU needed)\n"
+	    "  report PROFILE [--top N]\n"
+	    "                         print the hottest edges and functions\n"
+	    "  export PROFILE --format json|fdata|preagg|afdo [--build-id ID] [-o OUT]\n"
+	    "                         write the profile for BOLT, AutoFDO or tools\n"
+	    "  dump PERF.DATA         print the samples' branch stacks like perf script\n"
+	    "  trace PERF.DATA [--binary FILE]...\n"
+	    "                         print every gap as reconstructed, with its instructions\n"
+	    "  version                print the version\n"
+	    "\n"
+	    "Run 'edgeprof COMMAND --help' for a command's options.\n");
 }
 
 int main(int argc, char **argv)
@@ -42,6 +46,8 @@ int main(int argc, char **argv)
 		return ep_cmd_report(argc - 1, argv + 1);
 	if (strcmp(cmd, "export") == 0)
 		return ep_cmd_export(argc - 1, argv + 1);
+	if (strcmp(cmd, "record") == 0)
+		return ep_cmd_record(argc - 1, argv + 1);
 	if (strcmp(cmd, "trace") == 0)
 		return ep_cmd_trace(argc - 1, argv + 1);
 	if (strcmp(cmd, "dump") == 0)

@@ -144,6 +144,12 @@ void ep_pipeline_exit(struct ep_pipeline *p, uint32_t pid)
 	ep_procmap_exit(p->procmap, pid);
 }
 
+enum ep_resolve_status ep_pipeline_resolve(struct ep_pipeline *p, uint32_t pid, uint64_t addr,
+					   struct ep_resolved *out)
+{
+	return ep_procmap_resolve(p->procmap, pid, addr, out);
+}
+
 void ep_pipeline_add_lost(struct ep_pipeline *p, uint64_t lost)
 {
 	p->lost += lost;

@@ -52,6 +52,10 @@ void ep_pipeline_exit(struct ep_pipeline *p, uint32_t pid);
 
 void ep_pipeline_sample(struct ep_pipeline *p, const struct ep_sample_record *rec);
 
+/* Resolves a runtime address of pid through the mappings seen so far. */
+enum ep_resolve_status ep_pipeline_resolve(struct ep_pipeline *p, uint32_t pid, uint64_t addr,
+					   struct ep_resolved *out);
+
 /* Records dropped before they reached us (PERF_RECORD_LOST, ring buffer). */
 void ep_pipeline_add_lost(struct ep_pipeline *p, uint64_t lost);
 

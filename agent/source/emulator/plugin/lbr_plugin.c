@@ -1,0 +1,450 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The LBR emulator: a TCG plugin for user-mode QEMU that behaves like a CPU
+ * with a branch-stack PMU. QEMU ends every translation block (TB) at a
+ * branch, so when a TB starts, the previous TB's last instruction was the
+ * branch just completed, and the new TB's start tells whether it was taken.
+ * From that the plugin keeps a ring of the last N taken branches, counts
+ * the chosen event and, every P +- D events (seeded PRNG), writes a sample
+ * record exactly as the BPF program would; at exit it writes the exact count
+ * of every edge (the ground truth).
+ *
+ * Arguments (qemu -plugin lbr.so,ARG=VALUE,...): out=PATH, period=P,
+ * jitter=D, lbr=N, seed=S, event=branches|taken|instructions.
+ */
+#include <capstone.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "../../../decode/decoder_arch.h"
+#include "../../../util/u64map.h"
+#include "../emu_stream.h"
+#include "../qemu_plugin_api.h"
+
+EP_QEMU_PLUGIN_EXPORT int qemu_plugin_version = 1;
+
+#define MAX_VCPUS 256
+#define MAX_LBR	  64
+
+enum event { EVENT_BRANCHES, EVENT_TAKEN, EVENT_INSTRUCTIONS };
+
+/* One translated block; its counters hold the exact counts of the branch
+ * that ends it. A block translated again after a flush gets a new record;
+ * counts are merged by address at exit. */
+struct block {
+	uint64_t start;
+	uint64_t last_addr;
+	uint64_t target; /* direct target of the last instruction, 0 when none */
+	uint32_t insns;
+	uint8_t last_len;
+	uint8_t kind; /* enum ep_branch_kind of the last instruction */
+	uint64_t taken, not_taken;
+	struct ep_u64map *targets; /* indirect branches: target -> count */
+	struct block *next_all;
+};
+
+struct vcpu {
+	struct block *prev;
+	struct ep_branch_entry ring[MAX_LBR];
+	unsigned ring_n, ring_head;
+	uint64_t countdown;
+	uint64_t rng;
+	uint64_t events;
+};
+
+static struct {
+	int fd;
+	enum event event;
+	uint64_t period, jitter;
+	unsigned lbr;
+	uint64_t seed;
+	csh cs;
+	pthread_mutex_t lock; /* the output, the block list and the maps snapshot */
+	struct block *blocks;
+	struct vcpu vcpus[MAX_VCPUS];
+	/* address ranges of the last maps snapshot: a block outside them means
+	 * new code was mapped (dlopen) and the snapshot is taken again */
+	uint64_t (*ranges)[2];
+	size_t nranges;
+	uint64_t branches;
+} st = {.fd = -1, .lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void write_record(uint32_t type, const void *payload, size_t size)
+{
+	size_t total = sizeof(struct ep_emu_record_header) + size;
+	uint8_t *buf = malloc(total);
+	if (!buf)
+		return;
+	struct ep_emu_record_header h = {.type = type, .size = (uint32_t)size};
+	memcpy(buf, &h, sizeof(h));
+	memcpy(buf + sizeof(h), payload, size);
+	for (size_t done = 0; done < total;) {
+		ssize_t n = write(st.fd, buf + done, total - done);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		done += (size_t)n;
+	}
+	free(buf);
+}
+
+/* splitmix64: seeded, so the same seed gives the same samples */
+static uint64_t rng_next(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+static uint64_t next_period(struct vcpu *v)
+{
+	if (st.jitter == 0)
+		return st.period;
+	return st.period - st.jitter + rng_next(&v->rng) % (2 * st.jitter + 1);
+}
+
+static void snapshot_maps_locked(void)
+{
+	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	size_t cap = 1 << 16, len = 0;
+	char *text = malloc(cap);
+	for (;;) {
+		if (!text)
+			break;
+		if (len == cap) {
+			char *t = realloc(text, cap * 2);
+			if (!t)
+				break;
+			text = t;
+			cap *= 2;
+		}
+		ssize_t n = read(fd, text + len, cap - len);
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	close(fd);
+	if (!text)
+		return;
+	write_record(EP_EMU_MAPS, text, len);
+	free(st.ranges);
+	st.ranges = NULL;
+	st.nranges = 0;
+	size_t n = 0;
+	for (size_t i = 0; i < len; i++)
+		n += text[i] == '\n';
+	st.ranges = calloc(n + 1, sizeof(*st.ranges));
+	for (char *line = text; st.ranges && line < text + len;) {
+		char *nl = memchr(line, '\n', (size_t)(text + len - line));
+		unsigned long long a, b;
+		if (sscanf(line, "%llx-%llx", &a, &b) == 2) {
+			st.ranges[st.nranges][0] = a;
+			st.ranges[st.nranges][1] = b;
+			st.nranges++;
+		}
+		line = nl ? nl + 1 : text + len;
+	}
+	free(text);
+}
+
+static bool mapped(uint64_t addr)
+{
+	for (size_t i = 0; i < st.nranges; i++)
+		if (addr >= st.ranges[i][0] && addr < st.ranges[i][1])
+			return true;
+	return false;
+}
+
+static void emit_sample(struct vcpu *v, unsigned vcpu_index, uint64_t ip)
+{
+	struct ep_sample_record rec;
+	memset(&rec, 0, offsetof(struct ep_sample_record, entries));
+	rec.pid = (uint32_t)getpid();
+	rec.tid = (uint32_t)syscall(SYS_gettid);
+	rec.cpu = vcpu_index;
+	rec.time_ns = v->events;
+	rec.ip = ip;
+	rec.period = st.period;
+	rec.flags = EP_SAMPLE_HAS_BRANCHES;
+	if (st.event == EVENT_BRANCHES)
+		rec.flags |= EP_SAMPLE_TRIGGER_IS_BRANCH;
+	rec.nr_entries = v->ring_n;
+	for (unsigned k = 0; k < v->ring_n; k++)
+		rec.entries[k] = v->ring[(v->ring_head + st.lbr - 1 - k) % st.lbr];
+	size_t size = offsetof(struct ep_sample_record, entries) +
+		      rec.nr_entries * sizeof(struct ep_branch_entry);
+	pthread_mutex_lock(&st.lock);
+	write_record(EP_EMU_SAMPLE, &rec, size);
+	pthread_mutex_unlock(&st.lock);
+}
+
+static void count_event(struct vcpu *v, unsigned vcpu_index, uint64_t n, uint64_t ip)
+{
+	v->events += n;
+	if (v->countdown > n) {
+		v->countdown -= n;
+		return;
+	}
+	emit_sample(v, vcpu_index, ip);
+	v->countdown = next_period(v);
+}
+
+static void on_block(unsigned int vcpu_index, void *udata)
+{
+	struct block *b = udata;
+	struct vcpu *v = &st.vcpus[vcpu_index % MAX_VCPUS];
+	struct block *p = v->prev;
+	v->prev = b;
+	if (st.event == EVENT_INSTRUCTIONS)
+		count_event(v, vcpu_index, b->insns, b->start);
+	if (!p || p->kind == EP_BRANCH_NONE)
+		return;
+	uint64_t fallthrough = p->last_addr + p->last_len;
+	bool taken = p->kind != EP_BRANCH_COND || b->start != fallthrough;
+	__atomic_add_fetch(&st.branches, 1, __ATOMIC_RELAXED);
+	if (!taken) {
+		p->not_taken++;
+	} else if (p->target && p->target == b->start) {
+		p->taken++;
+	} else {
+		/* indirect, or a direct branch that went elsewhere (a signal) */
+		pthread_mutex_lock(&st.lock);
+		if (!p->targets)
+			p->targets = calloc(1, sizeof(*p->targets));
+		uint64_t *c = p->targets ? ep_u64map_upsert(p->targets, b->start, NULL) : NULL;
+		if (c)
+			(*c)++;
+		pthread_mutex_unlock(&st.lock);
+	}
+	if (taken) {
+		v->ring[v->ring_head] =
+		    (struct ep_branch_entry){.from = p->last_addr, .to = b->start};
+		v->ring_head = (v->ring_head + 1) % st.lbr;
+		if (v->ring_n < st.lbr)
+			v->ring_n++;
+	}
+	if (st.event == EVENT_BRANCHES || (st.event == EVENT_TAKEN && taken))
+		count_event(v, vcpu_index, 1, b->start);
+}
+
+static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
+{
+	(void)id;
+	size_t n = qemu_plugin_tb_n_insns(tb);
+	if (n == 0)
+		return;
+	struct block *b = calloc(1, sizeof(*b));
+	if (!b)
+		return;
+	b->start = qemu_plugin_tb_vaddr(tb);
+	b->insns = (uint32_t)n;
+	struct qemu_plugin_insn *last = qemu_plugin_tb_get_insn(tb, n - 1);
+	b->last_addr = qemu_plugin_insn_vaddr(last);
+	size_t len = qemu_plugin_insn_size(last);
+	b->last_len = (uint8_t)len;
+	const uint8_t *code = qemu_plugin_insn_data(last);
+	cs_insn *insn = NULL;
+	if (cs_disasm(st.cs, code, len, b->last_addr, 1, &insn) == 1) {
+		struct ep_insn_info info;
+		ep_x86_classify(insn, &info);
+		b->kind = info.kind;
+		b->target = info.target;
+	}
+	if (insn)
+		cs_free(insn, 1);
+	pthread_mutex_lock(&st.lock);
+	b->next_all = st.blocks;
+	st.blocks = b;
+	if (!mapped(b->start))
+		snapshot_maps_locked();
+	pthread_mutex_unlock(&st.lock);
+	qemu_plugin_register_vcpu_tb_exec_cb(tb, on_block, QEMU_PLUGIN_CB_NO_REGS, b);
+}
+
+/* Exact counts merged by (from, to, taken): a block translated twice holds
+ * part of the same branch's count in each copy. */
+static void write_exact(void)
+{
+	struct ep_u64map index; /* from ^ to-hash -> slot, probing on the hash */
+	ep_u64map_init(&index);
+	struct ep_emu_exact *edges = NULL;
+	size_t n = 0, cap = 0;
+	for (struct block *b = st.blocks; b; b = b->next_all) {
+		if (b->kind == EP_BRANCH_NONE)
+			continue;
+		struct ep_emu_exact pending[2] = {
+		    {.from = b->last_addr, .to = b->target, .count = b->taken, .taken = 1},
+		    {.from = b->last_addr,
+		     .to = b->last_addr + b->last_len,
+		     .count = b->not_taken,
+		     .taken = 0},
+		};
+		for (size_t i = 0; i < 2 + (b->targets ? b->targets->capacity : 0); i++) {
+			struct ep_emu_exact e;
+			if (i < 2) {
+				e = pending[i];
+			} else {
+				size_t k = i - 2;
+				if (!b->targets->used[k])
+					continue;
+				e = (struct ep_emu_exact){.from = b->last_addr,
+							  .to = b->targets->keys[k],
+							  .count = b->targets->values[k],
+							  .taken = 1};
+			}
+			if (e.count == 0)
+				continue;
+			e.kind = b->kind;
+			uint64_t h = ep_hash_u64(e.from) ^ (e.to * 31) ^ e.taken;
+			uint64_t *slot;
+			for (;; h++) {
+				slot = ep_u64map_get(&index, h);
+				if (!slot ||
+				    (edges[*slot].from == e.from && edges[*slot].to == e.to &&
+				     edges[*slot].taken == e.taken))
+					break;
+			}
+			if (slot) {
+				edges[*slot].count += e.count;
+				continue;
+			}
+			if (n == cap) {
+				cap = cap ? cap * 2 : 1024;
+				struct ep_emu_exact *ne = realloc(edges, cap * sizeof(*ne));
+				if (!ne)
+					goto out;
+				edges = ne;
+			}
+			slot = ep_u64map_upsert(&index, h, NULL);
+			if (!slot)
+				goto out;
+			*slot = n;
+			edges[n++] = e;
+		}
+	}
+	write_record(EP_EMU_EXACT, edges, n * sizeof(*edges));
+out:
+	free(edges);
+	ep_u64map_free(&index);
+}
+
+static void on_exit_cb(qemu_plugin_id_t id, void *udata)
+{
+	(void)id;
+	(void)udata;
+	pthread_mutex_lock(&st.lock);
+	write_exact();
+	uint64_t branches = st.branches;
+	write_record(EP_EMU_END, &branches, sizeof(branches));
+	for (struct block *b = st.blocks; b;) {
+		struct block *next = b->next_all;
+		if (b->targets) {
+			ep_u64map_free(b->targets);
+			free(b->targets);
+		}
+		free(b);
+		b = next;
+	}
+	st.blocks = NULL;
+	free(st.ranges);
+	st.ranges = NULL;
+	close(st.fd);
+	st.fd = -1;
+	pthread_mutex_unlock(&st.lock);
+	cs_close(&st.cs);
+}
+
+static bool parse_u64(const char *s, uint64_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 0);
+	if (errno || end == s || *end)
+		return false;
+	*out = v;
+	return true;
+}
+
+EP_QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info,
+					      int argc, char **argv)
+{
+	if (strcmp(info->target_name, "x86_64") != 0) {
+		fprintf(stderr, "edgeprof-lbr: only x86_64 guests are supported, not %s\n",
+			info->target_name);
+		return -1;
+	}
+	const char *out = NULL;
+	uint64_t lbr = 32;
+	st.period = 100003;
+	st.jitter = 0;
+	st.seed = 1;
+	st.event = EVENT_BRANCHES;
+	for (int i = 0; i < argc; i++) {
+		const char *a = argv[i];
+		const char *eq = strchr(a, '=');
+		if (!eq)
+			goto bad;
+		const char *v = eq + 1;
+		size_t klen = (size_t)(eq - a);
+		bool ok = true;
+		if (klen == 3 && strncmp(a, "out", 3) == 0) {
+			out = v;
+		} else if (klen == 6 && strncmp(a, "period", 6) == 0) {
+			ok = parse_u64(v, &st.period) && st.period > 0;
+		} else if (klen == 6 && strncmp(a, "jitter", 6) == 0) {
+			ok = parse_u64(v, &st.jitter);
+		} else if (klen == 3 && strncmp(a, "lbr", 3) == 0) {
+			ok = parse_u64(v, &lbr) && lbr >= 1 && lbr <= MAX_LBR;
+		} else if (klen == 4 && strncmp(a, "seed", 4) == 0) {
+			ok = parse_u64(v, &st.seed);
+		} else if (klen == 5 && strncmp(a, "event", 5) == 0) {
+			if (strcmp(v, "branches") == 0)
+				st.event = EVENT_BRANCHES;
+			else if (strcmp(v, "taken") == 0)
+				st.event = EVENT_TAKEN;
+			else if (strcmp(v, "instructions") == 0)
+				st.event = EVENT_INSTRUCTIONS;
+			else
+				ok = false;
+		} else {
+			ok = false;
+		}
+		if (!ok)
+			goto bad;
+	}
+	if (!out || st.jitter >= st.period) {
+		fprintf(stderr, "edgeprof-lbr: needs out=PATH and jitter < period\n");
+		return -1;
+	}
+	st.lbr = (unsigned)lbr;
+	st.fd = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (st.fd < 0) {
+		fprintf(stderr, "edgeprof-lbr: %s: %s\n", out, strerror(errno));
+		return -1;
+	}
+	if (write(st.fd, EP_EMU_MAGIC, 8) != 8 ||
+	    cs_open(CS_ARCH_X86, CS_MODE_64, &st.cs) != CS_ERR_OK)
+		return -1;
+	cs_option(st.cs, CS_OPT_DETAIL, CS_OPT_ON);
+	for (unsigned i = 0; i < MAX_VCPUS; i++) {
+		st.vcpus[i].rng = st.seed * 0x100000001b3ULL + i;
+		st.vcpus[i].countdown = next_period(&st.vcpus[i]);
+	}
+	qemu_plugin_register_vcpu_tb_trans_cb(id, on_translate);
+	qemu_plugin_register_atexit_cb(id, on_exit_cb, NULL);
+	return 0;
+bad:
+	fprintf(stderr, "edgeprof-lbr: bad argument; use out=PATH,period=P,jitter=D,lbr=N,seed=S,"
+			"event=branches|taken|instructions\n");
+	return -1;
+}

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The LBR emulator (QEMU plugin) and `edgeprof record --emulate`:
+# - its exact edge counts equal callgrind's (an oracle we did not write) on
+#   every conditional branch of each workload's binary;
+# - the sampled, reconstructed, chopped profile matches those exact counts
+#   (overlap of the conditional edges >= 0.95 with a few hundred to a few
+#   thousand samples; the accuracy benchmark measures it at scale);
+# - the same seed gives the same profile, byte for byte;
+# - a program that crashes, fails or does not exist gets a clear message,
+#   and the profile of what ran is still written.
+source "$(dirname "$0")/lib.sh"
+
+here=$(dirname "$0")
+w=$TEST_TMP/w
+mkdir -p "$w"
+# workload and an argument that keeps its callgrind run short
+for spec in hot_cold:2000000 interp:200000 recursion:20 random_branches:200000 \
+	state_machine:300000 libc_calls:20 aliasing:200000; do
+	name=${spec%%:*}
+	arg=${spec#*:}
+	cc -O1 -g -o "$w/$name" "$here/../workloads/$name.c"
+	"$EDGEPROF" record --emulate --period 1009 --exact-out "$w/$name.exact.json" \
+		-o "$w/$name.prof" -- "$w/$name" "$arg" >/dev/null 2>"$w/$name.err"
+	if [ $? -ne 0 ]; then
+		not_ok "$name: record --emulate"
+		cat "$w/$name.err"
+		continue
+	fi
+	valgrind --tool=callgrind --collect-jumps=yes --dump-instr=yes \
+		--callgrind-out-file="$w/$name.cg" "$w/$name" "$arg" >/dev/null 2>&1
+	check "$name: exact counts equal callgrind's on every conditional branch" \
+		python3 "$here/callgrind_jumps.py" "$w/$name.cg" "$w/$name" "$w/$name.exact.json"
+	"$EDGEPROF" export "$w/$name.prof" --format json -o "$w/$name.json"
+	check "$name: samples reconstruct without inconsistent gaps" \
+		test "$(jq .stats.gaps_inconsistent "$w/$name.json")" -eq 0
+	ov=$(python3 "$here/overlap.py" "$w/$name.json" "$w/$name.exact.json" "$w/$name")
+	echo "# $name: overlap with the exact counts $ov ($(jq .stats.samples "$w/$name.json") samples)"
+	check "$name: profile overlaps the exact counts >= 0.95" \
+		python3 -c "import sys; sys.exit(float('$ov') < 0.95)"
+done
+
+"$EDGEPROF" record --emulate --seed 3 -o "$w/a.prof" -- "$w/random_branches" 300000 >/dev/null 2>&1
+"$EDGEPROF" record --emulate --seed 3 -o "$w/b.prof" -- "$w/random_branches" 300000 >/dev/null 2>&1
+check "same seed, same profile, byte for byte" cmp -s "$w/a.prof" "$w/b.prof"
+"$EDGEPROF" record --emulate --seed 4 -o "$w/c.prof" -- "$w/random_branches" 300000 >/dev/null 2>&1
+check "another seed, another profile" bash -c "! cmp -s '$w/a.prof' '$w/c.prof'"
+
+cc -O1 -o "$w/exits" "$here/../workloads/exits.c"
+"$EDGEPROF" record --emulate -o "$w/crash.prof" -- "$w/exits" crash 2>"$w/crash.err"
+check "a crashing program: non-zero exit" test $? -eq 1
+check "a crashing program: says it was killed by SIGSEGV" grep -q 'killed by signal 11' "$w/crash.err"
+n=$("$EDGEPROF" export "$w/crash.prof" --format json | jq .stats.samples)
+check "a crashing program: the profile of what ran is written (${n:-0} samples)" test "${n:-0}" -gt 100
+"$EDGEPROF" record --emulate -o "$w/fail.prof" -- "$w/exits" fail 2>"$w/fail.err"
+check "a failing program: non-zero exit, status named" grep -q 'exited with status 3' "$w/fail.err"
+check "a failing program: profile written" test -s "$w/fail.prof"
+"$EDGEPROF" record --emulate -o "$w/none.prof" -- "$w/no-such-program" 2>"$w/none.err"
+check "a missing program: exit 2 and 'command not found'" \
+	bash -c "[ $? -eq 2 ] && grep -q 'no-such-program: command not found' '$w/none.err'"
+finish
