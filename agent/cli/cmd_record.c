@@ -445,7 +445,8 @@ int ep_cmd_record(int argc, char **argv)
 		(unsigned long long)profile->stats->samples,
 		(unsigned long long)profile->stats->branches_counted);
 	if (es.ended)
-		ep_info("%s ran %llu branches", cmd[0], (unsigned long long)es.branches);
+		ep_info("%s ran %llu branches, %llu instructions", cmd[0],
+			(unsigned long long)es.branches, (unsigned long long)es.instructions);
 	if (o.exact_out && es.ended) {
 		for (size_t i = 0; i < ctx.exact->n_binaries; i++) {
 			Edgeprof__V1__BinaryProfile *bp = ctx.exact->binaries[i];

@@ -16,7 +16,11 @@ jcnd lines; every conditional branch callgrind saw run is compared on both. Bran
 shows no cost for their instructions: the main program's _init, which
 valgrind does not attribute to the binary) are listed, not compared.
 
-usage: callgrind_jumps.py CALLGRIND.OUT BINARY_PATH EXACT.json
+In a static binary libc's startup code takes other paths under valgrind
+than under QEMU (they present different CPUs: other ifunc choices), so
+FUNCTIONS (comma-separated) can restrict the comparison to the program's own.
+
+usage: callgrind_jumps.py CALLGRIND.OUT BINARY_PATH EXACT.json [FUNCTIONS]
 Prints the counts compared; exits 1 on any difference."""
 import json
 import subprocess
@@ -103,9 +107,26 @@ def init_section(binary):
     return 0, 0
 
 
+def function_ranges(binary, names):
+    out = subprocess.run(["nm", "-S", "--defined-only", binary], capture_output=True,
+                         text=True).stdout
+    ranges = []
+    for line in out.splitlines():
+        p = line.split()
+        if len(p) == 4 and p[3] in names:
+            start = int(p[0], 16)
+            ranges.append((start, start + int(p[1], 16)))
+    return ranges
+
+
 def main():
     cg, executions = callgrind_conditionals(sys.argv[1], sys.argv[2])
     ours = exact_conditionals(sys.argv[3], sys.argv[2])
+    if len(sys.argv) > 4:
+        keep = function_ranges(sys.argv[2], sys.argv[4].split(","))
+        inside = lambda a: any(lo <= a < hi for lo, hi in keep)  # noqa: E731
+        cg = {a: v for a, v in cg.items() if inside(a)}
+        ours = {a: v for a, v in ours.items() if inside(a)}
     for addr in set(ours) | set(cg):
         if addr in executions:
             cg[addr] = [cg.get(addr, [0, 0])[0], executions[addr]]

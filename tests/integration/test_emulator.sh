@@ -5,6 +5,7 @@
 # - the sampled, reconstructed, chopped profile matches those exact counts
 #   (overlap of the conditional edges >= 0.95 with a few hundred to a few
 #   thousand samples; the accuracy benchmark measures it at scale);
+# - they also equal BOLT instrumentation's counts (llvm-bolt -instrument);
 # - the same seed gives the same profile, byte for byte;
 # - a program that crashes, fails or does not exist gets a clear message,
 #   and the profile of what ran is still written.
@@ -37,6 +38,31 @@ for spec in hot_cold:2000000 interp:200000 recursion:20 random_branches:200000 \
 	echo "# $name: overlap with the exact counts $ov ($(jq .stats.samples "$w/$name.json") samples)"
 	check "$name: profile overlaps the exact counts >= 0.95" \
 		python3 -c "import sys; sys.exit(float('$ov') < 0.95)"
+done
+
+# a static binary: no ld.so, no shared libraries
+cc -O1 -g -static -o "$w/static" "$here/../workloads/hot_cold.c"
+"$EDGEPROF" record --emulate --period 1009 --exact-out "$w/static.exact.json" -o "$w/static.prof" \
+	-- "$w/static" 1000000 >/dev/null 2>&1
+valgrind --tool=callgrind --collect-jumps=yes --dump-instr=yes \
+	--callgrind-out-file="$w/static.cg" "$w/static" 1000000 >/dev/null 2>&1
+check "static binary: exact counts equal callgrind's in the program's functions" \
+	python3 "$here/callgrind_jumps.py" "$w/static.cg" "$w/static" "$w/static.exact.json" \
+	main,hot_loop,cold_loop
+
+# BOLT instrumentation needs relocations kept in the binary
+for spec in hot_cold:300000 state_machine:300000; do
+	name=${spec%%:*}
+	arg=${spec#*:}
+	cc -O1 -g -no-pie -Wl,--emit-relocs -o "$w/b_$name" "$here/../workloads/$name.c"
+	/usr/lib/llvm-16/bin/llvm-bolt "$w/b_$name" -instrument -o "$w/b_$name.inst" \
+		-instrumentation-file="$w/b_$name.fdata" >/dev/null 2>&1
+	"$w/b_$name.inst" "$arg" >/dev/null
+	"$EDGEPROF" record --emulate --exact-out "$w/b_$name.exact.json" -o "$w/b_$name.prof" \
+		-- "$w/b_$name" "$arg" >/dev/null 2>&1
+	check "$name: exact counts equal BOLT instrumentation's" \
+		python3 "$here/bolt_fdata_compare.py" "$w/b_$name.fdata" "$w/b_$name.exact.json" \
+		"$w/b_$name"
 done
 
 "$EDGEPROF" record --emulate --seed 3 -o "$w/a.prof" -- "$w/random_branches" 300000 >/dev/null 2>&1

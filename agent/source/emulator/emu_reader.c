@@ -89,6 +89,8 @@ int ep_emu_read(const char *path, const struct ep_emu_callbacks *cb, struct ep_e
 			stats->ended = true;
 			if (h.size >= 8)
 				memcpy(&stats->branches, buf, 8);
+			if (h.size >= 16)
+				memcpy(&stats->instructions, buf + 8, 8);
 			break;
 		default:
 			break; /* newer record types: skipped */

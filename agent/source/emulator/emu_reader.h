@@ -20,8 +20,9 @@ struct ep_emu_callbacks {
 struct ep_emu_stats {
 	uint64_t samples;
 	uint64_t exact_edges;
-	bool ended; /* the run finished (exit), so the exact counts are complete */
-	uint64_t branches;
+	bool ended;	       /* the run finished (exit), so the exact counts are complete */
+	uint64_t branches;     /* executed in the whole run */
+	uint64_t instructions; /* executed in the whole run */
 };
 
 /* 0, or -1 with err naming the file, the offset and the problem; records

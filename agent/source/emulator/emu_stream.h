@@ -18,7 +18,7 @@ enum ep_emu_record_type {
 	EP_EMU_MAPS = 1,   /* text of /proc/self/maps: the guest's mappings */
 	EP_EMU_SAMPLE = 2, /* struct ep_sample_record, cut after its entries */
 	EP_EMU_EXACT = 3,  /* struct ep_emu_exact[]: every edge's exact count */
-	EP_EMU_END = 4,	   /* the run ended normally; payload: u64 branches counted */
+	EP_EMU_END = 4,	   /* the run ended; payload: u64 branches, u64 instructions run */
 };
 
 struct ep_emu_record_header {

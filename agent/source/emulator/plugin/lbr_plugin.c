@@ -73,6 +73,7 @@ static struct {
 	uint64_t (*ranges)[2];
 	size_t nranges;
 	uint64_t branches;
+	uint64_t instructions;
 } st = {.fd = -1, .lock = PTHREAD_MUTEX_INITIALIZER};
 
 static void write_record(uint32_t type, const void *payload, size_t size)
@@ -205,6 +206,7 @@ static void on_block(unsigned int vcpu_index, void *udata)
 	struct vcpu *v = &st.vcpus[vcpu_index % MAX_VCPUS];
 	struct block *p = v->prev;
 	v->prev = b;
+	__atomic_add_fetch(&st.instructions, b->insns, __ATOMIC_RELAXED);
 	if (st.event == EVENT_INSTRUCTIONS)
 		count_event(v, vcpu_index, b->insns, b->start);
 	if (!p || p->kind == EP_BRANCH_NONE)
@@ -344,8 +346,8 @@ static void on_exit_cb(qemu_plugin_id_t id, void *udata)
 	(void)udata;
 	pthread_mutex_lock(&st.lock);
 	write_exact();
-	uint64_t branches = st.branches;
-	write_record(EP_EMU_END, &branches, sizeof(branches));
+	uint64_t totals[2] = {st.branches, st.instructions};
+	write_record(EP_EMU_END, totals, sizeof(totals));
 	for (struct block *b = st.blocks; b;) {
 		struct block *next = b->next_all;
 		if (b->targets) {
