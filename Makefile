@@ -10,7 +10,7 @@ CC       ?= cc
 CFLAGS   ?= -O2 -g
 STD_FLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fno-strict-aliasing
 DEPFLAGS  = -MMD -MP
-PKGS     := libelf capstone libprotobuf-c
+PKGS     := libelf capstone libprotobuf-c libbpf
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 LDLIBS   := $(PKG_LIBS) -lz -lm
@@ -19,6 +19,9 @@ GEN      := $(BUILD)/gen
 PROTOS   := $(wildcard proto/*.proto)
 PROTO_C  := $(patsubst proto/%.proto,$(GEN)/%.pb-c.c,$(PROTOS))
 PROTO_H  := $(PROTO_C:.c=.h)
+# The BPF side: vmlinux.h from this kernel's BTF, the object, its skeleton.
+BPF_SKEL := $(GEN)/edgeprof_bpf.skel.h
+GEN_H    := $(PROTO_H) $(BPF_SKEL)
 
 # The LBR emulator plugin is loaded by QEMU, not linked into edgeprof.
 PLUGIN_SRCS := $(wildcard agent/source/emulator/plugin/*.c) agent/decode/decoder_x86.c agent/util/u64map.c
@@ -37,7 +40,7 @@ $(1)_OBJS  := $$(patsubst %.c,$$($(1)_DIR)/%.o,$$(AGENT_SRCS)) \
 $(1)_LIB   := $$($(1)_DIR)/libedgeprof.a
 $(1)_TESTS := $$(patsubst tests/unit/%.c,$$($(1)_DIR)/tests/%,$$(TEST_SRCS))
 
-$$($(1)_DIR)/%.o: %.c $$(PROTO_H) | $$($(1)_DIR)
+$$($(1)_DIR)/%.o: %.c $$(GEN_H) | $$($(1)_DIR)
 	@mkdir -p $$(dir $$@)
 	@echo "  CC      $$@"
 	$$(Q)$$(CC) $$(STD_FLAGS) $$(CFLAGS) $(3) $$(DEPFLAGS) $$(INCLUDES) -c $$< -o $$@
@@ -74,6 +77,20 @@ $(BUILD)/edgeprof-lbr.so: $(PLUGIN_SRCS) $(wildcard agent/source/emulator/*.h ag
 	@echo "  LD      $@"
 	$(Q)$(CC) $(STD_FLAGS) $(CFLAGS) -fPIC -shared -fvisibility=hidden $(INCLUDES) $(PLUGIN_SRCS) \
 		$(shell pkg-config --libs capstone) -lpthread -o $@
+
+$(GEN)/vmlinux.h:
+	@mkdir -p $(GEN)
+	@echo "  BTF     $@"
+	$(Q)bpftool btf dump file /sys/kernel/btf/vmlinux format c > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/bpf/edgeprof.bpf.o: bpf/edgeprof.bpf.c bpf/edgeprof_record.h $(GEN)/vmlinux.h
+	@mkdir -p $(dir $@)
+	@echo "  BPF     $@"
+	$(Q)clang -g -O2 -target bpf -D__TARGET_ARCH_x86 -D__BPF__ -I$(GEN) -Ibpf -c $< -o $@
+
+$(BPF_SKEL): $(BUILD)/bpf/edgeprof.bpf.o
+	@echo "  SKEL    $@"
+	$(Q)bpftool gen skeleton $< name edgeprof_bpf > $@.tmp && mv $@.tmp $@
 
 $(GEN)/%.pb-c.c $(GEN)/%.pb-c.h: proto/%.proto
 	@mkdir -p $(GEN)

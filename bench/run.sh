@@ -24,6 +24,7 @@ note() { echo "bench: note: $*" >&2; }
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/edgeprof-bench.XXXXXX")
 child=
+# shellcheck disable=SC2317 # called by the EXIT trap
 cleanup() {
 	# a measured command runs in its own session: end it with all it started
 	if [ -n "$child" ]; then kill -TERM -- "-$child" 2>/dev/null || true; fi
@@ -85,7 +86,7 @@ measure() {
 best() {
 	local name=$1 i
 	shift
-	b_wall= b_cpu= b_rss=
+	b_wall='' b_cpu='' b_rss=''
 	for ((i = 0; i < runs; i++)); do
 		measure "$name" "$@" || return 1
 		if [ -z "$b_wall" ] || [ "$(echo "$m_wall < $b_wall" | bc -l)" -eq 1 ]; then

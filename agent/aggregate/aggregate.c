@@ -415,7 +415,8 @@ static int collect_edges(struct bin_counts *c, const struct ep_decoder *dec, str
 		e->taken = true;
 		e->count = c->from_external.values[i];
 	}
-	qsort(v->items, v->n, sizeof(*v->items), cmp_edge);
+	if (v->n > 1)
+		qsort(v->items, v->n, sizeof(*v->items), cmp_edge);
 	return 0;
 }
 

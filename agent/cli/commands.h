@@ -8,5 +8,6 @@ int ep_cmd_report(int argc, char **argv);
 int ep_cmd_export(int argc, char **argv);
 int ep_cmd_trace(int argc, char **argv);
 int ep_cmd_record(int argc, char **argv);
+int ep_cmd_agent(int argc, char **argv);
 
 #endif

@@ -46,6 +46,8 @@ int main(int argc, char **argv)
 		return ep_cmd_report(argc - 1, argv + 1);
 	if (strcmp(cmd, "export") == 0)
 		return ep_cmd_export(argc - 1, argv + 1);
+	if (strcmp(cmd, "agent") == 0)
+		return ep_cmd_agent(argc - 1, argv + 1);
 	if (strcmp(cmd, "record") == 0)
 		return ep_cmd_record(argc - 1, argv + 1);
 	if (strcmp(cmd, "trace") == 0)

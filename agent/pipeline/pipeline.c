@@ -129,6 +129,13 @@ void ep_pipeline_mmap(struct ep_pipeline *p, uint32_t pid, uint64_t start, uint6
 	ep_procmap_add(p->procmap, pid, start, len, pgoff, bin);
 }
 
+void ep_pipeline_mmap_at(struct ep_pipeline *p, uint32_t pid, uint64_t start, uint64_t len,
+			 uint64_t pgoff, const char *path, const char *open_path)
+{
+	struct ep_binary *bin = ep_binreg_lookup_at(p->binaries, path, open_path, NULL, 0);
+	ep_procmap_add(p->procmap, pid, start, len, pgoff, bin);
+}
+
 void ep_pipeline_fork(struct ep_pipeline *p, uint32_t child_pid, uint32_t parent_pid)
 {
 	ep_procmap_fork(p->procmap, child_pid, parent_pid);

@@ -46,6 +46,9 @@ void ep_pipeline_note_build_id(struct ep_pipeline *p, const char *path, const ui
 void ep_pipeline_mmap(struct ep_pipeline *p, uint32_t pid, uint64_t start, uint64_t len,
 		      uint64_t pgoff, const char *path, const uint8_t *build_id,
 		      size_t build_id_len);
+/* A live process's mapping: the file is read at open_path, named path. */
+void ep_pipeline_mmap_at(struct ep_pipeline *p, uint32_t pid, uint64_t start, uint64_t len,
+			 uint64_t pgoff, const char *path, const char *open_path);
 void ep_pipeline_fork(struct ep_pipeline *p, uint32_t child_pid, uint32_t parent_pid);
 void ep_pipeline_exec(struct ep_pipeline *p, uint32_t pid);
 void ep_pipeline_exit(struct ep_pipeline *p, uint32_t pid);

@@ -560,7 +560,7 @@ static bool is_pseudo_path(const char *path)
 }
 
 static struct ep_binary *search(struct ep_binary_registry *reg, const char *recorded,
-				const uint8_t *id, size_t idlen)
+				const char *open_path, const uint8_t *id, size_t idlen)
 {
 	char err[512];
 	if (idlen > 0) {
@@ -590,8 +590,8 @@ static struct ep_binary *search(struct ep_binary_registry *reg, const char *reco
 			}
 		}
 	}
-	if (access(recorded, R_OK) == 0) {
-		struct ep_binary *b = open_registered(reg, recorded, err, sizeof(err));
+	if (access(open_path, R_OK) == 0) {
+		struct ep_binary *b = open_registered(reg, open_path, err, sizeof(err));
 		if (b)
 			return b;
 		ep_warn("%s", err);
@@ -602,17 +602,25 @@ static struct ep_binary *search(struct ep_binary_registry *reg, const char *reco
 struct ep_binary *ep_binreg_lookup(struct ep_binary_registry *reg, const char *recorded_path,
 				   const uint8_t *build_id, size_t build_id_len)
 {
+	return ep_binreg_lookup_at(reg, recorded_path, recorded_path, build_id, build_id_len);
+}
+
+struct ep_binary *ep_binreg_lookup_at(struct ep_binary_registry *reg, const char *recorded_path,
+				      const char *open_path, const uint8_t *build_id,
+				      size_t build_id_len)
+{
 	if (!build_id)
 		build_id_len = 0;
 	if (build_id_len > BUILD_ID_MAX)
 		build_id_len = BUILD_ID_MAX;
 	char hex[2 * BUILD_ID_MAX + 1];
 	ep_build_id_to_hex(build_id, build_id_len, hex);
-	size_t plen = strlen(recorded_path), hlen = strlen(hex);
+	/* the key is what names the file: where it is opened, and its build-id */
+	size_t plen = strlen(open_path), hlen = strlen(hex);
 	char *key = malloc(plen + hlen + 2);
 	if (!key)
 		return NULL;
-	memcpy(key, recorded_path, plen + 1);
+	memcpy(key, open_path, plen + 1);
 	memcpy(key + plen + 1, hex, hlen + 1);
 	size_t klen = plen + hlen + 1;
 
@@ -630,7 +638,7 @@ struct ep_binary *ep_binreg_lookup(struct ep_binary_registry *reg, const char *r
 		h++;
 	}
 
-	struct ep_binary *b = search(reg, recorded_path, build_id, build_id_len);
+	struct ep_binary *b = search(reg, recorded_path, open_path, build_id, build_id_len);
 	if (b) {
 		if (!b->recorded_path && !is_pseudo_path(recorded_path))
 			b->recorded_path = strdup(recorded_path);

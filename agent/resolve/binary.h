@@ -52,6 +52,13 @@ void ep_binreg_set_symfs(struct ep_binary_registry *reg, const char *dir);
 struct ep_binary *ep_binreg_lookup(struct ep_binary_registry *reg, const char *recorded_path,
 				   const uint8_t *build_id, size_t build_id_len);
 
+/* The same, for a live process: the file is opened at open_path (for
+ * example /proc/PID/root/PATH, so binaries inside containers are found) but
+ * named recorded_path. */
+struct ep_binary *ep_binreg_lookup_at(struct ep_binary_registry *reg, const char *recorded_path,
+				      const char *open_path, const uint8_t *build_id,
+				      size_t build_id_len);
+
 size_t ep_binreg_count(const struct ep_binary_registry *reg);
 struct ep_binary *ep_binreg_at(const struct ep_binary_registry *reg, size_t index);
 

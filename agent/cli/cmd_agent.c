@@ -1,0 +1,269 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * edgeprof agent: live collection. The BPF program samples the machine (or
+ * the pids and cgroups asked for), the samples go through the pipeline, and
+ * the profile is written every interval and on exit (SIGTERM, SIGINT or the
+ * end of --duration).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../pipeline/pipeline.h"
+#include "../profile/profile_file.h"
+#include "../source/live/live_source.h"
+#include "../util/log.h"
+#include "../util/u64map.h"
+#include "cli_util.h"
+#include "commands.h"
+
+#define MAX_TARGETS 256
+/* a process whose addresses do not resolve gets its maps re-read, at most
+ * this often: new libraries appear, but /proc is not free */
+#define MAPS_REREAD_NS 1000000000ULL
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop_requested = 1;
+}
+
+struct agent_ctx {
+	struct ep_pipeline *pipeline;
+	struct ep_u64map maps_read; /* pid -> monotonic ns of the last /proc read */
+	uint64_t unresolved_pids;   /* processes gone before their maps were read */
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* The process's executable mappings from /proc. Files are opened through
+ * /proc/PID/root so binaries inside containers resolve too. */
+static void read_maps(struct agent_ctx *c, uint32_t pid)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%u/maps", pid);
+	FILE *f = fopen(path, "r");
+	if (!f) {
+		c->unresolved_pids++;
+		return;
+	}
+	char line[PATH_MAX + 256];
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long long start, end, offset;
+		char perms[8];
+		int at = 0;
+		if (sscanf(line, "%llx-%llx %7s %llx %*s %*s %n", &start, &end, perms, &offset,
+			   &at) != 4 ||
+		    perms[2] != 'x' || line[at] != '/')
+			continue;
+		line[strcspn(line, "\n")] = '\0';
+		if (strstr(line + at, " (deleted)"))
+			continue;
+		char file[PATH_MAX + 64];
+		snprintf(file, sizeof(file), "/proc/%u/root%s", pid, line + at);
+		ep_pipeline_mmap_at(c->pipeline, pid, start, end - start, offset, line + at, file);
+	}
+	fclose(f);
+}
+
+static void on_sample(void *ctx, const struct ep_sample_record *rec)
+{
+	struct agent_ctx *c = ctx;
+	bool inserted = false;
+	uint64_t *last = ep_u64map_upsert(&c->maps_read, rec->pid, &inserted);
+	if (inserted) {
+		read_maps(c, rec->pid);
+		if (last)
+			*last = now_ns();
+	} else if (last && !(rec->flags & EP_SAMPLE_IP_KERNEL)) {
+		struct ep_resolved r;
+		if (ep_pipeline_resolve(c->pipeline, rec->pid, rec->ip, &r) != EP_RESOLVE_OK &&
+		    now_ns() - *last > MAPS_REREAD_NS) {
+			read_maps(c, rec->pid);
+			*last = now_ns();
+		}
+	}
+	ep_pipeline_sample(c->pipeline, rec);
+}
+
+static int write_profile(struct ep_pipeline *p, const struct ep_live *live, const char *output)
+{
+	Edgeprof__V1__Profile *prof = ep_pipeline_profile(p);
+	if (!prof)
+		return -1;
+	free(prof->config->source);
+	free(prof->config->event);
+	prof->config->source = strdup("bpf");
+	prof->config->event = strdup(ep_live_has_branch_stacks(live) ? "branches" : "cpu-clock");
+	struct ep_live_counters lc;
+	ep_live_counters(live, &lc);
+	prof->stats->lost_records = lc.reserve_failed;
+	char err[512];
+	int rc = ep_profile_write(output, prof, err, sizeof(err));
+	if (rc != 0)
+		ep_error("%s", err);
+	ep_profile_free(prof);
+	return rc;
+}
+
+int ep_cmd_agent(int argc, char **argv)
+{
+	static const struct option opts[] = {
+	    {"pid", required_argument, NULL, 'p'},
+	    {"cgroup", required_argument, NULL, 'g'},
+	    {"duration", required_argument, NULL, 'd'},
+	    {"interval", required_argument, NULL, 'i'},
+	    {"period", required_argument, NULL, 'P'},
+	    {"ip-hz", required_argument, NULL, 'f'},
+	    {"kernel", no_argument, NULL, 'k'},
+	    {"output", required_argument, NULL, 'o'},
+	    {"log-level", required_argument, NULL, 'l'},
+	    {"help", no_argument, NULL, 'h'},
+	    {0},
+	};
+	uint32_t pids[MAX_TARGETS];
+	const char *cgroups[MAX_TARGETS];
+	struct ep_live_config cfg = {
+	    .pids = pids, .cgroups = cgroups, .period = 20011, .ip_hz = 997, .drain_ms = 100};
+	unsigned duration = 0, interval = 10;
+	const char *output = NULL;
+	optind = 1;
+	int ch;
+	while ((ch = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
+		unsigned v;
+		switch (ch) {
+		case 'p':
+			if (cfg.npids == MAX_TARGETS ||
+			    ep_parse_uint(optarg, 1, INT_MAX, &v) != 0) {
+				ep_error("--pid: '%s' is not a process id (at most %d)", optarg,
+					 MAX_TARGETS);
+				return 2;
+			}
+			pids[cfg.npids++] = v;
+			break;
+		case 'g':
+			if (cfg.ncgroups == 64) {
+				ep_error("--cgroup: at most 64");
+				return 2;
+			}
+			cgroups[cfg.ncgroups++] = optarg;
+			break;
+		case 'd':
+		case 'i':
+		case 'P':
+		case 'f':
+			if (ep_parse_uint(optarg, 1, UINT_MAX - 1, &v) != 0) {
+				ep_error("'%s' is not a positive number", optarg);
+				return 2;
+			}
+			if (ch == 'd')
+				duration = v;
+			else if (ch == 'i')
+				interval = v;
+			else if (ch == 'P')
+				cfg.period = v;
+			else
+				cfg.ip_hz = v;
+			break;
+		case 'k':
+			cfg.want_kernel = true;
+			break;
+		case 'o':
+			output = optarg;
+			break;
+		case 'l': {
+			int level = ep_log_parse_level(optarg);
+			if (level < 0) {
+				ep_error("--log-level: '%s' is not error|warn|info|debug", optarg);
+				return 2;
+			}
+			ep_log_set_level((enum ep_log_level)level);
+			break;
+		}
+		case 'h':
+			printf(
+			    "usage: edgeprof agent [--pid P]... [--cgroup DIR]... [--duration S] "
+			    "[--interval S] [--period P] [--ip-hz HZ] [--kernel] -o PROFILE\n");
+			return 0;
+		default:
+			return 2;
+		}
+	}
+	if (!output || optind != argc) {
+		ep_error("agent needs -o PROFILE (and no other arguments)");
+		return 2;
+	}
+
+	char err[512];
+	struct ep_live *live = ep_live_open(&cfg, err, sizeof(err));
+	if (!live) {
+		ep_error("%s", err);
+		return 1;
+	}
+	if (ep_live_has_branch_stacks(live))
+		ep_info("%s", ep_live_mode(live));
+	else
+		ep_warn("%s", ep_live_mode(live));
+
+	struct ep_binary_registry *reg = ep_binreg_new();
+	struct ep_pipeline_config pcfg;
+	ep_pipeline_config_default(&pcfg);
+	struct agent_ctx ctx = {.pipeline = reg ? ep_pipeline_new(&pcfg, reg) : NULL};
+	int rc = 0;
+	if (!ctx.pipeline) {
+		ep_error("out of memory");
+		rc = 1;
+		goto out;
+	}
+	struct sigaction sa = {.sa_handler = on_signal};
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	uint64_t start = now_ns(), last_write = start;
+	while (!stop_requested) {
+		if (ep_live_poll(live, (int)cfg.drain_ms, on_sample, &ctx) < 0) {
+			ep_error("reading the ring buffer failed: %s", strerror(errno));
+			rc = 1;
+			break;
+		}
+		uint64_t now = now_ns();
+		if (duration && now - start >= (uint64_t)duration * 1000000000ULL)
+			break;
+		if (now - last_write >= (uint64_t)interval * 1000000000ULL) {
+			write_profile(ctx.pipeline, live, output);
+			last_write = now;
+		}
+	}
+	/* drain what the kernel still holds, then the final profile */
+	ep_live_poll(live, 0, on_sample, &ctx);
+	if (write_profile(ctx.pipeline, live, output) != 0)
+		rc = 1;
+	struct ep_live_counters lc;
+	ep_live_counters(live, &lc);
+	ep_info("%s: %llu samples received (%llu filtered out, %llu kernel, %llu dropped: ring "
+		"buffer full), %llu processes gone before their maps were read",
+		output, (unsigned long long)lc.received, (unsigned long long)lc.filtered,
+		(unsigned long long)lc.kernel, (unsigned long long)lc.reserve_failed,
+		(unsigned long long)ctx.unresolved_pids);
+	if (lc.reserve_failed)
+		ep_warn("%llu samples dropped because the ring buffer was full",
+			(unsigned long long)lc.reserve_failed);
+out:
+	ep_u64map_free(&ctx.maps_read);
+	ep_pipeline_free(ctx.pipeline);
+	ep_binreg_free(reg);
+	ep_live_close(live);
+	return rc;
+}

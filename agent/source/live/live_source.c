@@ -1,0 +1,286 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "live_source.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/perf_event.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "../../util/log.h"
+#include "edgeprof_bpf.skel.h"
+
+#define MAX_CPUS 1024
+/* Counter indexes, as bpf/edgeprof.bpf.c numbers them. */
+enum { C_SEEN, C_SENT, C_FILTERED, C_KERNEL, C_RESERVE_FAILED, C_BRANCH_FAILED, C_COUNT };
+
+struct ep_live {
+	struct edgeprof_bpf *skel;
+	struct ring_buffer *rb;
+	int fds[MAX_CPUS];
+	struct bpf_link *links[MAX_CPUS];
+	unsigned ncpus;
+	bool branch_stacks;
+	char mode[256];
+	uint64_t received;
+	ep_live_sample_cb cb;
+	void *cb_ctx;
+};
+
+static long perf_event_open(struct perf_event_attr *attr, int cpu)
+{
+	return syscall(SYS_perf_event_open, attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+}
+
+/* CapEff from /proc/self/status: the agent needs CAP_BPF and CAP_PERFMON
+ * (or CAP_SYS_ADMIN, which implies both), and says which one is missing. */
+static int check_capabilities(char *err, size_t errlen)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	unsigned long long eff = 0;
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "CapEff: %llx", &eff) == 1)
+			break;
+	if (f)
+		fclose(f);
+	bool sys_admin = eff & (1ULL << 21), perfmon = eff & (1ULL << 38), bpf = eff & (1ULL << 39);
+	if (sys_admin || (perfmon && bpf))
+		return 0;
+	snprintf(err, errlen,
+		 "missing capabilit%s %s%s%s: run as root or grant CAP_BPF and "
+		 "CAP_PERFMON",
+		 perfmon || bpf ? "y" : "ies", bpf ? "" : "CAP_BPF",
+		 !bpf && !perfmon ? " and " : "", perfmon ? "" : "CAP_PERFMON");
+	return -1;
+}
+
+static unsigned online_cpus(int *cpus, unsigned max)
+{
+	FILE *f = fopen("/sys/devices/system/cpu/online", "r");
+	char buf[1024] = "0";
+	if (f) {
+		if (!fgets(buf, sizeof(buf), f))
+			strcpy(buf, "0");
+		fclose(f);
+	}
+	unsigned n = 0;
+	for (char *tok = strtok(buf, ",\n"); tok && n < max; tok = strtok(NULL, ",\n")) {
+		int a, b;
+		int k = sscanf(tok, "%d-%d", &a, &b);
+		if (k == 1)
+			b = a;
+		for (int c = a; k >= 1 && c <= b && n < max; c++)
+			cpus[n++] = c;
+	}
+	return n;
+}
+
+/* The branch-stack event: every retired branch, user-mode stacks. */
+static void branch_attr(struct perf_event_attr *a, const struct ep_live_config *cfg)
+{
+	memset(a, 0, sizeof(*a));
+	a->size = sizeof(*a);
+	a->type = PERF_TYPE_HARDWARE;
+	a->config = PERF_COUNT_HW_BRANCH_INSTRUCTIONS;
+	a->sample_period = cfg->period;
+	a->sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_BRANCH_STACK;
+	a->branch_sample_type = PERF_SAMPLE_BRANCH_ANY |
+				(cfg->want_kernel ? PERF_SAMPLE_BRANCH_KERNEL : 0) |
+				PERF_SAMPLE_BRANCH_USER;
+	a->exclude_kernel = !cfg->want_kernel;
+	a->exclude_hv = 1;
+}
+
+static void clock_attr(struct perf_event_attr *a, const struct ep_live_config *cfg)
+{
+	memset(a, 0, sizeof(*a));
+	a->size = sizeof(*a);
+	a->type = PERF_TYPE_SOFTWARE;
+	a->config = PERF_COUNT_SW_CPU_CLOCK;
+	a->freq = 1;
+	a->sample_freq = cfg->ip_hz;
+	a->sample_type = PERF_SAMPLE_IP;
+}
+
+static int on_record(void *ctx, void *data, size_t size)
+{
+	struct ep_live *l = ctx;
+	if (size < sizeof(struct ep_sample_record))
+		return 0;
+	l->received++;
+	if (l->cb)
+		l->cb(l->cb_ctx, data);
+	return 0;
+}
+
+/* Ring buffer bytes: record size x samples per second x drain interval,
+ * four times over for bursts, a power of two as the kernel wants. */
+static uint32_t ring_size(unsigned ncpus, double per_cpu_rate, unsigned drain_ms)
+{
+	double bytes =
+	    sizeof(struct ep_sample_record) * per_cpu_rate * ncpus * drain_ms / 1000.0 * 4;
+	uint32_t size = 1u << 18;
+	while (size < bytes && size < (1u << 30))
+		size <<= 1;
+	return size;
+}
+
+struct ep_live *ep_live_open(const struct ep_live_config *cfg, char *err, size_t errlen)
+{
+	if (check_capabilities(err, errlen) != 0)
+		return NULL;
+	struct ep_live *l = calloc(1, sizeof(*l));
+	if (!l) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	for (unsigned i = 0; i < MAX_CPUS; i++)
+		l->fds[i] = -1;
+	int cpus[MAX_CPUS];
+	l->ncpus = online_cpus(cpus, MAX_CPUS);
+
+	/* Which event: the branch stack where the PMU has one, else cpu-clock. */
+	struct perf_event_attr attr;
+	branch_attr(&attr, cfg);
+	long fd = perf_event_open(&attr, cpus[0]);
+	int branch_errno = fd < 0 ? errno : 0;
+	l->branch_stacks = fd >= 0;
+	if (fd >= 0) {
+		close((int)fd);
+		snprintf(l->mode, sizeof(l->mode),
+			 "branch stacks on retired branches, every %llu branches, %u CPUs",
+			 (unsigned long long)cfg->period, l->ncpus);
+	} else {
+		clock_attr(&attr, cfg);
+		snprintf(l->mode, sizeof(l->mode),
+			 "no branch-stack PMU (%s): sampling IPs on cpu-clock at %u Hz on %u CPUs; "
+			 "the profile is IP-only",
+			 strerror(branch_errno), cfg->ip_hz, l->ncpus);
+	}
+
+	l->skel = edgeprof_bpf__open();
+	if (!l->skel) {
+		snprintf(err, errlen, "cannot open the BPF program: %s", strerror(errno));
+		goto fail;
+	}
+	l->skel->rodata->agent_tgid = (uint32_t)getpid();
+	l->skel->rodata->filter_pids = cfg->npids > 0;
+	l->skel->rodata->ncgroups = (uint32_t)cfg->ncgroups;
+	l->skel->rodata->want_kernel = cfg->want_kernel;
+	double rate = l->branch_stacks ? 2e9 / (double)(cfg->period ? cfg->period : 1) : cfg->ip_hz;
+	bpf_map__set_max_entries(l->skel->maps.samples,
+				 ring_size(l->ncpus, rate, cfg->drain_ms ? cfg->drain_ms : 100));
+	if (edgeprof_bpf__load(l->skel) != 0) {
+		snprintf(err, errlen,
+			 "cannot load the BPF program (verifier or kernel refused it): %s",
+			 strerror(errno));
+		goto fail;
+	}
+	for (size_t i = 0; i < cfg->npids; i++) {
+		uint8_t one = 1;
+		bpf_map_update_elem(bpf_map__fd(l->skel->maps.target_pids), &cfg->pids[i], &one,
+				    BPF_ANY);
+	}
+	for (size_t i = 0; i < cfg->ncgroups; i++) {
+		int cg = open(cfg->cgroups[i], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		uint32_t key = (uint32_t)i;
+		if (cg < 0 || bpf_map_update_elem(bpf_map__fd(l->skel->maps.target_cgroups), &key,
+						  &cg, BPF_ANY)) {
+			snprintf(err, errlen, "%s: not a cgroup v2 directory we can use: %s",
+				 cfg->cgroups[i], strerror(errno));
+			if (cg >= 0)
+				close(cg);
+			goto fail;
+		}
+		close(cg);
+	}
+	for (unsigned i = 0; i < l->ncpus; i++) {
+		fd = perf_event_open(&attr, cpus[i]);
+		if (fd < 0) {
+			snprintf(err, errlen, "cannot open the perf event on CPU %d: %s", cpus[i],
+				 strerror(errno));
+			goto fail;
+		}
+		l->fds[i] = (int)fd;
+		l->links[i] = bpf_program__attach_perf_event(l->skel->progs.on_overflow, (int)fd);
+		if (!l->links[i]) {
+			snprintf(err, errlen, "cannot attach to CPU %d: %s", cpus[i],
+				 strerror(errno));
+			goto fail;
+		}
+	}
+	l->rb = ring_buffer__new(bpf_map__fd(l->skel->maps.samples), on_record, l, NULL);
+	if (!l->rb) {
+		snprintf(err, errlen, "cannot map the ring buffer: %s", strerror(errno));
+		goto fail;
+	}
+	return l;
+fail:
+	ep_live_close(l);
+	return NULL;
+}
+
+void ep_live_close(struct ep_live *l)
+{
+	if (!l)
+		return;
+	ring_buffer__free(l->rb);
+	for (unsigned i = 0; i < MAX_CPUS; i++) {
+		if (l->links[i])
+			bpf_link__destroy(l->links[i]);
+		if (l->fds[i] >= 0)
+			close(l->fds[i]);
+	}
+	edgeprof_bpf__destroy(l->skel);
+	free(l);
+}
+
+const char *ep_live_mode(const struct ep_live *l)
+{
+	return l->mode;
+}
+bool ep_live_has_branch_stacks(const struct ep_live *l)
+{
+	return l->branch_stacks;
+}
+unsigned ep_live_cpus(const struct ep_live *l)
+{
+	return l->ncpus;
+}
+
+int ep_live_poll(struct ep_live *l, int timeout_ms, ep_live_sample_cb cb, void *ctx)
+{
+	l->cb = cb;
+	l->cb_ctx = ctx;
+	int n = ring_buffer__poll(l->rb, timeout_ms);
+	return n < 0 && n != -EINTR ? -1 : (n < 0 ? 0 : n);
+}
+
+void ep_live_counters(const struct ep_live *l, struct ep_live_counters *out)
+{
+	memset(out, 0, sizeof(*out));
+	int ncpus = libbpf_num_possible_cpus();
+	uint64_t *values = calloc(ncpus > 0 ? (size_t)ncpus : 1, sizeof(*values));
+	uint64_t sums[C_COUNT] = {0};
+	for (uint32_t k = 0; values && k < C_COUNT; k++) {
+		if (bpf_map_lookup_elem(bpf_map__fd(l->skel->maps.counters), &k, values) != 0)
+			continue;
+		for (int c = 0; c < ncpus; c++)
+			sums[k] += values[c];
+	}
+	free(values);
+	out->seen = sums[C_SEEN];
+	out->sent = sums[C_SENT];
+	out->filtered = sums[C_FILTERED];
+	out->kernel = sums[C_KERNEL];
+	out->reserve_failed = sums[C_RESERVE_FAILED];
+	out->branch_read_failed = sums[C_BRANCH_FAILED];
+	out->received = l->received;
+}

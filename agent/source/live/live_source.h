@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Source stage, live: the BPF program (bpf/edgeprof.bpf.c) on one perf event
+ * per online CPU, its samples drained from a BPF ring buffer. With a
+ * branch-stack PMU the event counts branches and every sample carries the
+ * stack; without one (VMs) it falls back to cpu-clock, and samples are
+ * IP-only: this is said once, never hidden.
+ */
+#ifndef EP_LIVE_SOURCE_H
+#define EP_LIVE_SOURCE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../../../bpf/edgeprof_record.h"
+
+struct ep_live_config {
+	const uint32_t *pids; /* none: every process */
+	size_t npids;
+	const char *const *cgroups; /* cgroup v2 directories; their subtrees count */
+	size_t ncgroups;
+	uint64_t period; /* branches between samples (branch-stack mode) */
+	unsigned ip_hz;	 /* samples per second per CPU (IP-only fallback) */
+	bool want_kernel;
+	unsigned drain_ms; /* how often the agent drains the ring buffer */
+};
+
+struct ep_live_counters {
+	uint64_t seen;		 /* overflows the program ran for */
+	uint64_t sent;		 /* records put in the ring buffer */
+	uint64_t filtered;	 /* other processes */
+	uint64_t kernel;	 /* kernel samples, not asked for */
+	uint64_t reserve_failed; /* ring buffer full: samples dropped */
+	uint64_t branch_read_failed;
+	uint64_t received; /* records the agent drained */
+};
+
+struct ep_live;
+
+/* Checks privileges, loads and attaches on every online CPU. NULL with err
+ * naming the problem (missing capability, unsupported kernel...). */
+struct ep_live *ep_live_open(const struct ep_live_config *cfg, char *err, size_t errlen);
+void ep_live_close(struct ep_live *live);
+
+/* One line for operators: what is being sampled and how. */
+const char *ep_live_mode(const struct ep_live *live);
+bool ep_live_has_branch_stacks(const struct ep_live *live);
+unsigned ep_live_cpus(const struct ep_live *live);
+
+typedef void (*ep_live_sample_cb)(void *ctx, const struct ep_sample_record *rec);
+/* Drains what is there, waiting up to timeout_ms for the first record.
+ * Returns the number of records handed to cb, or -1 on error. */
+int ep_live_poll(struct ep_live *live, int timeout_ms, ep_live_sample_cb cb, void *ctx);
+
+void ep_live_counters(const struct ep_live *live, struct ep_live_counters *out);
+
+#endif

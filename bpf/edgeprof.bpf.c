@@ -1,0 +1,125 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The kernel side: a perf_event program run on every sampling overflow. It
+ * keeps only the processes asked for, reads the branch stack into the shared
+ * sample record (bpf/edgeprof_record.h) in a ring buffer, and counts every
+ * reason a sample went nowhere, per CPU.
+ */
+#include "vmlinux.h"
+
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+#include "edgeprof_record.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* set by the agent before load */
+const volatile __u32 agent_tgid = 0;
+const volatile bool filter_pids = false;
+const volatile __u32 ncgroups = 0;
+const volatile bool want_kernel = false;
+
+#define EP_MAX_CGROUPS 64
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u8);
+} target_pids SEC(".maps");
+
+/* cgroups to keep; bpf_current_task_under_cgroup() also matches their
+ * descendants, so a container's whole subtree counts */
+struct {
+	__uint(type, BPF_MAP_TYPE_CGROUP_ARRAY);
+	__uint(max_entries, EP_MAX_CGROUPS);
+	__type(key, __u32);
+	__type(value, __u32);
+} target_cgroups SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 8 << 20); /* the agent resizes it before load */
+} samples SEC(".maps");
+
+enum ep_bpf_counter {
+	EP_BPF_SEEN,
+	EP_BPF_SENT,
+	EP_BPF_FILTERED,
+	EP_BPF_KERNEL,
+	EP_BPF_RESERVE_FAILED,
+	EP_BPF_BRANCH_READ_FAILED,
+	EP_BPF_COUNTERS,
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, EP_BPF_COUNTERS);
+	__type(key, __u32);
+	__type(value, __u64);
+} counters SEC(".maps");
+
+static __always_inline void count(__u32 which)
+{
+	__u64 *c = bpf_map_lookup_elem(&counters, &which);
+	if (c)
+		(*c)++;
+}
+
+static __always_inline bool wanted_cgroup(void)
+{
+	for (__u32 i = 0; i < EP_MAX_CGROUPS && i < ncgroups; i++)
+		if (bpf_current_task_under_cgroup(&target_cgroups, i) == 1)
+			return true;
+	return false;
+}
+
+SEC("perf_event")
+int on_overflow(struct bpf_perf_event_data *ctx)
+{
+	count(EP_BPF_SEEN);
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32;
+	if (tgid == 0 || tgid == agent_tgid ||
+	    (filter_pids && !bpf_map_lookup_elem(&target_pids, &tgid)) ||
+	    (ncgroups && !wanted_cgroup())) {
+		count(EP_BPF_FILTERED);
+		return 0;
+	}
+	__u64 ip = PT_REGS_IP(&ctx->regs);
+	bool kernel = ip >> 63;
+	if (kernel && !want_kernel) {
+		count(EP_BPF_KERNEL);
+		return 0;
+	}
+	struct ep_sample_record *rec = bpf_ringbuf_reserve(&samples, sizeof(*rec), 0);
+	if (!rec) {
+		count(EP_BPF_RESERVE_FAILED);
+		return 0;
+	}
+	rec->pid = tgid;
+	rec->tid = (__u32)id;
+	rec->cpu = bpf_get_smp_processor_id();
+	rec->time_ns = bpf_ktime_get_ns();
+	rec->cgroup_id = bpf_get_current_cgroup_id();
+	rec->ip = ip;
+	rec->period = ctx->sample_period;
+	rec->hw_index = 0;
+	rec->flags = kernel ? EP_SAMPLE_IP_KERNEL : 0;
+	long n = bpf_read_branch_records(ctx, rec->entries, sizeof(rec->entries), 0);
+	if (n < 0) {
+		/* no branch stack (no PMU for it, or not requested): an IP sample */
+		rec->branch_error = (__s32)n;
+		rec->nr_entries = 0;
+		rec->flags |= EP_SAMPLE_BRANCH_READ_FAILED;
+		count(EP_BPF_BRANCH_READ_FAILED);
+	} else {
+		rec->branch_error = 0;
+		rec->nr_entries = (__u32)(n / sizeof(struct ep_branch_entry));
+		rec->flags |= EP_SAMPLE_HAS_BRANCHES;
+	}
+	bpf_ringbuf_submit(rec, 0);
+	count(EP_BPF_SENT);
+	return 0;
+}

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Live collection on this PMU-less VM (needs root, as CI runs): the BPF
+# program loads and attaches on every CPU, says in one line that there is no
+# branch-stack PMU and falls back to IP samples, and samples of busy child
+# processes arrive through the ring buffer; pid and cgroup filters keep only
+# their targets; SIGTERM mid-run leaves a complete profile.
+source "$(dirname "$0")/lib.sh"
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "# skipped: live collection needs root (CAP_BPF, CAP_PERFMON)"
+	finish
+fi
+here=$(dirname "$0")
+cc -O1 -g -o "$TEST_TMP/hot_cold" "$here/../workloads/hot_cold.c"
+cc -O1 -g -o "$TEST_TMP/random_branches" "$here/../workloads/random_branches.c"
+"$TEST_TMP/hot_cold" 100000000000 >/dev/null &
+a=$!
+track_pid "$a"
+"$TEST_TMP/random_branches" 100000000000 >/dev/null &
+b=$!
+track_pid "$b"
+
+paths() { "$EDGEPROF" export "$1" --format json | jq -r '[.profiles[] | select(.samples > 0) | .path] | sort | join(" ")'; }
+
+"$EDGEPROF" agent --pid "$a" --duration 2 -o "$TEST_TMP/a.prof" 2>"$TEST_TMP/a.err"
+check "agent --pid runs and exits 0" test $? -eq 0
+check "says in one line there is no branch-stack PMU" \
+	test "$(grep -c 'no branch-stack PMU.*IP-only' "$TEST_TMP/a.err")" -eq 1
+check "attaches on every online CPU ($(nproc))" grep -q "on $(nproc) CPUs" "$TEST_TMP/a.err"
+"$EDGEPROF" report "$TEST_TMP/a.prof" >"$TEST_TMP/a.txt"
+hottest=$(awk '/hottest functions/ {getline; getline; print $NF; exit}' "$TEST_TMP/a.txt")
+samples=$("$EDGEPROF" export "$TEST_TMP/a.prof" --format json | jq .stats.samples)
+echo "# --pid: $samples samples, hottest function $hottest"
+check "samples of the busy child arrive (${samples:-0} in 2 s)" test "${samples:-0}" -gt 200
+check "the IP-only profile names the child's hot function" test "$hottest" = hot_loop
+check "pid filter: only the targeted process" test "$(paths "$TEST_TMP/a.prof")" = "$TEST_TMP/hot_cold"
+
+# the agent runs for months: no leak, no undefined behaviour (ASan+UBSan)
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 "$EDGEPROF_ASAN" agent --pid "$a" --duration 1 \
+	-o "$TEST_TMP/asan.prof" 2>"$TEST_TMP/asan.err"
+check "ASan+UBSan agent: clean exit, no sanitizer report" \
+	bash -c "[ $? -eq 0 ] && ! grep -qE 'Sanitizer|runtime error' '$TEST_TMP/asan.err'"
+
+cg=""
+for root in /sys/fs/cgroup/unified /sys/fs/cgroup; do
+	if [ -f "$root/cgroup.procs" ] && [ -w "$root" ]; then
+		cg=$root/edgeprof-test-$$
+		break
+	fi
+done
+if [ -n "$cg" ] && mkdir "$cg" 2>/dev/null; then
+	echo "$b" >"$cg/cgroup.procs"
+	"$EDGEPROF" agent --cgroup "$cg" --duration 2 -o "$TEST_TMP/cg.prof" 2>/dev/null
+	check "cgroup filter: only the process in the cgroup" \
+		test "$(paths "$TEST_TMP/cg.prof")" = "$TEST_TMP/random_branches"
+	echo "$b" >"$(dirname "$cg")/cgroup.procs"
+	rmdir "$cg"
+else
+	not_ok "cgroup filter: no writable cgroup v2 hierarchy to make a test cgroup in"
+fi
+
+"$EDGEPROF" agent --duration 600 -o "$TEST_TMP/term.prof" 2>"$TEST_TMP/term.err" &
+agent=$!
+track_pid "$agent"
+sleep 1.5
+kill -TERM "$agent"
+wait "$agent"
+check "SIGTERM mid-run: clean exit" test $? -eq 0
+check "SIGTERM mid-run: the profile file is complete and valid" \
+	bash -c "'$EDGEPROF' report '$TEST_TMP/term.prof' >/dev/null"
+check "whole-machine mode sees both busy processes" \
+	bash -c "[[ '$(paths "$TEST_TMP/term.prof")' == *hot_cold*random_branches* ]]"
+finish
