@@ -191,6 +191,23 @@ if command -v perf >/dev/null; then
 fi
 rm -f "$big" "$tmp"/*.out
 
+# --- the LBR emulator: guest instructions per second of a whole
+# `record --emulate`, and its slowdown against the native run --------------------
+cc -O1 -o "$tmp/hot_cold" tests/workloads/hot_cold.c
+m_stdout=/dev/null best emulator "$build/edgeprof" record --emulate -o "$tmp/emu.prof" -- \
+	"$tmp/hot_cold" 100000000
+emu_wall=$b_wall
+m_stdout=/dev/null best native "$tmp/hot_cold" 100000000
+native_wall=$b_wall
+insns=$("$build/edgeprof" record --emulate -o "$tmp/emu.prof" -- "$tmp/hot_cold" 100000000 2>&1 \
+	>/dev/null | sed -n 's/.* ran [0-9]* branches, \([0-9]*\) instructions/\1/p')
+printf 'emulator_seconds: %.3f\n' "$emu_wall"
+printf 'emulator_guest_insns_per_sec: %.0f\n' "$(echo "$insns / $emu_wall" | bc -l)"
+echo "emulator_slowdown_vs_native: $(ratio "$emu_wall" "$native_wall")"
+
+# --- accuracy: ours against the peers' method and ablations ---------------------
+bench/accuracy.sh "$build"
+
 # --- the other benchmarks ------------------------------------------------------
 shopt -s nullglob
 for b in "$build"/bench/*; do

@@ -19,6 +19,20 @@ const volatile __u32 agent_tgid = 0;
 const volatile bool filter_pids = false;
 const volatile __u32 ncgroups = 0;
 const volatile bool want_kernel = false;
+/*
+ * The randomized period (SPEC step 1). The perf event overflows every
+ * `step` events, and the program only samples every n-th overflow, n drawn
+ * uniformly from [steps - steps_jitter, steps + steps_jitter] with
+ * bpf_get_prandom_u32(), per CPU. The kernel cannot change a running
+ * event's period from BPF, and re-arming it from the agent
+ * (PERF_EVENT_IOC_PERIOD) would cost a system call per sample per CPU; the
+ * countdown costs one cheap program run per overflow instead. The agent picks
+ * step prime, so only loops a prime number of branches long (at least
+ * P/steps) could still line up with it.
+ */
+const volatile __u32 steps = 1;
+const volatile __u32 steps_jitter = 0;
+const volatile __u64 step = 1;
 
 #define EP_MAX_CGROUPS 64
 
@@ -50,6 +64,7 @@ enum ep_bpf_counter {
 	EP_BPF_KERNEL,
 	EP_BPF_RESERVE_FAILED,
 	EP_BPF_BRANCH_READ_FAILED,
+	EP_BPF_BETWEEN_SAMPLES, /* overflows the countdown let pass */
 	EP_BPF_COUNTERS,
 };
 
@@ -67,6 +82,41 @@ static __always_inline void count(__u32 which)
 		(*c)++;
 }
 
+struct countdown {
+	__u32 left;  /* overflows until the next sample */
+	__u32 drawn; /* what was drawn for the current interval */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct countdown);
+} countdown SEC(".maps");
+
+/* false between samples; at a sample, *elapsed gets the overflows since the
+ * previous one on this CPU (0 for the CPU's first: unknown) and the next
+ * interval is drawn. */
+static __always_inline bool sample_now(__u32 *elapsed)
+{
+	__u32 zero = 0;
+	struct countdown *c = bpf_map_lookup_elem(&countdown, &zero);
+	*elapsed = 0;
+	if (!c)
+		return true;
+	if (c->left > 1) {
+		c->left--;
+		return false;
+	}
+	*elapsed = c->drawn;
+	__u32 n = steps;
+	if (steps_jitter)
+		n = steps - steps_jitter + bpf_get_prandom_u32() % (2 * steps_jitter + 1);
+	c->left = n;
+	c->drawn = n;
+	return true;
+}
+
 static __always_inline bool wanted_cgroup(void)
 {
 	for (__u32 i = 0; i < EP_MAX_CGROUPS && i < ncgroups; i++)
@@ -79,6 +129,11 @@ SEC("perf_event")
 int on_overflow(struct bpf_perf_event_data *ctx)
 {
 	count(EP_BPF_SEEN);
+	__u32 overflows;
+	if (!sample_now(&overflows)) {
+		count(EP_BPF_BETWEEN_SAMPLES);
+		return 0;
+	}
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32;
 	if (tgid == 0 || tgid == agent_tgid ||
@@ -104,7 +159,7 @@ int on_overflow(struct bpf_perf_event_data *ctx)
 	rec->time_ns = bpf_ktime_get_ns();
 	rec->cgroup_id = bpf_get_current_cgroup_id();
 	rec->ip = ip;
-	rec->period = ctx->sample_period;
+	rec->period = overflows * step; /* events since this CPU's previous sample */
 	rec->hw_index = 0;
 	rec->flags = kernel ? EP_SAMPLE_IP_KERNEL : 0;
 	long n = bpf_read_branch_records(ctx, rec->entries, sizeof(rec->entries), 0);

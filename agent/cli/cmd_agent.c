@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,10 +37,16 @@ static void on_signal(int sig)
 	stop_requested = 1;
 }
 
+struct period_stats {
+	uint64_t n, min, max;
+	double sum, sumsq;
+};
+
 struct agent_ctx {
 	struct ep_pipeline *pipeline;
-	struct ep_u64map maps_read; /* pid -> monotonic ns of the last /proc read */
-	uint64_t unresolved_pids;   /* processes gone before their maps were read */
+	struct period_stats periods; /* as the samples report them */
+	struct ep_u64map maps_read;  /* pid -> monotonic ns of the last /proc read */
+	uint64_t unresolved_pids;    /* processes gone before their maps were read */
 };
 
 static uint64_t now_ns(void)
@@ -82,6 +89,17 @@ static void read_maps(struct agent_ctx *c, uint32_t pid)
 static void on_sample(void *ctx, const struct ep_sample_record *rec)
 {
 	struct agent_ctx *c = ctx;
+	struct period_stats *ps = &c->periods;
+	/* a CPU's first sample has no previous one to measure from */
+	if (rec->period > 0) {
+		if (ps->n == 0 || rec->period < ps->min)
+			ps->min = rec->period;
+		if (rec->period > ps->max)
+			ps->max = rec->period;
+		ps->n++;
+		ps->sum += (double)rec->period;
+		ps->sumsq += (double)rec->period * (double)rec->period;
+	}
 	bool inserted = false;
 	uint64_t *last = ep_u64map_upsert(&c->maps_read, rec->pid, &inserted);
 	if (inserted) {
@@ -128,6 +146,8 @@ int ep_cmd_agent(int argc, char **argv)
 	    {"interval", required_argument, NULL, 'i'},
 	    {"period", required_argument, NULL, 'P'},
 	    {"ip-hz", required_argument, NULL, 'f'},
+	    {"jitter", required_argument, NULL, 'j'},
+	    {"steps", required_argument, NULL, 's'},
 	    {"kernel", no_argument, NULL, 'k'},
 	    {"output", required_argument, NULL, 'o'},
 	    {"log-level", required_argument, NULL, 'l'},
@@ -139,6 +159,7 @@ int ep_cmd_agent(int argc, char **argv)
 	struct ep_live_config cfg = {
 	    .pids = pids, .cgroups = cgroups, .period = 20011, .ip_hz = 997, .drain_ms = 100};
 	unsigned duration = 0, interval = 10;
+	bool jitter_set = false;
 	const char *output = NULL;
 	optind = 1;
 	int ch;
@@ -161,10 +182,19 @@ int ep_cmd_agent(int argc, char **argv)
 			}
 			cgroups[cfg.ncgroups++] = optarg;
 			break;
+		case 'j':
+			if (ep_parse_uint(optarg, 0, UINT_MAX - 1, &v) != 0) {
+				ep_error("--jitter: '%s' is not a number", optarg);
+				return 2;
+			}
+			cfg.jitter = v;
+			jitter_set = true;
+			break;
 		case 'd':
 		case 'i':
 		case 'P':
 		case 'f':
+		case 's':
 			if (ep_parse_uint(optarg, 1, UINT_MAX - 1, &v) != 0) {
 				ep_error("'%s' is not a positive number", optarg);
 				return 2;
@@ -175,6 +205,8 @@ int ep_cmd_agent(int argc, char **argv)
 				interval = v;
 			else if (ch == 'P')
 				cfg.period = v;
+			else if (ch == 's')
+				cfg.steps = v;
 			else
 				cfg.ip_hz = v;
 			break;
@@ -207,6 +239,12 @@ int ep_cmd_agent(int argc, char **argv)
 		return 2;
 	}
 
+	if (!jitter_set)
+		cfg.jitter = cfg.period / 16; /* SPEC's example: D = P/16 */
+	if (cfg.jitter >= cfg.period) {
+		ep_error("--jitter must be smaller than --period");
+		return 2;
+	}
 	char err[512];
 	struct ep_live *live = ep_live_open(&cfg, err, sizeof(err));
 	if (!live) {
@@ -257,6 +295,14 @@ int ep_cmd_agent(int argc, char **argv)
 		output, (unsigned long long)lc.received, (unsigned long long)lc.filtered,
 		(unsigned long long)lc.kernel, (unsigned long long)lc.reserve_failed,
 		(unsigned long long)ctx.unresolved_pids);
+	if (ctx.periods.n > 1) {
+		const struct period_stats *ps = &ctx.periods;
+		double mean = ps->sum / (double)ps->n;
+		double var = ps->sumsq / (double)ps->n - mean * mean;
+		ep_info("sampling periods: n=%llu mean=%.0f min=%llu max=%llu stddev=%.0f",
+			(unsigned long long)ps->n, mean, (unsigned long long)ps->min,
+			(unsigned long long)ps->max, var > 0 ? sqrt(var) : 0.0);
+	}
 	if (lc.reserve_failed)
 		ep_warn("%llu samples dropped because the ring buffer was full",
 			(unsigned long long)lc.reserve_failed);

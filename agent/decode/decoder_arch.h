@@ -4,6 +4,7 @@
 #define EP_DECODER_ARCH_H
 
 #include <capstone.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "decoder.h"

@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* AArch64 classification. svc/hvc are ordinary instructions here for the
+ * same reason as x86's syscall: execution resumes right after them. */
 #include "decoder_arch.h"
 
 /* The last operand of a direct branch is its target. */
@@ -41,11 +43,16 @@ void ep_arm64_classify(const cs_insn *insn, struct ep_insn_info *out)
 		out->kind = EP_BRANCH_CALL_INDIRECT;
 		return;
 	case ARM64_INS_RET:
-	case ARM64_INS_ERET:
 		out->kind = EP_BRANCH_RETURN;
 		return;
+	/* Exception returns and breakpoints leave the straight line without a
+	 * user-mode branch record to continue from. */
+	case ARM64_INS_ERET:
 	case ARM64_INS_BRK:
 	case ARM64_INS_HLT:
+	case ARM64_INS_DCPS1:
+	case ARM64_INS_DCPS2:
+	case ARM64_INS_DCPS3:
 		out->kind = EP_BRANCH_OTHER;
 		return;
 	default:

@@ -59,6 +59,26 @@ else
 	not_ok "cgroup filter: no writable cgroup v2 hierarchy to make a test cgroup in"
 fi
 
+# The randomized period: each sample's period is drawn uniformly from
+# [P - D, P + D] in whole steps. On cpu-clock here: 64 steps of a prime
+# number of ns per 1 ms, D a quarter of P; what the samples report must
+# have that mean, that range, and a uniform law's spread.
+"$EDGEPROF" agent --pid "$a" --duration 3 --steps 64 --period 20000 --jitter 5000 \
+	-o "$TEST_TMP/per.prof" --log-level info 2>"$TEST_TMP/per.err"
+read -r p d < <(sed -n 's/.*cpu-clock every \([0-9]*\) +- \([0-9]*\) ns.*/\1 \2/p' "$TEST_TMP/per.err")
+stats=$(sed -n 's/.*sampling periods: \(.*\)/\1/p' "$TEST_TMP/per.err")
+echo "# asked: $p +- $d ns; measured: $stats"
+check "randomized period: mean, range and spread of a uniform draw" python3 - "$p" "$d" "$stats" <<'PY'
+import math, sys
+p, d = int(sys.argv[1]), int(sys.argv[2])
+s = dict(kv.split("=") for kv in sys.argv[3].split())
+n, mean, lo, hi, sd = int(s["n"]), float(s["mean"]), int(s["min"]), int(s["max"]), float(s["stddev"])
+want_sd = d / math.sqrt(3)
+ok = (n >= 500 and abs(mean - p) < 0.02 * p and lo >= p - d and hi <= p + d
+      and abs(sd - want_sd) < 0.2 * want_sd)
+sys.exit(0 if ok else 1)
+PY
+
 "$EDGEPROF" agent --duration 600 -o "$TEST_TMP/term.prof" 2>"$TEST_TMP/term.err" &
 agent=$!
 track_pid "$agent"

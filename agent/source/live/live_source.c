@@ -18,7 +18,16 @@
 
 #define MAX_CPUS 1024
 /* Counter indexes, as bpf/edgeprof.bpf.c numbers them. */
-enum { C_SEEN, C_SENT, C_FILTERED, C_KERNEL, C_RESERVE_FAILED, C_BRANCH_FAILED, C_COUNT };
+enum {
+	C_SEEN,
+	C_SENT,
+	C_FILTERED,
+	C_KERNEL,
+	C_RESERVE_FAILED,
+	C_BRANCH_FAILED,
+	C_BETWEEN,
+	C_COUNT
+};
 
 struct ep_live {
 	struct edgeprof_bpf *skel;
@@ -27,7 +36,9 @@ struct ep_live {
 	struct bpf_link *links[MAX_CPUS];
 	unsigned ncpus;
 	bool branch_stacks;
-	char mode[256];
+	uint64_t step;
+	uint32_t steps, steps_jitter;
+	char mode[320];
 	uint64_t received;
 	ep_live_sample_cb cb;
 	void *cb_ctx;
@@ -82,14 +93,47 @@ static unsigned online_cpus(int *cpus, unsigned max)
 	return n;
 }
 
+static bool is_prime(uint64_t n)
+{
+	if (n < 2)
+		return false;
+	for (uint64_t d = 2; d * d <= n; d++)
+		if (n % d == 0)
+			return false;
+	return true;
+}
+
+/* Splits the period into `steps` overflows of a prime step: the BPF
+ * program's countdown then draws how many overflows make each sample's
+ * period (see bpf/edgeprof.bpf.c). */
+static void plan_period(struct ep_live *l, uint64_t period, uint64_t jitter, unsigned steps)
+{
+	if (steps == 0 || steps > period)
+		steps = period < 2 ? 1 : (unsigned)(period < steps ? period : steps);
+	uint64_t step = period / steps;
+	while (step > 2 && !is_prime(step))
+		step--;
+	l->step = step ? step : 1;
+	l->steps = (uint32_t)((period + l->step / 2) / l->step);
+	l->steps_jitter = (uint32_t)((jitter + l->step / 2) / l->step);
+	if (l->steps_jitter >= l->steps)
+		l->steps_jitter = l->steps - 1;
+}
+
+void ep_live_period(const struct ep_live *l, uint64_t *mean, uint64_t *jitter)
+{
+	*mean = (uint64_t)l->steps * l->step;
+	*jitter = (uint64_t)l->steps_jitter * l->step;
+}
+
 /* The branch-stack event: every retired branch, user-mode stacks. */
-static void branch_attr(struct perf_event_attr *a, const struct ep_live_config *cfg)
+static void branch_attr(struct perf_event_attr *a, const struct ep_live_config *cfg, uint64_t step)
 {
 	memset(a, 0, sizeof(*a));
 	a->size = sizeof(*a);
 	a->type = PERF_TYPE_HARDWARE;
 	a->config = PERF_COUNT_HW_BRANCH_INSTRUCTIONS;
-	a->sample_period = cfg->period;
+	a->sample_period = step;
 	a->sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_BRANCH_STACK;
 	a->branch_sample_type = PERF_SAMPLE_BRANCH_ANY |
 				(cfg->want_kernel ? PERF_SAMPLE_BRANCH_KERNEL : 0) |
@@ -98,14 +142,14 @@ static void branch_attr(struct perf_event_attr *a, const struct ep_live_config *
 	a->exclude_hv = 1;
 }
 
-static void clock_attr(struct perf_event_attr *a, const struct ep_live_config *cfg)
+/* cpu-clock counts nanoseconds: the step is a time */
+static void clock_attr(struct perf_event_attr *a, uint64_t step_ns)
 {
 	memset(a, 0, sizeof(*a));
 	a->size = sizeof(*a);
 	a->type = PERF_TYPE_SOFTWARE;
 	a->config = PERF_COUNT_SW_CPU_CLOCK;
-	a->freq = 1;
-	a->sample_freq = cfg->ip_hz;
+	a->sample_period = step_ns;
 	a->sample_type = PERF_SAMPLE_IP;
 }
 
@@ -148,21 +192,31 @@ struct ep_live *ep_live_open(const struct ep_live_config *cfg, char *err, size_t
 
 	/* Which event: the branch stack where the PMU has one, else cpu-clock. */
 	struct perf_event_attr attr;
-	branch_attr(&attr, cfg);
+	plan_period(l, cfg->period, cfg->jitter, cfg->steps ? cfg->steps : 16);
+	branch_attr(&attr, cfg, l->step);
 	long fd = perf_event_open(&attr, cpus[0]);
 	int branch_errno = fd < 0 ? errno : 0;
 	l->branch_stacks = fd >= 0;
+	uint64_t mean, jitter;
 	if (fd >= 0) {
 		close((int)fd);
+		ep_live_period(l, &mean, &jitter);
 		snprintf(l->mode, sizeof(l->mode),
-			 "branch stacks on retired branches, every %llu branches, %u CPUs",
-			 (unsigned long long)cfg->period, l->ncpus);
+			 "branch stacks on retired branches, every %llu +- %llu branches, on %u "
+			 "CPUs",
+			 (unsigned long long)mean, (unsigned long long)jitter, l->ncpus);
 	} else {
-		clock_attr(&attr, cfg);
-		snprintf(l->mode, sizeof(l->mode),
-			 "no branch-stack PMU (%s): sampling IPs on cpu-clock at %u Hz on %u CPUs; "
-			 "the profile is IP-only",
-			 strerror(branch_errno), cfg->ip_hz, l->ncpus);
+		uint64_t period_ns = 1000000000ULL / (cfg->ip_hz ? cfg->ip_hz : 1);
+		plan_period(l, period_ns, cfg->jitter ? cfg->jitter * period_ns / cfg->period : 0,
+			    cfg->steps ? cfg->steps : 4);
+		clock_attr(&attr, l->step);
+		ep_live_period(l, &mean, &jitter);
+		snprintf(
+		    l->mode, sizeof(l->mode),
+		    "no branch-stack PMU (%s): sampling IPs on cpu-clock every %llu +- %llu ns "
+		    "on %u CPUs; the profile is IP-only",
+		    strerror(branch_errno), (unsigned long long)mean, (unsigned long long)jitter,
+		    l->ncpus);
 	}
 
 	l->skel = edgeprof_bpf__open();
@@ -174,7 +228,11 @@ struct ep_live *ep_live_open(const struct ep_live_config *cfg, char *err, size_t
 	l->skel->rodata->filter_pids = cfg->npids > 0;
 	l->skel->rodata->ncgroups = (uint32_t)cfg->ncgroups;
 	l->skel->rodata->want_kernel = cfg->want_kernel;
-	double rate = l->branch_stacks ? 2e9 / (double)(cfg->period ? cfg->period : 1) : cfg->ip_hz;
+	l->skel->rodata->steps = l->steps;
+	l->skel->rodata->steps_jitter = l->steps_jitter;
+	l->skel->rodata->step = l->step;
+	double rate = l->branch_stacks ? 2e9 / (double)(cfg->period ? cfg->period : 1)
+				       : (double)(cfg->ip_hz ? cfg->ip_hz : 1);
 	bpf_map__set_max_entries(l->skel->maps.samples,
 				 ring_size(l->ncpus, rate, cfg->drain_ms ? cfg->drain_ms : 100));
 	if (edgeprof_bpf__load(l->skel) != 0) {
@@ -282,5 +340,6 @@ void ep_live_counters(const struct ep_live *l, struct ep_live_counters *out)
 	out->kernel = sums[C_KERNEL];
 	out->reserve_failed = sums[C_RESERVE_FAILED];
 	out->branch_read_failed = sums[C_BRANCH_FAILED];
+	out->between_samples = sums[C_BETWEEN];
 	out->received = l->received;
 }

@@ -21,7 +21,9 @@ struct ep_live_config {
 	const char *const *cgroups; /* cgroup v2 directories; their subtrees count */
 	size_t ncgroups;
 	uint64_t period; /* branches between samples (branch-stack mode) */
+	uint64_t jitter; /* each period drawn from [period - jitter, period + jitter] */
 	unsigned ip_hz;	 /* samples per second per CPU (IP-only fallback) */
+	unsigned steps;	 /* overflows per sample (0: 16, or 4 when IP-only) */
 	bool want_kernel;
 	unsigned drain_ms; /* how often the agent drains the ring buffer */
 };
@@ -33,7 +35,8 @@ struct ep_live_counters {
 	uint64_t kernel;	 /* kernel samples, not asked for */
 	uint64_t reserve_failed; /* ring buffer full: samples dropped */
 	uint64_t branch_read_failed;
-	uint64_t received; /* records the agent drained */
+	uint64_t between_samples; /* overflows the randomized countdown let pass */
+	uint64_t received;	  /* records the agent drained */
 };
 
 struct ep_live;
@@ -46,6 +49,9 @@ void ep_live_close(struct ep_live *live);
 /* One line for operators: what is being sampled and how. */
 const char *ep_live_mode(const struct ep_live *live);
 bool ep_live_has_branch_stacks(const struct ep_live *live);
+/* The period actually used, mean and half-width, in events (branches) or,
+ * IP-only, nanoseconds of cpu-clock: quantized to whole steps. */
+void ep_live_period(const struct ep_live *live, uint64_t *mean, uint64_t *jitter);
 unsigned ep_live_cpus(const struct ep_live *live);
 
 typedef void (*ep_live_sample_cb)(void *ctx, const struct ep_sample_record *rec);
