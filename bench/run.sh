@@ -205,6 +205,37 @@ printf 'emulator_seconds: %.3f\n' "$emu_wall"
 printf 'emulator_guest_insns_per_sec: %.0f\n' "$(echo "$insns / $emu_wall" | bc -l)"
 echo "emulator_slowdown_vs_native: $(ratio "$emu_wall" "$native_wall")"
 
+# --- the live agent: the BPF program's cost per run (kernel.bpf_stats_enabled:
+# run_time_ns / run_cnt), the agent's CPU and peak RSS while sampling a busy
+# machine for 5 s. Needs root; on a PMU-less VM this is the cpu-clock fallback.
+if [ "$(id -u)" -eq 0 ] && [ -w /proc/sys/kernel/bpf_stats_enabled ]; then
+	stats_was=$(cat /proc/sys/kernel/bpf_stats_enabled)
+	echo 1 >/proc/sys/kernel/bpf_stats_enabled
+	"$tmp/hot_cold" 100000000000 >/dev/null &
+	busy=$!
+	# the program's counters are read while it is still loaded
+	(sleep 4 && bpftool -j prog show name on_overflow >"$tmp/prog.json" 2>/dev/null) &
+	reader=$!
+	m_stdout=/dev/null measure agent "$build/edgeprof" agent --duration 5 --ip-hz 4000 \
+		-o "$tmp/agent.prof"
+	wait "$reader"
+	prog=$(cat "$tmp/prog.json" 2>/dev/null)
+	kill "$busy" 2>/dev/null
+	wait "$busy" 2>/dev/null || true
+	echo "$stats_was" >/proc/sys/kernel/bpf_stats_enabled
+	run_ns=$(echo "$prog" | jq '[.. | objects | select(.run_time_ns?) | .run_time_ns] | add // 0')
+	run_cnt=$(echo "$prog" | jq '[.. | objects | select(.run_cnt?) | .run_cnt] | add // 0')
+	if [ "${run_cnt:-0}" -gt 0 ]; then
+		printf 'bpf_ns_per_run: %.0f\n' "$(echo "$run_ns / $run_cnt" | bc -l)"
+		echo "bpf_runs: $run_cnt"
+	fi
+	printf 'agent_cpu_seconds_per_5s: %.3f\n' "$m_cpu"
+	[ -n "$m_rss" ] && echo "agent_peak_rss_kib: $m_rss"
+	echo "agent_samples: $("$build/edgeprof" export "$tmp/agent.prof" --format json | jq .stats.samples)"
+else
+	note "not root: live agent figures skipped"
+fi
+
 # --- accuracy: ours against the peers' method and ablations ---------------------
 bench/accuracy.sh "$build"
 

@@ -140,19 +140,13 @@ static int write_profile(struct ep_pipeline *p, const struct ep_live *live, cons
 int ep_cmd_agent(int argc, char **argv)
 {
 	static const struct option opts[] = {
-	    {"pid", required_argument, NULL, 'p'},
-	    {"cgroup", required_argument, NULL, 'g'},
-	    {"duration", required_argument, NULL, 'd'},
-	    {"interval", required_argument, NULL, 'i'},
-	    {"period", required_argument, NULL, 'P'},
-	    {"ip-hz", required_argument, NULL, 'f'},
-	    {"jitter", required_argument, NULL, 'j'},
-	    {"steps", required_argument, NULL, 's'},
-	    {"kernel", no_argument, NULL, 'k'},
-	    {"output", required_argument, NULL, 'o'},
-	    {"log-level", required_argument, NULL, 'l'},
-	    {"help", no_argument, NULL, 'h'},
-	    {0},
+	    {"pid", required_argument, NULL, 'p'},	{"cgroup", required_argument, NULL, 'g'},
+	    {"duration", required_argument, NULL, 'd'}, {"interval", required_argument, NULL, 'i'},
+	    {"period", required_argument, NULL, 'P'},	{"ip-hz", required_argument, NULL, 'f'},
+	    {"jitter", required_argument, NULL, 'j'},	{"steps", required_argument, NULL, 's'},
+	    {"ring-kib", required_argument, NULL, 'r'}, {"kernel", no_argument, NULL, 'k'},
+	    {"output", required_argument, NULL, 'o'},	{"log-level", required_argument, NULL, 'l'},
+	    {"help", no_argument, NULL, 'h'},		{0},
 	};
 	uint32_t pids[MAX_TARGETS];
 	const char *cgroups[MAX_TARGETS];
@@ -194,6 +188,7 @@ int ep_cmd_agent(int argc, char **argv)
 		case 'i':
 		case 'P':
 		case 'f':
+		case 'r':
 		case 's':
 			if (ep_parse_uint(optarg, 1, UINT_MAX - 1, &v) != 0) {
 				ep_error("'%s' is not a positive number", optarg);
@@ -207,6 +202,8 @@ int ep_cmd_agent(int argc, char **argv)
 				cfg.period = v;
 			else if (ch == 's')
 				cfg.steps = v;
+			else if (ch == 'r')
+				cfg.ring_kib = v;
 			else
 				cfg.ip_hz = v;
 			break;

@@ -54,13 +54,13 @@ void ep_x86_classify(const cs_insn *insn, struct ep_insn_info *out)
 		return;
 	case X86_INS_JMP:
 	case X86_INS_LJMP:
-		out->kind = direct_target(insn, &out->target) ? EP_BRANCH_JUMP
-							      : EP_BRANCH_JUMP_INDIRECT;
+		out->kind =
+		    direct_target(insn, &out->target) ? EP_BRANCH_JUMP : EP_BRANCH_JUMP_INDIRECT;
 		return;
 	case X86_INS_CALL:
 	case X86_INS_LCALL:
-		out->kind = direct_target(insn, &out->target) ? EP_BRANCH_CALL
-							      : EP_BRANCH_CALL_INDIRECT;
+		out->kind =
+		    direct_target(insn, &out->target) ? EP_BRANCH_CALL : EP_BRANCH_CALL_INDIRECT;
 		return;
 	case X86_INS_RET:
 	case X86_INS_RETF:

@@ -233,8 +233,14 @@ struct ep_live *ep_live_open(const struct ep_live_config *cfg, char *err, size_t
 	l->skel->rodata->step = l->step;
 	double rate = l->branch_stacks ? 2e9 / (double)(cfg->period ? cfg->period : 1)
 				       : (double)(cfg->ip_hz ? cfg->ip_hz : 1);
-	bpf_map__set_max_entries(l->skel->maps.samples,
-				 ring_size(l->ncpus, rate, cfg->drain_ms ? cfg->drain_ms : 100));
+	uint32_t ring = ring_size(l->ncpus, rate, cfg->drain_ms ? cfg->drain_ms : 100);
+	if (cfg->ring_kib) {
+		/* the kernel wants a power of two of at least a page */
+		ring = 4096;
+		while (ring < cfg->ring_kib * 1024u && ring < (1u << 30))
+			ring <<= 1;
+	}
+	bpf_map__set_max_entries(l->skel->maps.samples, ring);
 	if (edgeprof_bpf__load(l->skel) != 0) {
 		snprintf(err, errlen,
 			 "cannot load the BPF program (verifier or kernel refused it): %s",
