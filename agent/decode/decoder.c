@@ -5,9 +5,12 @@
  *  - ranges: every straight-line range met, with a dense id;
  *  - runs: the straight line from an address A up to the first instruction
  *    that leaves it unconditionally, stored as the ordered list of
- *    (branch site, range ending there) pairs. A walk between two taken
- *    branches is then a cached run lookup and a scan of that list: capstone
- *    only ever sees an instruction once.
+ *    (branch site, range ending there) pairs and a bitmap of instruction
+ *    starts. A walk between two taken branches is then a cached run lookup
+ *    (by the landing branch's site when known, else by address) and a scan
+ *    of that list; capstone runs only while a run is built, and a run that
+ *    reaches an older run's start takes that run's tail instead of decoding
+ *    it again.
  */
 #include "decoder.h"
 
@@ -20,8 +23,9 @@
 #include "decoder_debug.h"
 
 #define NO_RUN	     UINT32_MAX
+#define NO_RANGE     UINT32_MAX
 #define NOT_A_BRANCH (UINT64_MAX - 1)
-/* AutoFDO's bound for one gap; no real straight line is longer. */
+/* No real straight line is this long; past it the bytes are surely data. */
 #define MAX_RUN_BYTES (1u << 20)
 
 enum run_end {
@@ -32,11 +36,11 @@ enum run_end {
 
 struct run {
 	uint64_t start;
-	uint64_t end; /* address after the last decoded instruction */
-	uint32_t first_item;
+	uint64_t end;	     /* address after the last decoded instruction */
+	uint32_t first_item; /* into items[] and item_addrs[] */
 	uint32_t nitems;
+	uint32_t bitmap; /* first word in bitmaps[]: instruction starts in [start, end) */
 	uint8_t end_kind;
-	uint64_t *insn_bitmap; /* instruction starts, built on first walk_to_ip */
 };
 
 struct ep_decoder {
@@ -48,9 +52,11 @@ struct ep_decoder {
 
 	struct ep_site *sites;
 	uint32_t nsites, sites_cap;
-	uint32_t *site_target_run; /* run at a direct site's target, NO_RUN until known */
-	uint32_t site_target_run_cap;
-	struct ep_u64map site_by_addr;
+	/* runs at a direct site's target and at its fall-through, NO_RUN until
+	 * known: a walk after a direct branch needs no hashing */
+	uint32_t *site_target_run, *site_ft_run;
+	uint32_t site_runs_cap;
+	struct ep_u64map site_by_addr; /* addr -> site id + 1, or NOT_A_BRANCH */
 
 	struct ep_range_def *ranges;
 	uint32_t nranges, ranges_cap;
@@ -59,8 +65,16 @@ struct ep_decoder {
 	struct run *runs;
 	uint32_t nruns, runs_cap;
 	struct ep_u64map run_by_start;
+	/* items of all runs back to back; item_addrs mirrors the site
+	 * addresses so the walk loop reads one dense array */
 	struct ep_walk_step *items;
-	uint32_t nitems, items_cap;
+	uint64_t *item_addrs;
+	uint32_t nitems, items_cap, item_addrs_cap;
+	uint64_t *bitmaps;
+	uint32_t nbitmap_words, bitmaps_cap;
+	/* instruction offsets of the run being built */
+	uint32_t *scratch;
+	uint32_t scratch_cap;
 };
 
 const char *ep_branch_kind_name(enum ep_branch_kind kind)
@@ -132,12 +146,14 @@ void ep_decoder_free(struct ep_decoder *d)
 		return;
 	cs_free(d->insn, 1);
 	cs_close(&d->cs);
-	for (uint32_t i = 0; i < d->nruns; i++)
-		free(d->runs[i].insn_bitmap);
 	free(d->runs);
 	free(d->items);
+	free(d->item_addrs);
+	free(d->bitmaps);
+	free(d->scratch);
 	free(d->sites);
 	free(d->site_target_run);
+	free(d->site_ft_run);
 	free(d->ranges);
 	ep_u64map_free(&d->site_by_addr);
 	ep_u64map_free(&d->range_index);
@@ -149,28 +165,34 @@ uint32_t ep_decoder_site_count(const struct ep_decoder *d)
 {
 	return d->nsites;
 }
+
 const struct ep_site *ep_decoder_site(const struct ep_decoder *d, uint32_t site)
 {
 	return &d->sites[site];
 }
+
 const struct ep_site *ep_decoder_sites(const struct ep_decoder *d)
 {
 	return d->sites;
 }
+
 uint32_t ep_decoder_range_count(const struct ep_decoder *d)
 {
 	return d->nranges;
 }
+
 const struct ep_range_def *ep_decoder_range(const struct ep_decoder *d, uint32_t range)
 {
 	return &d->ranges[range];
 }
 
-static int grow(void **array, uint32_t *cap, size_t elem, uint32_t need)
+static int grow(void **array, uint32_t *cap, size_t elem, uint64_t need)
 {
 	if (need <= *cap)
 		return 0;
-	uint32_t n = *cap ? *cap : 256;
+	if (need > UINT32_MAX / 2)
+		return -1;
+	uint32_t n = *cap ? *cap : 64;
 	while (n < need)
 		n *= 2;
 	void *p = realloc(*array, (size_t)n * elem);
@@ -194,21 +216,23 @@ static const uint8_t *code_at(const struct ep_decoder *d, uint64_t vaddr, size_t
 	return NULL;
 }
 
-/* Decodes one instruction; false when the bytes are missing or invalid. */
-static bool decode_one(struct ep_decoder *d, uint64_t vaddr, struct ep_insn_info *info)
+enum decode_result { DECODED, DECODE_NO_CODE, DECODE_BAD };
+
+static enum decode_result decode_one(struct ep_decoder *d, uint64_t vaddr,
+				     struct ep_insn_info *info)
 {
 	size_t avail;
 	const uint8_t *code = code_at(d, vaddr, &avail);
 	if (!code)
-		return false;
+		return DECODE_NO_CODE;
 	uint64_t addr = vaddr;
 	if (!cs_disasm_iter(d->cs, &code, &avail, &addr, d->insn))
-		return false;
+		return DECODE_BAD;
 	if (d->arch == EP_ARCH_X86_64)
 		ep_x86_classify(d->insn, info);
 	else
 		ep_arm64_classify(d->insn, info);
-	return true;
+	return DECODED;
 }
 
 static uint32_t add_site(struct ep_decoder *d, uint64_t vaddr, const struct ep_insn_info *info)
@@ -218,10 +242,14 @@ static uint32_t add_site(struct ep_decoder *d, uint64_t vaddr, const struct ep_i
 		return EP_NO_SITE;
 	if (*slot != 0 && *slot != NOT_A_BRANCH)
 		return (uint32_t)(*slot - 1);
-	if (grow((void **)&d->sites, &d->sites_cap, sizeof(*d->sites), d->nsites + 1) ||
-	    grow((void **)&d->site_target_run, &d->site_target_run_cap, sizeof(*d->site_target_run),
-		 d->nsites + 1))
+	uint32_t cap = d->site_runs_cap;
+	if (grow((void **)&d->sites, &d->sites_cap, sizeof(*d->sites), d->nsites + 1ull) ||
+	    grow((void **)&d->site_target_run, &cap, sizeof(*d->site_target_run), d->nsites + 1ull))
 		return EP_NO_SITE;
+	cap = d->site_runs_cap;
+	if (grow((void **)&d->site_ft_run, &cap, sizeof(*d->site_ft_run), d->nsites + 1ull))
+		return EP_NO_SITE;
+	d->site_runs_cap = cap;
 	uint32_t id = d->nsites++;
 	d->sites[id] = (struct ep_site){.addr = vaddr,
 					.target = info->target,
@@ -229,7 +257,8 @@ static uint32_t add_site(struct ep_decoder *d, uint64_t vaddr, const struct ep_i
 					.kind = info->kind,
 					.len = info->len};
 	d->site_target_run[id] = NO_RUN;
-	*slot = (uint64_t)id + 1; /* 0 means "new slot" */
+	d->site_ft_run[id] = NO_RUN;
+	*slot = (uint64_t)id + 1; /* 0 is what upsert gives a new key */
 	return id;
 }
 
@@ -239,7 +268,10 @@ uint32_t ep_decoder_site_at(struct ep_decoder *d, uint64_t vaddr)
 	if (slot)
 		return *slot == NOT_A_BRANCH ? EP_NO_SITE : (uint32_t)(*slot - 1);
 	struct ep_insn_info info;
-	if (!decode_one(d, vaddr, &info) || info.kind == EP_BRANCH_NONE) {
+	enum decode_result res = decode_one(d, vaddr, &info);
+	if (res == DECODE_NO_CODE)
+		return EP_NO_SITE; /* not remembered: any address may be asked */
+	if (res == DECODE_BAD || info.kind == EP_BRANCH_NONE) {
 		slot = ep_u64map_upsert(&d->site_by_addr, vaddr, NULL);
 		if (slot)
 			*slot = NOT_A_BRANCH;
@@ -248,9 +280,15 @@ uint32_t ep_decoder_site_at(struct ep_decoder *d, uint64_t vaddr)
 	return add_site(d, vaddr, &info);
 }
 
+static uint64_t range_hash(uint64_t start, uint64_t end)
+{
+	return ep_hash_u64(start) ^ (end * 0x9e3779b97f4a7c15ULL);
+}
+
 static uint32_t range_id(struct ep_decoder *d, uint64_t start, uint64_t end)
 {
-	uint64_t h = ep_hash_u64(start) ^ (end * 0x9e3779b97f4a7c15ULL);
+	/* two ranges may hash alike: probe on to the next hash value */
+	uint64_t h = range_hash(start, end);
 	for (;; h++) {
 		uint64_t *slot = ep_u64map_get(&d->range_index, h);
 		if (!slot)
@@ -259,11 +297,11 @@ static uint32_t range_id(struct ep_decoder *d, uint64_t start, uint64_t end)
 		if (r->start == start && r->end == end)
 			return (uint32_t)*slot;
 	}
-	if (grow((void **)&d->ranges, &d->ranges_cap, sizeof(*d->ranges), d->nranges + 1))
-		return UINT32_MAX;
+	if (grow((void **)&d->ranges, &d->ranges_cap, sizeof(*d->ranges), d->nranges + 1ull))
+		return NO_RANGE;
 	uint64_t *slot = ep_u64map_upsert(&d->range_index, h, NULL);
 	if (!slot)
-		return UINT32_MAX;
+		return NO_RANGE;
 	*slot = d->nranges;
 	d->ranges[d->nranges] = (struct ep_range_def){.start = start, .end = end};
 	return d->nranges++;
@@ -271,38 +309,74 @@ static uint32_t range_id(struct ep_decoder *d, uint64_t start, uint64_t end)
 
 static int push_item(struct ep_decoder *d, uint32_t site, uint32_t range)
 {
-	if (grow((void **)&d->items, &d->items_cap, sizeof(*d->items), d->nitems + 1))
+	uint32_t cap = d->items_cap;
+	if (grow((void **)&d->items, &cap, sizeof(*d->items), d->nitems + 1ull))
 		return -1;
-	d->items[d->nitems++] = (struct ep_walk_step){.site = site, .range = range};
+	cap = d->items_cap;
+	if (grow((void **)&d->item_addrs, &cap, sizeof(*d->item_addrs), d->nitems + 1ull))
+		return -1;
+	d->items_cap = cap;
+	d->items[d->nitems] = (struct ep_walk_step){.site = site, .range = range};
+	d->item_addrs[d->nitems] = d->sites[site].addr;
+	d->nitems++;
 	return 0;
 }
 
-/* Decodes the straight line from start and stores it as a run. A site
- * already known at an address is reused, so runs that overlap (a jump into
- * the middle of another run) share site and range ids. */
+static int push_offset(struct ep_decoder *d, uint32_t *n, uint64_t offset)
+{
+	if (grow((void **)&d->scratch, &d->scratch_cap, sizeof(*d->scratch), *n + 1ull))
+		return -1;
+	d->scratch[(*n)++] = (uint32_t)offset;
+	return 0;
+}
+
+static bool bit_set(const uint64_t *bm, uint64_t bit)
+{
+	return bm[bit / 64] & (1ULL << (bit % 64));
+}
+
+/*
+ * Decodes the straight line from start and stores it as a run. Reaching the
+ * start of a run already built, the rest is that run's tail: its items are
+ * copied (only the first range differs) instead of being decoded again, so
+ * capstone sees most instructions once however many targets lead into them.
+ * Returns NO_RUN when start is no code (not cached: any address may come) or
+ * memory runs out.
+ */
 static uint32_t build_run(struct ep_decoder *d, uint64_t start)
 {
-	if (grow((void **)&d->runs, &d->runs_cap, sizeof(*d->runs), d->nruns + 1))
+	size_t avail;
+	if (!code_at(d, start, &avail))
+		return NO_RUN;
+	if (grow((void **)&d->runs, &d->runs_cap, sizeof(*d->runs), d->nruns + 1ull))
 		return NO_RUN;
 	struct run run = {.start = start, .first_item = d->nitems, .end_kind = RUN_END_NO_CODE};
+	uint32_t noffsets = 0, tail = NO_RUN;
 	uint64_t pc = start, segment_start = start;
 	while (pc - start < MAX_RUN_BYTES) {
+		if (pc != start) {
+			uint64_t *slot = ep_u64map_get(&d->run_by_start, pc);
+			if (slot) {
+				tail = (uint32_t)*slot;
+				break;
+			}
+		}
 		struct ep_insn_info info;
-		size_t avail;
-		if (!code_at(d, pc, &avail)) {
-			run.end_kind = RUN_END_NO_CODE;
+		enum decode_result res = decode_one(d, pc, &info);
+		if (res != DECODED) {
+			run.end_kind = res == DECODE_BAD ? RUN_END_BAD_INSN : RUN_END_NO_CODE;
 			break;
 		}
-		if (!decode_one(d, pc, &info)) {
-			run.end_kind = RUN_END_BAD_INSN;
-			break;
-		}
+		if (push_offset(d, &noffsets, pc - start))
+			goto fail;
 		uint64_t next = pc + info.len;
 		if (info.kind != EP_BRANCH_NONE) {
 			uint32_t site = add_site(d, pc, &info);
+			if (site == EP_NO_SITE)
+				goto fail;
 			uint32_t range = range_id(d, segment_start, pc);
-			if (site == EP_NO_SITE || range == UINT32_MAX || push_item(d, site, range))
-				return NO_RUN;
+			if (range == NO_RANGE || push_item(d, site, range))
+				goto fail;
 			if (info.kind != EP_BRANCH_COND) {
 				run.end_kind = RUN_END_BRANCH;
 				pc = next;
@@ -313,31 +387,89 @@ static uint32_t build_run(struct ep_decoder *d, uint64_t start)
 		pc = next;
 	}
 	run.end = pc;
+	uint64_t bits = pc - start;
+	if (tail != NO_RUN) {
+		const struct run t = d->runs[tail];
+		for (uint32_t i = 0; i < t.nitems; i++) {
+			struct ep_walk_step it = d->items[t.first_item + i];
+			if (i == 0) {
+				it.range = range_id(d, segment_start, d->item_addrs[t.first_item]);
+				if (it.range == NO_RANGE)
+					goto fail;
+			}
+			if (push_item(d, it.site, it.range))
+				goto fail;
+		}
+		const uint64_t *tbm = d->bitmaps + t.bitmap;
+		for (uint64_t b = 0; b < t.end - t.start; b++)
+			if (bit_set(tbm, b) && push_offset(d, &noffsets, b + (pc - start)))
+				goto fail;
+		run.end = t.end;
+		run.end_kind = t.end_kind;
+		bits = t.end - start;
+	}
 	run.nitems = d->nitems - run.first_item;
+
+	uint64_t words = (bits + 63) / 64;
+	if (grow((void **)&d->bitmaps, &d->bitmaps_cap, sizeof(*d->bitmaps),
+		 d->nbitmap_words + words + 1))
+		goto fail;
+	run.bitmap = d->nbitmap_words;
+	uint64_t *bm = d->bitmaps + run.bitmap;
+	memset(bm, 0, (words + 1) * sizeof(*bm));
+	for (uint32_t i = 0; i < noffsets; i++)
+		bm[d->scratch[i] / 64] |= 1ULL << (d->scratch[i] % 64);
+	d->nbitmap_words += (uint32_t)words;
+
 	uint64_t *slot = ep_u64map_upsert(&d->run_by_start, start, NULL);
 	if (!slot)
-		return NO_RUN;
+		goto fail;
 	*slot = d->nruns;
 	d->runs[d->nruns] = run;
 	return d->nruns++;
+fail:
+	/* sites and ranges made so far stay valid; only this run's items go */
+	d->nitems = run.first_item;
+	return NO_RUN;
 }
 
 static uint32_t run_for(struct ep_decoder *d, uint64_t start, uint32_t from_site)
 {
-	bool direct = from_site < d->nsites && d->sites[from_site].target == start;
-	if (direct && d->site_target_run[from_site] != NO_RUN)
-		return d->site_target_run[from_site];
-	uint32_t run;
+	enum { NO_CACHE, TARGET, FALLTHROUGH } which = NO_CACHE;
+	if (from_site < d->nsites) {
+		const struct ep_site *s = &d->sites[from_site];
+		if (s->target == start && s->kind != EP_BRANCH_JUMP_INDIRECT &&
+		    s->kind != EP_BRANCH_CALL_INDIRECT) {
+			which = TARGET;
+			if (d->site_target_run[from_site] != NO_RUN)
+				return d->site_target_run[from_site];
+		} else if (s->fallthrough == start) {
+			which = FALLTHROUGH;
+			if (d->site_ft_run[from_site] != NO_RUN)
+				return d->site_ft_run[from_site];
+		}
+	}
 	uint64_t *slot = ep_u64map_get(&d->run_by_start, start);
-	run = slot ? (uint32_t)*slot : build_run(d, start);
-	if (direct)
+	/* build_run may add sites and so move the per-site arrays: index
+	 * them only afterwards */
+	uint32_t run = slot ? (uint32_t)*slot : build_run(d, start);
+	if (which == TARGET)
 		d->site_target_run[from_site] = run;
+	else if (which == FALLTHROUGH)
+		d->site_ft_run[from_site] = run;
 	return run;
 }
 
 static enum ep_walk_status end_status(const struct run *r)
 {
-	return r->end_kind == RUN_END_BAD_INSN ? EP_WALK_BAD_INSN : EP_WALK_NO_CODE;
+	switch (r->end_kind) {
+	case RUN_END_BRANCH:
+		return EP_WALK_BLOCKED;
+	case RUN_END_BAD_INSN:
+		return EP_WALK_BAD_INSN;
+	default:
+		return EP_WALK_NO_CODE;
+	}
 }
 
 enum ep_walk_status ep_decoder_walk_to_branch(struct ep_decoder *d, uint64_t start, uint64_t end,
@@ -346,49 +478,31 @@ enum ep_walk_status ep_decoder_walk_to_branch(struct ep_decoder *d, uint64_t sta
 					      struct ep_walk_step *closing)
 {
 	*nsteps = 0;
-	/* a start outside the code makes an empty run that ends in NO_CODE */
 	uint32_t r = run_for(d, start, from_site);
 	if (r == NO_RUN)
 		return EP_WALK_NO_CODE;
 	const struct run *run = &d->runs[r];
+	if (end < start)
+		return EP_WALK_OVERRUN;
+	const uint64_t *addrs = d->item_addrs + run->first_item;
+	uint32_t n = run->nitems, i = 0;
+	/* addresses rise along a run: the first one not below end decides */
+	while (i < n && addrs[i] < end)
+		i++;
+	if (i == n) {
+		if (end < run->end)
+			return EP_WALK_OVERRUN; /* an instruction that is no branch */
+		return end_status(run);
+	}
+	if (addrs[i] != end)
+		return EP_WALK_OVERRUN;
+	if (i > max_steps)
+		return EP_WALK_TOO_LONG;
 	const struct ep_walk_step *items = d->items + run->first_item;
-	for (uint32_t i = 0; i < run->nitems; i++) {
-		uint64_t addr = d->sites[items[i].site].addr;
-		if (addr == end) {
-			if (i > max_steps)
-				return EP_WALK_TOO_LONG;
-			memcpy(steps, items, i * sizeof(*steps));
-			*nsteps = i;
-			*closing = items[i];
-			return EP_WALK_OK;
-		}
-		if (addr > end)
-			return EP_WALK_OVERRUN;
-	}
-	if (run->end_kind == RUN_END_BRANCH)
-		return EP_WALK_BLOCKED;
-	return end < run->end ? EP_WALK_OVERRUN : end_status(run);
-}
-
-/* Instruction starts of a run, decoded again only for runs whose sample IP
- * is checked (the trigger), once. */
-static const uint64_t *run_bitmap(struct ep_decoder *d, struct run *run)
-{
-	if (run->insn_bitmap)
-		return run->insn_bitmap;
-	size_t bits = (size_t)(run->end - run->start) + 1;
-	uint64_t *bm = calloc((bits + 63) / 64, sizeof(*bm));
-	if (!bm)
-		return NULL;
-	for (uint64_t pc = run->start; pc < run->end;) {
-		struct ep_insn_info info;
-		bm[(pc - run->start) / 64] |= 1ULL << ((pc - run->start) % 64);
-		if (!decode_one(d, pc, &info))
-			break;
-		pc += info.len;
-	}
-	run->insn_bitmap = bm;
-	return bm;
+	memcpy(steps, items, i * sizeof(*steps));
+	*nsteps = i;
+	*closing = items[i];
+	return EP_WALK_OK;
 }
 
 enum ep_walk_status ep_decoder_walk_to_ip(struct ep_decoder *d, uint64_t start, uint64_t ip,
@@ -396,38 +510,29 @@ enum ep_walk_status ep_decoder_walk_to_ip(struct ep_decoder *d, uint64_t start, 
 					  size_t max_steps, size_t *nsteps)
 {
 	*nsteps = 0;
-	size_t avail;
-	if (!code_at(d, start, &avail))
+	uint32_t r = run_for(d, start, from_site);
+	if (r == NO_RUN)
 		return EP_WALK_NO_CODE;
 	if (ip == start)
 		return EP_WALK_OK;
 	if (ip < start)
 		return EP_WALK_OVERRUN;
-	uint32_t r = run_for(d, start, from_site);
-	if (r == NO_RUN)
-		return EP_WALK_NO_CODE;
-	struct run *run = &d->runs[r];
-	const struct ep_walk_step *items = d->items + run->first_item;
-	size_t n = 0;
-	for (uint32_t i = 0; i < run->nitems; i++) {
-		const struct ep_site *s = &d->sites[items[i].site];
-		if (s->addr >= ip)
-			break;
-		if (s->kind != EP_BRANCH_COND)
-			return EP_WALK_BLOCKED; /* the IP lies past a jump, call or return */
-		if (n == max_steps)
-			return EP_WALK_TOO_LONG;
-		steps[n++] = items[i];
-	}
+	const struct run *run = &d->runs[r];
 	if (ip >= run->end)
-		return run->end_kind == RUN_END_BRANCH ? EP_WALK_BLOCKED : end_status(run);
-	const uint64_t *bm = run_bitmap(d, run);
-	if (!bm)
-		return EP_WALK_NO_CODE;
-	uint64_t bit = ip - run->start;
-	if (!(bm[bit / 64] & (1ULL << (bit % 64))))
+		return end_status(run);
+	if (!bit_set(d->bitmaps + run->bitmap, ip - start))
 		return EP_WALK_OVERRUN;
-	*nsteps = n;
+	const uint64_t *addrs = d->item_addrs + run->first_item;
+	const struct ep_walk_step *items = d->items + run->first_item;
+	uint32_t n = run->nitems, i = 0;
+	/* only the run's last item can be unconditional, and ip lies before
+	 * run->end, so every item below ip is conditional */
+	while (i < n && addrs[i] < ip)
+		i++;
+	if (i > max_steps)
+		return EP_WALK_TOO_LONG;
+	memcpy(steps, items, i * sizeof(*steps));
+	*nsteps = i;
 	return EP_WALK_OK;
 }
 
@@ -436,19 +541,17 @@ enum ep_walk_status ep_decoder_line_insns(struct ep_decoder *d, uint64_t start, 
 {
 	*n = 0;
 	for (uint64_t pc = start;;) {
+		if (pc > end)
+			return EP_WALK_OVERRUN;
 		struct ep_insn_info info;
-		size_t avail;
-		if (!code_at(d, pc, &avail))
-			return EP_WALK_NO_CODE;
-		if (!decode_one(d, pc, &info))
-			return EP_WALK_BAD_INSN;
+		enum decode_result res = decode_one(d, pc, &info);
+		if (res != DECODED)
+			return res == DECODE_BAD ? EP_WALK_BAD_INSN : EP_WALK_NO_CODE;
 		if (*n == max)
 			return EP_WALK_TOO_LONG;
 		addrs[(*n)++] = pc;
 		if (pc == end)
 			return EP_WALK_OK;
-		if (pc > end)
-			return EP_WALK_OVERRUN;
 		if (info.kind != EP_BRANCH_NONE && info.kind != EP_BRANCH_COND)
 			return EP_WALK_BLOCKED;
 		pc += info.len;
