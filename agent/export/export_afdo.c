@@ -1,14 +1,28 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * AutoFDO's text profile (create_llvm_prof --profiler text): three sections,
- * each a count line and then "start-end:count" ranges, "addr:count" sample
- * addresses, "from->to:count" taken branches, hex without 0x. AutoFDO's
- * addresses are offsets into the binary file (what its perf reader computes
- * from the mappings), so ELF virtual addresses go back through the
- * profile's load segments; an address in none is left out.
+ * AutoFDO's text profile, what `create_llvm_prof --profiler text` reads
+ * (TextSampleReaderWriter): three sections, each a decimal count line and
+ * then that many records, hex without "0x":
+ *
+ *   N                  ranges executed, end inclusive: the address of the
+ *   start-end:count    instruction closing the range (1000-1010:10)
+ *   N                  sample addresses
+ *   addr:count         (1012:4)
+ *   N                  taken branches
+ *   from->to:count     (1010->1030:7)
+ *
+ * AutoFDO's addresses are file offsets: its perf reader computes
+ * "runtime address - mmap start + mmap page offset", and create_llvm_prof
+ * maps them back with the binary's executable PT_LOAD segments. So ELF
+ * virtual addresses become "vaddr - segment vaddr + segment file offset"
+ * through the load segments the profile carries (for a non-PIE binary
+ * linked at 0x400000 that is vaddr - 0x400000). An address in no segment,
+ * and an edge with an end outside the binary, has no offset to write and
+ * is left out. Not-taken edges are not written: AutoFDO's branches are the
+ * taken ones the LBR records, and the ranges already count the code.
  */
 #include <inttypes.h>
-#include <stdio.h>
+#include <stdlib.h>
 
 #include "export_internal.h"
 
@@ -24,38 +38,77 @@ static bool file_offset(const Edgeprof__V1__BinaryProfile *bp, uint64_t vaddr, u
 	return false;
 }
 
-int ep_export_afdo(const Edgeprof__V1__BinaryProfile *bp, FILE *out)
+static bool range_offsets(const Edgeprof__V1__BinaryProfile *bp, const Edgeprof__V1__Range *r,
+			  uint64_t *a, uint64_t *b)
 {
+	return r->count && r->end >= r->start && file_offset(bp, r->start, a) &&
+	       file_offset(bp, r->end, b);
+}
+
+static bool edge_offsets(const Edgeprof__V1__BinaryProfile *bp, const Edgeprof__V1__Edge *e,
+			 uint64_t *a, uint64_t *b)
+{
+	return e->count && e->taken && !e->from_external && !e->to_external &&
+	       file_offset(bp, e->from, a) && file_offset(bp, e->to, b);
+}
+
+static int cmp_ip(const void *pa, const void *pb)
+{
+	const Edgeprof__V1__IpCount *a = *(const Edgeprof__V1__IpCount *const *)pa;
+	const Edgeprof__V1__IpCount *b = *(const Edgeprof__V1__IpCount *const *)pb;
+	return a->ip < b->ip ? -1 : a->ip > b->ip;
+}
+
+int ep_export_afdo(const Edgeprof__V1__BinaryProfile *bp, FILE *out, char *err, size_t errlen)
+{
+	if (bp->n_segments == 0) {
+		snprintf(err, errlen,
+			 "%s: the profile has no load segments for this binary, so its addresses "
+			 "cannot be turned into the file offsets AutoFDO reads",
+			 bp->n_paths ? bp->paths[0] : bp->build_id);
+		return -1;
+	}
+	const Edgeprof__V1__Range **ranges = ep_export_sorted_ranges(bp);
+	const Edgeprof__V1__Edge **edges = ep_export_sorted_edges(bp);
+	const Edgeprof__V1__IpCount **ips = malloc((bp->n_ips ? bp->n_ips : 1) * sizeof(*ips));
+	if (!ranges || !edges || !ips) {
+		free(ranges);
+		free(edges);
+		free(ips);
+		return ep_export_oom(err, errlen);
+	}
+	for (size_t i = 0; i < bp->n_ips; i++)
+		ips[i] = bp->ips[i];
+	qsort(ips, bp->n_ips, sizeof(*ips), cmp_ip);
+
 	uint64_t a, b;
 	size_t n = 0;
 	for (size_t i = 0; i < bp->n_ranges; i++)
-		n += file_offset(bp, bp->ranges[i]->start, &a) &&
-		     file_offset(bp, bp->ranges[i]->end, &b);
+		n += range_offsets(bp, ranges[i], &a, &b);
 	fprintf(out, "%zu\n", n);
-	for (size_t i = 0; i < bp->n_ranges; i++) {
-		const Edgeprof__V1__Range *r = bp->ranges[i];
-		if (file_offset(bp, r->start, &a) && file_offset(bp, r->end, &b))
-			fprintf(out, "%" PRIx64 "-%" PRIx64 ":%" PRIu64 "\n", a, b, r->count);
-	}
+	for (size_t i = 0; i < bp->n_ranges; i++)
+		if (range_offsets(bp, ranges[i], &a, &b))
+			fprintf(out, "%" PRIx64 "-%" PRIx64 ":%" PRIu64 "\n", a, b,
+				ranges[i]->count);
+
 	n = 0;
 	for (size_t i = 0; i < bp->n_ips; i++)
-		n += file_offset(bp, bp->ips[i]->ip, &a);
+		n += ips[i]->count && file_offset(bp, ips[i]->ip, &a);
 	fprintf(out, "%zu\n", n);
 	for (size_t i = 0; i < bp->n_ips; i++)
-		if (file_offset(bp, bp->ips[i]->ip, &a))
-			fprintf(out, "%" PRIx64 ":%" PRIu64 "\n", a, bp->ips[i]->count);
+		if (ips[i]->count && file_offset(bp, ips[i]->ip, &a))
+			fprintf(out, "%" PRIx64 ":%" PRIu64 "\n", a, ips[i]->count);
+
 	n = 0;
-	for (size_t i = 0; i < bp->n_edges; i++) {
-		const Edgeprof__V1__Edge *e = bp->edges[i];
-		n += e->taken && !e->to_external && !e->from_external &&
-		     file_offset(bp, e->from, &a) && file_offset(bp, e->to, &b);
-	}
+	for (size_t i = 0; i < bp->n_edges; i++)
+		n += edge_offsets(bp, edges[i], &a, &b);
 	fprintf(out, "%zu\n", n);
-	for (size_t i = 0; i < bp->n_edges; i++) {
-		const Edgeprof__V1__Edge *e = bp->edges[i];
-		if (e->taken && !e->to_external && !e->from_external &&
-		    file_offset(bp, e->from, &a) && file_offset(bp, e->to, &b))
-			fprintf(out, "%" PRIx64 "->%" PRIx64 ":%" PRIu64 "\n", a, b, e->count);
-	}
-	return ferror(out) ? -1 : 0;
+	for (size_t i = 0; i < bp->n_edges; i++)
+		if (edge_offsets(bp, edges[i], &a, &b))
+			fprintf(out, "%" PRIx64 "->%" PRIx64 ":%" PRIu64 "\n", a, b,
+				edges[i]->count);
+	free(ranges);
+	free(edges);
+	free(ips);
+	return ep_export_finish(out, err, errlen);
 }

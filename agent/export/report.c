@@ -1,6 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The human report: what was read, and per binary the hottest edges and
- * functions. */
+/*
+ * The human report: what was read, then per binary (most samples first) the
+ * hottest taken edges and the hottest functions, by branches counted out of
+ * them and by code run. Code run is the ranges' count x length in bytes
+ * (end is the closing branch's address, counted as one byte, as AutoFDO
+ * does): instruction frequency without decoding. An IP-only profile has
+ * neither, so its functions are ranked by samples. Every function line ends
+ * with the name and has the samples share third, for scripts.
+ */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,117 +16,183 @@
 
 struct func_total {
 	const Edgeprof__V1__Function *f;
-	uint64_t branches;
-	uint64_t instructions_hit; /* range hits (instruction frequency proxy) */
-	uint64_t samples;	   /* sample IPs in it (all an IP-only profile has) */
+	uint64_t branches; /* executions of edges leaving a branch in it */
+	uint64_t bytes;	   /* range count x range length */
+	uint64_t samples;  /* sample IPs in it */
 };
+
+static int cmp_u64_desc(uint64_t a, uint64_t b)
+{
+	return a > b ? -1 : a < b;
+}
 
 static int by_count(const void *pa, const void *pb)
 {
-	const Edgeprof__V1__Edge *a = *(Edgeprof__V1__Edge *const *)pa;
-	const Edgeprof__V1__Edge *b = *(Edgeprof__V1__Edge *const *)pb;
-	return a->count < b->count ? 1 : a->count > b->count ? -1 : 0;
+	const Edgeprof__V1__Edge *a = *(const Edgeprof__V1__Edge *const *)pa;
+	const Edgeprof__V1__Edge *b = *(const Edgeprof__V1__Edge *const *)pb;
+	int c = cmp_u64_desc(a->count, b->count);
+	if (!c)
+		c = -cmp_u64_desc(a->from, b->from);
+	return c ? c : -cmp_u64_desc(a->to, b->to);
+}
+
+static int tie(const struct func_total *a, const struct func_total *b)
+{
+	return -cmp_u64_desc(a->f->start, b->f->start);
 }
 
 static int by_branches(const void *pa, const void *pb)
 {
 	const struct func_total *a = pa, *b = pb;
-	if (a->branches != b->branches)
-		return a->branches < b->branches ? 1 : -1;
-	return a->samples < b->samples ? 1 : a->samples > b->samples ? -1 : 0;
+	int c = cmp_u64_desc(a->branches, b->branches);
+	if (!c)
+		c = cmp_u64_desc(a->bytes, b->bytes);
+	if (!c)
+		c = cmp_u64_desc(a->samples, b->samples);
+	return c ? c : tie(a, b);
 }
 
-static void name_addr(FILE *out, const Edgeprof__V1__BinaryProfile *bp, uint64_t addr,
-		      bool external)
+static int by_bytes(const void *pa, const void *pb)
 {
-	if (external) {
-		fputs("[external]", out);
-		return;
-	}
-	const Edgeprof__V1__Function *f = ep_export_function_at(bp, addr);
-	if (f)
-		fprintf(out, "%s+0x%" PRIx64, f->name, addr - f->start);
-	else
-		fprintf(out, "0x%" PRIx64, addr);
-}
-
-static int report_binary(const Edgeprof__V1__BinaryProfile *bp, unsigned top, FILE *out)
-{
-	uint64_t branches = 0;
-	for (size_t i = 0; i < bp->n_edges; i++)
-		branches += bp->edges[i]->count;
-	fprintf(out,
-		"\n%s  build-id %s  %s  %" PRIu64 " samples, %zu edges, %" PRIu64
-		" branch executions counted\n",
-		bp->n_paths ? bp->paths[0] : "?", bp->build_id[0] ? bp->build_id : "none", bp->arch,
-		bp->samples, bp->n_edges, branches);
-
-	const Edgeprof__V1__Edge **edges = malloc((bp->n_edges + 1) * sizeof(*edges));
-	struct func_total *funcs = calloc(bp->n_functions + 1, sizeof(*funcs));
-	if (!edges || !funcs) {
-		free(edges);
-		free(funcs);
-		return -1;
-	}
-	size_t ntaken = 0;
-	for (size_t i = 0; i < bp->n_edges; i++)
-		if (bp->edges[i]->taken)
-			edges[ntaken++] = bp->edges[i];
-	qsort(edges, ntaken, sizeof(*edges), by_count);
-	fprintf(out, "  hottest taken edges:\n  %12s  %6s  %-14s %s\n", "count", "mispr", "kind",
-		"from -> to");
-	for (size_t i = 0; i < ntaken && i < top; i++) {
-		const Edgeprof__V1__Edge *e = edges[i];
-		fprintf(out, "  %12" PRIu64 "  %5.1f%%  %-14s ", e->count,
-			e->count ? 100.0 * (double)e->mispredicted / (double)e->count : 0.0,
-			ep_export_kind_name(e->kind));
-		name_addr(out, bp, e->from, e->from_external);
-		fputs(" -> ", out);
-		name_addr(out, bp, e->to, e->to_external);
-		fputc('\n', out);
-	}
-
-	for (size_t i = 0; i < bp->n_functions; i++)
-		funcs[i].f = bp->functions[i];
-	for (size_t i = 0; i < bp->n_edges; i++) {
-		const Edgeprof__V1__Edge *e = bp->edges[i];
-		long k = e->from_external ? -1 : ep_export_function_index(bp, e->from);
-		if (k >= 0)
-			funcs[k].branches += e->count;
-	}
-	for (size_t i = 0; i < bp->n_ranges; i++) {
-		long k = ep_export_function_index(bp, bp->ranges[i]->start);
-		if (k >= 0)
-			funcs[k].instructions_hit += bp->ranges[i]->count;
-	}
-	uint64_t samples = 0;
-	for (size_t i = 0; i < bp->n_ips; i++) {
-		long k = ep_export_function_index(bp, bp->ips[i]->ip);
-		samples += bp->ips[i]->count;
-		if (k >= 0)
-			funcs[k].samples += bp->ips[i]->count;
-	}
-	qsort(funcs, bp->n_functions, sizeof(*funcs), by_branches);
-	fprintf(out, "  hottest functions:\n  %12s  %12s  %12s  %s\n", "branches", "range hits",
-		"samples", "function");
-	for (size_t i = 0; i < bp->n_functions && i < top; i++) {
-		if (!funcs[i].branches && !funcs[i].instructions_hit && !funcs[i].samples)
-			break;
-		fprintf(out, "  %12" PRIu64 "  %12" PRIu64 "  %5.1f%% %5" PRIu64 "  %s\n",
-			funcs[i].branches, funcs[i].instructions_hit,
-			samples ? 100.0 * (double)funcs[i].samples / (double)samples : 0.0,
-			funcs[i].samples, funcs[i].f->name);
-	}
-	free(edges);
-	free(funcs);
-	return 0;
+	const struct func_total *a = pa, *b = pb;
+	int c = cmp_u64_desc(a->bytes, b->bytes);
+	if (!c)
+		c = cmp_u64_desc(a->branches, b->branches);
+	if (!c)
+		c = cmp_u64_desc(a->samples, b->samples);
+	return c ? c : tie(a, b);
 }
 
 static int by_samples(const void *pa, const void *pb)
 {
+	const struct func_total *a = pa, *b = pb;
+	int c = cmp_u64_desc(a->samples, b->samples);
+	return c ? c : tie(a, b);
+}
+
+static void name_addr(FILE *out, const struct ep_func_index *fx, uint64_t addr, bool external)
+{
+	long k = external ? -1 : ep_func_index_find(fx, addr);
+	if (external)
+		fputs("[external]", out);
+	else if (k >= 0)
+		fprintf(out, "%s+0x%" PRIx64, fx->f[k]->name, addr - fx->f[k]->start);
+	else
+		fprintf(out, "0x%" PRIx64, addr);
+}
+
+static void top_edges(const Edgeprof__V1__BinaryProfile *bp, const struct ep_func_index *fx,
+		      const Edgeprof__V1__Edge **edges, unsigned top, FILE *out)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < bp->n_edges; i++)
+		if (bp->edges[i]->taken && bp->edges[i]->count)
+			edges[n++] = bp->edges[i];
+	if (n == 0)
+		return;
+	qsort(edges, n, sizeof(*edges), by_count);
+	fprintf(out, "  hottest taken edges:\n  %12s  %6s  %-14s %s\n", "count", "mispr", "kind",
+		"from -> to");
+	for (size_t i = 0; i < n && i < top; i++) {
+		const Edgeprof__V1__Edge *e = edges[i];
+		fprintf(out, "  %12" PRIu64 "  %5.1f%%  %-14s ", e->count,
+			100.0 * (double)e->mispredicted / (double)e->count,
+			ep_export_kind_name(e->kind));
+		name_addr(out, fx, e->from, e->from_external);
+		fputs(" -> ", out);
+		name_addr(out, fx, e->to, e->to_external);
+		fputc('\n', out);
+	}
+}
+
+static void top_functions(const char *title, struct func_total *funcs, size_t n,
+			  int (*order)(const void *, const void *), uint64_t samples, unsigned top,
+			  FILE *out)
+{
+	qsort(funcs, n, sizeof(*funcs), order);
+	fprintf(out, "  hottest functions by %s:\n  %12s  %12s  %6s %7s  %s\n", title, "branches",
+		"bytes run", "share", "samples", "function");
+	for (size_t i = 0; i < n && i < top; i++) {
+		const struct func_total *t = &funcs[i];
+		if (!t->branches && !t->bytes && !t->samples)
+			break;
+		fprintf(out, "  %12" PRIu64 "  %12" PRIu64 "  %5.1f%% %7" PRIu64 "  %s\n",
+			t->branches, t->bytes,
+			samples ? 100.0 * (double)t->samples / (double)samples : 0.0, t->samples,
+			t->f->name);
+	}
+}
+
+static int report_binary(const Edgeprof__V1__BinaryProfile *bp, unsigned top, FILE *out)
+{
+	struct ep_func_index fx;
+	if (ep_func_index_init(&fx, bp) != 0)
+		return -1;
+	const Edgeprof__V1__Edge **edges = malloc((bp->n_edges + 1) * sizeof(*edges));
+	struct func_total *funcs = calloc(fx.n + 1, sizeof(*funcs));
+	if (!edges || !funcs) {
+		free(edges);
+		free(funcs);
+		ep_func_index_free(&fx);
+		return -1;
+	}
+	uint64_t branches = 0, bytes = 0, samples = 0, fbranches = 0;
+	for (size_t i = 0; i < fx.n; i++)
+		funcs[i].f = fx.f[i];
+	for (size_t i = 0; i < bp->n_edges; i++) {
+		const Edgeprof__V1__Edge *e = bp->edges[i];
+		long k = e->from_external ? -1 : ep_func_index_find(&fx, e->from);
+		branches += e->count;
+		if (k >= 0) {
+			funcs[k].branches += e->count;
+			fbranches += e->count;
+		}
+	}
+	for (size_t i = 0; i < bp->n_ranges; i++) {
+		const Edgeprof__V1__Range *r = bp->ranges[i];
+		long k = ep_func_index_find(&fx, r->start);
+		if (k >= 0 && r->end >= r->start) {
+			funcs[k].bytes += r->count * (r->end - r->start + 1);
+			bytes += r->count * (r->end - r->start + 1);
+		}
+	}
+	for (size_t i = 0; i < bp->n_ips; i++) {
+		long k = ep_func_index_find(&fx, bp->ips[i]->ip);
+		samples += bp->ips[i]->count;
+		if (k >= 0)
+			funcs[k].samples += bp->ips[i]->count;
+	}
+
+	fprintf(out,
+		"\n%s  build-id %s  %s  %" PRIu64 " samples, %zu edges, %" PRIu64
+		" branch executions counted\n",
+		bp->n_paths ? bp->paths[0] : "?", bp->build_id[0] ? bp->build_id : "none",
+		bp->arch[0] ? bp->arch : "?", bp->samples, bp->n_edges, branches);
+	top_edges(bp, &fx, edges, top, out);
+	if (fbranches)
+		top_functions("branches", funcs, fx.n, by_branches, samples, top, out);
+	if (bytes)
+		top_functions("code run", funcs, fx.n, by_bytes, samples, top, out);
+	if (!fbranches && !bytes && samples)
+		top_functions("samples", funcs, fx.n, by_samples, samples, top, out);
+	free(edges);
+	free(funcs);
+	ep_func_index_free(&fx);
+	return 0;
+}
+
+static int by_binary_samples(const void *pa, const void *pb)
+{
 	const Edgeprof__V1__BinaryProfile *a = *(Edgeprof__V1__BinaryProfile *const *)pa;
 	const Edgeprof__V1__BinaryProfile *b = *(Edgeprof__V1__BinaryProfile *const *)pb;
-	return a->samples < b->samples ? 1 : a->samples > b->samples ? -1 : 0;
+	int c = cmp_u64_desc(a->samples, b->samples);
+	if (!c)
+		c = cmp_u64_desc(a->n_edges, b->n_edges);
+	if (!c)
+		c = strcmp(a->build_id, b->build_id);
+	if (!c)
+		c = strcmp(a->n_paths ? a->paths[0] : "", b->n_paths ? b->paths[0] : "");
+	return c;
 }
 
 int ep_report(const Edgeprof__V1__Profile *p, unsigned top, FILE *out)
@@ -147,8 +220,9 @@ int ep_report(const Edgeprof__V1__Profile *p, unsigned top, FILE *out)
 	Edgeprof__V1__BinaryProfile **order = malloc((p->n_binaries + 1) * sizeof(*order));
 	if (!order)
 		return -1;
-	memcpy(order, p->binaries, p->n_binaries * sizeof(*order));
-	qsort(order, p->n_binaries, sizeof(*order), by_samples);
+	for (size_t i = 0; i < p->n_binaries; i++)
+		order[i] = p->binaries[i];
+	qsort(order, p->n_binaries, sizeof(*order), by_binary_samples);
 	int rc = 0;
 	for (size_t i = 0; i < p->n_binaries && rc == 0; i++)
 		rc = report_binary(order[i], top, out);

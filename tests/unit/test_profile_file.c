@@ -1,0 +1,378 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The profile file: round trip, header layout, atomic replacement, and a
+ * clear one-line error for every kind of damage. */
+#include "test_util.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "profile/profile_file.h"
+
+#define MAX_EDGES 64
+
+struct fixture {
+	char dir[64];
+	char path[128];
+	Edgeprof__V1__Profile profile;
+	Edgeprof__V1__Stats stats;
+	Edgeprof__V1__BinaryProfile bin;
+	Edgeprof__V1__BinaryProfile *bins[1];
+	Edgeprof__V1__Edge edges[MAX_EDGES];
+	Edgeprof__V1__Edge *edge_ptrs[MAX_EDGES];
+	char *paths[1];
+};
+
+/* A profile of one binary with n edges (n decides the file's size). */
+static void build(struct fixture *fx, size_t n, uint64_t seed)
+{
+	edgeprof__v1__stats__init(&fx->stats);
+	fx->stats.samples = 100 + seed;
+	edgeprof__v1__binary_profile__init(&fx->bin);
+	fx->paths[0] = "/usr/bin/demo";
+	fx->bin.build_id = "abcd", fx->bin.arch = "x86_64", fx->bin.samples = 7;
+	fx->bin.paths = fx->paths, fx->bin.n_paths = 1;
+	for (size_t i = 0; i < n; i++) {
+		edgeprof__v1__edge__init(&fx->edges[i]);
+		fx->edges[i].from = 0x401000 + 16 * i;
+		fx->edges[i].to = 0x402000 + i;
+		fx->edges[i].taken = i % 2;
+		fx->edges[i].count = seed * 1000 + i;
+		fx->edge_ptrs[i] = &fx->edges[i];
+	}
+	fx->bin.edges = fx->edge_ptrs, fx->bin.n_edges = n;
+	fx->bins[0] = &fx->bin;
+	edgeprof__v1__profile__init(&fx->profile);
+	fx->profile.format_version = 1, fx->profile.stats = &fx->stats;
+	fx->profile.binaries = fx->bins, fx->profile.n_binaries = 1;
+}
+
+static int setup(void **state)
+{
+	struct fixture *fx = calloc(1, sizeof(*fx));
+	if (!fx)
+		return -1;
+	strcpy(fx->dir, "/tmp/edgeprof-pf-XXXXXX");
+	if (!mkdtemp(fx->dir))
+		return -1;
+	snprintf(fx->path, sizeof(fx->path), "%s/p.prof", fx->dir);
+	build(fx, 4, 1);
+	*state = fx;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *fx = *state;
+	DIR *d = opendir(fx->dir);
+	struct dirent *de;
+	char p[400];
+	while (d && (de = readdir(d)))
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
+			snprintf(p, sizeof(p), "%s/%s", fx->dir, de->d_name);
+			unlink(p);
+		}
+	if (d)
+		closedir(d);
+	rmdir(fx->dir);
+	free(fx);
+	return 0;
+}
+
+static size_t dir_entries(const char *dir)
+{
+	size_t n = 0;
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	while (d && (de = readdir(d)))
+		n += strcmp(de->d_name, ".") && strcmp(de->d_name, "..");
+	if (d)
+		closedir(d);
+	return n;
+}
+
+static uint8_t *slurp(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	assert_non_null(f);
+	uint8_t *buf = malloc(1 << 20);
+	assert_non_null(buf);
+	*len = fread(buf, 1, 1 << 20, f);
+	fclose(f);
+	return buf;
+}
+
+static void spit(const char *path, const void *data, size_t len)
+{
+	FILE *f = fopen(path, "wb");
+	assert_non_null(f);
+	assert_int_equal(fwrite(data, 1, len, f), len);
+	fclose(f);
+}
+
+/* The packed bytes of a message: equal bytes, equal profiles. */
+static uint8_t *packed(const Edgeprof__V1__Profile *p, size_t *len)
+{
+	*len = edgeprof__v1__profile__get_packed_size(p);
+	uint8_t *buf = malloc(*len + 1);
+	assert_non_null(buf);
+	edgeprof__v1__profile__pack(p, buf);
+	return buf;
+}
+
+/* Reads path, expecting failure with exactly the message want. */
+static void expect_error(const char *path, const char *want)
+{
+	Edgeprof__V1__Profile *p = (Edgeprof__V1__Profile *)1;
+	char err[512] = "";
+	assert_int_equal(ep_profile_read(path, &p, err, sizeof(err)), -1);
+	assert_null(p);
+	assert_string_equal(err, want);
+}
+
+static void test_round_trip_and_layout(void **state)
+{
+	struct fixture *fx = *state;
+	char err[512];
+	assert_int_equal(ep_profile_write(fx->path, &fx->profile, err, sizeof(err)), 0);
+	Edgeprof__V1__Profile *back = NULL;
+	assert_int_equal(ep_profile_read(fx->path, &back, err, sizeof(err)), 0);
+	size_t la, lb;
+	uint8_t *a = packed(&fx->profile, &la), *b = packed(back, &lb);
+	assert_int_equal(la, lb);
+	assert_memory_equal(a, b, la);
+	assert_string_equal(back->binaries[0]->paths[0], "/usr/bin/demo");
+	ep_profile_free(back);
+
+	size_t flen;
+	uint8_t *file = slurp(fx->path, &flen);
+	assert_int_equal(flen, 24 + la);
+	assert_memory_equal(file, "EDGEPROF", 8);
+	static const uint8_t version_reserved[8] = {1, 0, 0, 0, 0, 0, 0, 0};
+	assert_memory_equal(file + 8, version_reserved, 8);
+	uint64_t len = 0;
+	for (int i = 7; i >= 0; i--)
+		len = len << 8 | file[16 + i];
+	assert_int_equal(len, la);
+	assert_memory_equal(file + 24, a, la);
+	free(file);
+	free(a);
+	free(b);
+}
+
+static void test_replace_leaves_no_temp_and_follows_umask(void **state)
+{
+	struct fixture *fx = *state;
+	char err[512];
+	mode_t old = umask(022);
+	assert_int_equal(ep_profile_write(fx->path, &fx->profile, err, sizeof(err)), 0);
+	build(fx, 9, 2);
+	assert_int_equal(ep_profile_write(fx->path, &fx->profile, err, sizeof(err)), 0);
+	umask(old);
+	struct stat st;
+	assert_int_equal(stat(fx->path, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0644);
+	assert_int_equal(dir_entries(fx->dir), 1);
+	Edgeprof__V1__Profile *back = NULL;
+	assert_int_equal(ep_profile_read(fx->path, &back, err, sizeof(err)), 0);
+	assert_int_equal(back->binaries[0]->n_edges, 9);
+	assert_int_equal(back->stats->samples, 102);
+	ep_profile_free(back);
+}
+
+/* A write that fails half way (here: the file size limit, as a full disk
+ * would) names the path and the cause and leaves the old profile whole. */
+static void test_failed_write_keeps_old_profile(void **state)
+{
+	struct fixture *fx = *state;
+	char err[512];
+	assert_int_equal(ep_profile_write(fx->path, &fx->profile, err, sizeof(err)), 0);
+	size_t old_len;
+	uint8_t *old = slurp(fx->path, &old_len);
+
+	build(fx, MAX_EDGES, 3);
+	assert_true(edgeprof__v1__profile__get_packed_size(&fx->profile) > 2 * old_len);
+	struct rlimit saved, small = {.rlim_cur = old_len + 10, .rlim_max = RLIM_INFINITY};
+	assert_int_equal(getrlimit(RLIMIT_FSIZE, &saved), 0);
+	small.rlim_max = saved.rlim_max;
+	void (*handler)(int) = signal(SIGXFSZ, SIG_IGN);
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &small), 0);
+	int rc = ep_profile_write(fx->path, &fx->profile, err, sizeof(err));
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &saved), 0);
+	signal(SIGXFSZ, handler);
+
+	assert_int_equal(rc, -1);
+	char want[512];
+	snprintf(want, sizeof(want), "%s: write failed: File too large", fx->path);
+	assert_string_equal(err, want);
+	size_t now_len;
+	uint8_t *now = slurp(fx->path, &now_len);
+	assert_int_equal(now_len, old_len);
+	assert_memory_equal(now, old, old_len);
+	assert_int_equal(dir_entries(fx->dir), 1);
+	free(old);
+	free(now);
+}
+
+static void test_unwritable_place(void **state)
+{
+	struct fixture *fx = *state;
+	char err[512];
+	assert_int_equal(
+	    ep_profile_write("/nonexistent-dir/p.prof", &fx->profile, err, sizeof(err)), -1);
+	assert_string_equal(err,
+			    "/nonexistent-dir/p.prof: write failed: No such file or directory");
+}
+
+static void test_truncated(void **state)
+{
+	struct fixture *fx = *state;
+	char err[512], want[512];
+	assert_int_equal(ep_profile_write(fx->path, &fx->profile, err, sizeof(err)), 0);
+	struct stat st;
+	assert_int_equal(stat(fx->path, &st), 0);
+	assert_int_equal(truncate(fx->path, 30), 0);
+	snprintf(want, sizeof(want), "%s: truncated profile (30 of %lld bytes)", fx->path,
+		 (long long)st.st_size);
+	expect_error(fx->path, want);
+	assert_int_equal(truncate(fx->path, 10), 0);
+	snprintf(want, sizeof(want), "%s: truncated profile (10 of 24 header bytes)", fx->path);
+	expect_error(fx->path, want);
+}
+
+static void test_not_a_profile(void **state)
+{
+	struct fixture *fx = *state;
+	char want[512];
+	spit(fx->path, "PERFILE2 and more", 17);
+	snprintf(want, sizeof(want), "%s: not an edgeprof profile (no EDGEPROF header)", fx->path);
+	expect_error(fx->path, want);
+	spit(fx->path, "", 0);
+	snprintf(want, sizeof(want), "%s: not an edgeprof profile (empty file)", fx->path);
+	expect_error(fx->path, want);
+	snprintf(want, sizeof(want), "%s/none.prof: cannot open: No such file or directory",
+		 fx->dir);
+	char missing[256];
+	snprintf(missing, sizeof(missing), "%s/none.prof", fx->dir);
+	expect_error(missing, want);
+	snprintf(want, sizeof(want), "%s: is a directory, not a profile", fx->dir);
+	expect_error(fx->dir, want);
+}
+
+/* Rewrites header field [off, off+n) of the written profile with v. */
+static void patch_header(const char *path, int off, int n, uint64_t v)
+{
+	size_t len;
+	uint8_t *buf = slurp(path, &len);
+	for (int i = 0; i < n; i++)
+		buf[off + i] = (uint8_t)(v >> (8 * i));
+	spit(path, buf, len);
+	free(buf);
+}
+
+static void test_damaged_header(void **state)
+{
+	struct fixture *fx = *state;
+	char err[512], want[512];
+	assert_int_equal(ep_profile_write(fx->path, &fx->profile, err, sizeof(err)), 0);
+	patch_header(fx->path, 8, 4, 2);
+	snprintf(want, sizeof(want),
+		 "%s: profile format version 2 is newer than this edgeprof reads (1)", fx->path);
+	expect_error(fx->path, want);
+	patch_header(fx->path, 8, 4, 1);
+	patch_header(fx->path, 12, 4, 0x10);
+	snprintf(want, sizeof(want), "%s: corrupt profile header (version 1, reserved 0x10)",
+		 fx->path);
+	expect_error(fx->path, want);
+	patch_header(fx->path, 12, 4, 0);
+	/* a damaged length: refused before anything is allocated for it */
+	patch_header(fx->path, 16, 8, 5ULL << 30);
+	snprintf(want, sizeof(want),
+		 "%s: corrupt profile: declared payload of 5368709120 bytes is over the 4 GiB "
+		 "limit",
+		 fx->path);
+	expect_error(fx->path, want);
+	struct stat st;
+	assert_int_equal(stat(fx->path, &st), 0);
+	patch_header(fx->path, 16, 8, 3ULL << 30);
+	snprintf(want, sizeof(want), "%s: truncated profile (%lld of %llu bytes)", fx->path,
+		 (long long)st.st_size, 24 + (3ULL << 30));
+	expect_error(fx->path, want);
+}
+
+static void test_damaged_payload(void **state)
+{
+	struct fixture *fx = *state;
+	char err[512], want[512];
+	assert_int_equal(ep_profile_write(fx->path, &fx->profile, err, sizeof(err)), 0);
+	size_t len;
+	uint8_t *buf = slurp(fx->path, &len);
+	/* bytes glued after the payload */
+	buf[len] = 'x';
+	spit(fx->path, buf, len + 1);
+	snprintf(want, sizeof(want), "%s: corrupt profile: data after the %zu bytes declared",
+		 fx->path, len);
+	expect_error(fx->path, want);
+	/* a payload that is no protobuf message (an unterminated varint) */
+	memset(buf + 24, 0xff, len - 24);
+	spit(fx->path, buf, len);
+	snprintf(want, sizeof(want),
+		 "%s: corrupt profile: the %zu-byte payload is not an edgeprof.v1.Profile message",
+		 fx->path, len - 24);
+	expect_error(fx->path, want);
+	free(buf);
+}
+
+/* A pipe has no size to check up front: the declared length still bounds
+ * what is read, and an early end is still "truncated". */
+static void test_read_from_pipe(void **state)
+{
+	struct fixture *fx = *state;
+	char err[512], want[512], path[64];
+	assert_int_equal(ep_profile_write(fx->path, &fx->profile, err, sizeof(err)), 0);
+	size_t len;
+	uint8_t *buf = slurp(fx->path, &len);
+	for (int cut = 0; cut < 2; cut++) {
+		int fds[2];
+		assert_int_equal(pipe(fds), 0);
+		size_t n = cut ? len - 5 : len;
+		assert_int_equal(write(fds[1], buf, n), (ssize_t)n);
+		close(fds[1]);
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fds[0]);
+		Edgeprof__V1__Profile *back = NULL;
+		int rc = ep_profile_read(path, &back, err, sizeof(err));
+		close(fds[0]);
+		if (!cut) {
+			assert_int_equal(rc, 0);
+			assert_int_equal(back->binaries[0]->edges[3]->count, 1003);
+			ep_profile_free(back);
+		} else {
+			assert_int_equal(rc, -1);
+			snprintf(want, sizeof(want), "%s: truncated profile (%zu of %zu bytes)",
+				 path, len - 5, len);
+			assert_string_equal(err, want);
+		}
+	}
+	free(buf);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(test_round_trip_and_layout, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_replace_leaves_no_temp_and_follows_umask, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_failed_write_keeps_old_profile, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_unwritable_place, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_truncated, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_not_a_profile, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_damaged_header, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_damaged_payload, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_read_from_pipe, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
