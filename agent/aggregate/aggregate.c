@@ -320,7 +320,7 @@ Edgeprof__V1__BranchKind ep_proto_branch_kind(uint8_t kind)
 	}
 }
 
-static int cmp_edge(const void *pa, const void *pb)
+int ep_edge_cmp(const void *pa, const void *pb)
 {
 	const Edgeprof__V1__Edge *a = *(Edgeprof__V1__Edge *const *)pa;
 	const Edgeprof__V1__Edge *b = *(Edgeprof__V1__Edge *const *)pb;
@@ -416,7 +416,7 @@ static int collect_edges(struct bin_counts *c, const struct ep_decoder *dec, str
 		e->count = c->from_external.values[i];
 	}
 	if (v->n > 1)
-		qsort(v->items, v->n, sizeof(*v->items), cmp_edge);
+		qsort(v->items, v->n, sizeof(*v->items), ep_edge_cmp);
 	return 0;
 }
 

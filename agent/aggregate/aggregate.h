@@ -43,6 +43,10 @@ void ep_aggregate_sample_ip(struct ep_aggregator *a, uint32_t bin, uint64_t vadd
 uint64_t ep_aggregator_branches(const struct ep_aggregator *a);
 uint64_t ep_aggregator_ranges(const struct ep_aggregator *a);
 
+/* The order of edges in a profile (by from, to, taken, external): a qsort
+ * comparator over Edgeprof__V1__Edge pointers. */
+int ep_edge_cmp(const void *a, const void *b);
+
 /* The proto's name for a decoder branch kind. */
 Edgeprof__V1__BranchKind ep_proto_branch_kind(uint8_t kind);
 

@@ -281,7 +281,9 @@ int ep_cmd_agent(int argc, char **argv)
 			last_write = now;
 		}
 	}
-	/* drain what the kernel still holds, then the final profile */
+	/* stop sampling, drain what the kernel still holds, then the final
+	 * profile and the counters, which now agree */
+	ep_live_stop(live);
 	ep_live_poll(live, 0, on_sample, &ctx);
 	if (write_profile(ctx.pipeline, live, output) != 0)
 		rc = 1;

@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../aggregate/aggregate.h"
 #include "../export/export.h"
 #include "../pipeline/pipeline.h"
 #include "../profile/profile_file.h"
@@ -164,17 +165,6 @@ static void on_exact(void *ctx, const struct ep_emu_exact *edges, size_t n)
 		e->kind = ep_proto_branch_kind((uint8_t)edges[i].kind);
 		bp->edges[bp->n_edges++] = e;
 	}
-}
-
-static int cmp_edge(const void *pa, const void *pb)
-{
-	const Edgeprof__V1__Edge *a = *(Edgeprof__V1__Edge *const *)pa;
-	const Edgeprof__V1__Edge *b = *(Edgeprof__V1__Edge *const *)pb;
-	if (a->from != b->from)
-		return a->from < b->from ? -1 : 1;
-	if (a->to != b->to)
-		return a->to < b->to ? -1 : 1;
-	return (int)a->taken - (int)b->taken;
 }
 
 /* The program to run, found like the shell finds it; NULL when missing. */
@@ -450,7 +440,7 @@ int ep_cmd_record(int argc, char **argv)
 	if (o.exact_out && es.ended) {
 		for (size_t i = 0; i < ctx.exact->n_binaries; i++) {
 			Edgeprof__V1__BinaryProfile *bp = ctx.exact->binaries[i];
-			qsort(bp->edges, bp->n_edges, sizeof(*bp->edges), cmp_edge);
+			qsort(bp->edges, bp->n_edges, sizeof(*bp->edges), ep_edge_cmp);
 		}
 		FILE *out = fopen(o.exact_out, "w");
 		if (!out ||

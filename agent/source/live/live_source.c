@@ -291,17 +291,24 @@ fail:
 	return NULL;
 }
 
+void ep_live_stop(struct ep_live *l)
+{
+	for (unsigned i = 0; i < MAX_CPUS; i++) {
+		if (l->links[i])
+			bpf_link__destroy(l->links[i]);
+		l->links[i] = NULL;
+		if (l->fds[i] >= 0)
+			close(l->fds[i]);
+		l->fds[i] = -1;
+	}
+}
+
 void ep_live_close(struct ep_live *l)
 {
 	if (!l)
 		return;
 	ring_buffer__free(l->rb);
-	for (unsigned i = 0; i < MAX_CPUS; i++) {
-		if (l->links[i])
-			bpf_link__destroy(l->links[i]);
-		if (l->fds[i] >= 0)
-			close(l->fds[i]);
-	}
+	ep_live_stop(l);
 	edgeprof_bpf__destroy(l->skel);
 	free(l);
 }

@@ -62,4 +62,8 @@ int ep_live_poll(struct ep_live *live, int timeout_ms, ep_live_sample_cb cb, voi
 
 void ep_live_counters(const struct ep_live *live, struct ep_live_counters *out);
 
+/* Detaches from every CPU: no sample arrives after this, so a final drain
+ * and the counters read then agree with each other. */
+void ep_live_stop(struct ep_live *live);
+
 #endif
