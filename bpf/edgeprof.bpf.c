@@ -7,6 +7,7 @@
  */
 #include "vmlinux.h"
 
+#include <bpf/bpf_core_read.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
@@ -57,6 +58,13 @@ struct {
 	__uint(max_entries, 8 << 20); /* the agent resizes it before load */
 } samples SEC(".maps");
 
+/* Process events are rare and small: a separate, small buffer, so a burst
+ * of samples never crowds them out. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 256 << 10);
+} procs SEC(".maps");
+
 enum ep_bpf_counter {
 	EP_BPF_SEEN,
 	EP_BPF_SENT,
@@ -65,6 +73,7 @@ enum ep_bpf_counter {
 	EP_BPF_RESERVE_FAILED,
 	EP_BPF_BRANCH_READ_FAILED,
 	EP_BPF_BETWEEN_SAMPLES, /* overflows the countdown let pass */
+	EP_BPF_PROC_RESERVE_FAILED,
 	EP_BPF_COUNTERS,
 };
 
@@ -176,5 +185,45 @@ int on_overflow(struct bpf_perf_event_data *ctx)
 	}
 	bpf_ringbuf_submit(rec, 0);
 	count(EP_BPF_SENT);
+	return 0;
+}
+
+static __always_inline void proc_event(__u32 type, __u32 pid, __u32 ppid)
+{
+	struct ep_proc_record *r = bpf_ringbuf_reserve(&procs, sizeof(*r), 0);
+	if (!r) {
+		count(EP_BPF_PROC_RESERVE_FAILED);
+		return;
+	}
+	r->type = type;
+	r->pid = pid;
+	r->ppid = ppid;
+	r->pad = 0;
+	r->time_ns = bpf_ktime_get_ns();
+	bpf_ringbuf_submit(r, 0);
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	proc_event(EP_PROC_EXEC, BPF_CORE_READ(p, tgid), 0);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
+{
+	__u32 tgid = BPF_CORE_READ(child, tgid);
+	/* a new thread shares its process's mappings: only processes matter */
+	if (tgid != BPF_CORE_READ(parent, tgid))
+		proc_event(EP_PROC_FORK, tgid, BPF_CORE_READ(parent, tgid));
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(on_exit, struct task_struct *p)
+{
+	if (BPF_CORE_READ(p, pid) == BPF_CORE_READ(p, tgid))
+		proc_event(EP_PROC_EXIT, BPF_CORE_READ(p, tgid), 0);
 	return 0;
 }

@@ -67,4 +67,18 @@ struct ep_sample_record {
 	struct ep_branch_entry entries[EP_MAX_BRANCH_ENTRIES];
 };
 
+/* Process events, on their own ring buffer: the agent keeps its view of
+ * each process's mappings right (SPEC, "Buffers per record type"). */
+#define EP_PROC_EXEC 1 /* pid replaced its program */
+#define EP_PROC_FORK 2 /* pid is a new process, a copy of ppid */
+#define EP_PROC_EXIT 3 /* the process pid ended */
+
+struct ep_proc_record {
+	__u32 type;
+	__u32 pid;
+	__u32 ppid;
+	__u32 pad;
+	__u64 time_ns;
+};
+
 #endif

@@ -86,6 +86,35 @@ static void read_maps(struct agent_ctx *c, uint32_t pid)
 	fclose(f);
 }
 
+/* exec, fork and exit as they happen: a forked child starts with its
+ * parent's mappings, an exec'd process gets its new ones read at once (a
+ * short-lived program may be gone by its first sample's turn). */
+static void on_process_event(void *ctx, const struct ep_proc_record *rec)
+{
+	struct agent_ctx *c = ctx;
+	uint64_t *last;
+	switch (rec->type) {
+	case EP_PROC_FORK:
+		ep_pipeline_fork(c->pipeline, rec->pid, rec->ppid);
+		last = ep_u64map_upsert(&c->maps_read, rec->pid, NULL);
+		if (last)
+			*last = now_ns();
+		break;
+	case EP_PROC_EXEC:
+		ep_pipeline_exec(c->pipeline, rec->pid);
+		read_maps(c, rec->pid);
+		last = ep_u64map_upsert(&c->maps_read, rec->pid, NULL);
+		if (last)
+			*last = now_ns();
+		break;
+	case EP_PROC_EXIT:
+		ep_pipeline_exit(c->pipeline, rec->pid);
+		break;
+	default:
+		break;
+	}
+}
+
 static void on_sample(void *ctx, const struct ep_sample_record *rec)
 {
 	struct agent_ctx *c = ctx;
@@ -263,6 +292,7 @@ int ep_cmd_agent(int argc, char **argv)
 		rc = 1;
 		goto out;
 	}
+	ep_live_on_process_events(live, on_process_event, &ctx);
 	struct sigaction sa = {.sa_handler = on_signal};
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
@@ -290,9 +320,11 @@ int ep_cmd_agent(int argc, char **argv)
 	struct ep_live_counters lc;
 	ep_live_counters(live, &lc);
 	ep_info("%s: %llu samples received (%llu filtered out, %llu kernel, %llu dropped: ring "
-		"buffer full), %llu processes gone before their maps were read",
+		"buffer full), %llu process events (%llu lost), %llu processes gone before their "
+		"maps were read",
 		output, (unsigned long long)lc.received, (unsigned long long)lc.filtered,
 		(unsigned long long)lc.kernel, (unsigned long long)lc.reserve_failed,
+		(unsigned long long)lc.proc_events, (unsigned long long)lc.proc_reserve_failed,
 		(unsigned long long)ctx.unresolved_pids);
 	if (ctx.periods.n > 1) {
 		const struct period_stats *ps = &ctx.periods;

@@ -102,6 +102,28 @@ check "stalled consumer: drops reported in one warning line" \
 # the 64 KiB buffer holds ~40 records: far more came through, before and after
 check "stalled consumer: sampling went on around the stall" test "${received:-0}" -gt 1000
 
+# Short-lived processes: 20 runs of ~15 ms each. Exec events (a second,
+# small ring buffer fed by the sched_process_exec/fork/exit tracepoints)
+# let the agent read each new program's mappings at once, so their samples
+# resolve although the processes are gone before the agent looks again.
+"$EDGEPROF" agent --duration 4 -o "$TEST_TMP/short.prof" --log-level info 2>"$TEST_TMP/short.err" &
+agent=$!
+track_pid "$agent"
+sleep 0.5
+cp "$TEST_TMP/hot_cold" "$TEST_TMP/short_lived"
+for i in $(seq 1 20); do "$TEST_TMP/short_lived" 15000000 >/dev/null; done
+wait "$agent"
+"$EDGEPROF" export "$TEST_TMP/short.prof" --format json -o "$TEST_TMP/short.json"
+short=$(jq --arg p "$TEST_TMP/short_lived" '[.profiles[] | select(.path == $p) | .samples] | add // 0' "$TEST_TMP/short.json")
+resolved=$(jq '[.profiles[].samples] | add // 0' "$TEST_TMP/short.json")
+total=$(jq '.stats.samples' "$TEST_TMP/short.json")
+events=$(sed -n 's/.* \([0-9]*\) process events (\([0-9]*\) lost).*/\1 \2/p' "$TEST_TMP/short.err")
+echo "# short-lived: $short samples in the short-lived program, $resolved of $total resolved; process events (lost): $events"
+check "short-lived processes: process events arrive, none lost" \
+	bash -c "set -- $events; [ \"\${1:-0}\" -ge 40 ] && [ \"\${2:-1}\" -eq 0 ]"
+check "short-lived processes: their samples resolve to the program" test "${short:-0}" -gt 100
+check "short-lived processes: over 90% of all samples resolve" test $((resolved * 10)) -gt $((total * 9))
+
 "$EDGEPROF" agent --duration 600 -o "$TEST_TMP/term.prof" 2>"$TEST_TMP/term.err" &
 agent=$!
 track_pid "$agent"

@@ -26,6 +26,7 @@ enum {
 	C_RESERVE_FAILED,
 	C_BRANCH_FAILED,
 	C_BETWEEN,
+	C_PROC_RESERVE_FAILED,
 	C_COUNT
 };
 
@@ -34,6 +35,10 @@ struct ep_live {
 	struct ring_buffer *rb;
 	int fds[MAX_CPUS];
 	struct bpf_link *links[MAX_CPUS];
+	struct bpf_link *proc_links[3];
+	ep_live_proc_cb proc_cb;
+	void *proc_ctx;
+	uint64_t proc_events;
 	unsigned ncpus;
 	bool branch_stacks;
 	uint64_t step;
@@ -151,6 +156,23 @@ static void clock_attr(struct perf_event_attr *a, uint64_t step_ns)
 	a->config = PERF_COUNT_SW_CPU_CLOCK;
 	a->sample_period = step_ns;
 	a->sample_type = PERF_SAMPLE_IP;
+}
+
+static int on_proc_record(void *ctx, void *data, size_t size)
+{
+	struct ep_live *l = ctx;
+	if (size < sizeof(struct ep_proc_record))
+		return 0;
+	l->proc_events++;
+	if (l->proc_cb)
+		l->proc_cb(l->proc_ctx, data);
+	return 0;
+}
+
+void ep_live_on_process_events(struct ep_live *l, ep_live_proc_cb cb, void *ctx)
+{
+	l->proc_cb = cb;
+	l->proc_ctx = ctx;
 }
 
 static int on_record(void *ctx, void *data, size_t size)
@@ -280,9 +302,20 @@ struct ep_live *ep_live_open(const struct ep_live_config *cfg, char *err, size_t
 			goto fail;
 		}
 	}
+	struct bpf_program *proc_progs[3] = {l->skel->progs.on_exec, l->skel->progs.on_fork,
+					     l->skel->progs.on_exit};
+	for (int i = 0; i < 3; i++) {
+		l->proc_links[i] = bpf_program__attach(proc_progs[i]);
+		if (!l->proc_links[i]) {
+			snprintf(err, errlen, "cannot attach to the %s tracepoint: %s",
+				 bpf_program__name(proc_progs[i]), strerror(errno));
+			goto fail;
+		}
+	}
 	l->rb = ring_buffer__new(bpf_map__fd(l->skel->maps.samples), on_record, l, NULL);
-	if (!l->rb) {
-		snprintf(err, errlen, "cannot map the ring buffer: %s", strerror(errno));
+	if (!l->rb ||
+	    ring_buffer__add(l->rb, bpf_map__fd(l->skel->maps.procs), on_proc_record, l) != 0) {
+		snprintf(err, errlen, "cannot map the ring buffers: %s", strerror(errno));
 		goto fail;
 	}
 	return l;
@@ -293,6 +326,11 @@ fail:
 
 void ep_live_stop(struct ep_live *l)
 {
+	for (int i = 0; i < 3; i++) {
+		if (l->proc_links[i])
+			bpf_link__destroy(l->proc_links[i]);
+		l->proc_links[i] = NULL;
+	}
 	for (unsigned i = 0; i < MAX_CPUS; i++) {
 		if (l->links[i])
 			bpf_link__destroy(l->links[i]);
@@ -354,5 +392,7 @@ void ep_live_counters(const struct ep_live *l, struct ep_live_counters *out)
 	out->reserve_failed = sums[C_RESERVE_FAILED];
 	out->branch_read_failed = sums[C_BRANCH_FAILED];
 	out->between_samples = sums[C_BETWEEN];
+	out->proc_reserve_failed = sums[C_PROC_RESERVE_FAILED];
+	out->proc_events = l->proc_events;
 	out->received = l->received;
 }

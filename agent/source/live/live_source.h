@@ -36,8 +36,10 @@ struct ep_live_counters {
 	uint64_t kernel;	 /* kernel samples, not asked for */
 	uint64_t reserve_failed; /* ring buffer full: samples dropped */
 	uint64_t branch_read_failed;
-	uint64_t between_samples; /* overflows the randomized countdown let pass */
-	uint64_t received;	  /* records the agent drained */
+	uint64_t between_samples;     /* overflows the randomized countdown let pass */
+	uint64_t proc_events;	      /* exec/fork/exit records drained */
+	uint64_t proc_reserve_failed; /* process events lost: their buffer was full */
+	uint64_t received;	      /* records the agent drained */
 };
 
 struct ep_live;
@@ -56,6 +58,9 @@ void ep_live_period(const struct ep_live *live, uint64_t *mean, uint64_t *jitter
 unsigned ep_live_cpus(const struct ep_live *live);
 
 typedef void (*ep_live_sample_cb)(void *ctx, const struct ep_sample_record *rec);
+typedef void (*ep_live_proc_cb)(void *ctx, const struct ep_proc_record *rec);
+/* Process events (exec, fork, exit) go to cb during ep_live_poll. */
+void ep_live_on_process_events(struct ep_live *live, ep_live_proc_cb cb, void *ctx);
 /* Drains what is there, waiting up to timeout_ms for the first record.
  * Returns the number of records handed to cb, or -1 on error. */
 int ep_live_poll(struct ep_live *live, int timeout_ms, ep_live_sample_cb cb, void *ctx);
