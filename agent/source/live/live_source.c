@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/perf_event.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +46,7 @@ struct ep_live {
 	uint32_t steps, steps_jitter;
 	char mode[320];
 	uint64_t received;
+	struct ep_sample_record rec;
 	ep_live_sample_cb cb;
 	void *cb_ctx;
 };
@@ -175,14 +177,20 @@ void ep_live_on_process_events(struct ep_live *l, ep_live_proc_cb cb, void *ctx)
 	l->proc_ctx = ctx;
 }
 
+/* Records carry only the branch entries there are: copied into a whole
+ * record, checked against their size. */
 static int on_record(void *ctx, void *data, size_t size)
 {
 	struct ep_live *l = ctx;
-	if (size < sizeof(struct ep_sample_record))
+	const size_t head = offsetof(struct ep_sample_record, entries);
+	if (size < head || size > sizeof(l->rec))
+		return 0;
+	memcpy(&l->rec, data, size);
+	if (l->rec.nr_entries > (size - head) / sizeof(struct ep_branch_entry))
 		return 0;
 	l->received++;
 	if (l->cb)
-		l->cb(l->cb_ctx, data);
+		l->cb(l->cb_ctx, &l->rec);
 	return 0;
 }
 
