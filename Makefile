@@ -10,10 +10,10 @@ CC       ?= cc
 CFLAGS   ?= -O2 -g
 STD_FLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fno-strict-aliasing
 DEPFLAGS  = -MMD -MP
-PKGS     := libelf capstone libprotobuf-c libbpf
+PKGS     := libelf capstone libprotobuf-c libbpf libzstd libcurl libmicrohttpd sqlite3 gnutls
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
-LDLIBS   := $(PKG_LIBS) -lz -lm
+LDLIBS   := $(PKG_LIBS) -lz -lm -lpthread
 
 GEN      := $(BUILD)/gen
 PROTOS   := $(wildcard proto/*.proto)
@@ -25,7 +25,8 @@ GEN_H    := $(PROTO_H) $(BPF_SKEL)
 
 # The LBR emulator plugin is loaded by QEMU, not linked into edgeprof.
 PLUGIN_SRCS := $(wildcard agent/source/emulator/plugin/*.c) agent/decode/decoder_x86.c agent/util/u64map.c
-AGENT_SRCS := $(filter-out agent/cli/main.c agent/source/emulator/plugin/%,$(shell find agent -name '*.c' | sort))
+# The collector shares the library (profile types, exports) and the binary.
+AGENT_SRCS := $(filter-out agent/cli/main.c agent/source/emulator/plugin/%,$(shell find agent collector -name '*.c' | sort))
 MAIN_SRC   := agent/cli/main.c
 TEST_SRCS  := $(sort $(wildcard tests/unit/test_*.c))
 INCLUDES   := -I. -Iagent -I$(GEN) $(PKG_CFLAGS)

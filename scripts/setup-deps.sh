@@ -7,13 +7,17 @@ set -euo pipefail
 # build: compiler, libelf, capstone, protobuf-c; BPF: clang, libbpf, bpftool;
 # tests: cmocka, and the oracles perf (linux-perf), BOLT 16, objdump/readelf
 # (binutils), callgrind (valgrind); the LBR emulator runs programs under
-# qemu-user; scripts: python3, jq, bc, GNU time
+# qemu-user; scripts: python3, jq, bc, GNU time; streaming: zstd, libcurl,
+# libmicrohttpd (+ GnuTLS for its TLS), SQLite; tests: clickhouse-server,
+# openssl (test certificates), iproute2 (network namespaces), curl
 packages=(
 	build-essential pkg-config binutils clang clang-format
 	libelf-dev zlib1g-dev libcapstone-dev libprotobuf-c-dev protobuf-c-compiler
 	libbpf-dev bpftool libzstd-dev
+	libcurl4-openssl-dev libmicrohttpd-dev libgnutls28-dev libsqlite3-dev
 	libcmocka-dev
 	linux-perf bolt-16 valgrind qemu-user python3 jq bc time
+	clickhouse-server openssl iproute2 curl
 )
 
 missing=()

@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "store.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "store_backend.h"
+
+struct ep_store *ep_store_open(const char *spec, char *err, size_t errlen)
+{
+	if (strncmp(spec, "sqlite:", 7) == 0 && spec[7])
+		return ep_store_sqlite_open(spec + 7, err, errlen);
+	if (strncmp(spec, "clickhouse:", 11) == 0 && spec[11])
+		return ep_store_clickhouse_open(spec + 11, err, errlen);
+	snprintf(err, errlen, "store '%s': expected sqlite:PATH or clickhouse:URL", spec);
+	return NULL;
+}
+
+void ep_store_close(struct ep_store *s)
+{
+	if (s)
+		s->ops->close(s);
+}
+
+const char *ep_store_kind(const struct ep_store *s)
+{
+	return s->ops->kind;
+}
+
+int ep_store_has_batch(struct ep_store *s, const char *agent_id, uint64_t sequence, char *err,
+		       size_t errlen)
+{
+	return s->ops->has_batch(s, agent_id, sequence, err, errlen);
+}
+
+int ep_store_write(struct ep_store *s, const struct ep_store_commit *c, char *err, size_t errlen)
+{
+	return s->ops->write(s, c, err, errlen);
+}
+
+Edgeprof__V1__BinaryList *ep_store_list_binaries(struct ep_store *s,
+						 const struct ep_store_filter *f, char *err,
+						 size_t errlen)
+{
+	return s->ops->list_binaries(s, f, err, errlen);
+}
+
+void ep_store_free_list(Edgeprof__V1__BinaryList *list)
+{
+	if (list)
+		protobuf_c_message_free_unpacked(&list->base, NULL);
+}
+
+Edgeprof__V1__Profile *ep_store_profile(struct ep_store *s, const struct ep_store_filter *f,
+					char *err, size_t errlen)
+{
+	return s->ops->profile(s, f, err, errlen);
+}

@@ -1,0 +1,95 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Store stage (SPEC step 7): where the collector keeps the merged counts.
+ * Two backends behind one interface: "sqlite:PATH" (embedded, the default:
+ * one file, WAL) and "clickhouse:URL" (HTTP interface, for fleets where many
+ * stateless collectors write to one cluster). Both pass the same suite,
+ * tests/unit/test_store.c.
+ *
+ * Counts are kept per (binary, time bucket of EP_STORE_BUCKET_S seconds,
+ * label set) and only ever added to. Every stored batch leaves its
+ * (agent_id, sequence) behind so a resent batch is recognised and never
+ * counted twice.
+ */
+#ifndef EP_STORE_H
+#define EP_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "collector.pb-c.h"
+#include "ingest.pb-c.h"
+#include "profile.pb-c.h"
+
+#define EP_STORE_BUCKET_S 60
+
+struct ep_store;
+
+struct ep_store_batch_id {
+	const char *agent_id;
+	uint64_t sequence;
+	const char *node;
+	int64_t received_s; /* unix seconds */
+};
+
+/* One binary's counts for one label set in one bucket: the unit of writing.
+ * delta->profile carries build_id, paths, arch, samples, edges (keyed by
+ * from, to, taken, from_external, to_external), ranges (start, end), ips,
+ * functions and segments; delta->labels may be NULL (all labels empty). */
+struct ep_store_slice {
+	int64_t bucket_s; /* start of the bucket, unix seconds, a multiple of EP_STORE_BUCKET_S */
+	const Edgeprof__V1__BinaryDelta *delta;
+};
+
+struct ep_store_commit {
+	const struct ep_store_batch_id *batches;
+	size_t nbatches;
+	const struct ep_store_slice *slices;
+	size_t nslices;
+};
+
+/* A selection of stored counts. NULL/0 fields select everything. */
+struct ep_store_filter {
+	const char *build_id; /* lowercase hex; required by ep_store_profile */
+	int64_t from_s;	      /* buckets starting at or after from_s ... */
+	int64_t to_s;	      /* ... and before to_s (0 = no upper bound) */
+	/* label filter: every non-NULL field must equal the stored label */
+	const char *container_id, *pod, *namespace_, *cgroup, *process;
+};
+
+/* spec: "sqlite:PATH" or "clickhouse:http://HOST:PORT[/?database=DB]".
+ * NULL with err naming the spec and the problem. Creates the schema when
+ * missing. */
+struct ep_store *ep_store_open(const char *spec, char *err, size_t errlen);
+void ep_store_close(struct ep_store *s);
+/* "sqlite" or "clickhouse" */
+const char *ep_store_kind(const struct ep_store *s);
+
+/* 1 when (agent_id, sequence) was stored by an earlier write, 0 when not,
+ * -1 with err on failure. */
+int ep_store_has_batch(struct ep_store *s, const char *agent_id, uint64_t sequence, char *err,
+		       size_t errlen);
+
+/* Adds every slice's counts and records every batch id, all or nothing: after
+ * a crash either the whole commit is stored or none of it (SQLite: one
+ * transaction; ClickHouse: see store_clickhouse.c for how). The caller has
+ * already left out batches ep_store_has_batch() reported. 0 or -1 with err. */
+int ep_store_write(struct ep_store *s, const struct ep_store_commit *c, char *err, size_t errlen);
+
+/* The binaries with counts under the filter (build_id may be NULL here),
+ * sorted by build_id. Free with ep_store_free_list(). NULL with err. */
+Edgeprof__V1__BinaryList *ep_store_list_binaries(struct ep_store *s,
+						 const struct ep_store_filter *f, char *err,
+						 size_t errlen);
+void ep_store_free_list(Edgeprof__V1__BinaryList *list);
+
+/* The profile of f->build_id under the filter: one BinaryProfile with the
+ * counts summed over buckets and label sets, edges in ep_edge_cmp order,
+ * ranges by (start, end), ips by address, the binary's functions, segments
+ * and paths; stats.samples = its samples; config.source = "collector".
+ * A build-id with no counts under the filter gives a profile with no
+ * binaries. Free with ep_profile_free(). NULL with err. */
+Edgeprof__V1__Profile *ep_store_profile(struct ep_store *s, const struct ep_store_filter *f,
+					char *err, size_t errlen);
+
+#endif

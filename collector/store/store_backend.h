@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* What a storage backend provides; only store.c and the backends see this. */
+#ifndef EP_STORE_BACKEND_H
+#define EP_STORE_BACKEND_H
+
+#include "store.h"
+
+struct ep_store_ops {
+	const char *kind;
+	void (*close)(struct ep_store *s);
+	int (*has_batch)(struct ep_store *s, const char *agent_id, uint64_t sequence, char *err,
+			 size_t errlen);
+	int (*write)(struct ep_store *s, const struct ep_store_commit *c, char *err,
+		     size_t errlen);
+	Edgeprof__V1__BinaryList *(*list_binaries)(struct ep_store *s,
+						   const struct ep_store_filter *f, char *err,
+						   size_t errlen);
+	Edgeprof__V1__Profile *(*profile)(struct ep_store *s, const struct ep_store_filter *f,
+					  char *err, size_t errlen);
+};
+
+/* Every backend's handle starts with this. */
+struct ep_store {
+	const struct ep_store_ops *ops;
+};
+
+/* location: what follows "sqlite:" / "clickhouse:" in the spec */
+struct ep_store *ep_store_sqlite_open(const char *location, char *err, size_t errlen);
+struct ep_store *ep_store_clickhouse_open(const char *location, char *err, size_t errlen);
+
+#endif
