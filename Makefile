@@ -22,6 +22,8 @@ PROTO_H  := $(PROTO_C:.c=.h)
 # The BPF side: vmlinux.h from this kernel's BTF, the object, its skeleton.
 BPF_SKEL := $(GEN)/edgeprof_bpf.skel.h
 GEN_H    := $(PROTO_H) $(BPF_SKEL)
+# generated sources are kept, not removed as intermediates
+.SECONDARY: $(PROTO_C) $(PROTO_H)
 
 # The LBR emulator plugin is loaded by QEMU, not linked into edgeprof.
 PLUGIN_SRCS := $(wildcard agent/source/emulator/plugin/*.c) agent/decode/decoder_x86.c agent/util/u64map.c
