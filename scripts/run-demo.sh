@@ -1,23 +1,76 @@
 #!/usr/bin/env bash
-# `make run`: the most end-to-end job edgeprof does today on a machine
-# without a branch-stack PMU: import a real LBR recording (bundled), build the
-# uniform edge profile, print its report and write the optimizer exports.
+# `make run`: the main job end to end on this machine. A collector with its
+# embedded SQLite store on loopback; agents streaming into it; a bundled
+# workload; a report read back from the collector. Where the machine has a
+# branch-stack PMU the live agent samples the workload's branches; where it
+# has none (our VMs) the script says so, the live agent sends what it can
+# (IP samples), and the edges come from the LBR emulator running the same
+# workload and from a replay of a bundled recording made on Skylake.
 set -euo pipefail
 build=${1:-build}
 cd "$(dirname "$0")/.."
+ep=$build/edgeprof
 data=tests/data/propeller
 out=$build/demo
+rm -rf "$out"
 mkdir -p "$out"
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+}
+trap cleanup EXIT
 
-echo "== edgeprof import: $data/propeller_sample_1.perfdata1 (recorded on Skylake-SP, 32-entry LBR)"
-"$build/edgeprof" import "$data/propeller_sample_1.perfdata1" \
-	--binary "$data/propeller_sample_1.bin" -o "$out/propeller.prof" --log-level info
+echo "== collector: sqlite:$out/store.db on 127.0.0.1"
+"$ep" collector --store "sqlite:$out/store.db" --listen 127.0.0.1:0 --port-file "$out/port" \
+	2>"$out/collector.log" &
+pids+=($!)
+for _ in $(seq 1 100); do [ -s "$out/port" ] && break; sleep 0.1; done
+[ -s "$out/port" ] || { cat "$out/collector.log"; exit 1; }
+url="http://127.0.0.1:$(cat "$out/port")"
+echo "   listening at $url"
+stream=(--collector "$url" --spool "$out/spool" --flush-timeout 30)
+
+echo "== workload: tests/workloads/hot_cold.c"
+cc -O1 -g -o "$out/hot_cold" tests/workloads/hot_cold.c
+
+pmu=no
+if [ "$(id -u)" -eq 0 ]; then
+	"$out/hot_cold" 100000000000 >/dev/null &
+	work=$!
+	pids+=("$work")
+	echo "== live agent on the workload (pid $work) for 3 s"
+	"$ep" agent --pid "$work" --duration 3 "${stream[@]}" 2>"$out/agent.log" || true
+	kill "$work" 2>/dev/null || true
+	grep -q "no branch-stack PMU" "$out/agent.log" || pmu=yes
+	grep -E "no branch-stack PMU|sampling|streamed" "$out/agent.log" | sed 's/^/   /'
+else
+	echo "== not root: the live agent (BPF) is skipped"
+fi
+if [ "$pmu" = no ]; then
+	echo "== no branch-stack PMU here: edges come from the LBR emulator (the same workload)"
+	echo "   and from a replay of a recording made with a real LBR ($data)"
+	"$ep" record --emulate -o "$out/hot_cold.prof" "${stream[@]}" -- "$out/hot_cold" 20000000 \
+		2>"$out/record.log" >/dev/null
+	grep -E "samples|streamed" "$out/record.log" | sed 's/^/   /'
+	"$ep" agent --replay "$data/propeller_sample_1.perfdata1" --binary "$data/propeller_sample_1.bin" \
+		--batch-samples 1000 "${stream[@]}" 2>"$out/replay.log"
+	grep -E "replayed|streamed" "$out/replay.log" | sed 's/^/   /'
+fi
+
 echo
-echo "== edgeprof report"
-"$build/edgeprof" report "$out/propeller.prof" --top 10
-for f in json fdata preagg afdo; do
-	"$build/edgeprof" export "$out/propeller.prof" --format "$f" -o "$out/propeller.$f"
-done
+echo "== what the collector holds ($url/v1/binaries)"
+curl -s "$url/v1/binaries" | jq -r '.binaries[] | "   \(.build_id)  \(.samples) samples  \(.paths | join(" "))"'
 echo
-echo "== exports written: $(cd "$out" && ls propeller.json propeller.fdata propeller.preagg propeller.afdo | tr '\n' ' ')(in $out)"
-echo "   feed to BOLT: llvm-bolt-16 $data/propeller_sample_1.bin -o out.bolt -data $out/propeller.fdata"
+echo "== edgeprof report --collector $url"
+"$ep" report --collector "$url" --top 8
+id=$(curl -s "$url/v1/binaries" | jq -r --arg p "$PWD/$out/hot_cold" \
+	'[.binaries[] | select(.paths | index($p))][0].build_id // empty')
+if [ -n "$id" ]; then
+	for f in json fdata preagg afdo; do
+		"$ep" export --collector "$url" --build-id "$id" --format "$f" -o "$out/hot_cold.$f"
+	done
+	echo
+	echo "== exports of the workload from the collector: $(cd "$out" && ls hot_cold.json hot_cold.fdata hot_cold.preagg hot_cold.afdo | tr '\n' ' ')(in $out)"
+	echo "   feed to BOLT: llvm-bolt-16 $out/hot_cold -o hot_cold.bolt -data $out/hot_cold.fdata"
+fi

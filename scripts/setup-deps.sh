@@ -17,7 +17,7 @@ packages=(
 	libcurl4-openssl-dev libmicrohttpd-dev libgnutls28-dev libsqlite3-dev
 	libcmocka-dev
 	linux-perf bolt-16 valgrind qemu-user python3 jq bc time
-	clickhouse-server openssl iproute2 curl
+	clickhouse-server openssl iproute2 curl zstd
 )
 
 missing=()

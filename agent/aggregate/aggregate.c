@@ -86,6 +86,35 @@ void ep_aggregator_free(struct ep_aggregator *a)
 	free(a);
 }
 
+void ep_aggregator_reset(struct ep_aggregator *a)
+{
+	/* the arrays stay allocated: the next interval counts the same code */
+	for (size_t i = 0; i < a->nbins; i++) {
+		struct bin_counts *c = &a->bins[i];
+		if (!c->active)
+			continue;
+		size_t sites = (size_t)c->site_cap * sizeof(uint64_t);
+		if (sites) {
+			memset(c->taken, 0, sites);
+			memset(c->taken_mispredicted, 0, sites);
+			memset(c->not_taken, 0, sites);
+		}
+		if (c->range_cap)
+			memset(c->ranges, 0, (size_t)c->range_cap * sizeof(uint64_t));
+		for (size_t j = 0; j < c->nlists; j++)
+			free(c->lists[j].items);
+		free(c->lists);
+		c->lists = NULL;
+		c->nlists = c->lists_cap = 0;
+		ep_u64map_free(&c->site_targets);
+		ep_u64map_free(&c->gap_ranges);
+		ep_u64map_free(&c->from_external);
+		ep_u64map_free(&c->ips);
+		c->samples = 0;
+		c->active = false;
+	}
+}
+
 uint64_t ep_aggregator_branches(const struct ep_aggregator *a)
 {
 	return a->branches;
@@ -587,10 +616,13 @@ static Edgeprof__V1__BinaryProfile *build_binary(struct ep_aggregator *a, uint32
 	bp->arch = dup_string(ep_arch_name(ep_binary_arch(bin)));
 	const char *recorded = ep_binary_recorded_path(bin);
 	const char *path = ep_binary_path(bin);
-	bool two = recorded && strcmp(recorded, path) != 0;
+	/* the agent opens files through /proc/PID/root: a name that dies with
+	 * the process, not one to keep */
+	bool transient = strncmp(path, "/proc/", 6) == 0 && recorded;
+	bool two = recorded && strcmp(recorded, path) != 0 && !transient;
 	bp->paths = calloc(2, sizeof(*bp->paths));
 	if (bp->paths) {
-		bp->paths[bp->n_paths++] = dup_string(two ? recorded : path);
+		bp->paths[bp->n_paths++] = dup_string(two || transient ? recorded : path);
 		if (two)
 			bp->paths[bp->n_paths++] = dup_string(path);
 	}

@@ -39,6 +39,10 @@ void ep_aggregate_trace(struct ep_aggregator *a, const struct ep_trace *trace, s
 /* Counts a sample IP (resolved) and a sample of its binary. */
 void ep_aggregate_sample_ip(struct ep_aggregator *a, uint32_t bin, uint64_t vaddr);
 
+/* Forgets every count (not the totals below): the next build holds only
+ * what was counted since, which is how the agent streams deltas. */
+void ep_aggregator_reset(struct ep_aggregator *a);
+
 /* Edges, ranges and IPs counted so far (for logs and tests). */
 uint64_t ep_aggregator_branches(const struct ep_aggregator *a);
 uint64_t ep_aggregator_ranges(const struct ep_aggregator *a);

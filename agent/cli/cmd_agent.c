@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../pipeline/perf_data_feed.h"
 #include "../pipeline/pipeline.h"
 #include "../profile/profile_file.h"
 #include "../source/live/live_source.h"
@@ -23,6 +24,7 @@
 #include "../util/u64map.h"
 #include "cli_util.h"
 #include "commands.h"
+#include "profile_sink.h"
 
 #define MAX_TARGETS 256
 /* a process whose addresses do not resolve gets its maps re-read, at most
@@ -146,69 +148,227 @@ static void on_sample(void *ctx, const struct ep_sample_record *rec)
 	ep_pipeline_sample(c->pipeline, rec);
 }
 
-static int write_profile(struct ep_pipeline *p, const struct ep_live *live, const char *output)
+struct replay_ctx {
+	struct ep_sink *sink;
+	struct ep_pipeline *pipeline;
+	uint64_t samples, batch_samples;
+	int rc;
+};
+
+static void replay_after_sample(void *ctx)
 {
-	Edgeprof__V1__Profile *prof = ep_pipeline_profile(p);
-	if (!prof)
-		return -1;
-	free(prof->config->source);
-	free(prof->config->event);
-	prof->config->source = strdup("bpf");
-	prof->config->event = strdup(ep_live_has_branch_stacks(live) ? "branches" : "cpu-clock");
-	struct ep_live_counters lc;
-	ep_live_counters(live, &lc);
-	prof->stats->lost_records = lc.reserve_failed;
+	struct replay_ctx *r = ctx;
+	if (++r->samples % r->batch_samples == 0 && ep_sink_emit(r->sink, r->pipeline) != 0)
+		r->rc = 1;
+}
+
+/* A recording through the same path as live samples: the same pipeline,
+ * the same batches, so old recordings join the fleet's store. */
+static int run_replay(const char *path, struct ep_binary_registry *reg, struct ep_sink *sink,
+		      unsigned batch_samples)
+{
+	struct ep_pipeline_config pcfg;
+	ep_pipeline_config_default(&pcfg);
+	struct ep_pipeline *p = ep_pipeline_new(&pcfg, reg);
+	if (!p) {
+		ep_error("out of memory");
+		return 1;
+	}
+	snprintf(sink->source, sizeof(sink->source), "perf.data:%s", path);
+	struct replay_ctx rc = {.sink = sink, .pipeline = p, .batch_samples = batch_samples};
+	struct ep_perf_data_feed_info info = {0};
+	sink->event = info.event; /* the feed fills it in from the header */
 	char err[512];
-	int rc = ep_profile_write(output, prof, err, sizeof(err));
-	if (rc != 0)
+	int feed =
+	    ep_feed_perf_data_hooked(path, p, &info, replay_after_sample, &rc, err, sizeof(err));
+	if (feed != 0) {
 		ep_error("%s", err);
-	ep_profile_free(prof);
+		rc.rc = 1; /* what was read before the damage is still sent */
+	}
+	if (!info.event[0])
+		sink->event = "unknown";
+	if (ep_sink_emit(sink, p) != 0)
+		rc.rc = 1;
+	ep_info("%s: %llu samples replayed", path, (unsigned long long)rc.samples);
+	ep_pipeline_free(p);
+	return rc.rc;
+}
+
+static int run_live(struct ep_live_config *cfg, bool jitter_set, struct ep_binary_registry *reg,
+		    struct ep_sink *sink, unsigned duration, unsigned interval)
+{
+	if (!jitter_set)
+		cfg->jitter = cfg->period / 16; /* SPEC's example: D = P/16 */
+	if (cfg->jitter >= cfg->period) {
+		ep_error("--jitter must be smaller than --period");
+		return 2;
+	}
+	char err[512];
+	struct ep_live *live = ep_live_open(cfg, err, sizeof(err));
+	if (!live) {
+		ep_error("%s", err);
+		return 1;
+	}
+	if (ep_live_has_branch_stacks(live))
+		ep_info("%s", ep_live_mode(live));
+	else
+		ep_warn("%s", ep_live_mode(live));
+	sink->event = ep_live_has_branch_stacks(live) ? "branches" : "cpu-clock";
+
+	struct ep_pipeline_config pcfg;
+	ep_pipeline_config_default(&pcfg);
+	struct agent_ctx ctx = {.pipeline = ep_pipeline_new(&pcfg, reg)};
+	int rc = 0;
+	if (!ctx.pipeline) {
+		ep_error("out of memory");
+		rc = 1;
+		goto out;
+	}
+	ep_live_on_process_events(live, on_process_event, &ctx);
+	uint64_t start = now_ns(), last_write = start, lost_added = 0;
+	struct ep_live_counters lc;
+	while (!stop_requested) {
+		if (ep_live_poll(live, (int)cfg->drain_ms, on_sample, &ctx) < 0) {
+			ep_error("reading the ring buffer failed: %s", strerror(errno));
+			rc = 1;
+			break;
+		}
+		uint64_t now = now_ns();
+		if (duration && now - start >= (uint64_t)duration * 1000000000ULL)
+			break;
+		if (now - last_write >= (uint64_t)interval * 1000000000ULL) {
+			ep_live_counters(live, &lc);
+			ep_pipeline_add_lost(ctx.pipeline, lc.reserve_failed - lost_added);
+			lost_added = lc.reserve_failed;
+			ep_sink_emit(sink, ctx.pipeline);
+			last_write = now;
+		}
+	}
+	/* stop sampling, drain what the kernel still holds, then the final
+	 * profile and the counters, which now agree */
+	ep_live_stop(live);
+	ep_live_poll(live, 0, on_sample, &ctx);
+	ep_live_counters(live, &lc);
+	ep_pipeline_add_lost(ctx.pipeline, lc.reserve_failed - lost_added);
+	if (ep_sink_emit(sink, ctx.pipeline) != 0)
+		rc = 1;
+	ep_info("%s: %llu samples received (%llu filtered out, %llu kernel, %llu dropped: ring "
+		"buffer full), %llu process events (%llu lost), %llu processes gone before their "
+		"maps were read",
+		sink->output ? sink->output : "agent", (unsigned long long)lc.received,
+		(unsigned long long)lc.filtered, (unsigned long long)lc.kernel,
+		(unsigned long long)lc.reserve_failed, (unsigned long long)lc.proc_events,
+		(unsigned long long)lc.proc_reserve_failed,
+		(unsigned long long)ctx.unresolved_pids);
+	if (ctx.periods.n > 1) {
+		const struct period_stats *ps = &ctx.periods;
+		double mean = ps->sum / (double)ps->n;
+		double var = ps->sumsq / (double)ps->n - mean * mean;
+		ep_info("sampling periods: n=%llu mean=%.0f min=%llu max=%llu stddev=%.0f",
+			(unsigned long long)ps->n, mean, (unsigned long long)ps->min,
+			(unsigned long long)ps->max, var > 0 ? sqrt(var) : 0.0);
+	}
+	if (lc.reserve_failed)
+		ep_warn("%llu samples dropped because the ring buffer was full",
+			(unsigned long long)lc.reserve_failed);
+out:
+	ep_u64map_free(&ctx.maps_read);
+	ep_pipeline_free(ctx.pipeline);
+	ep_live_close(live);
 	return rc;
 }
 
 int ep_cmd_agent(int argc, char **argv)
 {
 	static const struct option opts[] = {
-	    {"pid", required_argument, NULL, 'p'},	{"cgroup", required_argument, NULL, 'g'},
-	    {"duration", required_argument, NULL, 'd'}, {"interval", required_argument, NULL, 'i'},
-	    {"period", required_argument, NULL, 'P'},	{"ip-hz", required_argument, NULL, 'f'},
-	    {"jitter", required_argument, NULL, 'j'},	{"steps", required_argument, NULL, 's'},
-	    {"ring-kib", required_argument, NULL, 'r'}, {"kernel", no_argument, NULL, 'k'},
-	    {"output", required_argument, NULL, 'o'},	{"log-level", required_argument, NULL, 'l'},
-	    {"help", no_argument, NULL, 'h'},		{0},
+	    {"pid", required_argument, NULL, 'p'},
+	    {"cgroup", required_argument, NULL, 'g'},
+	    {"duration", required_argument, NULL, 'd'},
+	    {"interval", required_argument, NULL, 'i'},
+	    {"period", required_argument, NULL, 'P'},
+	    {"ip-hz", required_argument, NULL, 'f'},
+	    {"jitter", required_argument, NULL, 'j'},
+	    {"steps", required_argument, NULL, 's'},
+	    {"ring-kib", required_argument, NULL, 'r'},
+	    {"kernel", no_argument, NULL, 'k'},
+	    {"output", required_argument, NULL, 'o'},
+	    {"log-level", required_argument, NULL, 'l'},
+	    {"replay", required_argument, NULL, 'R'},
+	    {"binary", required_argument, NULL, 'b'},
+	    {"symfs", required_argument, NULL, 'y'},
+	    {"batch-samples", required_argument, NULL, 'B'},
+	    EP_SINK_OPTIONS,
+	    {"help", no_argument, NULL, 'h'},
+	    {0},
 	};
 	uint32_t pids[MAX_TARGETS];
 	const char *cgroups[MAX_TARGETS];
 	struct ep_live_config cfg = {
 	    .pids = pids, .cgroups = cgroups, .period = 20011, .ip_hz = 997, .drain_ms = 100};
-	unsigned duration = 0, interval = 10;
+	unsigned duration = 0, interval = 10, batch_samples = 10000;
 	bool jitter_set = false;
-	const char *output = NULL;
+	const char *output = NULL, *replay = NULL;
+	struct ep_sink_options so;
+	ep_sink_options_init(&so);
+	struct ep_binary_registry *reg = ep_binreg_new();
+	if (!reg) {
+		ep_error("out of memory");
+		return 1;
+	}
+	struct ep_sink sink = {.event = "cpu-clock"};
+	snprintf(sink.source, sizeof(sink.source), "bpf");
+	int rc = 0;
 	optind = 1;
 	int ch;
 	while ((ch = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
 		unsigned v;
+		/* --symfs is 'y' here: 's' is --steps */
+		int bo = ch == 'b' || ch == 'y'
+			     ? ep_cli_binary_option(reg, ch == 'y' ? 's' : 'b', optarg)
+			     : 0;
+		if (bo == 0)
+			bo = ep_sink_option(&so, ch, optarg);
+		if (bo != 0) {
+			if (bo < 0) {
+				rc = 2;
+				goto out;
+			}
+			continue;
+		}
 		switch (ch) {
+		case 'R':
+			replay = optarg;
+			break;
+		case 'B':
+			if (ep_parse_uint(optarg, 1, 1u << 30, &batch_samples) != 0) {
+				ep_error("--batch-samples: '%s' is not a positive number", optarg);
+				rc = 2;
+				goto out;
+			}
+			break;
 		case 'p':
 			if (cfg.npids == MAX_TARGETS ||
 			    ep_parse_uint(optarg, 1, INT_MAX, &v) != 0) {
 				ep_error("--pid: '%s' is not a process id (at most %d)", optarg,
 					 MAX_TARGETS);
-				return 2;
+				rc = 2;
+				goto out;
 			}
 			pids[cfg.npids++] = v;
 			break;
 		case 'g':
 			if (cfg.ncgroups == 64) {
 				ep_error("--cgroup: at most 64");
-				return 2;
+				rc = 2;
+				goto out;
 			}
 			cgroups[cfg.ncgroups++] = optarg;
 			break;
 		case 'j':
 			if (ep_parse_uint(optarg, 0, UINT_MAX - 1, &v) != 0) {
 				ep_error("--jitter: '%s' is not a number", optarg);
-				return 2;
+				rc = 2;
+				goto out;
 			}
 			cfg.jitter = v;
 			jitter_set = true;
@@ -221,7 +381,8 @@ int ep_cmd_agent(int argc, char **argv)
 		case 's':
 			if (ep_parse_uint(optarg, 1, UINT_MAX - 1, &v) != 0) {
 				ep_error("'%s' is not a positive number", optarg);
-				return 2;
+				rc = 2;
+				goto out;
 			}
 			if (ch == 'd')
 				duration = v;
@@ -246,101 +407,51 @@ int ep_cmd_agent(int argc, char **argv)
 			int level = ep_log_parse_level(optarg);
 			if (level < 0) {
 				ep_error("--log-level: '%s' is not error|warn|info|debug", optarg);
-				return 2;
+				rc = 2;
+				goto out;
 			}
 			ep_log_set_level((enum ep_log_level)level);
 			break;
 		}
 		case 'h':
 			printf(
-			    "usage: edgeprof agent [--pid P]... [--cgroup DIR]... [--duration S] "
-			    "[--interval S] [--period P] [--ip-hz HZ] [--kernel] -o PROFILE\n");
-			return 0;
+			    "usage: edgeprof agent [--pid P]... [--cgroup DIR]... [--duration S]\n"
+			    "         [--interval S] [--period P] [--ip-hz HZ] [--kernel]\n"
+			    "         [-o PROFILE] [--collector URL [--spool DIR] [--spool-max-mib "
+			    "N]\n"
+			    "          [--token-file F] [--cacert F] [--cert F --key F] [--node "
+			    "NAME]\n"
+			    "          [--flush-timeout S] [--retry-max-ms MS]]\n"
+			    "       edgeprof agent --replay PERF.DATA [--binary F]... [--symfs "
+			    "DIR]\n"
+			    "         [--batch-samples N] (-o PROFILE | --collector URL ...)\n");
+			goto out;
 		default:
-			return 2;
+			rc = 2;
+			goto out;
 		}
 	}
-	if (!output || optind != argc) {
-		ep_error("agent needs -o PROFILE (and no other arguments)");
-		return 2;
+	if ((!output && !so.streamer.collector) || optind != argc) {
+		ep_error("agent needs -o PROFILE and/or --collector URL (and no other arguments)");
+		rc = 2;
+		goto out;
 	}
-
-	if (!jitter_set)
-		cfg.jitter = cfg.period / 16; /* SPEC's example: D = P/16 */
-	if (cfg.jitter >= cfg.period) {
-		ep_error("--jitter must be smaller than --period");
-		return 2;
-	}
-	char err[512];
-	struct ep_live *live = ep_live_open(&cfg, err, sizeof(err));
-	if (!live) {
-		ep_error("%s", err);
-		return 1;
-	}
-	if (ep_live_has_branch_stacks(live))
-		ep_info("%s", ep_live_mode(live));
-	else
-		ep_warn("%s", ep_live_mode(live));
-
-	struct ep_binary_registry *reg = ep_binreg_new();
-	struct ep_pipeline_config pcfg;
-	ep_pipeline_config_default(&pcfg);
-	struct agent_ctx ctx = {.pipeline = reg ? ep_pipeline_new(&pcfg, reg) : NULL};
-	int rc = 0;
-	if (!ctx.pipeline) {
-		ep_error("out of memory");
+	if (ep_sink_open(&sink, output, &so) != 0) {
 		rc = 1;
 		goto out;
 	}
-	ep_live_on_process_events(live, on_process_event, &ctx);
 	struct sigaction sa = {.sa_handler = on_signal};
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
-	uint64_t start = now_ns(), last_write = start;
-	while (!stop_requested) {
-		if (ep_live_poll(live, (int)cfg.drain_ms, on_sample, &ctx) < 0) {
-			ep_error("reading the ring buffer failed: %s", strerror(errno));
-			rc = 1;
-			break;
-		}
-		uint64_t now = now_ns();
-		if (duration && now - start >= (uint64_t)duration * 1000000000ULL)
-			break;
-		if (now - last_write >= (uint64_t)interval * 1000000000ULL) {
-			write_profile(ctx.pipeline, live, output);
-			last_write = now;
-		}
-	}
-	/* stop sampling, drain what the kernel still holds, then the final
-	 * profile and the counters, which now agree */
-	ep_live_stop(live);
-	ep_live_poll(live, 0, on_sample, &ctx);
-	if (write_profile(ctx.pipeline, live, output) != 0)
+	signal(SIGPIPE, SIG_IGN);
+	if (replay)
+		rc = run_replay(replay, reg, &sink, batch_samples);
+	else
+		rc = run_live(&cfg, jitter_set, reg, &sink, duration, interval);
+	if (ep_sink_finish(&sink, so.flush_s) != 0 && replay)
 		rc = 1;
-	struct ep_live_counters lc;
-	ep_live_counters(live, &lc);
-	ep_info("%s: %llu samples received (%llu filtered out, %llu kernel, %llu dropped: ring "
-		"buffer full), %llu process events (%llu lost), %llu processes gone before their "
-		"maps were read",
-		output, (unsigned long long)lc.received, (unsigned long long)lc.filtered,
-		(unsigned long long)lc.kernel, (unsigned long long)lc.reserve_failed,
-		(unsigned long long)lc.proc_events, (unsigned long long)lc.proc_reserve_failed,
-		(unsigned long long)ctx.unresolved_pids);
-	if (ctx.periods.n > 1) {
-		const struct period_stats *ps = &ctx.periods;
-		double mean = ps->sum / (double)ps->n;
-		double var = ps->sumsq / (double)ps->n - mean * mean;
-		ep_info("sampling periods: n=%llu mean=%.0f min=%llu max=%llu stddev=%.0f",
-			(unsigned long long)ps->n, mean, (unsigned long long)ps->min,
-			(unsigned long long)ps->max, var > 0 ? sqrt(var) : 0.0);
-	}
-	if (lc.reserve_failed)
-		ep_warn("%llu samples dropped because the ring buffer was full",
-			(unsigned long long)lc.reserve_failed);
 out:
-	ep_u64map_free(&ctx.maps_read);
-	ep_pipeline_free(ctx.pipeline);
+	ep_sink_free(&sink);
 	ep_binreg_free(reg);
-	ep_live_close(live);
 	return rc;
 }

@@ -9,6 +9,7 @@
 #include "../profile/profile_file.h"
 #include "../util/log.h"
 #include "cli_util.h"
+#include "collector_query.h"
 #include "commands.h"
 
 /* The profile named on the command line, or NULL (error logged). */
@@ -25,14 +26,25 @@ int ep_cmd_report(int argc, char **argv)
 {
 	static const struct option opts[] = {
 	    {"top", required_argument, NULL, 't'},
+	    {"build-id", required_argument, NULL, 'b'},
 	    {"help", no_argument, NULL, 'h'},
+	    EP_COLLECTOR_QUERY_OPTIONS,
 	    {0},
 	};
 	unsigned top = 10;
+	struct ep_collector_query q = {0};
 	optind = 1;
 	int ch;
 	while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		int qo = ep_collector_query_option(&q, ch, optarg);
+		if (qo < 0)
+			return 2;
+		if (qo > 0)
+			continue;
 		switch (ch) {
+		case 'b':
+			q.build_id = optarg;
+			break;
 		case 't':
 			if (ep_parse_uint(optarg, 1, 100000, &top) != 0) {
 				ep_error("--top: '%s' is not a positive number", optarg);
@@ -40,17 +52,21 @@ int ep_cmd_report(int argc, char **argv)
 			}
 			break;
 		case 'h':
-			printf("usage: edgeprof report PROFILE [--top N]\n");
+			printf("usage: edgeprof report PROFILE [--top N]\n"
+			       "       edgeprof report --collector URL [--build-id ID] [--from S] "
+			       "[--to S] [--label K=V]... [--token-file F] [--cacert F] [--cert F "
+			       "--key F] [--top N]\n");
 			return 0;
 		default:
 			return 2;
 		}
 	}
-	if (optind != argc - 1) {
-		ep_error("report needs exactly one profile file");
+	if (q.url ? optind != argc : optind != argc - 1) {
+		ep_error("report needs exactly one profile file, or --collector URL");
 		return 2;
 	}
-	Edgeprof__V1__Profile *profile = read_profile(argv[optind]);
+	Edgeprof__V1__Profile *profile =
+	    q.url ? ep_collector_fetch_profile(&q) : read_profile(argv[optind]);
 	if (!profile)
 		return 1;
 	int rc = ep_report(profile, top, stdout) == 0 ? 0 : 1;
@@ -65,14 +81,21 @@ int ep_cmd_export(int argc, char **argv)
 	    {"build-id", required_argument, NULL, 'b'},
 	    {"output", required_argument, NULL, 'o'},
 	    {"help", no_argument, NULL, 'h'},
+	    EP_COLLECTOR_QUERY_OPTIONS,
 	    {0},
 	};
 	int format = -1;
 	const char *build_id = NULL;
 	const char *output = NULL;
+	struct ep_collector_query q = {0};
 	optind = 1;
 	int ch;
 	while ((ch = getopt_long(argc, argv, "f:o:h", opts, NULL)) != -1) {
+		int qo = ep_collector_query_option(&q, ch, optarg);
+		if (qo < 0)
+			return 2;
+		if (qo > 0)
+			continue;
 		switch (ch) {
 		case 'f':
 			format = ep_export_parse_format(optarg);
@@ -90,17 +113,23 @@ int ep_cmd_export(int argc, char **argv)
 			break;
 		case 'h':
 			printf("usage: edgeprof export PROFILE --format json|fdata|preagg|afdo "
-			       "[--build-id ID] [-o OUT]\n");
+			       "[--build-id ID] [-o OUT]\n"
+			       "       edgeprof export --collector URL --format F [--build-id ID] "
+			       "[--from S] [--to S] [--label K=V]... [--token-file F] [--cacert F] "
+			       "[--cert F --key F] [-o OUT]\n");
 			return 0;
 		default:
 			return 2;
 		}
 	}
-	if (optind != argc - 1 || format < 0) {
-		ep_error("export needs one profile file and --format json|fdata|preagg|afdo");
+	if ((q.url ? optind != argc : optind != argc - 1) || format < 0) {
+		ep_error("export needs one profile file (or --collector URL) and --format "
+			 "json|fdata|preagg|afdo");
 		return 2;
 	}
-	Edgeprof__V1__Profile *profile = read_profile(argv[optind]);
+	q.build_id = build_id;
+	Edgeprof__V1__Profile *profile =
+	    q.url ? ep_collector_fetch_profile(&q) : read_profile(argv[optind]);
 	if (!profile)
 		return 1;
 	char err[512];

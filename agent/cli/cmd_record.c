@@ -25,6 +25,7 @@
 #include "../util/log.h"
 #include "cli_util.h"
 #include "commands.h"
+#include "profile_sink.h"
 
 struct record_opts {
 	bool emulate;
@@ -54,7 +55,9 @@ static void usage(FILE *out)
 		"  --chop C           branches counted per sample (default N; 0 = whole stack)\n"
 		"  --seed S           random seed: the same seed gives the same profile\n"
 		"  --exact-out F      also write every edge's exact count (JSON export schema)\n"
-		"  -o PROFILE         the profile to write\n");
+		"  -o PROFILE         the profile to write\n"
+		"  --collector URL    also stream it to a collector (and the agent's --spool,\n"
+		"                     --token-file, --cacert, --cert, --key, --node options)\n");
 }
 
 /* A file whose first bytes are an ELF header: only those can be code. */
@@ -275,8 +278,11 @@ int ep_cmd_record(int argc, char **argv)
 	    {"exact-out", required_argument, NULL, 'x'},
 	    {"output", required_argument, NULL, 'o'},
 	    {"help", no_argument, NULL, 'h'},
+	    EP_SINK_OPTIONS,
 	    {0},
 	};
+	struct ep_sink_options so;
+	ep_sink_options_init(&so);
 	struct record_opts o = {.event = "branches",
 				.period = 10007,
 				.jitter = UINT_MAX,
@@ -288,6 +294,11 @@ int ep_cmd_record(int argc, char **argv)
 	/* '+': options end at the program to run */
 	while ((ch = getopt_long(argc, argv, "+o:h", opts, NULL)) != -1) {
 		unsigned v;
+		int so_rc = ep_sink_option(&so, ch, optarg);
+		if (so_rc < 0)
+			return 2;
+		if (so_rc > 0)
+			continue;
 		switch (ch) {
 		case 'E':
 			o.emulate = true;
@@ -353,8 +364,9 @@ int ep_cmd_record(int argc, char **argv)
 			 EP_MAX_BRANCH_ENTRIES);
 		return 2;
 	}
-	if (!o.output || optind >= argc) {
-		ep_error("record needs -o PROFILE and a program to run after --");
+	if ((!o.output && !so.streamer.collector) || optind >= argc) {
+		ep_error("record needs -o PROFILE and/or --collector URL, and a program to run "
+			 "after --");
 		usage(stderr);
 		return 2;
 	}
@@ -427,11 +439,20 @@ int ep_cmd_record(int argc, char **argv)
 	profile->config->period = o.period;
 	profile->config->jitter = o.jitter;
 	profile->config->entries = o.lbr;
-	if (ep_profile_write(o.output, profile, err, sizeof(err)) != 0) {
+	if (o.output && ep_profile_write(o.output, profile, err, sizeof(err)) != 0) {
 		ep_error("%s", err);
 		rc = 1;
 	}
-	ep_info("%s: %llu samples, %llu branches counted", o.output,
+	if (so.streamer.collector) {
+		/* the whole run as one batch, through the agent's streaming path */
+		struct ep_sink sink = {.event = o.event, .period = o.period, .jitter = o.jitter};
+		snprintf(sink.source, sizeof(sink.source), "emulator");
+		if (ep_sink_open(&sink, NULL, &so) != 0 || ep_sink_emit(&sink, pipeline) != 0 ||
+		    ep_sink_finish(&sink, so.flush_s) != 0)
+			rc = 1;
+		ep_sink_free(&sink);
+	}
+	ep_info("%s: %llu samples, %llu branches counted", o.output ? o.output : "collector",
 		(unsigned long long)profile->stats->samples,
 		(unsigned long long)profile->stats->branches_counted);
 	if (es.ended)

@@ -9,5 +9,6 @@ int ep_cmd_export(int argc, char **argv);
 int ep_cmd_trace(int argc, char **argv);
 int ep_cmd_record(int argc, char **argv);
 int ep_cmd_agent(int argc, char **argv);
+int ep_cmd_collector(int argc, char **argv);
 
 #endif

@@ -25,6 +25,12 @@ static void usage(FILE *out)
 	    "                         print the hottest edges and functions\n"
 	    "  export PROFILE --format json|fdata|preagg|afdo [--build-id ID] [-o OUT]\n"
 	    "                         write the profile for BOLT, AutoFDO or tools\n"
+	    "  agent [--pid P]... [--cgroup DIR]... [-o PROFILE] [--collector URL]\n"
+	    "        [--replay PERF.DATA [--binary FILE]...]\n"
+	    "                         sample this machine with BPF (or replay a recording)\n"
+	    "                         and write a profile and/or stream it to a collector\n"
+	    "  collector --store sqlite:PATH|clickhouse:URL [--listen HOST:PORT]\n"
+	    "                         receive agents' batches, store them, serve profiles\n"
 	    "  dump PERF.DATA         print the samples' branch stacks like perf script\n"
 	    "  trace PERF.DATA [--binary FILE]...\n"
 	    "                         print every gap as reconstructed, with its instructions\n"
@@ -48,6 +54,8 @@ int main(int argc, char **argv)
 		return ep_cmd_export(argc - 1, argv + 1);
 	if (strcmp(cmd, "agent") == 0)
 		return ep_cmd_agent(argc - 1, argv + 1);
+	if (strcmp(cmd, "collector") == 0)
+		return ep_cmd_collector(argc - 1, argv + 1);
 	if (strcmp(cmd, "record") == 0)
 		return ep_cmd_record(argc - 1, argv + 1);
 	if (strcmp(cmd, "trace") == 0)

@@ -9,6 +9,7 @@
  * with the name and has the samples share third, for scripts.
  */
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -198,7 +199,14 @@ static int by_binary_samples(const void *pa, const void *pb)
 int ep_report(const Edgeprof__V1__Profile *p, unsigned top, FILE *out)
 {
 	const Edgeprof__V1__Stats *s = p->stats;
-	if (s) {
+	bool from_collector =
+	    p->config && p->config->source && strcmp(p->config->source, "collector") == 0;
+	if (s && from_collector) {
+		/* the collector keeps counts per binary, not the agents' recording
+		 * statistics: only say what it has */
+		fprintf(out, "%" PRIu64 " samples in %zu binaries, from the collector\n",
+			s->samples, p->n_binaries);
+	} else if (s) {
 		fprintf(out,
 			"%" PRIu64 " samples (%" PRIu64 " with branch stacks), %" PRIu64
 			" branch entries (%" PRIu64 " user, %" PRIu64 " kernel), %" PRIu64

@@ -14,6 +14,8 @@ struct feed_ctx {
 	const char *path;
 	uint64_t samples;
 	struct timespec last_progress;
+	void (*after_sample)(void *ctx);
+	void *after_ctx;
 };
 
 #define PROGRESS_EVERY_S 5
@@ -100,6 +102,8 @@ static int on_sample(void *ctx, const struct ep_sample_record *rec)
 {
 	struct feed_ctx *c = ctx;
 	ep_pipeline_sample(c->pipeline, rec);
+	if (c->after_sample)
+		c->after_sample(c->after_ctx);
 	if ((++c->samples & 0xffff) == 0)
 		progress(c);
 	return 0;
@@ -108,8 +112,19 @@ static int on_sample(void *ctx, const struct ep_sample_record *rec)
 int ep_feed_perf_data(const char *path, struct ep_pipeline *pipeline,
 		      struct ep_perf_data_feed_info *info, char *err, size_t errlen)
 {
+	return ep_feed_perf_data_hooked(path, pipeline, info, NULL, NULL, err, errlen);
+}
+
+int ep_feed_perf_data_hooked(const char *path, struct ep_pipeline *pipeline,
+			     struct ep_perf_data_feed_info *info, void (*after_sample)(void *ctx),
+			     void *after_ctx, char *err, size_t errlen)
+{
 	memset(info, 0, sizeof(*info));
-	struct feed_ctx ctx = {.pipeline = pipeline, .info = info, .path = path};
+	struct feed_ctx ctx = {.pipeline = pipeline,
+			       .info = info,
+			       .path = path,
+			       .after_sample = after_sample,
+			       .after_ctx = after_ctx};
 	clock_gettime(CLOCK_MONOTONIC, &ctx.last_progress);
 	struct ep_perf_data_callbacks cb = {
 	    .ctx = &ctx,

@@ -20,4 +20,10 @@ struct ep_perf_data_feed_info {
 int ep_feed_perf_data(const char *path, struct ep_pipeline *pipeline,
 		      struct ep_perf_data_feed_info *info, char *err, size_t errlen);
 
+/* The same, calling after_sample(after_ctx) after each sample went in: the
+ * agent's replay cuts its batches there. */
+int ep_feed_perf_data_hooked(const char *path, struct ep_pipeline *pipeline,
+			     struct ep_perf_data_feed_info *info, void (*after_sample)(void *ctx),
+			     void *after_ctx, char *err, size_t errlen);
+
 #endif

@@ -27,6 +27,7 @@ struct ep_pipeline {
 	struct noted_build_id *noted;
 	size_t nnoted, noted_cap;
 	struct ep_u64map noted_by_path; /* path hash -> noted index (probing on the hash) */
+	Edgeprof__V1__Stats sent;	/* totals at the last delta */
 };
 
 /* A recording names each file's build-id once; mappings look it up by path. */
@@ -56,6 +57,7 @@ struct ep_pipeline *ep_pipeline_new(const struct ep_pipeline_config *cfg,
 		return NULL;
 	p->cfg = *cfg;
 	p->binaries = binaries;
+	edgeprof__v1__stats__init(&p->sent);
 	p->procmap = ep_procmap_new();
 	p->reconstructor = p->procmap ? ep_reconstructor_new(p->procmap, binaries) : NULL;
 	p->aggregator = p->reconstructor
@@ -235,5 +237,31 @@ Edgeprof__V1__Profile *ep_pipeline_profile(struct ep_pipeline *p)
 		protobuf_c_message_free_unpacked(&prof->base, NULL);
 		return NULL;
 	}
+	return prof;
+}
+
+/* Stats is all uint64 counters: subtract field by field through the
+ * descriptor, so a counter added to the proto is streamed as a delta too. */
+static void stats_delta(Edgeprof__V1__Stats *now, Edgeprof__V1__Stats *sent)
+{
+	const ProtobufCMessageDescriptor *d = &edgeprof__v1__stats__descriptor;
+	for (unsigned i = 0; i < d->n_fields; i++) {
+		if (d->fields[i].type != PROTOBUF_C_TYPE_UINT64)
+			continue;
+		uint64_t *n = (uint64_t *)((char *)now + d->fields[i].offset);
+		uint64_t *s = (uint64_t *)((char *)sent + d->fields[i].offset);
+		uint64_t total = *n;
+		*n = total - *s;
+		*s = total;
+	}
+}
+
+Edgeprof__V1__Profile *ep_pipeline_take_delta(struct ep_pipeline *p)
+{
+	Edgeprof__V1__Profile *prof = ep_pipeline_profile(p);
+	if (!prof)
+		return NULL;
+	stats_delta(prof->stats, &p->sent);
+	ep_aggregator_reset(p->aggregator);
 	return prof;
 }

@@ -67,6 +67,11 @@ void ep_pipeline_add_lost(struct ep_pipeline *p, uint64_t lost);
  * ep_profile_free(). */
 Edgeprof__V1__Profile *ep_pipeline_profile(struct ep_pipeline *p);
 
+/* What was counted since the previous delta (stats too), then forgets it:
+ * the streamer's unit. Once deltas are taken, ep_pipeline_profile() holds
+ * only the counts since the last one (stats stay totals). */
+Edgeprof__V1__Profile *ep_pipeline_take_delta(struct ep_pipeline *p);
+
 /* The reconstructor, for observers (debugging, oracle tests) and decoders. */
 struct ep_reconstructor *ep_pipeline_reconstructor(struct ep_pipeline *p);
 

@@ -6,6 +6,8 @@
  * stateless collectors write to one cluster). Both pass the same suite,
  * tests/unit/test_store.c.
  *
+ * Every call may come from any thread (they are serialised here).
+ *
  * Counts are kept per (binary, time bucket of EP_STORE_BUCKET_S seconds,
  * label set) and only ever added to. Every stored batch leaves its
  * (agent_id, sequence) behind so a resent batch is recognised and never

@@ -3,6 +3,8 @@
 #ifndef EP_STORE_BACKEND_H
 #define EP_STORE_BACKEND_H
 
+#include <pthread.h>
+
 #include "store.h"
 
 struct ep_store_ops {
@@ -10,8 +12,7 @@ struct ep_store_ops {
 	void (*close)(struct ep_store *s);
 	int (*has_batch)(struct ep_store *s, const char *agent_id, uint64_t sequence, char *err,
 			 size_t errlen);
-	int (*write)(struct ep_store *s, const struct ep_store_commit *c, char *err,
-		     size_t errlen);
+	int (*write)(struct ep_store *s, const struct ep_store_commit *c, char *err, size_t errlen);
 	Edgeprof__V1__BinaryList *(*list_binaries)(struct ep_store *s,
 						   const struct ep_store_filter *f, char *err,
 						   size_t errlen);
@@ -19,9 +20,10 @@ struct ep_store_ops {
 					  char *err, size_t errlen);
 };
 
-/* Every backend's handle starts with this. */
+/* Every backend's handle starts with this; backends set ops only. */
 struct ep_store {
 	const struct ep_store_ops *ops;
+	pthread_mutex_t lock; /* set up by store.c: backends need not be thread-safe */
 };
 
 /* location: what follows "sqlite:" / "clickhouse:" in the spec */

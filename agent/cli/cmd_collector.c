@@ -1,0 +1,161 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * edgeprof collector: receives agents' batches, merges them per build-id
+ * into the store, serves profiles (collector/).
+ */
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../collector/ingest/ingest.h"
+#include "../../collector/server/server.h"
+#include "../../collector/store/store.h"
+#include "../util/log.h"
+#include "cli_util.h"
+#include "commands.h"
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop_requested = 1;
+}
+
+static void usage(FILE *out)
+{
+	fprintf(
+	    out,
+	    "usage: edgeprof collector --store sqlite:PATH|clickhouse:URL [--listen HOST:PORT]\n"
+	    "       [--token-file F] [--tls-cert F --tls-key F [--client-ca F]]\n"
+	    "       [--commit-ms MS] [--max-body BYTES] [--port-file F] [--log-level L]\n"
+	    "  --listen HOST:PORT  default 127.0.0.1:7070; port 0 picks a free one\n"
+	    "  --token-file F      bearer token required on /v1/ (file must not be "
+	    "world-readable)\n"
+	    "  --tls-cert/--tls-key  serve https; --client-ca also requires client "
+	    "certificates\n"
+	    "  --commit-ms MS      wait before each group commit, for more merging "
+	    "(default 0)\n"
+	    "  --port-file F       write the port listened on to F once ready\n");
+}
+
+int ep_cmd_collector(int argc, char **argv)
+{
+	static const struct option opts[] = {
+	    {"store", required_argument, NULL, 's'},
+	    {"listen", required_argument, NULL, 'L'},
+	    {"token-file", required_argument, NULL, 't'},
+	    {"tls-cert", required_argument, NULL, 'c'},
+	    {"tls-key", required_argument, NULL, 'k'},
+	    {"client-ca", required_argument, NULL, 'a'},
+	    {"commit-ms", required_argument, NULL, 'm'},
+	    {"max-body", required_argument, NULL, 'b'},
+	    {"port-file", required_argument, NULL, 'p'},
+	    {"log-level", required_argument, NULL, 'l'},
+	    {"help", no_argument, NULL, 'h'},
+	    {0},
+	};
+	struct ep_server_config scfg = {.listen = "127.0.0.1:7070"};
+	struct ep_ingest_config icfg = {0};
+	const char *store_spec = NULL, *port_file = NULL;
+	optind = 1;
+	int ch;
+	while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		unsigned v;
+		switch (ch) {
+		case 's':
+			store_spec = optarg;
+			break;
+		case 'L':
+			scfg.listen = optarg;
+			break;
+		case 't':
+			scfg.token_file = optarg;
+			break;
+		case 'c':
+			scfg.tls_cert = optarg;
+			break;
+		case 'k':
+			scfg.tls_key = optarg;
+			break;
+		case 'a':
+			scfg.client_ca = optarg;
+			break;
+		case 'p':
+			port_file = optarg;
+			break;
+		case 'm':
+		case 'b':
+			if (ep_parse_uint(optarg, 1, 1u << 30, &v) != 0) {
+				ep_error("--%s: '%s' is not a positive number",
+					 ch == 'm' ? "commit-ms" : "max-body", optarg);
+				return 2;
+			}
+			if (ch == 'm')
+				icfg.commit_ms = v;
+			else
+				scfg.max_body = v;
+			break;
+		case 'l': {
+			int level = ep_log_parse_level(optarg);
+			if (level < 0) {
+				ep_error("--log-level: '%s' is not error|warn|info|debug", optarg);
+				return 2;
+			}
+			ep_log_set_level((enum ep_log_level)level);
+			break;
+		}
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (!store_spec || optind != argc) {
+		ep_error("collector needs --store sqlite:PATH or clickhouse:URL");
+		return 2;
+	}
+	char err[512];
+	struct ep_store *store = ep_store_open(store_spec, err, sizeof(err));
+	if (!store) {
+		ep_error("%s", err);
+		return 1;
+	}
+	struct ep_ingest *ingest = ep_ingest_new(store, &icfg, err, sizeof(err));
+	struct ep_server *server =
+	    ingest ? ep_server_start(&scfg, store, ingest, err, sizeof(err)) : NULL;
+	if (!server) {
+		ep_error("%s", err);
+		ep_ingest_free(ingest);
+		ep_store_close(store);
+		return 1;
+	}
+	struct sigaction sa = {.sa_handler = on_signal};
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	ep_info("collector listening on %s (port %u, %s%s%s), store %s", scfg.listen,
+		ep_server_port(server), scfg.tls_cert ? "https" : "http",
+		scfg.client_ca ? ", client certificates required" : "",
+		scfg.token_file ? ", bearer token required" : "", store_spec);
+	if (port_file) {
+		char tmp[4096];
+		snprintf(tmp, sizeof(tmp), "%s.tmp", port_file);
+		FILE *f = fopen(tmp, "w");
+		if (!f || fprintf(f, "%u\n", ep_server_port(server)) < 0 || fclose(f) != 0 ||
+		    rename(tmp, port_file) != 0)
+			ep_warn("--port-file %s: cannot write it", port_file);
+	}
+	while (!stop_requested)
+		pause();
+	ep_info("collector stopping: finishing requests and the last commit");
+	ep_server_stop(server);
+	ep_ingest_free(ingest);
+	ep_store_close(store);
+	return 0;
+}

@@ -1,0 +1,449 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "streamer.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../util/log.h"
+#include "../util/secret.h"
+#include "wire.h"
+
+#ifndef EDGEPROF_VERSION
+#define EDGEPROF_VERSION "0.1.0"
+#endif
+
+#define BACKOFF_START_MS 200
+
+struct response_buf {
+	uint8_t *data;
+	size_t len;
+};
+
+struct ep_streamer {
+	struct ep_streamer_config cfg;
+	char *url;
+	char agent_id[33];
+	char node[256];
+	char token[512];
+	bool has_token;
+	struct ep_spool *spool;
+	uint64_t next_sequence;
+
+	pthread_t sender;
+	bool sender_running;
+	pthread_mutex_t lock;
+	pthread_cond_t wake;  /* new batch, or stopping */
+	pthread_cond_t acked; /* a batch left the spool */
+	bool stopping;	      /* no more submits; send what there is */
+	bool abandon;	      /* give up now, keep the rest spooled */
+	struct ep_stream_counters counters;
+	bool collector_down; /* logged once per outage */
+	uint64_t rng;
+};
+
+static uint64_t next_random(struct ep_streamer *s)
+{
+	/* splitmix64: only backoff jitter, no need for more */
+	uint64_t z = (s->rng += 0x9e3779b97f4a7c15ULL);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+static size_t on_body(char *ptr, size_t size, size_t nmemb, void *userdata)
+{
+	struct response_buf *r = userdata;
+	size_t n = size * nmemb;
+	if (r->len + n > (1u << 20))
+		return 0; /* an ingest answer is small; anything else is not ours */
+	uint8_t *d = realloc(r->data, r->len + n + 1);
+	if (!d)
+		return 0;
+	memcpy(d + r->len, ptr, n);
+	r->data = d;
+	r->len += n;
+	d[r->len] = '\0';
+	return n;
+}
+
+enum send_result { SENT, RETRY, REJECTED };
+
+/* lets ep_streamer_finish() cut a transfer short instead of waiting out
+ * curl's timeout against a collector that does not answer */
+static int on_progress(void *clientp, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+		       curl_off_t ulnow)
+{
+	(void)dltotal;
+	(void)dlnow;
+	(void)ultotal;
+	(void)ulnow;
+	const struct ep_streamer *s = clientp;
+	return __atomic_load_n(&s->abandon, __ATOMIC_RELAXED) ? 1 : 0;
+}
+
+static enum send_result post_batch(struct ep_streamer *s, CURL *curl, const uint8_t *data,
+				   size_t len, char *why, size_t whylen)
+{
+	struct response_buf body = {0};
+	struct curl_slist *headers = NULL;
+	char auth[600];
+	headers = curl_slist_append(headers, "Content-Type: application/x-protobuf");
+	headers = curl_slist_append(headers, "Content-Encoding: zstd");
+	if (s->has_token) {
+		snprintf(auth, sizeof(auth), "Authorization: Bearer %s", s->token);
+		headers = curl_slist_append(headers, auth);
+	}
+	curl_easy_setopt(curl, CURLOPT_URL, s->url);
+	curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+	curl_easy_setopt(curl, CURLOPT_POSTFIELDS, (const char *)data);
+	curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+	curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(curl, CURLOPT_WRITEDATA, &body);
+	CURLcode cc = curl_easy_perform(curl);
+	curl_slist_free_all(headers);
+	long status = 0;
+	curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+	enum send_result result = RETRY;
+	if (cc != CURLE_OK) {
+		snprintf(why, whylen, "%s", curl_easy_strerror(cc));
+	} else if (status == 200) {
+		Edgeprof__V1__IngestResponse *resp =
+		    edgeprof__v1__ingest_response__unpack(NULL, body.len, body.data);
+		if (!resp) {
+			snprintf(why, whylen, "answer is not an IngestResponse (%zu bytes)",
+				 body.len);
+		} else {
+			pthread_mutex_lock(&s->lock);
+			if (resp->status == EDGEPROF__V1__INGEST_RESPONSE__STATUS__DUPLICATE)
+				s->counters.batches_duplicate++;
+			s->counters.bytes_sent += len;
+			pthread_mutex_unlock(&s->lock);
+			/* instructions (on-demand sessions) are the next step; an agent
+			 * that cannot follow them says so */
+			if (resp->n_instructions)
+				ep_debug(
+				    "collector sent %zu instructions; not supported by this agent",
+				    resp->n_instructions);
+			edgeprof__v1__ingest_response__free_unpacked(resp, NULL);
+			result = SENT;
+		}
+	} else {
+		const char *text = body.data ? (const char *)body.data : "";
+		snprintf(why, whylen, "HTTP %ld: %.200s", status, text);
+		why[strcspn(why, "\n")] = '\0';
+		/* a batch the collector cannot read will never become readable;
+		 * anything else (auth, overload, restart) may pass later */
+		if (status == 400 || status == 413 || status == 415)
+			result = REJECTED;
+	}
+	free(body.data);
+	return result;
+}
+
+static void wait_ms(struct ep_streamer *s, unsigned ms)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&s->lock);
+	while (!s->abandon && pthread_cond_timedwait(&s->wake, &s->lock, &ts) != ETIMEDOUT)
+		;
+	pthread_mutex_unlock(&s->lock);
+}
+
+static void *sender_main(void *arg)
+{
+	struct ep_streamer *s = arg;
+	CURL *curl = curl_easy_init();
+	if (!curl) {
+		ep_error("collector %s: cannot start the HTTP client", s->url);
+		return NULL;
+	}
+	curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, 3000L);
+	/* a collector that stops answering mid-request (link cut) is given up
+	 * on after 10 s of silence; the batch is resent, stored once */
+	curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, 60000L);
+	curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1L);
+	curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, 10L);
+	curl_easy_setopt(curl, CURLOPT_TCP_KEEPALIVE, 1L);
+	curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
+	curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, on_progress);
+	curl_easy_setopt(curl, CURLOPT_XFERINFODATA, s);
+	if (s->cfg.ca_file)
+		curl_easy_setopt(curl, CURLOPT_CAINFO, s->cfg.ca_file);
+	if (s->cfg.cert_file)
+		curl_easy_setopt(curl, CURLOPT_SSLCERT, s->cfg.cert_file);
+	if (s->cfg.key_file)
+		curl_easy_setopt(curl, CURLOPT_SSLKEY, s->cfg.key_file);
+	unsigned backoff = BACKOFF_START_MS;
+	unsigned backoff_max = s->cfg.backoff_max_ms ? s->cfg.backoff_max_ms : 30000;
+	for (;;) {
+		pthread_mutex_lock(&s->lock);
+		bool abandon = s->abandon;
+		pthread_mutex_unlock(&s->lock);
+		if (abandon)
+			break;
+		uint64_t id;
+		uint8_t *data;
+		size_t len;
+		char err[512];
+		int have = ep_spool_peek(s->spool, &id, &data, &len, err, sizeof(err));
+		if (have < 0) {
+			ep_warn("%s", err);
+			continue;
+		}
+		if (have == 0) {
+			pthread_mutex_lock(&s->lock);
+			pthread_cond_broadcast(&s->acked);
+			if (s->stopping) {
+				pthread_mutex_unlock(&s->lock);
+				break;
+			}
+			pthread_cond_wait(&s->wake, &s->lock);
+			pthread_mutex_unlock(&s->lock);
+			continue;
+		}
+		enum send_result r = post_batch(s, curl, data, len, err, sizeof(err));
+		free(data);
+		if (r == SENT || r == REJECTED) {
+			ep_spool_remove(s->spool, id);
+			pthread_mutex_lock(&s->lock);
+			if (r == SENT)
+				s->counters.batches_acked++;
+			else
+				s->counters.batches_rejected++;
+			bool was_down = s->collector_down;
+			s->collector_down = false;
+			pthread_cond_broadcast(&s->acked);
+			pthread_mutex_unlock(&s->lock);
+			if (r == REJECTED)
+				ep_error("collector %s refused a batch, dropped: %s", s->url, err);
+			else if (was_down)
+				ep_info(
+				    "collector %s: reachable again, sending the spooled batches",
+				    s->url);
+			backoff = BACKOFF_START_MS;
+			continue;
+		}
+		pthread_mutex_lock(&s->lock);
+		s->counters.send_failures++;
+		bool first = !s->collector_down;
+		s->collector_down = true;
+		pthread_mutex_unlock(&s->lock);
+		if (first)
+			ep_warn("collector %s: %s; batches stay in the spool and are retried",
+				s->url, err);
+		else
+			ep_debug("collector %s: %s", s->url, err);
+		/* full jitter: agents that lost the collector together do not
+		 * come back together */
+		wait_ms(s, backoff / 2 + (unsigned)(next_random(s) % (backoff / 2 + 1)));
+		backoff = backoff * 2 > backoff_max ? backoff_max : backoff * 2;
+	}
+	curl_easy_cleanup(curl);
+	pthread_mutex_lock(&s->lock);
+	pthread_cond_broadcast(&s->acked);
+	pthread_mutex_unlock(&s->lock);
+	return NULL;
+}
+
+static void init_curl(void)
+{
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+struct ep_streamer *ep_streamer_start(const struct ep_streamer_config *cfg, char *err,
+				      size_t errlen)
+{
+	static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+	struct ep_streamer *s = calloc(1, sizeof(*s));
+	if (!s) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	s->cfg = *cfg;
+	size_t ulen = strlen(cfg->collector);
+	while (ulen && cfg->collector[ulen - 1] == '/')
+		ulen--;
+	if (strncmp(cfg->collector, "http://", 7) != 0 &&
+	    strncmp(cfg->collector, "https://", 8) != 0) {
+		snprintf(err, errlen, "--collector '%s': expected http://HOST:PORT or https://...",
+			 cfg->collector);
+		free(s);
+		return NULL;
+	}
+	if (asprintf(&s->url, "%.*s/v1/ingest", (int)ulen, cfg->collector) < 0) {
+		snprintf(err, errlen, "out of memory");
+		free(s);
+		return NULL;
+	}
+	if (cfg->token_file) {
+		if (ep_read_token_file(cfg->token_file, s->token, sizeof(s->token), err, errlen) !=
+		    0)
+			goto fail;
+		s->has_token = true;
+	}
+	uint8_t raw[16];
+	if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw)) {
+		snprintf(err, errlen, "getrandom: %s", strerror(errno));
+		goto fail;
+	}
+	for (int i = 0; i < 16; i++)
+		snprintf(s->agent_id + 2 * i, 3, "%02x", raw[i]);
+	memcpy(&s->rng, raw, sizeof(s->rng));
+	if (cfg->node)
+		snprintf(s->node, sizeof(s->node), "%s", cfg->node);
+	else if (gethostname(s->node, sizeof(s->node)) != 0)
+		snprintf(s->node, sizeof(s->node), "unknown");
+	s->spool = ep_spool_open(cfg->spool_dir, cfg->spool_max_bytes, err, errlen);
+	if (!s->spool)
+		goto fail;
+	s->next_sequence = 1;
+	/* curl_global_init is not thread-safe; once, before the first thread */
+	pthread_once(&curl_once, init_curl);
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_cond_init(&s->wake, NULL);
+	pthread_cond_init(&s->acked, NULL);
+	if (pthread_create(&s->sender, NULL, sender_main, s) != 0) {
+		snprintf(err, errlen, "cannot start the sender thread");
+		pthread_mutex_destroy(&s->lock);
+		pthread_cond_destroy(&s->wake);
+		pthread_cond_destroy(&s->acked);
+		goto fail;
+	}
+	s->sender_running = true;
+	ep_info("streaming to %s as agent %s on node %s (spool %s, at most %" PRIu64 " bytes)",
+		cfg->collector, s->agent_id, s->node, cfg->spool_dir, cfg->spool_max_bytes);
+	return s;
+fail:
+	ep_spool_close(s->spool);
+	free(s->url);
+	free(s);
+	return NULL;
+}
+
+int ep_streamer_submit(struct ep_streamer *s, const Edgeprof__V1__Profile *delta,
+		       uint64_t window_start_ns, uint64_t window_end_ns)
+{
+	/* the batch borrows the delta's messages: only the wrappers are ours */
+	Edgeprof__V1__AgentIdentity agent = EDGEPROF__V1__AGENT_IDENTITY__INIT;
+	agent.node = s->node;
+	agent.agent_id = s->agent_id;
+	agent.version = (char *)EDGEPROF_VERSION;
+	Edgeprof__V1__Batch batch = EDGEPROF__V1__BATCH__INIT;
+	batch.wire_version = EP_WIRE_VERSION;
+	batch.agent = &agent;
+	batch.window_start_ns = window_start_ns;
+	batch.window_end_ns = window_end_ns;
+	batch.config = delta->config;
+	batch.stats = delta->stats;
+	Edgeprof__V1__BinaryDelta *deltas = calloc(delta->n_binaries + 1, sizeof(*deltas));
+	Edgeprof__V1__BinaryDelta **ptrs = calloc(delta->n_binaries + 1, sizeof(*ptrs));
+	int rc = -1;
+	uint8_t *bytes = NULL;
+	size_t len = 0;
+	char err[512] = "out of memory";
+	if (deltas && ptrs) {
+		for (size_t i = 0; i < delta->n_binaries; i++) {
+			edgeprof__v1__binary_delta__init(&deltas[i]);
+			deltas[i].profile = delta->binaries[i];
+			ptrs[i] = &deltas[i];
+		}
+		batch.binaries = ptrs;
+		batch.n_binaries = delta->n_binaries;
+		pthread_mutex_lock(&s->lock);
+		batch.sequence = s->next_sequence;
+		pthread_mutex_unlock(&s->lock);
+		if (ep_wire_encode(&batch, &bytes, &len) == 0)
+			rc = ep_spool_put(s->spool, bytes, len, err, sizeof(err));
+	}
+	free(bytes);
+	free(deltas);
+	free(ptrs);
+	pthread_mutex_lock(&s->lock);
+	if (rc == 0) {
+		/* a sequence number is used once even when the put failed: the
+		 * collector only needs them unique, and a gap shows the loss */
+		s->counters.batches_spooled++;
+		pthread_cond_signal(&s->wake);
+	}
+	s->next_sequence++;
+	pthread_mutex_unlock(&s->lock);
+	if (rc != 0)
+		ep_error("batch %" PRIu64 " lost: %s", batch.sequence, err);
+	return rc;
+}
+
+size_t ep_streamer_finish(struct ep_streamer *s, unsigned timeout_ms)
+{
+	if (!s->sender_running)
+		return 0;
+	struct timespec deadline;
+	clock_gettime(CLOCK_REALTIME, &deadline);
+	deadline.tv_sec += timeout_ms / 1000;
+	deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+	if (deadline.tv_nsec >= 1000000000L) {
+		deadline.tv_sec++;
+		deadline.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&s->lock);
+	s->stopping = true;
+	pthread_cond_broadcast(&s->wake);
+	for (;;) {
+		struct ep_spool_counters sc;
+		ep_spool_counters(s->spool, &sc);
+		if (sc.files == 0)
+			break;
+		if (pthread_cond_timedwait(&s->acked, &s->lock, &deadline) == ETIMEDOUT)
+			break;
+	}
+	__atomic_store_n(&s->abandon, true, __ATOMIC_RELAXED);
+	pthread_cond_broadcast(&s->wake);
+	pthread_mutex_unlock(&s->lock);
+	pthread_join(s->sender, NULL);
+	s->sender_running = false;
+	struct ep_spool_counters sc;
+	ep_spool_counters(s->spool, &sc);
+	return (size_t)sc.files;
+}
+
+void ep_streamer_free(struct ep_streamer *s)
+{
+	if (!s)
+		return;
+	ep_streamer_finish(s, 0);
+	pthread_mutex_destroy(&s->lock);
+	pthread_cond_destroy(&s->wake);
+	pthread_cond_destroy(&s->acked);
+	ep_spool_close(s->spool);
+	free(s->url);
+	free(s);
+}
+
+void ep_streamer_counters(struct ep_streamer *s, struct ep_stream_counters *out)
+{
+	pthread_mutex_lock(&s->lock);
+	*out = s->counters;
+	pthread_mutex_unlock(&s->lock);
+	ep_spool_counters(s->spool, &out->spool);
+}
+
+const char *ep_streamer_agent_id(const struct ep_streamer *s)
+{
+	return s->agent_id;
+}

@@ -1,0 +1,62 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Stream stage (SPEC step 6): the agent's deltas to the collector. Each
+ * submitted delta becomes a Batch with the agent's id and the next
+ * sequence number, is written to the spool, and a sender thread POSTs the
+ * spool's oldest batch until the collector acknowledges it (then it is
+ * deleted), with exponential backoff and jitter between failures. The
+ * sampling thread never waits on the network.
+ */
+#ifndef EP_STREAMER_H
+#define EP_STREAMER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ingest.pb-c.h"
+#include "profile.pb-c.h"
+#include "spool.h"
+
+struct ep_streamer_config {
+	const char *collector; /* base URL: http(s)://HOST:PORT */
+	const char *spool_dir;
+	uint64_t spool_max_bytes;
+	const char *token_file;		  /* bearer token; NULL: none */
+	const char *ca_file;		  /* trust for https; NULL: the system's */
+	const char *cert_file, *key_file; /* client certificate (mTLS); NULL: none */
+	const char *node;		  /* NULL: this host's name */
+	unsigned backoff_max_ms;	  /* 0: 30 s */
+};
+
+struct ep_stream_counters {
+	uint64_t batches_spooled;
+	uint64_t batches_acked;
+	uint64_t batches_duplicate; /* acknowledged as already stored */
+	uint64_t batches_rejected;  /* refused as malformed: dropped, never retried */
+	uint64_t send_failures;	    /* attempts that will be retried */
+	uint64_t bytes_sent;
+	struct ep_spool_counters spool;
+};
+
+struct ep_streamer;
+
+/* Opens the spool, reads the token and starts the sender. NULL with err. */
+struct ep_streamer *ep_streamer_start(const struct ep_streamer_config *cfg, char *err,
+				      size_t errlen);
+
+/* Turns a delta (ep_pipeline_take_delta) into the next batch and spools it.
+ * labels: NULL until container attribution exists. 0 or -1 (logged,
+ * counted in spool.write_failed). */
+int ep_streamer_submit(struct ep_streamer *s, const Edgeprof__V1__Profile *delta,
+		       uint64_t window_start_ns, uint64_t window_end_ns);
+
+/* Waits up to timeout_ms for every spooled batch to be acknowledged, then
+ * stops the sender. Returns the batches left in the spool (sent by the next
+ * agent that uses it). */
+size_t ep_streamer_finish(struct ep_streamer *s, unsigned timeout_ms);
+void ep_streamer_free(struct ep_streamer *s);
+
+void ep_streamer_counters(struct ep_streamer *s, struct ep_stream_counters *out);
+const char *ep_streamer_agent_id(const struct ep_streamer *s);
+
+#endif

@@ -1,0 +1,200 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "api.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../agent/export/export.h"
+#include "../../agent/profile/profile_file.h"
+
+static void set_error(struct ep_api_response *r, int status, const char *fmt, ...)
+{
+	r->status = status;
+	r->content_type = "text/plain";
+	va_list ap;
+	va_start(ap, fmt);
+	if (vasprintf(&r->body, fmt, ap) < 0)
+		r->body = NULL;
+	va_end(ap);
+	r->len = r->body ? strlen(r->body) : 0;
+}
+
+static void json_string(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+		if (*p == '"' || *p == '\\')
+			fprintf(f, "\\%c", *p);
+		else if (*p < 0x20)
+			fprintf(f, "\\u%04x", *p);
+		else
+			fputc(*p, f);
+	}
+	fputc('"', f);
+}
+
+void ep_api_binaries(struct ep_store *store, const struct ep_store_filter *f,
+		     struct ep_api_response *r)
+{
+	char err[512];
+	Edgeprof__V1__BinaryList *list = ep_store_list_binaries(store, f, err, sizeof(err));
+	if (!list) {
+		set_error(r, 503, "store: %s\n", err);
+		return;
+	}
+	FILE *out = open_memstream(&r->body, &r->len);
+	if (!out) {
+		ep_store_free_list(list);
+		set_error(r, 500, "out of memory\n");
+		return;
+	}
+	fputs("{\"binaries\": [", out);
+	for (size_t i = 0; i < list->n_binaries; i++) {
+		const Edgeprof__V1__BinaryInfo *b = list->binaries[i];
+		fputs(i ? ",\n  {" : "\n  {", out);
+		fputs("\"build_id\": ", out);
+		json_string(out, b->build_id);
+		fputs(", \"arch\": ", out);
+		json_string(out, b->arch);
+		fprintf(out, ", \"samples\": %llu, \"first_seen\": %lld, \"last_seen\": %lld",
+			(unsigned long long)b->samples, (long long)b->first_seen_s,
+			(long long)b->last_seen_s);
+		fputs(", \"paths\": [", out);
+		for (size_t j = 0; j < b->n_paths; j++) {
+			if (j)
+				fputs(", ", out);
+			json_string(out, b->paths[j]);
+		}
+		fputs("], \"labels\": [", out);
+		for (size_t j = 0; j < b->n_labels; j++) {
+			const Edgeprof__V1__Labels *l = b->labels[j];
+			fputs(j ? ", {" : "{", out);
+			fputs("\"container_id\": ", out);
+			json_string(out, l->container_id);
+			fputs(", \"pod\": ", out);
+			json_string(out, l->pod);
+			fputs(", \"namespace\": ", out);
+			json_string(out, l->namespace_);
+			fputs(", \"cgroup\": ", out);
+			json_string(out, l->cgroup);
+			fputs(", \"process\": ", out);
+			json_string(out, l->process);
+			fputc('}', out);
+		}
+		fputs("]}", out);
+	}
+	fputs(list->n_binaries ? "\n]}\n" : "]}\n", out);
+	fclose(out);
+	ep_store_free_list(list);
+	r->status = 200;
+	r->content_type = "application/json";
+}
+
+/* Every binary under the filter in one profile: the report's view. */
+static Edgeprof__V1__Profile *profile_all(struct ep_store *store, const struct ep_store_filter *f,
+					  char *err, size_t errlen)
+{
+	Edgeprof__V1__BinaryList *list = ep_store_list_binaries(store, f, err, errlen);
+	if (!list)
+		return NULL;
+	Edgeprof__V1__Profile *all = NULL;
+	for (size_t i = 0; i < list->n_binaries; i++) {
+		struct ep_store_filter one = *f;
+		one.build_id = list->binaries[i]->build_id;
+		Edgeprof__V1__Profile *p = ep_store_profile(store, &one, err, errlen);
+		if (!p) {
+			ep_profile_free(all);
+			all = NULL;
+			break;
+		}
+		if (!all) {
+			all = p;
+			continue;
+		}
+		/* move p's binaries over to all */
+		void *grown = realloc(all->binaries,
+				      (all->n_binaries + p->n_binaries) * sizeof(*all->binaries));
+		if (!grown) {
+			ep_profile_free(p);
+			ep_profile_free(all);
+			all = NULL;
+			snprintf(err, errlen, "out of memory");
+			break;
+		}
+		all->binaries = grown;
+		for (size_t j = 0; j < p->n_binaries; j++)
+			all->binaries[all->n_binaries++] = p->binaries[j];
+		if (all->stats && p->stats)
+			all->stats->samples += p->stats->samples;
+		p->n_binaries = 0;
+		ep_profile_free(p);
+	}
+	if (!all && list->n_binaries == 0) {
+		struct ep_store_filter none = *f;
+		none.build_id = "";
+		all = ep_store_profile(store, &none, err, errlen);
+	}
+	ep_store_free_list(list);
+	return all;
+}
+
+void ep_api_profile(struct ep_store *store, const struct ep_store_filter *f, const char *format,
+		    struct ep_api_response *r)
+{
+	int fmt = -1;
+	bool proto = format && strcmp(format, "proto") == 0;
+	if (!proto) {
+		fmt = ep_export_parse_format(format ? format : "json");
+		if (fmt < 0) {
+			set_error(r, 400,
+				  "format '%s': expected json, fdata, preagg, afdo or proto\n",
+				  format);
+			return;
+		}
+	}
+	char err[512];
+	Edgeprof__V1__Profile *p = f->build_id ? ep_store_profile(store, f, err, sizeof(err))
+					       : profile_all(store, f, err, sizeof(err));
+	if (!p) {
+		set_error(r, 503, "store: %s\n", err);
+		return;
+	}
+	if (f->build_id && p->n_binaries == 0) {
+		ep_profile_free(p);
+		set_error(r, 404, "build-id %s: no counts under this filter\n", f->build_id);
+		return;
+	}
+	if (proto) {
+		r->len = edgeprof__v1__profile__get_packed_size(p);
+		r->body = malloc(r->len ? r->len : 1);
+		if (!r->body) {
+			ep_profile_free(p);
+			set_error(r, 500, "out of memory\n");
+			return;
+		}
+		edgeprof__v1__profile__pack(p, (uint8_t *)r->body);
+		ep_profile_free(p);
+		r->status = 200;
+		r->content_type = "application/x-protobuf";
+		return;
+	}
+	FILE *out = open_memstream(&r->body, &r->len);
+	if (!out) {
+		ep_profile_free(p);
+		set_error(r, 500, "out of memory\n");
+		return;
+	}
+	int rc = ep_export(p, (enum ep_export_format)fmt, f->build_id, out, err, sizeof(err));
+	fclose(out);
+	ep_profile_free(p);
+	if (rc != 0) {
+		free(r->body);
+		set_error(r, 422, "%s\n", err);
+		return;
+	}
+	r->status = 200;
+	r->content_type = fmt == EP_EXPORT_JSON ? "application/json" : "text/plain";
+}

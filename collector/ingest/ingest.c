@@ -1,0 +1,392 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "ingest.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../../agent/aggregate/merge.h"
+#include "../../agent/stream/wire.h"
+#include "../../agent/util/log.h"
+
+#define RESULTS 64 /* generations whose outcome waiters can still read */
+
+struct batch_key {
+	char *agent_id;
+	char *node;
+	uint64_t sequence;
+};
+
+struct key_list {
+	struct batch_key *items;
+	size_t n, cap;
+};
+
+struct ep_ingest {
+	struct ep_ingest_config cfg;
+	struct ep_store *store;
+
+	pthread_mutex_t lock;
+	pthread_cond_t work;  /* something to commit, or stopping */
+	pthread_cond_t done;  /* a generation finished */
+	pthread_cond_t space; /* pending rows went down */
+	struct ep_merge *pending, *committing;
+	struct key_list pending_keys, committing_keys;
+	uint64_t gen_open;    /* batches are merged into this generation */
+	uint64_t gen_done;    /* every generation up to this one is finished */
+	int results[RESULTS]; /* 0 or -1 per generation */
+	char last_error[512];
+	bool pending_poisoned; /* part of a batch could not be merged: fail the generation */
+	uint64_t first_pending_ns;
+	bool stopping;
+	pthread_t committer;
+	struct ep_ingest_counters counters;
+};
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static void keys_clear(struct key_list *k)
+{
+	for (size_t i = 0; i < k->n; i++) {
+		free(k->items[i].agent_id);
+		free(k->items[i].node);
+	}
+	k->n = 0;
+}
+
+static void keys_free(struct key_list *k)
+{
+	keys_clear(k);
+	free(k->items);
+	k->items = NULL;
+	k->cap = 0;
+}
+
+static bool keys_has(const struct key_list *k, const char *agent_id, uint64_t sequence)
+{
+	for (size_t i = 0; i < k->n; i++)
+		if (k->items[i].sequence == sequence && strcmp(k->items[i].agent_id, agent_id) == 0)
+			return true;
+	return false;
+}
+
+static int keys_add(struct key_list *k, const char *agent_id, const char *node, uint64_t sequence)
+{
+	if (k->n == k->cap) {
+		size_t cap = k->cap ? k->cap * 2 : 64;
+		struct batch_key *items = realloc(k->items, cap * sizeof(*items));
+		if (!items)
+			return -1;
+		k->items = items;
+		k->cap = cap;
+	}
+	struct batch_key *b = &k->items[k->n];
+	b->agent_id = strdup(agent_id);
+	b->node = strdup(node);
+	b->sequence = sequence;
+	if (!b->agent_id || !b->node) {
+		free(b->agent_id);
+		free(b->node);
+		return -1;
+	}
+	k->n++;
+	return 0;
+}
+
+static int commit(struct ep_ingest *in, struct ep_merge *m, const struct key_list *keys, char *err,
+		  size_t errlen)
+{
+	struct ep_merged merged;
+	if (ep_merge_build(m, &merged) != 0) {
+		snprintf(err, errlen, "out of memory building the commit");
+		return -1;
+	}
+	struct ep_store_slice *slices = calloc(merged.n ? merged.n : 1, sizeof(*slices));
+	struct ep_store_batch_id *ids = calloc(keys->n ? keys->n : 1, sizeof(*ids));
+	int rc = -1;
+	if (slices && ids) {
+		int64_t now = (int64_t)time(NULL);
+		for (size_t i = 0; i < merged.n; i++)
+			slices[i] = (struct ep_store_slice){merged.slices[i].bucket,
+							    merged.slices[i].delta};
+		for (size_t i = 0; i < keys->n; i++)
+			ids[i] = (struct ep_store_batch_id){keys->items[i].agent_id,
+							    keys->items[i].sequence,
+							    keys->items[i].node, now};
+		struct ep_store_commit c = {ids, keys->n, slices, merged.n};
+		rc = ep_store_write(in->store, &c, err, errlen);
+	} else {
+		snprintf(err, errlen, "out of memory building the commit");
+	}
+	free(slices);
+	free(ids);
+	ep_merged_free(&merged);
+	return rc;
+}
+
+static void *committer_main(void *arg)
+{
+	struct ep_ingest *in = arg;
+	pthread_mutex_lock(&in->lock);
+	for (;;) {
+		while (!in->stopping && in->pending_keys.n == 0 && !in->pending_poisoned)
+			pthread_cond_wait(&in->work, &in->lock);
+		if (in->pending_keys.n == 0 && !in->pending_poisoned)
+			break; /* stopping, nothing left */
+		/* group commit: batches that arrive while a commit runs share the
+		 * next one, so the groups grow with the load by themselves;
+		 * commit_ms adds a wait for still more sharing */
+		uint64_t due = in->first_pending_ns + (uint64_t)in->cfg.commit_ms * 1000000ULL;
+		while (!in->stopping && mono_ns() < due &&
+		       ep_merge_rows(in->pending) < in->cfg.max_pending_rows / 2) {
+			struct timespec ts;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			uint64_t left = due - mono_ns();
+			if (left > due)
+				break;
+			ts.tv_sec += (time_t)(left / 1000000000ULL);
+			ts.tv_nsec += (long)(left % 1000000000ULL);
+			if (ts.tv_nsec >= 1000000000L) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000L;
+			}
+			if (pthread_cond_timedwait(&in->work, &in->lock, &ts) == ETIMEDOUT)
+				break;
+		}
+		struct ep_merge *m = in->pending;
+		in->pending = in->committing;
+		in->committing = m;
+		struct key_list k = in->pending_keys;
+		in->pending_keys = in->committing_keys;
+		in->committing_keys = k;
+		uint64_t gen = in->gen_open++;
+		size_t rows = ep_merge_rows(m);
+		bool poisoned = in->pending_poisoned;
+		in->pending_poisoned = false;
+		pthread_mutex_unlock(&in->lock);
+
+		char err[512] = "out of memory merging a batch";
+		uint64_t t0 = mono_ns();
+		int rc = poisoned
+			     ? -1
+			     : commit(in, in->committing, &in->committing_keys, err, sizeof(err));
+		double secs = (double)(mono_ns() - t0) / 1e9;
+		if (rc != 0)
+			ep_error("store write of %zu batches failed: %s", in->committing_keys.n,
+				 err);
+
+		pthread_mutex_lock(&in->lock);
+		in->results[gen % RESULTS] = rc;
+		if (rc != 0)
+			snprintf(in->last_error, sizeof(in->last_error), "%s", err);
+		in->gen_done = gen;
+		in->counters.commits++;
+		in->counters.commit_seconds += secs;
+		if (rc == 0)
+			in->counters.rows_written += rows;
+		else
+			in->counters.commit_failures++;
+		keys_clear(&in->committing_keys);
+		ep_merge_clear(in->committing);
+		in->counters.pending_rows = ep_merge_rows(in->pending);
+		pthread_cond_broadcast(&in->done);
+		pthread_cond_broadcast(&in->space);
+	}
+	pthread_mutex_unlock(&in->lock);
+	return NULL;
+}
+
+struct ep_ingest *ep_ingest_new(struct ep_store *store, const struct ep_ingest_config *cfg,
+				char *err, size_t errlen)
+{
+	struct ep_ingest *in = calloc(1, sizeof(*in));
+	if (!in) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	in->cfg = *cfg;
+	if (!in->cfg.max_pending_rows)
+		in->cfg.max_pending_rows = 4u << 20;
+	if (!in->cfg.max_batch_bytes)
+		in->cfg.max_batch_bytes = EP_WIRE_MAX_BATCH;
+	in->store = store;
+	in->pending = ep_merge_new();
+	in->committing = ep_merge_new();
+	/* generation 0 counts as finished so the first batches (generation 1)
+	 * wait for their own commit */
+	in->gen_open = 1;
+	pthread_mutex_init(&in->lock, NULL);
+	pthread_cond_init(&in->work, NULL);
+	pthread_cond_init(&in->done, NULL);
+	pthread_cond_init(&in->space, NULL);
+	if (!in->pending || !in->committing ||
+	    pthread_create(&in->committer, NULL, committer_main, in) != 0) {
+		snprintf(err, errlen, "cannot start the committer");
+		ep_merge_free(in->pending);
+		ep_merge_free(in->committing);
+		free(in);
+		return NULL;
+	}
+	return in;
+}
+
+void ep_ingest_free(struct ep_ingest *in)
+{
+	if (!in)
+		return;
+	pthread_mutex_lock(&in->lock);
+	in->stopping = true;
+	pthread_cond_broadcast(&in->work);
+	pthread_mutex_unlock(&in->lock);
+	pthread_join(in->committer, NULL);
+	ep_merge_free(in->pending);
+	ep_merge_free(in->committing);
+	keys_free(&in->pending_keys);
+	keys_free(&in->committing_keys);
+	pthread_cond_destroy(&in->work);
+	pthread_cond_destroy(&in->done);
+	pthread_cond_destroy(&in->space);
+	pthread_mutex_destroy(&in->lock);
+	free(in);
+}
+
+/* Waits (lock held) for generation gen; the result of its commit. */
+static enum ep_ingest_result wait_generation(struct ep_ingest *in, uint64_t gen, char *why,
+					     size_t whylen, enum ep_ingest_result ok)
+{
+	while (in->gen_done < gen)
+		pthread_cond_wait(&in->done, &in->lock);
+	if (in->results[gen % RESULTS] == 0)
+		return ok;
+	snprintf(why, whylen, "store: %s", in->last_error);
+	return EP_INGEST_STORE_ERROR;
+}
+
+static enum ep_ingest_result count(struct ep_ingest *in, enum ep_ingest_result r)
+{
+	switch (r) {
+	case EP_INGEST_STORED:
+		in->counters.stored++;
+		break;
+	case EP_INGEST_DUPLICATE:
+		in->counters.duplicate++;
+		break;
+	case EP_INGEST_BAD_REQUEST:
+		in->counters.bad_request++;
+		break;
+	case EP_INGEST_TOO_LARGE:
+		in->counters.too_large++;
+		break;
+	case EP_INGEST_STORE_ERROR:
+		in->counters.store_error++;
+		break;
+	}
+	return r;
+}
+
+static int64_t bucket_of(uint64_t window_end_ns)
+{
+	int64_t s = window_end_ns ? (int64_t)(window_end_ns / 1000000000ULL) : (int64_t)time(NULL);
+	return s - s % EP_STORE_BUCKET_S;
+}
+
+enum ep_ingest_result ep_ingest_batch(struct ep_ingest *in, const uint8_t *body, size_t len,
+				      bool compressed, uint64_t *sequence, char *why, size_t whylen)
+{
+	*sequence = 0;
+	enum ep_ingest_result r;
+	Edgeprof__V1__Batch *b =
+	    ep_wire_decode(body, len, compressed, in->cfg.max_batch_bytes, why, whylen);
+	pthread_mutex_lock(&in->lock);
+	if (!b) {
+		r = count(in, strstr(why, "once decompressed") || strstr(why, "than the limit")
+				  ? EP_INGEST_TOO_LARGE
+				  : EP_INGEST_BAD_REQUEST);
+		goto out;
+	}
+	*sequence = b->sequence;
+	if (b->wire_version == 0 || b->wire_version > EP_WIRE_VERSION) {
+		snprintf(why, whylen, "wire_version %u not supported: this collector speaks 1..%u",
+			 b->wire_version, EP_WIRE_VERSION);
+		r = count(in, EP_INGEST_BAD_REQUEST);
+		goto out;
+	}
+	if (!b->agent || !b->agent->agent_id || !b->agent->agent_id[0] || b->sequence == 0) {
+		snprintf(why, whylen, "batch without agent id or sequence number");
+		r = count(in, EP_INGEST_BAD_REQUEST);
+		goto out;
+	}
+	for (size_t i = 0; i < b->n_binaries; i++) {
+		if (!b->binaries[i]->profile) {
+			snprintf(why, whylen, "binaries[%zu] has no profile", i);
+			r = count(in, EP_INGEST_BAD_REQUEST);
+			goto out;
+		}
+	}
+	const char *agent_id = b->agent->agent_id;
+	if (keys_has(&in->pending_keys, agent_id, b->sequence)) {
+		r = count(in, wait_generation(in, in->gen_open, why, whylen, EP_INGEST_DUPLICATE));
+		goto out;
+	}
+	if (keys_has(&in->committing_keys, agent_id, b->sequence)) {
+		r = count(in,
+			  wait_generation(in, in->gen_open - 1, why, whylen, EP_INGEST_DUPLICATE));
+		goto out;
+	}
+	/* with the lock held, a batch is either still listed above or its
+	 * commit is complete and the store knows it */
+	char err[512];
+	int seen = ep_store_has_batch(in->store, agent_id, b->sequence, err, sizeof(err));
+	if (seen != 0) {
+		if (seen < 0)
+			snprintf(why, whylen, "store: %s", err);
+		r = count(in, seen > 0 ? EP_INGEST_DUPLICATE : EP_INGEST_STORE_ERROR);
+		goto out;
+	}
+	while (ep_merge_rows(in->pending) >= in->cfg.max_pending_rows)
+		pthread_cond_wait(&in->space, &in->lock);
+	int64_t bucket = bucket_of(b->window_end_ns);
+	int rc = 0;
+	for (size_t i = 0; i < b->n_binaries && rc == 0; i++) {
+		const Edgeprof__V1__BinaryDelta *d = b->binaries[i];
+		rc = ep_merge_add(in->pending, bucket, d->profile, d->labels);
+		in->counters.edges += d->profile->n_edges;
+		in->counters.ranges += d->profile->n_ranges;
+		in->counters.ips += d->profile->n_ips;
+	}
+	const char *node = b->agent->node ? b->agent->node : "";
+	if (rc != 0 || keys_add(&in->pending_keys, agent_id, node, b->sequence) != 0) {
+		/* the pending merge may hold part of this batch, which cannot be
+		 * committed without its id: the whole generation fails and its
+		 * agents resend */
+		snprintf(why, whylen, "collector out of memory");
+		in->pending_poisoned = true;
+		r = count(in, EP_INGEST_STORE_ERROR);
+		goto out;
+	}
+	if (in->pending_keys.n == 1)
+		in->first_pending_ns = mono_ns();
+	in->counters.pending_rows = ep_merge_rows(in->pending);
+	pthread_cond_signal(&in->work);
+	r = count(in, wait_generation(in, in->gen_open, why, whylen, EP_INGEST_STORED));
+out:
+	pthread_mutex_unlock(&in->lock);
+	ep_wire_free(b);
+	return r;
+}
+
+void ep_ingest_counters(struct ep_ingest *in, struct ep_ingest_counters *out)
+{
+	pthread_mutex_lock(&in->lock);
+	*out = in->counters;
+	pthread_mutex_unlock(&in->lock);
+}

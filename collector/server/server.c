@@ -1,0 +1,535 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "server.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <gnutls/gnutls.h>
+#include <inttypes.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "../../agent/stream/wire.h"
+#include "../../agent/util/log.h"
+#include "../../agent/util/secret.h"
+#include "../api/api.h"
+
+#define DEFAULT_MAX_BODY (16u << 20)
+
+enum route { R_INGEST, R_BINARIES, R_PROFILE, R_METRICS, R_HEALTH, R_OTHER, NROUTES };
+static const char *const route_names[NROUTES] = {"ingest",  "binaries", "profile",
+						 "metrics", "health",	"other"};
+
+struct ep_server {
+	struct ep_server_config cfg;
+	struct MHD_Daemon *daemon;
+	struct ep_store *store;
+	struct ep_ingest *ingest;
+	char token[512];
+	bool has_token;
+	char *cert_pem, *key_pem, *ca_pem;
+	unsigned port;
+	atomic_uint_fast64_t requests[NROUTES];
+	atomic_uint_fast64_t unauthorized, forbidden, too_large_bodies, bad_encoding;
+};
+
+struct request {
+	uint8_t *body;
+	size_t len, cap;
+	bool too_large;
+};
+
+static char *read_pem(const char *path, char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return NULL;
+	}
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *m = open_memstream(&buf, &len);
+	char chunk[4096];
+	size_t n;
+	while (m && (n = fread(chunk, 1, sizeof(chunk), f)) > 0)
+		fwrite(chunk, 1, n, m);
+	fclose(f);
+	if (m)
+		fclose(m);
+	if (!buf || len == 0 || !strstr(buf, "-----BEGIN")) {
+		snprintf(err, errlen, "%s: not a PEM file", path);
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}
+
+static enum MHD_Result respond(struct MHD_Connection *c, int status, const char *type, char *body,
+			       size_t len)
+{
+	struct MHD_Response *r = MHD_create_response_from_buffer(
+	    len, body ? body : (char *)"", body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+	if (!r) {
+		free(body);
+		return MHD_NO;
+	}
+	MHD_add_response_header(r, "Content-Type", type);
+	enum MHD_Result rc = MHD_queue_response(c, (unsigned)status, r);
+	MHD_destroy_response(r);
+	return rc;
+}
+
+static enum MHD_Result respond_text(struct MHD_Connection *c, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static enum MHD_Result respond_text(struct MHD_Connection *c, int status, const char *fmt, ...)
+{
+	char *body = NULL;
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vasprintf(&body, fmt, ap);
+	va_end(ap);
+	return respond(c, status, "text/plain", n < 0 ? NULL : body, n < 0 ? 0 : (size_t)n);
+}
+
+/* Compares without stopping at the first difference, so response times
+ * do not tell how much of a guessed token was right. */
+static bool token_matches(const char *expected, const char *given)
+{
+	size_t le = strlen(expected), lg = strlen(given);
+	unsigned char diff = (unsigned char)(le != lg);
+	for (size_t i = 0; i < le; i++)
+		diff |= (unsigned char)(expected[i] ^ given[i < lg ? i : 0]);
+	return diff == 0;
+}
+
+static bool authorized(struct ep_server *s, struct MHD_Connection *c)
+{
+	if (!s->has_token)
+		return true;
+	const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+	return h && strncmp(h, "Bearer ", 7) == 0 && token_matches(s->token, h + 7);
+}
+
+static bool client_certified(struct ep_server *s, struct MHD_Connection *c)
+{
+	if (!s->ca_pem)
+		return true;
+	const union MHD_ConnectionInfo *ci =
+	    MHD_get_connection_info(c, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+	if (!ci || !ci->tls_session)
+		return false;
+	gnutls_session_t session = (gnutls_session_t)ci->tls_session;
+	unsigned n = 0;
+	if (!gnutls_certificate_get_peers(session, &n) || n == 0)
+		return false;
+	unsigned status = 0;
+	return gnutls_certificate_verify_peers2(session, &status) == 0 && status == 0;
+}
+
+static enum route route_of(const char *url)
+{
+	if (strcmp(url, "/v1/ingest") == 0)
+		return R_INGEST;
+	if (strcmp(url, "/v1/binaries") == 0)
+		return R_BINARIES;
+	if (strcmp(url, "/v1/profile") == 0)
+		return R_PROFILE;
+	if (strcmp(url, "/metrics") == 0)
+		return R_METRICS;
+	if (strcmp(url, "/healthz") == 0 || strcmp(url, "/readyz") == 0)
+		return R_HEALTH;
+	return R_OTHER;
+}
+
+static int parse_time_arg(struct MHD_Connection *c, const char *name, int64_t *out)
+{
+	const char *v = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, name);
+	if (!v || !*v)
+		return 0;
+	char *end;
+	long long x = strtoll(v, &end, 10);
+	if (*end)
+		return -1;
+	*out = x;
+	return 0;
+}
+
+static enum MHD_Result handle_query(struct ep_server *s, struct MHD_Connection *c, enum route r)
+{
+	struct ep_store_filter f = {0};
+	f.build_id = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "build_id");
+	if (f.build_id && !*f.build_id)
+		f.build_id = NULL;
+	if (parse_time_arg(c, "from", &f.from_s) != 0 || parse_time_arg(c, "to", &f.to_s) != 0)
+		return respond_text(c, 400, "from/to: unix seconds expected\n");
+	f.container_id = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "container_id");
+	f.pod = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "pod");
+	f.namespace_ = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "namespace");
+	f.cgroup = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "cgroup");
+	f.process = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "process");
+	struct ep_api_response resp = {0};
+	if (r == R_BINARIES)
+		ep_api_binaries(s->store, &f, &resp);
+	else
+		ep_api_profile(s->store, &f,
+			       MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "format"),
+			       &resp);
+	return respond(c, resp.status, resp.content_type, resp.body, resp.len);
+}
+
+static enum MHD_Result handle_metrics(struct ep_server *s, struct MHD_Connection *c)
+{
+	struct ep_ingest_counters ic;
+	ep_ingest_counters(s->ingest, &ic);
+	char *body = NULL;
+	size_t len = 0;
+	FILE *m = open_memstream(&body, &len);
+	if (!m)
+		return respond_text(c, 500, "out of memory\n");
+	fprintf(m, "# HELP edgeprof_ingest_batches_total Batches received, by outcome.\n"
+		   "# TYPE edgeprof_ingest_batches_total counter\n");
+	const struct {
+		const char *name;
+		uint64_t v;
+	} results[] = {{"stored", ic.stored},
+		       {"duplicate", ic.duplicate},
+		       {"bad_request", ic.bad_request},
+		       {"too_large", ic.too_large + atomic_load(&s->too_large_bodies)},
+		       {"store_error", ic.store_error},
+		       {"unsupported_encoding", atomic_load(&s->bad_encoding)}};
+	for (size_t i = 0; i < sizeof(results) / sizeof(results[0]); i++)
+		fprintf(m, "edgeprof_ingest_batches_total{result=\"%s\"} %" PRIu64 "\n",
+			results[i].name, results[i].v);
+	fprintf(
+	    m,
+	    "# HELP edgeprof_ingest_rows_total Rows received in stored batches, before merging.\n"
+	    "# TYPE edgeprof_ingest_rows_total counter\n"
+	    "edgeprof_ingest_rows_total{kind=\"edges\"} %" PRIu64 "\n"
+	    "edgeprof_ingest_rows_total{kind=\"ranges\"} %" PRIu64 "\n"
+	    "edgeprof_ingest_rows_total{kind=\"ips\"} %" PRIu64 "\n"
+	    "# HELP edgeprof_ingest_pending_rows Merged rows waiting for the next commit.\n"
+	    "# TYPE edgeprof_ingest_pending_rows gauge\n"
+	    "edgeprof_ingest_pending_rows %" PRIu64 "\n"
+	    "# HELP edgeprof_store_commits_total Store writes (group commits).\n"
+	    "# TYPE edgeprof_store_commits_total counter\n"
+	    "edgeprof_store_commits_total %" PRIu64 "\n"
+	    "# HELP edgeprof_store_commit_failures_total Store writes that failed; their batches "
+	    "were not acknowledged.\n"
+	    "# TYPE edgeprof_store_commit_failures_total counter\n"
+	    "edgeprof_store_commit_failures_total %" PRIu64 "\n"
+	    "# HELP edgeprof_store_rows_written_total Rows written after merging.\n"
+	    "# TYPE edgeprof_store_rows_written_total counter\n"
+	    "edgeprof_store_rows_written_total %" PRIu64 "\n"
+	    "# HELP edgeprof_store_commit_seconds_total Time spent in store writes.\n"
+	    "# TYPE edgeprof_store_commit_seconds_total counter\n"
+	    "edgeprof_store_commit_seconds_total %.6f\n"
+	    "# HELP edgeprof_http_unauthorized_total Requests without the bearer token.\n"
+	    "# TYPE edgeprof_http_unauthorized_total counter\n"
+	    "edgeprof_http_unauthorized_total %" PRIu64 "\n"
+	    "# HELP edgeprof_http_forbidden_total Requests without a valid client certificate.\n"
+	    "# TYPE edgeprof_http_forbidden_total counter\n"
+	    "edgeprof_http_forbidden_total %" PRIu64 "\n"
+	    "# HELP edgeprof_http_requests_total Requests by endpoint.\n"
+	    "# TYPE edgeprof_http_requests_total counter\n",
+	    ic.edges, ic.ranges, ic.ips, ic.pending_rows, ic.commits, ic.commit_failures,
+	    ic.rows_written, ic.commit_seconds, (uint64_t)atomic_load(&s->unauthorized),
+	    (uint64_t)atomic_load(&s->forbidden));
+	for (int i = 0; i < NROUTES; i++)
+		fprintf(m, "edgeprof_http_requests_total{endpoint=\"%s\"} %" PRIu64 "\n",
+			route_names[i], (uint64_t)atomic_load(&s->requests[i]));
+	fclose(m);
+	return respond(c, 200, "text/plain; version=0.0.4", body, len);
+}
+
+static enum MHD_Result handle_ingest(struct ep_server *s, struct MHD_Connection *c,
+				     struct request *rq)
+{
+	if (rq->too_large) {
+		atomic_fetch_add(&s->too_large_bodies, 1);
+		return respond_text(c, 413, "body larger than %zu bytes\n", s->cfg.max_body);
+	}
+	const char *enc = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Encoding");
+	bool compressed = enc && strcmp(enc, "zstd") == 0;
+	if (enc && !compressed && strcmp(enc, "identity") != 0) {
+		atomic_fetch_add(&s->bad_encoding, 1);
+		return respond_text(c, 415, "Content-Encoding %s: expected zstd or identity\n",
+				    enc);
+	}
+	char why[512] = "";
+	uint64_t seq = 0;
+	enum ep_ingest_result r =
+	    ep_ingest_batch(s->ingest, rq->body, rq->len, compressed, &seq, why, sizeof(why));
+	switch (r) {
+	case EP_INGEST_STORED:
+	case EP_INGEST_DUPLICATE: {
+		Edgeprof__V1__IngestResponse resp = EDGEPROF__V1__INGEST_RESPONSE__INIT;
+		resp.status = r == EP_INGEST_STORED
+				  ? EDGEPROF__V1__INGEST_RESPONSE__STATUS__STORED
+				  : EDGEPROF__V1__INGEST_RESPONSE__STATUS__DUPLICATE;
+		resp.sequence = seq;
+		resp.wire_version = EP_WIRE_VERSION;
+		size_t len = edgeprof__v1__ingest_response__get_packed_size(&resp);
+		char *body = malloc(len ? len : 1);
+		if (!body)
+			return respond_text(c, 500, "out of memory\n");
+		edgeprof__v1__ingest_response__pack(&resp, (uint8_t *)body);
+		return respond(c, 200, "application/x-protobuf", body, len);
+	}
+	case EP_INGEST_BAD_REQUEST:
+		ep_debug("ingest: refused a batch: %s", why);
+		return respond_text(c, 400, "%s\n", why);
+	case EP_INGEST_TOO_LARGE:
+		return respond_text(c, 413, "%s\n", why);
+	case EP_INGEST_STORE_ERROR:
+	default:
+		return respond_text(c, 503, "%s\n", why);
+	}
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+				  const char *method, const char *version, const char *upload,
+				  size_t *upload_size, void **con_cls)
+{
+	(void)version;
+	struct ep_server *s = cls;
+	struct request *rq = *con_cls;
+	enum route r = route_of(url);
+	if (!rq) {
+		/* first call: headers only; refuse before reading any body */
+		atomic_fetch_add(&s->requests[r], 1);
+		if (!client_certified(s, c)) {
+			atomic_fetch_add(&s->forbidden, 1);
+			return respond_text(c, 403,
+					    "a client certificate signed by the collector's "
+					    "client CA is required\n");
+		}
+		if (r == R_INGEST || r == R_BINARIES || r == R_PROFILE) {
+			if (!authorized(s, c)) {
+				atomic_fetch_add(&s->unauthorized, 1);
+				return respond_text(c, 401, "missing or wrong bearer token\n");
+			}
+		}
+		bool post = strcmp(method, "POST") == 0;
+		if (r == R_OTHER)
+			return respond_text(c, 404, "%s: no such endpoint\n", url);
+		if ((r == R_INGEST) != post)
+			return respond_text(c, 405, "%s: method %s not allowed\n", url, method);
+		if (post) {
+			const char *cl =
+			    MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+			if (cl && strtoull(cl, NULL, 10) > s->cfg.max_body) {
+				atomic_fetch_add(&s->too_large_bodies, 1);
+				return respond_text(c, 413, "body larger than %zu bytes\n",
+						    s->cfg.max_body);
+			}
+		}
+		rq = calloc(1, sizeof(*rq));
+		if (!rq)
+			return MHD_NO;
+		*con_cls = rq;
+		return MHD_YES;
+	}
+	if (*upload_size) {
+		size_t n = *upload_size;
+		*upload_size = 0;
+		if (rq->too_large)
+			return MHD_YES;
+		if (rq->len + n > s->cfg.max_body) {
+			rq->too_large = true;
+			free(rq->body);
+			rq->body = NULL;
+			rq->len = rq->cap = 0;
+			return MHD_YES;
+		}
+		if (rq->len + n > rq->cap) {
+			size_t cap = rq->cap ? rq->cap : 65536;
+			while (cap < rq->len + n)
+				cap *= 2;
+			uint8_t *b = realloc(rq->body, cap);
+			if (!b)
+				return MHD_NO;
+			rq->body = b;
+			rq->cap = cap;
+		}
+		memcpy(rq->body + rq->len, upload, n);
+		rq->len += n;
+		return MHD_YES;
+	}
+	switch (r) {
+	case R_INGEST:
+		return handle_ingest(s, c, rq);
+	case R_BINARIES:
+	case R_PROFILE:
+		return handle_query(s, c, r);
+	case R_METRICS:
+		return handle_metrics(s, c);
+	case R_HEALTH:
+		if (strcmp(url, "/readyz") == 0) {
+			char err[512];
+			if (ep_store_has_batch(s->store, "readyz", 0, err, sizeof(err)) < 0)
+				return respond_text(c, 503, "store: %s\n", err);
+		}
+		return respond_text(c, 200, "ok\n");
+	default:
+		return respond_text(c, 404, "%s: no such endpoint\n", url);
+	}
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+			 enum MHD_RequestTerminationCode toe)
+{
+	(void)cls;
+	(void)c;
+	(void)toe;
+	struct request *rq = *con_cls;
+	if (rq) {
+		free(rq->body);
+		free(rq);
+		*con_cls = NULL;
+	}
+}
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	(void)cls;
+	char line[512];
+	vsnprintf(line, sizeof(line), fmt, ap);
+	line[strcspn(line, "\n")] = '\0';
+	ep_debug("http: %s", line);
+}
+
+static int parse_listen(const char *listen, struct sockaddr_storage *ss, char *err, size_t errlen)
+{
+	memset(ss, 0, sizeof(*ss));
+	const char *colon = strrchr(listen, ':');
+	if (!colon) {
+		snprintf(err, errlen, "--listen '%s': expected HOST:PORT", listen);
+		return -1;
+	}
+	char host[128];
+	size_t hl = (size_t)(colon - listen);
+	if (hl >= sizeof(host)) {
+		snprintf(err, errlen, "--listen '%s': host too long", listen);
+		return -1;
+	}
+	memcpy(host, listen, hl);
+	host[hl] = '\0';
+	char *end;
+	unsigned long port = strtoul(colon + 1, &end, 10);
+	if (!colon[1] || *end || port > 65535) {
+		snprintf(err, errlen, "--listen '%s': bad port", listen);
+		return -1;
+	}
+	if (host[0] == '[' && hl > 2 && host[hl - 1] == ']') {
+		host[hl - 1] = '\0';
+		struct sockaddr_in6 *a = (struct sockaddr_in6 *)ss;
+		a->sin6_family = AF_INET6;
+		a->sin6_port = htons((uint16_t)port);
+		if (inet_pton(AF_INET6, host + 1, &a->sin6_addr) != 1) {
+			snprintf(err, errlen, "--listen '%s': bad IPv6 address", listen);
+			return -1;
+		}
+		return 0;
+	}
+	struct sockaddr_in *a = (struct sockaddr_in *)ss;
+	a->sin_family = AF_INET;
+	a->sin_port = htons((uint16_t)port);
+	if (!host[0] || strcmp(host, "0.0.0.0") == 0)
+		a->sin_addr.s_addr = htonl(INADDR_ANY);
+	else if (strcmp(host, "localhost") == 0)
+		a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	else if (inet_pton(AF_INET, host, &a->sin_addr) != 1) {
+		snprintf(err, errlen, "--listen '%s': '%s' is not an IPv4 address", listen, host);
+		return -1;
+	}
+	return 0;
+}
+
+struct ep_server *ep_server_start(const struct ep_server_config *cfg, struct ep_store *store,
+				  struct ep_ingest *ingest, char *err, size_t errlen)
+{
+	struct ep_server *s = calloc(1, sizeof(*s));
+	if (!s) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	s->cfg = *cfg;
+	if (!s->cfg.max_body)
+		s->cfg.max_body = DEFAULT_MAX_BODY;
+	s->store = store;
+	s->ingest = ingest;
+	struct sockaddr_storage ss;
+	if (parse_listen(cfg->listen, &ss, err, errlen) != 0)
+		goto fail;
+	if (cfg->token_file) {
+		if (ep_read_token_file(cfg->token_file, s->token, sizeof(s->token), err, errlen) !=
+		    0)
+			goto fail;
+		s->has_token = true;
+	}
+	if (!cfg->tls_cert != !cfg->tls_key) {
+		snprintf(err, errlen, "--tls-cert and --tls-key go together");
+		goto fail;
+	}
+	if (cfg->client_ca && !cfg->tls_cert) {
+		snprintf(err, errlen, "--client-ca needs --tls-cert and --tls-key");
+		goto fail;
+	}
+	if (cfg->tls_cert && (!(s->cert_pem = read_pem(cfg->tls_cert, err, errlen)) ||
+			      !(s->key_pem = read_pem(cfg->tls_key, err, errlen))))
+		goto fail;
+	if (cfg->client_ca && !(s->ca_pem = read_pem(cfg->client_ca, err, errlen)))
+		goto fail;
+	unsigned flags =
+	    MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ERROR_LOG;
+	if (ss.ss_family == AF_INET6)
+		flags |= MHD_USE_IPv6;
+	if (s->cert_pem)
+		flags |= MHD_USE_TLS;
+	struct MHD_OptionItem tls_opts[] = {
+	    {s->cert_pem ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, s->cert_pem},
+	    {MHD_OPTION_HTTPS_MEM_KEY, 0, s->key_pem},
+	    {s->ca_pem ? MHD_OPTION_HTTPS_MEM_TRUST : MHD_OPTION_END, 0, s->ca_pem},
+	    {MHD_OPTION_END, 0, NULL},
+	};
+	s->daemon = MHD_start_daemon(
+	    flags, 0, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+	    MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s,
+	    MHD_OPTION_CONNECTION_TIMEOUT, 60u, MHD_OPTION_CONNECTION_LIMIT, 512u, MHD_OPTION_ARRAY,
+	    tls_opts, MHD_OPTION_END);
+	if (!s->daemon) {
+		snprintf(err, errlen, "cannot listen on %s (address in use, or bad TLS files?)",
+			 cfg->listen);
+		goto fail;
+	}
+	const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
+	s->port = di ? di->port : 0;
+	return s;
+fail:
+	free(s->cert_pem);
+	free(s->key_pem);
+	free(s->ca_pem);
+	free(s);
+	return NULL;
+}
+
+unsigned ep_server_port(const struct ep_server *s)
+{
+	return s->port;
+}
+
+void ep_server_stop(struct ep_server *s)
+{
+	if (!s)
+		return;
+	MHD_stop_daemon(s->daemon);
+	free(s->cert_pem);
+	free(s->key_pem);
+	free(s->ca_pem);
+	free(s);
+}

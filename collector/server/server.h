@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The collector's HTTP front (libmicrohttpd):
+ *   POST /v1/ingest     a Batch (proto/ingest.proto), answered with an
+ *                       IngestResponse once stored; 400 with the reason for
+ *                       what can never be stored, 413 too large, 503 store down
+ *   GET  /v1/binaries   JSON list        (see collector/api)
+ *   GET  /v1/profile    ?build_id=&format=json|fdata|preagg|afdo|proto
+ *                       &from=&to= (unix s) &container_id=&pod=&namespace=
+ *                       &cgroup=&process=
+ *   GET  /metrics       Prometheus text; /healthz; /readyz (store answers)
+ * A bearer token guards /v1/ (not the probes and metrics, which hold no
+ * profile data); TLS with an optional client CA makes it mTLS: a client
+ * without a certificate signed by that CA gets nothing but 403.
+ */
+#ifndef EP_SERVER_H
+#define EP_SERVER_H
+
+#include <stddef.h>
+
+#include "../ingest/ingest.h"
+#include "../store/store.h"
+
+struct ep_server_config {
+	const char *listen;		/* HOST:PORT, [V6]:PORT or :PORT; port 0 picks one */
+	const char *token_file;		/* NULL: no token */
+	const char *tls_cert, *tls_key; /* PEM files; both or neither */
+	const char *client_ca;		/* PEM: require client certificates it signed */
+	size_t max_body;		/* request body limit; 0: 16 MiB */
+};
+
+struct ep_server;
+
+struct ep_server *ep_server_start(const struct ep_server_config *cfg, struct ep_store *store,
+				  struct ep_ingest *ingest, char *err, size_t errlen);
+unsigned ep_server_port(const struct ep_server *s);
+void ep_server_stop(struct ep_server *s);
+
+#endif

@@ -1,0 +1,730 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The embedded store: one SQLite file in WAL mode. A commit is one
+ * transaction, so the counts and the batch ids that make resends harmless
+ * are stored together or not at all. synchronous=FULL: the collector
+ * acknowledges a batch once ep_store_write returns, and the agent then
+ * deletes its copy, so the commit must be on disk by then (NORMAL would
+ * only lose commits on an OS crash, but that is still a lost batch).
+ * Addresses are uint64 kept in SQLite's int64 by bit pattern.
+ */
+#include <inttypes.h>
+#include <sqlite3.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../agent/aggregate/aggregate.h"
+#include "store_backend.h"
+
+#define SCHEMA_VERSION 1
+
+enum stmt_id {
+	S_BINARY_INSERT,
+	S_BINARY_ID,
+	S_PATH,
+	S_LABELS_INSERT,
+	S_LABELS_ID,
+	S_SAMPLES,
+	S_EDGE,
+	S_RANGE,
+	S_IP,
+	S_FUNCTION,
+	S_SEGMENT,
+	S_BATCH,
+	S_HAS_BATCH,
+	NSTMTS
+};
+
+static const char *const stmt_sql[NSTMTS] = {
+    [S_BINARY_INSERT] = "INSERT INTO binaries(build_id, arch) VALUES(?1, ?2) "
+			"ON CONFLICT(build_id) DO UPDATE SET arch = excluded.arch "
+			"WHERE binaries.arch = ''",
+    [S_BINARY_ID] = "SELECT id FROM binaries WHERE build_id = ?1",
+    [S_PATH] = "INSERT OR IGNORE INTO binary_paths(binary_id, path) VALUES(?1, ?2)",
+    [S_LABELS_INSERT] = "INSERT OR IGNORE INTO label_sets(container_id, pod, namespace, cgroup, "
+			"process) VALUES(?1, ?2, ?3, ?4, ?5)",
+    [S_LABELS_ID] = "SELECT id FROM label_sets WHERE container_id = ?1 AND pod = ?2 AND "
+		    "namespace = ?3 AND cgroup = ?4 AND process = ?5",
+    [S_SAMPLES] = "INSERT INTO samples(binary_id, bucket, label_set, count) VALUES(?1, ?2, ?3, ?4) "
+		  "ON CONFLICT DO UPDATE SET count = count + excluded.count",
+    [S_EDGE] = "INSERT INTO edges(binary_id, bucket, label_set, from_addr, to_addr, flags, kind, "
+	       "count, mispredicted) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) "
+	       "ON CONFLICT DO UPDATE SET count = count + excluded.count, "
+	       "mispredicted = mispredicted + excluded.mispredicted",
+    [S_RANGE] = "INSERT INTO ranges(binary_id, bucket, label_set, start_addr, end_addr, count) "
+		"VALUES(?1, ?2, ?3, ?4, ?5, ?6) "
+		"ON CONFLICT DO UPDATE SET count = count + excluded.count",
+    [S_IP] = "INSERT INTO ips(binary_id, bucket, label_set, ip, count) VALUES(?1, ?2, ?3, ?4, ?5) "
+	     "ON CONFLICT DO UPDATE SET count = count + excluded.count",
+    [S_FUNCTION] = "INSERT OR IGNORE INTO functions(binary_id, start_addr, name, size) "
+		   "VALUES(?1, ?2, ?3, ?4)",
+    [S_SEGMENT] = "INSERT OR IGNORE INTO segments(binary_id, vaddr, file_offset, size) "
+		  "VALUES(?1, ?2, ?3, ?4)",
+    [S_BATCH] = "INSERT INTO batches(agent_id, sequence, node, received) VALUES(?1, ?2, ?3, ?4)",
+    [S_HAS_BATCH] = "SELECT 1 FROM batches WHERE agent_id = ?1 AND sequence = ?2",
+};
+
+static const char schema[] =
+    "CREATE TABLE IF NOT EXISTS binaries(id INTEGER PRIMARY KEY, build_id TEXT NOT NULL UNIQUE,"
+    " arch TEXT NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS binary_paths(binary_id INTEGER NOT NULL, path TEXT NOT NULL,"
+    " PRIMARY KEY(binary_id, path)) WITHOUT ROWID;"
+    "CREATE TABLE IF NOT EXISTS label_sets(id INTEGER PRIMARY KEY, container_id TEXT NOT NULL,"
+    " pod TEXT NOT NULL, namespace TEXT NOT NULL, cgroup TEXT NOT NULL, process TEXT NOT NULL,"
+    " UNIQUE(container_id, pod, namespace, cgroup, process));"
+    "CREATE TABLE IF NOT EXISTS samples(binary_id INTEGER NOT NULL, bucket INTEGER NOT NULL,"
+    " label_set INTEGER NOT NULL, count INTEGER NOT NULL,"
+    " PRIMARY KEY(binary_id, bucket, label_set)) WITHOUT ROWID;"
+    "CREATE TABLE IF NOT EXISTS edges(binary_id INTEGER NOT NULL, bucket INTEGER NOT NULL,"
+    " label_set INTEGER NOT NULL, from_addr INTEGER NOT NULL, to_addr INTEGER NOT NULL,"
+    " flags INTEGER NOT NULL, kind INTEGER NOT NULL, count INTEGER NOT NULL,"
+    " mispredicted INTEGER NOT NULL,"
+    " PRIMARY KEY(binary_id, bucket, label_set, from_addr, to_addr, flags)) WITHOUT ROWID;"
+    "CREATE TABLE IF NOT EXISTS ranges(binary_id INTEGER NOT NULL, bucket INTEGER NOT NULL,"
+    " label_set INTEGER NOT NULL, start_addr INTEGER NOT NULL, end_addr INTEGER NOT NULL,"
+    " count INTEGER NOT NULL,"
+    " PRIMARY KEY(binary_id, bucket, label_set, start_addr, end_addr)) WITHOUT ROWID;"
+    "CREATE TABLE IF NOT EXISTS ips(binary_id INTEGER NOT NULL, bucket INTEGER NOT NULL,"
+    " label_set INTEGER NOT NULL, ip INTEGER NOT NULL, count INTEGER NOT NULL,"
+    " PRIMARY KEY(binary_id, bucket, label_set, ip)) WITHOUT ROWID;"
+    "CREATE TABLE IF NOT EXISTS functions(binary_id INTEGER NOT NULL, start_addr INTEGER NOT NULL,"
+    " name TEXT NOT NULL, size INTEGER NOT NULL, PRIMARY KEY(binary_id, start_addr, name))"
+    " WITHOUT ROWID;"
+    "CREATE TABLE IF NOT EXISTS segments(binary_id INTEGER NOT NULL, vaddr INTEGER NOT NULL,"
+    " file_offset INTEGER NOT NULL, size INTEGER NOT NULL,"
+    " PRIMARY KEY(binary_id, vaddr, file_offset, size)) WITHOUT ROWID;"
+    "CREATE TABLE IF NOT EXISTS batches(agent_id TEXT NOT NULL, sequence INTEGER NOT NULL,"
+    " node TEXT NOT NULL, received INTEGER NOT NULL, PRIMARY KEY(agent_id, sequence))"
+    " WITHOUT ROWID;";
+
+struct sqlite_store {
+	struct ep_store base;
+	sqlite3 *db;
+	char *path;
+	sqlite3_stmt *stmts[NSTMTS];
+};
+
+static void db_error(struct sqlite_store *s, const char *what, char *err, size_t errlen)
+{
+	snprintf(err, errlen, "sqlite %s: %s: %s", s->path, what, sqlite3_errmsg(s->db));
+}
+
+static int exec(struct sqlite_store *s, const char *sql, char *err, size_t errlen)
+{
+	char *msg = NULL;
+	if (sqlite3_exec(s->db, sql, NULL, NULL, &msg) == SQLITE_OK)
+		return 0;
+	snprintf(err, errlen, "sqlite %s: %s", s->path, msg ? msg : sqlite3_errmsg(s->db));
+	sqlite3_free(msg);
+	return -1;
+}
+
+static sqlite3_stmt *stmt(struct sqlite_store *s, enum stmt_id id)
+{
+	sqlite3_stmt *st = s->stmts[id];
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	return st;
+}
+
+static void bind_text(sqlite3_stmt *st, int i, const char *v)
+{
+	sqlite3_bind_text(st, i, v ? v : "", -1, SQLITE_STATIC);
+}
+
+static void bind_u64(sqlite3_stmt *st, int i, uint64_t v)
+{
+	sqlite3_bind_int64(st, i, (sqlite3_int64)v);
+}
+
+static int step_done(struct sqlite_store *s, sqlite3_stmt *st, const char *what, char *err,
+		     size_t errlen)
+{
+	if (sqlite3_step(st) == SQLITE_DONE)
+		return 0;
+	db_error(s, what, err, errlen);
+	return -1;
+}
+
+/* The id of a row found by a unique key, inserting it first when missing. */
+static int64_t upsert_id(struct sqlite_store *s, sqlite3_stmt *ins, sqlite3_stmt *sel,
+			 const char *what, char *err, size_t errlen)
+{
+	if (step_done(s, ins, what, err, errlen) != 0)
+		return -1;
+	if (sqlite3_step(sel) != SQLITE_ROW) {
+		db_error(s, what, err, errlen);
+		return -1;
+	}
+	return sqlite3_column_int64(sel, 0);
+}
+
+static int64_t binary_id(struct sqlite_store *s, const Edgeprof__V1__BinaryProfile *bp, char *err,
+			 size_t errlen)
+{
+	sqlite3_stmt *ins = stmt(s, S_BINARY_INSERT), *sel = stmt(s, S_BINARY_ID);
+	bind_text(ins, 1, bp->build_id);
+	bind_text(ins, 2, bp->arch);
+	bind_text(sel, 1, bp->build_id);
+	return upsert_id(s, ins, sel, "binary", err, errlen);
+}
+
+static int64_t labels_id(struct sqlite_store *s, const Edgeprof__V1__Labels *l, char *err,
+			 size_t errlen)
+{
+	sqlite3_stmt *ins = stmt(s, S_LABELS_INSERT), *sel = stmt(s, S_LABELS_ID);
+	const char *v[5] = {l ? l->container_id : "", l ? l->pod : "", l ? l->namespace_ : "",
+			    l ? l->cgroup : "", l ? l->process : ""};
+	for (int i = 0; i < 5; i++) {
+		bind_text(ins, i + 1, v[i]);
+		bind_text(sel, i + 1, v[i]);
+	}
+	return upsert_id(s, ins, sel, "label set", err, errlen);
+}
+
+static int write_slice(struct sqlite_store *s, const struct ep_store_slice *sl, char *err,
+		       size_t errlen)
+{
+	const Edgeprof__V1__BinaryProfile *bp = sl->delta->profile;
+	int64_t bin = binary_id(s, bp, err, errlen);
+	int64_t lab = bin < 0 ? -1 : labels_id(s, sl->delta->labels, err, errlen);
+	if (bin < 0 || lab < 0)
+		return -1;
+	sqlite3_stmt *st;
+	for (size_t i = 0; i < bp->n_paths; i++) {
+		st = stmt(s, S_PATH);
+		sqlite3_bind_int64(st, 1, bin);
+		bind_text(st, 2, bp->paths[i]);
+		if (step_done(s, st, "path", err, errlen) != 0)
+			return -1;
+	}
+	if (bp->samples) {
+		st = stmt(s, S_SAMPLES);
+		sqlite3_bind_int64(st, 1, bin);
+		sqlite3_bind_int64(st, 2, sl->bucket_s);
+		sqlite3_bind_int64(st, 3, lab);
+		bind_u64(st, 4, bp->samples);
+		if (step_done(s, st, "samples", err, errlen) != 0)
+			return -1;
+	}
+	for (size_t i = 0; i < bp->n_edges; i++) {
+		const Edgeprof__V1__Edge *e = bp->edges[i];
+		st = stmt(s, S_EDGE);
+		sqlite3_bind_int64(st, 1, bin);
+		sqlite3_bind_int64(st, 2, sl->bucket_s);
+		sqlite3_bind_int64(st, 3, lab);
+		bind_u64(st, 4, e->from);
+		bind_u64(st, 5, e->to);
+		sqlite3_bind_int(st, 6,
+				 (e->taken ? 1 : 0) | (e->from_external ? 2 : 0) |
+				     (e->to_external ? 4 : 0));
+		sqlite3_bind_int(st, 7, (int)e->kind);
+		bind_u64(st, 8, e->count);
+		bind_u64(st, 9, e->mispredicted);
+		if (step_done(s, st, "edge", err, errlen) != 0)
+			return -1;
+	}
+	for (size_t i = 0; i < bp->n_ranges; i++) {
+		st = stmt(s, S_RANGE);
+		sqlite3_bind_int64(st, 1, bin);
+		sqlite3_bind_int64(st, 2, sl->bucket_s);
+		sqlite3_bind_int64(st, 3, lab);
+		bind_u64(st, 4, bp->ranges[i]->start);
+		bind_u64(st, 5, bp->ranges[i]->end);
+		bind_u64(st, 6, bp->ranges[i]->count);
+		if (step_done(s, st, "range", err, errlen) != 0)
+			return -1;
+	}
+	for (size_t i = 0; i < bp->n_ips; i++) {
+		st = stmt(s, S_IP);
+		sqlite3_bind_int64(st, 1, bin);
+		sqlite3_bind_int64(st, 2, sl->bucket_s);
+		sqlite3_bind_int64(st, 3, lab);
+		bind_u64(st, 4, bp->ips[i]->ip);
+		bind_u64(st, 5, bp->ips[i]->count);
+		if (step_done(s, st, "ip", err, errlen) != 0)
+			return -1;
+	}
+	for (size_t i = 0; i < bp->n_functions; i++) {
+		st = stmt(s, S_FUNCTION);
+		sqlite3_bind_int64(st, 1, bin);
+		bind_u64(st, 2, bp->functions[i]->start);
+		bind_text(st, 3, bp->functions[i]->name);
+		bind_u64(st, 4, bp->functions[i]->size);
+		if (step_done(s, st, "function", err, errlen) != 0)
+			return -1;
+	}
+	for (size_t i = 0; i < bp->n_segments; i++) {
+		st = stmt(s, S_SEGMENT);
+		sqlite3_bind_int64(st, 1, bin);
+		bind_u64(st, 2, bp->segments[i]->vaddr);
+		bind_u64(st, 3, bp->segments[i]->offset);
+		bind_u64(st, 4, bp->segments[i]->size);
+		if (step_done(s, st, "segment", err, errlen) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+static int sqlite_write(struct ep_store *base, const struct ep_store_commit *c, char *err,
+			size_t errlen)
+{
+	struct sqlite_store *s = (struct sqlite_store *)base;
+	if (exec(s, "BEGIN IMMEDIATE", err, errlen) != 0)
+		return -1;
+	int rc = 0;
+	for (size_t i = 0; i < c->nslices && rc == 0; i++)
+		rc = write_slice(s, &c->slices[i], err, errlen);
+	for (size_t i = 0; i < c->nbatches && rc == 0; i++) {
+		sqlite3_stmt *st = stmt(s, S_BATCH);
+		bind_text(st, 1, c->batches[i].agent_id);
+		bind_u64(st, 2, c->batches[i].sequence);
+		bind_text(st, 3, c->batches[i].node);
+		sqlite3_bind_int64(st, 4, c->batches[i].received_s);
+		rc = step_done(s, st, "batch id", err, errlen);
+	}
+	if (rc == 0 && exec(s, "COMMIT", err, errlen) == 0)
+		return 0;
+	char ignored[64];
+	exec(s, "ROLLBACK", ignored, sizeof(ignored));
+	return -1;
+}
+
+static int sqlite_has_batch(struct ep_store *base, const char *agent_id, uint64_t sequence,
+			    char *err, size_t errlen)
+{
+	struct sqlite_store *s = (struct sqlite_store *)base;
+	sqlite3_stmt *st = stmt(s, S_HAS_BATCH);
+	bind_text(st, 1, agent_id);
+	bind_u64(st, 2, sequence);
+	int r = sqlite3_step(st);
+	if (r == SQLITE_ROW)
+		return 1;
+	if (r == SQLITE_DONE)
+		return 0;
+	db_error(s, "batch lookup", err, errlen);
+	return -1;
+}
+
+/* The WHERE clause of a filter over a table aliased t joined with label_sets
+ * l; parameters are bound by bind_filter in the same order. */
+static void filter_sql(const struct ep_store_filter *f, char *out, size_t len)
+{
+	snprintf(out, len, "%s%s%s%s%s%s%s%s",
+		 f->build_id ? " AND t.binary_id = (SELECT id FROM binaries "
+			       "WHERE build_id = :build_id)"
+			     : "",
+		 f->from_s ? " AND t.bucket >= :from" : "", f->to_s ? " AND t.bucket < :to" : "",
+		 f->container_id ? " AND l.container_id = :container_id" : "",
+		 f->pod ? " AND l.pod = :pod" : "",
+		 f->namespace_ ? " AND l.namespace = :namespace" : "",
+		 f->cgroup ? " AND l.cgroup = :cgroup" : "",
+		 f->process ? " AND l.process = :process" : "");
+}
+
+static void bind_filter(sqlite3_stmt *st, const struct ep_store_filter *f)
+{
+	const struct {
+		const char *name, *value;
+	} texts[] = {{":build_id", f->build_id}, {":container_id", f->container_id},
+		     {":pod", f->pod},		 {":namespace", f->namespace_},
+		     {":cgroup", f->cgroup},	 {":process", f->process}};
+	for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
+		int idx = sqlite3_bind_parameter_index(st, texts[i].name);
+		if (idx)
+			bind_text(st, idx, texts[i].value);
+	}
+	int idx = sqlite3_bind_parameter_index(st, ":from");
+	if (idx)
+		sqlite3_bind_int64(st, idx, f->from_s);
+	idx = sqlite3_bind_parameter_index(st, ":to");
+	if (idx)
+		sqlite3_bind_int64(st, idx, f->to_s);
+}
+
+static sqlite3_stmt *prepare_filtered(struct sqlite_store *s, const char *fmt,
+				      const struct ep_store_filter *f, char *err, size_t errlen)
+{
+	char where[1024], sql[4096];
+	filter_sql(f, where, sizeof(where));
+	snprintf(sql, sizeof(sql), fmt, where);
+	sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK) {
+		db_error(s, "query", err, errlen);
+		return NULL;
+	}
+	bind_filter(st, f);
+	return st;
+}
+
+static char *dup_col(sqlite3_stmt *st, int col)
+{
+	const unsigned char *t = sqlite3_column_text(st, col);
+	return strdup(t ? (const char *)t : "");
+}
+
+/* Grows a protobuf repeated field (pointer array + count) by one. */
+#define PUSH(array, n, item)                                                                       \
+	do {                                                                                       \
+		void *grown_ = realloc((array), ((n) + 1) * sizeof(*(array)));                     \
+		if (!grown_)                                                                       \
+			goto oom;                                                                  \
+		(array) = grown_;                                                                  \
+		(array)[(n)++] = (item);                                                           \
+	} while (0)
+
+static Edgeprof__V1__BinaryList *sqlite_list(struct ep_store *base, const struct ep_store_filter *f,
+					     char *err, size_t errlen)
+{
+	struct sqlite_store *s = (struct sqlite_store *)base;
+	Edgeprof__V1__BinaryList *list = malloc(sizeof(*list));
+	if (!list) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	edgeprof__v1__binary_list__init(list);
+	sqlite3_stmt *q = prepare_filtered(
+	    s,
+	    "SELECT b.id, b.build_id, b.arch, SUM(t.count), MIN(t.bucket), MAX(t.bucket)"
+	    " FROM samples t JOIN label_sets l ON l.id = t.label_set"
+	    " JOIN binaries b ON b.id = t.binary_id WHERE 1%s GROUP BY b.id ORDER BY b.build_id",
+	    f, err, errlen);
+	sqlite3_stmt *paths = NULL, *labels = NULL;
+	if (!q)
+		goto fail;
+	if (sqlite3_prepare_v2(s->db,
+			       "SELECT path FROM binary_paths WHERE binary_id = ?1 ORDER BY path",
+			       -1, &paths, NULL) != SQLITE_OK) {
+		db_error(s, "query", err, errlen);
+		goto fail;
+	}
+	labels = prepare_filtered(
+	    s,
+	    "SELECT DISTINCT l.container_id, l.pod, l.namespace, l.cgroup, l.process"
+	    " FROM samples t JOIN label_sets l ON l.id = t.label_set"
+	    " WHERE t.binary_id = :bin%s ORDER BY 1, 2, 3, 4, 5",
+	    f, err, errlen);
+	if (!labels)
+		goto fail;
+	int r;
+	while ((r = sqlite3_step(q)) == SQLITE_ROW) {
+		Edgeprof__V1__BinaryInfo *b = malloc(sizeof(*b));
+		if (!b)
+			goto oom;
+		edgeprof__v1__binary_info__init(b);
+		PUSH(list->binaries, list->n_binaries, b);
+		int64_t id = sqlite3_column_int64(q, 0);
+		b->build_id = dup_col(q, 1);
+		b->arch = dup_col(q, 2);
+		b->samples = (uint64_t)sqlite3_column_int64(q, 3);
+		b->first_seen_s = sqlite3_column_int64(q, 4);
+		b->last_seen_s = sqlite3_column_int64(q, 5);
+		if (!b->build_id || !b->arch)
+			goto oom;
+		sqlite3_reset(paths);
+		sqlite3_bind_int64(paths, 1, id);
+		while (sqlite3_step(paths) == SQLITE_ROW) {
+			char *p = dup_col(paths, 0);
+			if (!p)
+				goto oom;
+			PUSH(b->paths, b->n_paths, p);
+		}
+		sqlite3_reset(labels);
+		sqlite3_bind_int64(labels, sqlite3_bind_parameter_index(labels, ":bin"), id);
+		while (sqlite3_step(labels) == SQLITE_ROW) {
+			Edgeprof__V1__Labels *l = malloc(sizeof(*l));
+			if (!l)
+				goto oom;
+			edgeprof__v1__labels__init(l);
+			PUSH(b->labels, b->n_labels, l);
+			l->container_id = dup_col(labels, 0);
+			l->pod = dup_col(labels, 1);
+			l->namespace_ = dup_col(labels, 2);
+			l->cgroup = dup_col(labels, 3);
+			l->process = dup_col(labels, 4);
+			if (!l->container_id || !l->pod || !l->namespace_ || !l->cgroup ||
+			    !l->process)
+				goto oom;
+		}
+	}
+	if (r != SQLITE_DONE) {
+		db_error(s, "list", err, errlen);
+		goto fail;
+	}
+	sqlite3_finalize(q);
+	sqlite3_finalize(paths);
+	sqlite3_finalize(labels);
+	return list;
+oom:
+	snprintf(err, errlen, "out of memory");
+fail:
+	sqlite3_finalize(q);
+	sqlite3_finalize(paths);
+	sqlite3_finalize(labels);
+	ep_store_free_list(list);
+	return NULL;
+}
+
+static int cmp_range(const void *pa, const void *pb)
+{
+	const Edgeprof__V1__Range *a = *(Edgeprof__V1__Range *const *)pa;
+	const Edgeprof__V1__Range *b = *(Edgeprof__V1__Range *const *)pb;
+	if (a->start != b->start)
+		return a->start < b->start ? -1 : 1;
+	return a->end < b->end ? -1 : a->end > b->end;
+}
+
+static Edgeprof__V1__Profile *sqlite_profile(struct ep_store *base, const struct ep_store_filter *f,
+					     char *err, size_t errlen)
+{
+	struct sqlite_store *s = (struct sqlite_store *)base;
+	Edgeprof__V1__Profile *p = malloc(sizeof(*p));
+	Edgeprof__V1__Stats *stats = malloc(sizeof(*stats));
+	Edgeprof__V1__SamplingConfig *cfg = malloc(sizeof(*cfg));
+	sqlite3_stmt *q = NULL;
+	if (!p || !stats || !cfg) {
+		free(p);
+		free(stats);
+		free(cfg);
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	edgeprof__v1__profile__init(p);
+	edgeprof__v1__stats__init(stats);
+	edgeprof__v1__sampling_config__init(cfg);
+	p->format_version = 1;
+	p->stats = stats;
+	p->config = cfg;
+	cfg->source = strdup("collector");
+	cfg->event = strdup("");
+	cfg->range_mode = strdup("");
+	if (!cfg->source || !cfg->event || !cfg->range_mode)
+		goto oom;
+	if (!f->build_id) {
+		snprintf(err, errlen, "a profile needs a build-id");
+		goto fail;
+	}
+	Edgeprof__V1__BinaryList *info = sqlite_list(base, f, err, errlen);
+	if (!info)
+		goto fail;
+	if (info->n_binaries == 0) {
+		ep_store_free_list(info);
+		return p;
+	}
+	Edgeprof__V1__BinaryProfile *bp = malloc(sizeof(*bp));
+	if (!bp) {
+		ep_store_free_list(info);
+		goto oom;
+	}
+	edgeprof__v1__binary_profile__init(bp);
+	PUSH(p->binaries, p->n_binaries, bp);
+	/* move what the listing found */
+	Edgeprof__V1__BinaryInfo *bi = info->binaries[0];
+	bp->build_id = bi->build_id;
+	bp->arch = bi->arch;
+	bp->paths = bi->paths;
+	bp->n_paths = bi->n_paths;
+	bp->samples = bi->samples;
+	stats->samples = bi->samples;
+	bi->build_id = bi->arch = NULL;
+	bi->paths = NULL;
+	bi->n_paths = 0;
+	bi->build_id = strdup("");
+	bi->arch = strdup("");
+	ep_store_free_list(info);
+
+	q = prepare_filtered(s,
+			     "SELECT t.from_addr, t.to_addr, t.flags, MAX(t.kind), SUM(t.count),"
+			     " SUM(t.mispredicted) FROM edges t JOIN label_sets l ON"
+			     " l.id = t.label_set WHERE 1%s GROUP BY 1, 2, 3",
+			     f, err, errlen);
+	if (!q)
+		goto fail;
+	while (sqlite3_step(q) == SQLITE_ROW) {
+		Edgeprof__V1__Edge *e = malloc(sizeof(*e));
+		if (!e)
+			goto oom;
+		edgeprof__v1__edge__init(e);
+		PUSH(bp->edges, bp->n_edges, e);
+		e->from = (uint64_t)sqlite3_column_int64(q, 0);
+		e->to = (uint64_t)sqlite3_column_int64(q, 1);
+		int flags = sqlite3_column_int(q, 2);
+		e->taken = flags & 1;
+		e->from_external = (flags & 2) != 0;
+		e->to_external = (flags & 4) != 0;
+		e->kind = (Edgeprof__V1__BranchKind)sqlite3_column_int(q, 3);
+		e->count = (uint64_t)sqlite3_column_int64(q, 4);
+		e->mispredicted = (uint64_t)sqlite3_column_int64(q, 5);
+	}
+	sqlite3_finalize(q);
+	if (bp->n_edges > 1)
+		qsort(bp->edges, bp->n_edges, sizeof(*bp->edges), ep_edge_cmp);
+
+	q = prepare_filtered(s,
+			     "SELECT t.start_addr, t.end_addr, SUM(t.count) FROM ranges t JOIN"
+			     " label_sets l ON l.id = t.label_set WHERE 1%s GROUP BY 1, 2",
+			     f, err, errlen);
+	if (!q)
+		goto fail;
+	while (sqlite3_step(q) == SQLITE_ROW) {
+		Edgeprof__V1__Range *r = malloc(sizeof(*r));
+		if (!r)
+			goto oom;
+		edgeprof__v1__range__init(r);
+		PUSH(bp->ranges, bp->n_ranges, r);
+		r->start = (uint64_t)sqlite3_column_int64(q, 0);
+		r->end = (uint64_t)sqlite3_column_int64(q, 1);
+		r->count = (uint64_t)sqlite3_column_int64(q, 2);
+	}
+	sqlite3_finalize(q);
+	/* unsigned order: int64 order puts addresses >= 2^63 first */
+	if (bp->n_ranges > 1)
+		qsort(bp->ranges, bp->n_ranges, sizeof(*bp->ranges), cmp_range);
+
+	q = prepare_filtered(s,
+			     "SELECT t.ip, SUM(t.count) FROM ips t JOIN label_sets l ON"
+			     " l.id = t.label_set WHERE 1%s GROUP BY 1 ORDER BY 1",
+			     f, err, errlen);
+	if (!q)
+		goto fail;
+	while (sqlite3_step(q) == SQLITE_ROW) {
+		Edgeprof__V1__IpCount *c = malloc(sizeof(*c));
+		if (!c)
+			goto oom;
+		edgeprof__v1__ip_count__init(c);
+		PUSH(bp->ips, bp->n_ips, c);
+		c->ip = (uint64_t)sqlite3_column_int64(q, 0);
+		c->count = (uint64_t)sqlite3_column_int64(q, 1);
+	}
+	sqlite3_finalize(q);
+
+	q = NULL;
+	if (sqlite3_prepare_v2(
+		s->db,
+		"SELECT f.start_addr, f.name, f.size FROM functions f JOIN binaries b"
+		" ON b.id = f.binary_id WHERE b.build_id = ?1 ORDER BY 1, 2",
+		-1, &q, NULL) != SQLITE_OK) {
+		db_error(s, "query", err, errlen);
+		goto fail;
+	}
+	bind_text(q, 1, f->build_id);
+	while (sqlite3_step(q) == SQLITE_ROW) {
+		Edgeprof__V1__Function *fn = malloc(sizeof(*fn));
+		if (!fn)
+			goto oom;
+		edgeprof__v1__function__init(fn);
+		PUSH(bp->functions, bp->n_functions, fn);
+		fn->start = (uint64_t)sqlite3_column_int64(q, 0);
+		fn->name = dup_col(q, 1);
+		fn->size = (uint64_t)sqlite3_column_int64(q, 2);
+		if (!fn->name)
+			goto oom;
+	}
+	sqlite3_finalize(q);
+	q = NULL;
+	if (sqlite3_prepare_v2(
+		s->db,
+		"SELECT g.vaddr, g.file_offset, g.size FROM segments g JOIN binaries b"
+		" ON b.id = g.binary_id WHERE b.build_id = ?1 ORDER BY 1",
+		-1, &q, NULL) != SQLITE_OK) {
+		db_error(s, "query", err, errlen);
+		goto fail;
+	}
+	bind_text(q, 1, f->build_id);
+	while (sqlite3_step(q) == SQLITE_ROW) {
+		Edgeprof__V1__LoadSegment *g = malloc(sizeof(*g));
+		if (!g)
+			goto oom;
+		edgeprof__v1__load_segment__init(g);
+		PUSH(bp->segments, bp->n_segments, g);
+		g->vaddr = (uint64_t)sqlite3_column_int64(q, 0);
+		g->offset = (uint64_t)sqlite3_column_int64(q, 1);
+		g->size = (uint64_t)sqlite3_column_int64(q, 2);
+	}
+	sqlite3_finalize(q);
+	return p;
+oom:
+	snprintf(err, errlen, "out of memory");
+fail:
+	sqlite3_finalize(q);
+	protobuf_c_message_free_unpacked(&p->base, NULL);
+	return NULL;
+}
+
+static void sqlite_close(struct ep_store *base)
+{
+	struct sqlite_store *s = (struct sqlite_store *)base;
+	for (int i = 0; i < NSTMTS; i++)
+		sqlite3_finalize(s->stmts[i]);
+	sqlite3_close(s->db);
+	free(s->path);
+	free(s);
+}
+
+static const struct ep_store_ops sqlite_ops = {
+    .kind = "sqlite",
+    .close = sqlite_close,
+    .has_batch = sqlite_has_batch,
+    .write = sqlite_write,
+    .list_binaries = sqlite_list,
+    .profile = sqlite_profile,
+};
+
+struct ep_store *ep_store_sqlite_open(const char *location, char *err, size_t errlen)
+{
+	struct sqlite_store *s = calloc(1, sizeof(*s));
+	if (!s || !(s->path = strdup(location))) {
+		free(s);
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	s->base.ops = &sqlite_ops;
+	if (sqlite3_open_v2(location, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) !=
+	    SQLITE_OK) {
+		snprintf(err, errlen, "sqlite %s: cannot open: %s", location,
+			 s->db ? sqlite3_errmsg(s->db) : "out of memory");
+		sqlite_close(&s->base);
+		return NULL;
+	}
+	sqlite3_busy_timeout(s->db, 10000);
+	sqlite3_stmt *v = NULL;
+	int version = -1;
+	if (sqlite3_prepare_v2(s->db, "PRAGMA user_version", -1, &v, NULL) == SQLITE_OK &&
+	    sqlite3_step(v) == SQLITE_ROW)
+		version = sqlite3_column_int(v, 0);
+	sqlite3_finalize(v);
+	if (version < 0) {
+		db_error(s, "not a database", err, errlen);
+		sqlite_close(&s->base);
+		return NULL;
+	}
+	if (version > SCHEMA_VERSION) {
+		snprintf(err, errlen,
+			 "sqlite %s: schema version %d is newer than this collector's (%d): "
+			 "use a newer edgeprof",
+			 location, version, SCHEMA_VERSION);
+		sqlite_close(&s->base);
+		return NULL;
+	}
+	char pragma[64];
+	snprintf(pragma, sizeof(pragma), "PRAGMA user_version = %d", SCHEMA_VERSION);
+	if (exec(s, "PRAGMA journal_mode = WAL", err, errlen) != 0 ||
+	    exec(s, "PRAGMA synchronous = FULL", err, errlen) != 0 ||
+	    exec(s, "PRAGMA cache_size = -65536", err, errlen) != 0 ||
+	    exec(s, "PRAGMA temp_store = MEMORY", err, errlen) != 0 ||
+	    exec(s, schema, err, errlen) != 0 || exec(s, pragma, err, errlen) != 0) {
+		sqlite_close(&s->base);
+		return NULL;
+	}
+	for (int i = 0; i < NSTMTS; i++) {
+		if (sqlite3_prepare_v3(s->db, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
+				       &s->stmts[i], NULL) != SQLITE_OK) {
+			db_error(s, "prepare", err, errlen);
+			sqlite_close(&s->base);
+			return NULL;
+		}
+	}
+	return &s->base;
+}
