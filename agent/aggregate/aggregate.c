@@ -362,7 +362,7 @@ int ep_edge_cmp(const void *pa, const void *pb)
 	return (int)a->to_external - (int)b->to_external;
 }
 
-static int cmp_range(const void *pa, const void *pb)
+int ep_range_cmp(const void *pa, const void *pb)
 {
 	const Edgeprof__V1__Range *a = *(Edgeprof__V1__Range *const *)pa;
 	const Edgeprof__V1__Range *b = *(Edgeprof__V1__Range *const *)pb;
@@ -373,7 +373,7 @@ static int cmp_range(const void *pa, const void *pb)
 	return 0;
 }
 
-static int cmp_ip(const void *pa, const void *pb)
+int ep_ip_cmp(const void *pa, const void *pb)
 {
 	const Edgeprof__V1__IpCount *a = *(Edgeprof__V1__IpCount *const *)pa;
 	const Edgeprof__V1__IpCount *b = *(Edgeprof__V1__IpCount *const *)pb;
@@ -498,7 +498,7 @@ static int collect_ranges(const struct ep_aggregator *a, struct bin_counts *c,
 			}
 		}
 	}
-	qsort(bp->ranges, bp->n_ranges, sizeof(*bp->ranges), cmp_range);
+	qsort(bp->ranges, bp->n_ranges, sizeof(*bp->ranges), ep_range_cmp);
 	return 0;
 }
 
@@ -518,7 +518,7 @@ static int collect_ips(struct bin_counts *c, Edgeprof__V1__BinaryProfile *bp)
 		ip->count = c->ips.values[i];
 		bp->ips[bp->n_ips++] = ip;
 	}
-	qsort(bp->ips, bp->n_ips, sizeof(*bp->ips), cmp_ip);
+	qsort(bp->ips, bp->n_ips, sizeof(*bp->ips), ep_ip_cmp);
 	return 0;
 }
 

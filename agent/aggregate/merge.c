@@ -395,22 +395,6 @@ static char *dup_or_null(const char *s, bool *ok)
 	return d;
 }
 
-static int cmp_range_ptr(const void *pa, const void *pb)
-{
-	const Edgeprof__V1__Range *a = *(Edgeprof__V1__Range *const *)pa;
-	const Edgeprof__V1__Range *b = *(Edgeprof__V1__Range *const *)pb;
-	if (a->start != b->start)
-		return a->start < b->start ? -1 : 1;
-	return a->end < b->end ? -1 : a->end > b->end;
-}
-
-static int cmp_ip_ptr(const void *pa, const void *pb)
-{
-	const Edgeprof__V1__IpCount *a = *(Edgeprof__V1__IpCount *const *)pa;
-	const Edgeprof__V1__IpCount *b = *(Edgeprof__V1__IpCount *const *)pb;
-	return a->ip < b->ip ? -1 : a->ip > b->ip;
-}
-
 static int cmp_function_ptr(const void *pa, const void *pb)
 {
 	const Edgeprof__V1__Function *a = *(Edgeprof__V1__Function *const *)pa;
@@ -495,7 +479,7 @@ static Edgeprof__V1__BinaryDelta *build_slice(const struct slice *s)
 			r->count = rs[bp->n_ranges].count;
 			bp->ranges[bp->n_ranges] = r;
 		}
-		qsort(bp->ranges, bp->n_ranges, sizeof(*bp->ranges), cmp_range_ptr);
+		qsort(bp->ranges, bp->n_ranges, sizeof(*bp->ranges), ep_range_cmp);
 	}
 	if (s->ips.count) {
 		bp->ips = calloc(s->ips.count, sizeof(*bp->ips));
@@ -512,7 +496,7 @@ static Edgeprof__V1__BinaryDelta *build_slice(const struct slice *s)
 			c->count = s->ips.values[i];
 			bp->ips[bp->n_ips++] = c;
 		}
-		qsort(bp->ips, bp->n_ips, sizeof(*bp->ips), cmp_ip_ptr);
+		qsort(bp->ips, bp->n_ips, sizeof(*bp->ips), ep_ip_cmp);
 	}
 	if (s->functions.n) {
 		bp->functions = calloc(s->functions.n, sizeof(*bp->functions));

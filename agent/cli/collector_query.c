@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../util/http_body.h"
 #include "../util/log.h"
 #include "../util/secret.h"
 
@@ -56,25 +57,6 @@ int ep_collector_query_option(struct ep_collector_query *q, int ch, const char *
 	}
 }
 
-struct body {
-	char *data;
-	size_t len;
-};
-
-static size_t on_body(char *ptr, size_t size, size_t nmemb, void *userdata)
-{
-	struct body *b = userdata;
-	size_t n = size * nmemb;
-	char *d = realloc(b->data, b->len + n + 1);
-	if (!d)
-		return 0;
-	memcpy(d + b->len, ptr, n);
-	b->data = d;
-	b->len += n;
-	d[b->len] = '\0';
-	return n;
-}
-
 static int append_arg(CURL *curl, char **url, const char *key, const char *value)
 {
 	char *esc = curl_easy_escape(curl, value, 0);
@@ -120,7 +102,7 @@ Edgeprof__V1__Profile *ep_collector_fetch_profile(const struct ep_collector_quer
 		snprintf(key, sizeof(key), "%.*s", (int)(eq - q->labels[i]), q->labels[i]);
 		rc |= append_arg(curl, &url, key, eq + 1);
 	}
-	struct body body = {0};
+	struct ep_http_body body = {0};
 	struct curl_slist *headers = NULL;
 	char auth[600];
 	if (q->token_file) {
@@ -129,7 +111,7 @@ Edgeprof__V1__Profile *ep_collector_fetch_profile(const struct ep_collector_quer
 	}
 	curl_easy_setopt(curl, CURLOPT_URL, url);
 	curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
-	curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, ep_http_body_write);
 	curl_easy_setopt(curl, CURLOPT_WRITEDATA, &body);
 	curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
 	curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, 300000L);

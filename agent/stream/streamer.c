@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../util/http_body.h"
 #include "../util/log.h"
 #include "../util/secret.h"
 #include "wire.h"
@@ -22,11 +23,6 @@
 #endif
 
 #define BACKOFF_START_MS 200
-
-struct response_buf {
-	uint8_t *data;
-	size_t len;
-};
 
 struct ep_streamer {
 	struct ep_streamer_config cfg;
@@ -59,22 +55,6 @@ static uint64_t next_random(struct ep_streamer *s)
 	return z ^ (z >> 31);
 }
 
-static size_t on_body(char *ptr, size_t size, size_t nmemb, void *userdata)
-{
-	struct response_buf *r = userdata;
-	size_t n = size * nmemb;
-	if (r->len + n > (1u << 20))
-		return 0; /* an ingest answer is small; anything else is not ours */
-	uint8_t *d = realloc(r->data, r->len + n + 1);
-	if (!d)
-		return 0;
-	memcpy(d + r->len, ptr, n);
-	r->data = d;
-	r->len += n;
-	d[r->len] = '\0';
-	return n;
-}
-
 enum send_result { SENT, RETRY, REJECTED };
 
 /* lets ep_streamer_finish() cut a transfer short instead of waiting out
@@ -93,7 +73,8 @@ static int on_progress(void *clientp, curl_off_t dltotal, curl_off_t dlnow, curl
 static enum send_result post_batch(struct ep_streamer *s, CURL *curl, const uint8_t *data,
 				   size_t len, char *why, size_t whylen)
 {
-	struct response_buf body = {0};
+	/* an ingest answer is small; anything else is not ours */
+	struct ep_http_body body = {.max = 1u << 20};
 	struct curl_slist *headers = NULL;
 	char auth[600];
 	headers = curl_slist_append(headers, "Content-Type: application/x-protobuf");
@@ -106,7 +87,7 @@ static enum send_result post_batch(struct ep_streamer *s, CURL *curl, const uint
 	curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
 	curl_easy_setopt(curl, CURLOPT_POSTFIELDS, (const char *)data);
 	curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
-	curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, ep_http_body_write);
 	curl_easy_setopt(curl, CURLOPT_WRITEDATA, &body);
 	CURLcode cc = curl_easy_perform(curl);
 	curl_slist_free_all(headers);
@@ -117,7 +98,7 @@ static enum send_result post_batch(struct ep_streamer *s, CURL *curl, const uint
 		snprintf(why, whylen, "%s", curl_easy_strerror(cc));
 	} else if (status == 200) {
 		Edgeprof__V1__IngestResponse *resp =
-		    edgeprof__v1__ingest_response__unpack(NULL, body.len, body.data);
+		    edgeprof__v1__ingest_response__unpack(NULL, body.len, (uint8_t *)body.data);
 		if (!resp) {
 			snprintf(why, whylen, "answer is not an IngestResponse (%zu bytes)",
 				 body.len);
@@ -137,7 +118,7 @@ static enum send_result post_batch(struct ep_streamer *s, CURL *curl, const uint
 			result = SENT;
 		}
 	} else {
-		const char *text = body.data ? (const char *)body.data : "";
+		const char *text = body.data ? body.data : "";
 		snprintf(why, whylen, "HTTP %ld: %.200s", status, text);
 		why[strcspn(why, "\n")] = '\0';
 		/* a batch the collector cannot read will never become readable;
@@ -149,7 +130,8 @@ static enum send_result post_batch(struct ep_streamer *s, CURL *curl, const uint
 	return result;
 }
 
-static void wait_ms(struct ep_streamer *s, unsigned ms)
+/* pthread_cond_timedwait() takes CLOCK_REALTIME deadlines */
+static struct timespec realtime_after_ms(unsigned ms)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
@@ -159,6 +141,12 @@ static void wait_ms(struct ep_streamer *s, unsigned ms)
 		ts.tv_sec++;
 		ts.tv_nsec -= 1000000000L;
 	}
+	return ts;
+}
+
+static void wait_ms(struct ep_streamer *s, unsigned ms)
+{
+	struct timespec ts = realtime_after_ms(ms);
 	pthread_mutex_lock(&s->lock);
 	while (!s->abandon && pthread_cond_timedwait(&s->wake, &s->lock, &ts) != ETIMEDOUT)
 		;
@@ -393,14 +381,7 @@ size_t ep_streamer_finish(struct ep_streamer *s, unsigned timeout_ms)
 {
 	if (!s->sender_running)
 		return 0;
-	struct timespec deadline;
-	clock_gettime(CLOCK_REALTIME, &deadline);
-	deadline.tv_sec += timeout_ms / 1000;
-	deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-	if (deadline.tv_nsec >= 1000000000L) {
-		deadline.tv_sec++;
-		deadline.tv_nsec -= 1000000000L;
-	}
+	struct timespec deadline = realtime_after_ms(timeout_ms);
 	pthread_mutex_lock(&s->lock);
 	s->stopping = true;
 	pthread_cond_broadcast(&s->wake);

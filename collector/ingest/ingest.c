@@ -19,6 +19,7 @@ struct batch_key {
 	char *agent_id;
 	char *node;
 	uint64_t sequence;
+	struct ep_merge *own; /* the batch's counts, when the store keeps batches apart */
 };
 
 struct key_list {
@@ -29,6 +30,8 @@ struct key_list {
 struct ep_ingest {
 	struct ep_ingest_config cfg;
 	struct ep_store *store;
+	bool keeps_batches;
+	size_t pending_rows; /* rows waiting for the next commit */
 
 	pthread_mutex_t lock;
 	pthread_cond_t work;  /* something to commit, or stopping */
@@ -59,6 +62,7 @@ static void keys_clear(struct key_list *k)
 	for (size_t i = 0; i < k->n; i++) {
 		free(k->items[i].agent_id);
 		free(k->items[i].node);
+		ep_merge_free(k->items[i].own);
 	}
 	k->n = 0;
 }
@@ -79,7 +83,8 @@ static bool keys_has(const struct key_list *k, const char *agent_id, uint64_t se
 	return false;
 }
 
-static int keys_add(struct key_list *k, const char *agent_id, const char *node, uint64_t sequence)
+static int keys_add(struct key_list *k, const char *agent_id, const char *node, uint64_t sequence,
+		    struct ep_merge *own)
 {
 	if (k->n == k->cap) {
 		size_t cap = k->cap ? k->cap * 2 : 64;
@@ -93,6 +98,7 @@ static int keys_add(struct key_list *k, const char *agent_id, const char *node, 
 	b->agent_id = strdup(agent_id);
 	b->node = strdup(node);
 	b->sequence = sequence;
+	b->own = own;
 	if (!b->agent_id || !b->node) {
 		free(b->agent_id);
 		free(b->node);
@@ -105,31 +111,43 @@ static int keys_add(struct key_list *k, const char *agent_id, const char *node, 
 static int commit(struct ep_ingest *in, struct ep_merge *m, const struct key_list *keys, char *err,
 		  size_t errlen)
 {
-	struct ep_merged merged;
-	if (ep_merge_build(m, &merged) != 0) {
-		snprintf(err, errlen, "out of memory building the commit");
-		return -1;
-	}
-	struct ep_store_slice *slices = calloc(merged.n ? merged.n : 1, sizeof(*slices));
+	/* one merged set, or one per batch when the store keeps batches apart */
+	size_t nsets = in->keeps_batches ? keys->n : 1;
+	struct ep_merged *sets = calloc(nsets ? nsets : 1, sizeof(*sets));
 	struct ep_store_batch_id *ids = calloc(keys->n ? keys->n : 1, sizeof(*ids));
+	struct ep_store_slice *slices = NULL;
+	size_t nslices = 0, built = 0;
 	int rc = -1;
-	if (slices && ids) {
-		int64_t now = (int64_t)time(NULL);
-		for (size_t i = 0; i < merged.n; i++)
-			slices[i] = (struct ep_store_slice){merged.slices[i].bucket,
-							    merged.slices[i].delta};
-		for (size_t i = 0; i < keys->n; i++)
-			ids[i] = (struct ep_store_batch_id){keys->items[i].agent_id,
-							    keys->items[i].sequence,
-							    keys->items[i].node, now};
-		struct ep_store_commit c = {ids, keys->n, slices, merged.n};
-		rc = ep_store_write(in->store, &c, err, errlen);
-	} else {
-		snprintf(err, errlen, "out of memory building the commit");
+	snprintf(err, errlen, "out of memory building the commit");
+	if (!sets || !ids)
+		goto out;
+	for (; built < nsets; built++) {
+		const struct ep_merge *src = in->keeps_batches ? keys->items[built].own : m;
+		if (ep_merge_build(src, &sets[built]) != 0)
+			goto out;
+		nslices += sets[built].n;
 	}
+	slices = calloc(nslices ? nslices : 1, sizeof(*slices));
+	if (!slices)
+		goto out;
+	size_t k = 0;
+	for (size_t i = 0; i < nsets; i++)
+		for (size_t j = 0; j < sets[i].n; j++)
+			slices[k++] = (struct ep_store_slice){sets[i].slices[j].bucket,
+							      sets[i].slices[j].delta,
+							      in->keeps_batches ? (int)i : -1};
+	int64_t now = (int64_t)time(NULL);
+	for (size_t i = 0; i < keys->n; i++)
+		ids[i] = (struct ep_store_batch_id){
+		    keys->items[i].agent_id, keys->items[i].sequence, keys->items[i].node, now};
+	struct ep_store_commit c = {ids, keys->n, slices, nslices};
+	rc = ep_store_write(in->store, &c, err, errlen);
+out:
+	for (size_t i = 0; i < built; i++)
+		ep_merged_free(&sets[i]);
+	free(sets);
 	free(slices);
 	free(ids);
-	ep_merged_free(&merged);
 	return rc;
 }
 
@@ -147,7 +165,7 @@ static void *committer_main(void *arg)
 		 * commit_ms adds a wait for still more sharing */
 		uint64_t due = in->first_pending_ns + (uint64_t)in->cfg.commit_ms * 1000000ULL;
 		while (!in->stopping && mono_ns() < due &&
-		       ep_merge_rows(in->pending) < in->cfg.max_pending_rows / 2) {
+		       in->pending_rows < in->cfg.max_pending_rows / 2) {
 			struct timespec ts;
 			clock_gettime(CLOCK_REALTIME, &ts);
 			uint64_t left = due - mono_ns();
@@ -169,7 +187,8 @@ static void *committer_main(void *arg)
 		in->pending_keys = in->committing_keys;
 		in->committing_keys = k;
 		uint64_t gen = in->gen_open++;
-		size_t rows = ep_merge_rows(m);
+		size_t rows = in->pending_rows;
+		in->pending_rows = 0;
 		bool poisoned = in->pending_poisoned;
 		in->pending_poisoned = false;
 		pthread_mutex_unlock(&in->lock);
@@ -197,7 +216,7 @@ static void *committer_main(void *arg)
 			in->counters.commit_failures++;
 		keys_clear(&in->committing_keys);
 		ep_merge_clear(in->committing);
-		in->counters.pending_rows = ep_merge_rows(in->pending);
+		in->counters.pending_rows = in->pending_rows;
 		pthread_cond_broadcast(&in->done);
 		pthread_cond_broadcast(&in->space);
 	}
@@ -219,6 +238,7 @@ struct ep_ingest *ep_ingest_new(struct ep_store *store, const struct ep_ingest_c
 	if (!in->cfg.max_batch_bytes)
 		in->cfg.max_batch_bytes = EP_WIRE_MAX_BATCH;
 	in->store = store;
+	in->keeps_batches = ep_store_keeps_batches(store);
 	in->pending = ep_merge_new();
 	in->committing = ep_merge_new();
 	/* generation 0 counts as finished so the first batches (generation 1)
@@ -352,19 +372,22 @@ enum ep_ingest_result ep_ingest_batch(struct ep_ingest *in, const uint8_t *body,
 		r = count(in, seen > 0 ? EP_INGEST_DUPLICATE : EP_INGEST_STORE_ERROR);
 		goto out;
 	}
-	while (ep_merge_rows(in->pending) >= in->cfg.max_pending_rows)
+	while (in->pending_rows >= in->cfg.max_pending_rows)
 		pthread_cond_wait(&in->space, &in->lock);
 	int64_t bucket = bucket_of(b->window_end_ns);
-	int rc = 0;
+	struct ep_merge *own = in->keeps_batches ? ep_merge_new() : NULL;
+	struct ep_merge *into = in->keeps_batches ? own : in->pending;
+	int rc = into ? 0 : -1;
 	for (size_t i = 0; i < b->n_binaries && rc == 0; i++) {
 		const Edgeprof__V1__BinaryDelta *d = b->binaries[i];
-		rc = ep_merge_add(in->pending, bucket, d->profile, d->labels);
+		rc = ep_merge_add(into, bucket, d->profile, d->labels);
 		in->counters.edges += d->profile->n_edges;
 		in->counters.ranges += d->profile->n_ranges;
 		in->counters.ips += d->profile->n_ips;
 	}
 	const char *node = b->agent->node ? b->agent->node : "";
-	if (rc != 0 || keys_add(&in->pending_keys, agent_id, node, b->sequence) != 0) {
+	if (rc != 0 || keys_add(&in->pending_keys, agent_id, node, b->sequence, own) != 0) {
+		ep_merge_free(own);
 		/* the pending merge may hold part of this batch, which cannot be
 		 * committed without its id: the whole generation fails and its
 		 * agents resend */
@@ -375,7 +398,9 @@ enum ep_ingest_result ep_ingest_batch(struct ep_ingest *in, const uint8_t *body,
 	}
 	if (in->pending_keys.n == 1)
 		in->first_pending_ns = mono_ns();
-	in->counters.pending_rows = ep_merge_rows(in->pending);
+	in->pending_rows =
+	    in->keeps_batches ? in->pending_rows + ep_merge_rows(own) : ep_merge_rows(in->pending);
+	in->counters.pending_rows = in->pending_rows;
 	pthread_cond_signal(&in->work);
 	r = count(in, wait_generation(in, in->gen_open, why, whylen, EP_INGEST_STORED));
 out:

@@ -2,6 +2,7 @@
 #include "store.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "store_backend.h"
@@ -12,7 +13,7 @@ struct ep_store *ep_store_open(const char *spec, char *err, size_t errlen)
 	if (strncmp(spec, "sqlite:", 7) == 0 && spec[7])
 		s = ep_store_sqlite_open(spec + 7, err, errlen);
 	else if (strncmp(spec, "clickhouse:", 11) == 0 && spec[11])
-		snprintf(err, errlen, "store '%s': the ClickHouse store is not built yet", spec);
+		s = ep_store_clickhouse_open(spec + 11, err, errlen);
 	else
 		snprintf(err, errlen, "store '%s': expected sqlite:PATH or clickhouse:URL", spec);
 	if (s)
@@ -31,6 +32,11 @@ void ep_store_close(struct ep_store *s)
 const char *ep_store_kind(const struct ep_store *s)
 {
 	return s->ops->kind;
+}
+
+bool ep_store_keeps_batches(const struct ep_store *s)
+{
+	return s->ops->keeps_batches;
 }
 
 int ep_store_has_batch(struct ep_store *s, const char *agent_id, uint64_t sequence, char *err,
@@ -73,4 +79,75 @@ Edgeprof__V1__Profile *ep_store_profile(struct ep_store *s, const struct ep_stor
 	Edgeprof__V1__Profile *r = s->ops->profile(s, f, err, errlen);
 	pthread_mutex_unlock(&s->lock);
 	return r;
+}
+
+Edgeprof__V1__Profile *ep_store_profile_start(struct ep_store *s, const struct ep_store_filter *f,
+					      Edgeprof__V1__BinaryProfile **bp, char *err,
+					      size_t errlen)
+{
+	*bp = NULL;
+	if (!f->build_id) {
+		snprintf(err, errlen, "a profile needs a build-id");
+		return NULL;
+	}
+	Edgeprof__V1__Profile *p = malloc(sizeof(*p));
+	Edgeprof__V1__Stats *stats = malloc(sizeof(*stats));
+	Edgeprof__V1__SamplingConfig *cfg = malloc(sizeof(*cfg));
+	if (!p || !stats || !cfg) {
+		free(p);
+		free(stats);
+		free(cfg);
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	edgeprof__v1__profile__init(p);
+	edgeprof__v1__stats__init(stats);
+	edgeprof__v1__sampling_config__init(cfg);
+	p->format_version = 1;
+	p->stats = stats;
+	p->config = cfg;
+	cfg->source = strdup("collector");
+	cfg->event = strdup("");
+	cfg->range_mode = strdup("");
+	Edgeprof__V1__BinaryList *info = NULL;
+	if (!cfg->source || !cfg->event || !cfg->range_mode)
+		goto oom;
+	info = s->ops->list_binaries(s, f, err, errlen);
+	if (!info)
+		goto fail;
+	if (info->n_binaries == 0) {
+		ep_store_free_list(info);
+		return p;
+	}
+	p->binaries = malloc(sizeof(*p->binaries));
+	Edgeprof__V1__BinaryProfile *b = malloc(sizeof(*b));
+	char *empty1 = strdup(""), *empty2 = strdup("");
+	if (!p->binaries || !b || !empty1 || !empty2) {
+		free(b);
+		free(empty1);
+		free(empty2);
+		goto oom;
+	}
+	edgeprof__v1__binary_profile__init(b);
+	p->binaries[p->n_binaries++] = b;
+	/* move what the listing found; the list keeps valid empty strings */
+	Edgeprof__V1__BinaryInfo *bi = info->binaries[0];
+	b->build_id = bi->build_id;
+	b->arch = bi->arch;
+	b->paths = bi->paths;
+	b->n_paths = bi->n_paths;
+	b->samples = stats->samples = bi->samples;
+	bi->build_id = empty1;
+	bi->arch = empty2;
+	bi->paths = NULL;
+	bi->n_paths = 0;
+	ep_store_free_list(info);
+	*bp = b;
+	return p;
+oom:
+	snprintf(err, errlen, "out of memory");
+fail:
+	ep_store_free_list(info);
+	protobuf_c_message_free_unpacked(&p->base, NULL);
+	return NULL;
 }

@@ -16,6 +16,7 @@
 #ifndef EP_STORE_H
 #define EP_STORE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -41,6 +42,7 @@ struct ep_store_batch_id {
 struct ep_store_slice {
 	int64_t bucket_s; /* start of the bucket, unix seconds, a multiple of EP_STORE_BUCKET_S */
 	const Edgeprof__V1__BinaryDelta *delta;
+	int batch; /* index in the commit's batches it came from; -1: merged from several */
 };
 
 struct ep_store_commit {
@@ -66,6 +68,11 @@ struct ep_store *ep_store_open(const char *spec, char *err, size_t errlen);
 void ep_store_close(struct ep_store *s);
 /* "sqlite" or "clickhouse" */
 const char *ep_store_kind(const struct ep_store *s);
+/* True when the store needs each slice to come from one batch (batch >= 0):
+ * its rows carry the batch they came from (ClickHouse, where that is how a
+ * resend is recognised without transactions). False: slices may be merged
+ * across batches before writing (SQLite). */
+bool ep_store_keeps_batches(const struct ep_store *s);
 
 /* 1 when (agent_id, sequence) was stored by an earlier write, 0 when not,
  * -1 with err on failure. */

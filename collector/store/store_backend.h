@@ -9,6 +9,7 @@
 
 struct ep_store_ops {
 	const char *kind;
+	bool keeps_batches;
 	void (*close)(struct ep_store *s);
 	int (*has_batch)(struct ep_store *s, const char *agent_id, uint64_t sequence, char *err,
 			 size_t errlen);
@@ -25,6 +26,15 @@ struct ep_store {
 	const struct ep_store_ops *ops;
 	pthread_mutex_t lock; /* set up by store.c: backends need not be thread-safe */
 };
+
+/* Where every backend's profile starts: a Profile (config.source
+ * "collector") and, when the listing finds f->build_id under f, its one
+ * BinaryProfile (*bp) with build-id, arch, paths and samples from the
+ * listing, for the backend to add counts to; *bp = NULL when there are
+ * none. NULL with err. Called with the store's lock held. */
+Edgeprof__V1__Profile *ep_store_profile_start(struct ep_store *s, const struct ep_store_filter *f,
+					      Edgeprof__V1__BinaryProfile **bp, char *err,
+					      size_t errlen);
 
 /* location: what follows "sqlite:" / "clickhouse:" in the spec */
 struct ep_store *ep_store_sqlite_open(const char *location, char *err, size_t errlen);

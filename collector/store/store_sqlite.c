@@ -467,73 +467,15 @@ fail:
 	return NULL;
 }
 
-static int cmp_range(const void *pa, const void *pb)
-{
-	const Edgeprof__V1__Range *a = *(Edgeprof__V1__Range *const *)pa;
-	const Edgeprof__V1__Range *b = *(Edgeprof__V1__Range *const *)pb;
-	if (a->start != b->start)
-		return a->start < b->start ? -1 : 1;
-	return a->end < b->end ? -1 : a->end > b->end;
-}
-
 static Edgeprof__V1__Profile *sqlite_profile(struct ep_store *base, const struct ep_store_filter *f,
 					     char *err, size_t errlen)
 {
 	struct sqlite_store *s = (struct sqlite_store *)base;
-	Edgeprof__V1__Profile *p = malloc(sizeof(*p));
-	Edgeprof__V1__Stats *stats = malloc(sizeof(*stats));
-	Edgeprof__V1__SamplingConfig *cfg = malloc(sizeof(*cfg));
 	sqlite3_stmt *q = NULL;
-	if (!p || !stats || !cfg) {
-		free(p);
-		free(stats);
-		free(cfg);
-		snprintf(err, errlen, "out of memory");
-		return NULL;
-	}
-	edgeprof__v1__profile__init(p);
-	edgeprof__v1__stats__init(stats);
-	edgeprof__v1__sampling_config__init(cfg);
-	p->format_version = 1;
-	p->stats = stats;
-	p->config = cfg;
-	cfg->source = strdup("collector");
-	cfg->event = strdup("");
-	cfg->range_mode = strdup("");
-	if (!cfg->source || !cfg->event || !cfg->range_mode)
-		goto oom;
-	if (!f->build_id) {
-		snprintf(err, errlen, "a profile needs a build-id");
-		goto fail;
-	}
-	Edgeprof__V1__BinaryList *info = sqlite_list(base, f, err, errlen);
-	if (!info)
-		goto fail;
-	if (info->n_binaries == 0) {
-		ep_store_free_list(info);
+	Edgeprof__V1__BinaryProfile *bp;
+	Edgeprof__V1__Profile *p = ep_store_profile_start(base, f, &bp, err, errlen);
+	if (!p || !bp)
 		return p;
-	}
-	Edgeprof__V1__BinaryProfile *bp = malloc(sizeof(*bp));
-	if (!bp) {
-		ep_store_free_list(info);
-		goto oom;
-	}
-	edgeprof__v1__binary_profile__init(bp);
-	PUSH(p->binaries, p->n_binaries, bp);
-	/* move what the listing found */
-	Edgeprof__V1__BinaryInfo *bi = info->binaries[0];
-	bp->build_id = bi->build_id;
-	bp->arch = bi->arch;
-	bp->paths = bi->paths;
-	bp->n_paths = bi->n_paths;
-	bp->samples = bi->samples;
-	stats->samples = bi->samples;
-	bi->build_id = bi->arch = NULL;
-	bi->paths = NULL;
-	bi->n_paths = 0;
-	bi->build_id = strdup("");
-	bi->arch = strdup("");
-	ep_store_free_list(info);
 
 	q = prepare_filtered(s,
 			     "SELECT t.from_addr, t.to_addr, t.flags, MAX(t.kind), SUM(t.count),"
@@ -581,7 +523,7 @@ static Edgeprof__V1__Profile *sqlite_profile(struct ep_store *base, const struct
 	sqlite3_finalize(q);
 	/* unsigned order: int64 order puts addresses >= 2^63 first */
 	if (bp->n_ranges > 1)
-		qsort(bp->ranges, bp->n_ranges, sizeof(*bp->ranges), cmp_range);
+		qsort(bp->ranges, bp->n_ranges, sizeof(*bp->ranges), ep_range_cmp);
 
 	q = prepare_filtered(s,
 			     "SELECT t.ip, SUM(t.count) FROM ips t JOIN label_sets l ON"
@@ -665,6 +607,7 @@ static void sqlite_close(struct ep_store *base)
 
 static const struct ep_store_ops sqlite_ops = {
     .kind = "sqlite",
+    .keeps_batches = false,
     .close = sqlite_close,
     .has_batch = sqlite_has_batch,
     .write = sqlite_write,

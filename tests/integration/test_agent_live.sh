@@ -135,4 +135,23 @@ check "SIGTERM mid-run: the profile file is complete and valid" \
 	bash -c "'$EDGEPROF' report '$TEST_TMP/term.prof' >/dev/null"
 check "whole-machine mode sees both busy processes" \
 	bash -c "[[ '$(paths "$TEST_TMP/term.prof")' == *hot_cold*random_branches* ]]"
+# the live agent streams: its IP-only profile reaches a collector, where the
+# child's binary is listed with its hot function (ASan agent: no leak)
+source "$(dirname "$0")/collector.sh"
+start_collector live --store "sqlite:$TEST_TMP/live.db" --listen 127.0.0.1:0 || exit 1
+url="http://127.0.0.1:$COLLECTOR_PORT"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 "$EDGEPROF_ASAN" agent --pid "$a" --duration 3 \
+	--interval 1 --collector "$url" --spool "$TEST_TMP/live-spool" -o "$TEST_TMP/live.prof" \
+	2>"$TEST_TMP/live.err"
+check "live agent with --collector (ASan): clean exit" test $? -eq 0
+check "  no sanitizer report" bash -c "! grep -q 'Sanitizer\|runtime error' '$TEST_TMP/live.err'"
+batches=$(metric "$url" 'edgeprof_ingest_batches_total{result="stored"}')
+check "a batch per interval arrived (${batches:-0} in 3 s, interval 1 s)" test "${batches:-0}" -ge 2
+"$EDGEPROF" report --collector "$url" >"$TEST_TMP/live.txt" 2>&1
+check "the collector's profile names the child's hot function" grep -q "hot_loop" "$TEST_TMP/live.txt"
+stored=$(curl -s "$url/v1/binaries" | jq "[.binaries[] | select(.paths | index(\"$TEST_TMP/hot_cold\")) | .samples] | add // 0")
+local=$("$EDGEPROF" export "$TEST_TMP/live.prof" --format json | jq "[.profiles[] | select(.path == \"$TEST_TMP/hot_cold\") | .samples] | add // 0")
+check "-o holds the running totals of what was streamed ($local = $stored samples)" \
+	test "$stored" -gt 0 -a "$stored" = "$local"
+stop_pid "$COLLECTOR_PID"
 finish

@@ -11,7 +11,8 @@ bin="$FIXTURES/propeller_sample_1.bin"
 "$EDGEPROF" import "$perf" --binary "$bin" -o "$TEST_TMP/local.prof" 2>/dev/null
 "$EDGEPROF" export "$TEST_TMP/local.prof" --format json >"$TEST_TMP/local.json"
 
-store="sqlite:$TEST_TMP/store.db"
+# any store: $EDGEPROF_TEST_STORE (test_store_clickhouse.sh runs this with ClickHouse)
+store=${EDGEPROF_TEST_STORE:-sqlite:$TEST_TMP/store.db}
 start_collector c1 --store "$store" --listen 127.0.0.1:0 --commit-ms 100 || exit 1
 port=$COLLECTOR_PORT
 url="http://127.0.0.1:$port"

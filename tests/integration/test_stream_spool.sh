@@ -30,8 +30,12 @@ check "one warning for the outage, not one per retry" \
 left=$(ls "$TEST_TMP/spool" | wc -l)
 start_collector c --store "sqlite:$TEST_TMP/store.db" --listen 127.0.0.1:0 || exit 1
 url="http://127.0.0.1:$COLLECTOR_PORT"
-"$EDGEPROF" agent --replay "$perf" --binary "$bin" --batch-samples 100000 --collector "$url" \
-	--spool "$TEST_TMP/spool" --flush-timeout 120 >"$TEST_TMP/agent2.log" 2>&1
+# (ASan: the streamer and spool leak nothing over thousands of batches)
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 "$EDGEPROF_ASAN" agent --replay "$perf" \
+	--binary "$bin" --batch-samples 100000 --collector "$url" --spool "$TEST_TMP/spool" \
+	--flush-timeout 120 >"$TEST_TMP/agent2.log" 2>&1
+check "the next agent (ASan) exits 0 with no sanitizer report" \
+	bash -c "[ $? -eq 0 ] && ! grep -q 'Sanitizer\|runtime error' '$TEST_TMP/agent2.log'"
 check "the next agent sends the $left batches left by the first" \
 	grep -q "$left batches .* from an earlier run to send" "$TEST_TMP/agent2.log"
 stored=$(metric "$url" 'edgeprof_ingest_batches_total{result="stored"}')
