@@ -30,6 +30,9 @@
 /* a process whose addresses do not resolve gets its maps re-read, at most
  * this often: new libraries appear, but /proc is not free */
 #define MAPS_REREAD_NS 1000000000ULL
+/* an exited process's mappings are dropped this long after its exit event:
+ * far longer than a drain interval, so its last samples still resolve */
+#define FORGET_AFTER_NS 2000000000ULL
 
 static volatile sig_atomic_t stop_requested;
 
@@ -49,6 +52,16 @@ struct agent_ctx {
 	struct period_stats periods; /* as the samples report them */
 	struct ep_u64map maps_read;  /* pid -> monotonic ns of the last /proc read */
 	uint64_t unresolved_pids;    /* processes gone before their maps were read */
+	/* exited processes, forgotten FORGET_AFTER_NS later (their last samples
+	 * may still be in the other ring buffer): FIFO of pids by exit time,
+	 * and pid -> exit time to tell a reused pid from the one that exited */
+	struct exit_entry {
+		uint32_t pid;
+		uint64_t at;
+	} * exits;
+	size_t exits_head, exits_n, exits_cap;
+	struct ep_u64map exited;
+	uint64_t forgotten;
 };
 
 static uint64_t now_ns(void)
@@ -58,8 +71,14 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
-/* The process's executable mappings from /proc. Files are opened through
- * /proc/PID/root so binaries inside containers resolve too. */
+/* The process's executable mappings from /proc. Each file is opened
+ * through /proc/PID/map_files/START-END: the very file mapped, even when it
+ * has since been deleted or replaced on disk (an upgrade under a running
+ * process), and inside containers. Without the right to read map_files
+ * (CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE) /proc/PID/root/PATH is the
+ * fallback, and deleted files are skipped. The registry caches files by
+ * identity (device, inode, size, mtime), so a library mapped by a thousand
+ * processes is read once. */
 static void read_maps(struct agent_ctx *c, uint32_t pid)
 {
 	char path[64];
@@ -79,13 +98,60 @@ static void read_maps(struct agent_ctx *c, uint32_t pid)
 		    perms[2] != 'x' || line[at] != '/')
 			continue;
 		line[strcspn(line, "\n")] = '\0';
-		if (strstr(line + at, " (deleted)"))
-			continue;
+		char *deleted = strstr(line + at, " (deleted)");
+		if (deleted && deleted[10] == '\0')
+			*deleted = '\0';
 		char file[PATH_MAX + 64];
-		snprintf(file, sizeof(file), "/proc/%u/root%s", pid, line + at);
+		snprintf(file, sizeof(file), "/proc/%u/map_files/%llx-%llx", pid, start, end);
+		if (access(file, R_OK) != 0) {
+			if (deleted)
+				continue;
+			snprintf(file, sizeof(file), "/proc/%u/root%s", pid, line + at);
+		}
 		ep_pipeline_mmap_at(c->pipeline, pid, start, end - start, offset, line + at, file);
 	}
 	fclose(f);
+}
+
+static void note_exit(struct agent_ctx *c, uint32_t pid)
+{
+	if (c->exits_head + c->exits_n == c->exits_cap) {
+		if (c->exits_head > 0) {
+			memmove(c->exits, c->exits + c->exits_head, c->exits_n * sizeof(*c->exits));
+			c->exits_head = 0;
+		} else {
+			size_t cap = c->exits_cap ? c->exits_cap * 2 : 256;
+			struct exit_entry *e = realloc(c->exits, cap * sizeof(*e));
+			if (!e)
+				return; /* kept until the agent exits: a leak, not an error */
+			c->exits = e;
+			c->exits_cap = cap;
+		}
+	}
+	uint64_t at = now_ns();
+	uint64_t *slot = ep_u64map_upsert(&c->exited, pid, NULL);
+	if (!slot)
+		return;
+	*slot = at;
+	c->exits[c->exits_head + c->exits_n++] = (struct exit_entry){pid, at};
+}
+
+/* Drops the processes that exited long enough ago: memory stays bounded by
+ * the processes alive, not by all the machine ever ran. */
+static void forget_exited(struct agent_ctx *c)
+{
+	uint64_t now = now_ns();
+	while (c->exits_n && now - c->exits[c->exits_head].at >= FORGET_AFTER_NS) {
+		struct exit_entry e = c->exits[c->exits_head++];
+		c->exits_n--;
+		const uint64_t *at = ep_u64map_get(&c->exited, e.pid);
+		if (!at || *at != e.at)
+			continue; /* the pid was reused since */
+		ep_u64map_remove(&c->exited, e.pid);
+		ep_u64map_remove(&c->maps_read, e.pid);
+		ep_pipeline_forget(c->pipeline, e.pid);
+		c->forgotten++;
+	}
 }
 
 /* exec, fork and exit as they happen: a forked child starts with its
@@ -97,6 +163,7 @@ static void on_process_event(void *ctx, const struct ep_proc_record *rec)
 	uint64_t *last;
 	switch (rec->type) {
 	case EP_PROC_FORK:
+		ep_u64map_remove(&c->exited, rec->pid); /* a reused pid is a new process */
 		ep_pipeline_fork(c->pipeline, rec->pid, rec->ppid);
 		last = ep_u64map_upsert(&c->maps_read, rec->pid, NULL);
 		if (last)
@@ -111,6 +178,7 @@ static void on_process_event(void *ctx, const struct ep_proc_record *rec)
 		break;
 	case EP_PROC_EXIT:
 		ep_pipeline_exit(c->pipeline, rec->pid);
+		note_exit(c, rec->pid);
 		break;
 	default:
 		break;
@@ -233,6 +301,7 @@ static int run_live(struct ep_live_config *cfg, bool jitter_set, struct ep_binar
 			rc = 1;
 			break;
 		}
+		forget_exited(&ctx);
 		uint64_t now = now_ns();
 		if (duration && now - start >= (uint64_t)duration * 1000000000ULL)
 			break;
@@ -254,12 +323,12 @@ static int run_live(struct ep_live_config *cfg, bool jitter_set, struct ep_binar
 		rc = 1;
 	ep_info("%s: %llu samples received (%llu filtered out, %llu kernel, %llu dropped: ring "
 		"buffer full), %llu process events (%llu lost), %llu processes gone before their "
-		"maps were read",
+		"maps were read, %zu processes tracked, %llu forgotten after their exit",
 		sink->output ? sink->output : "agent", (unsigned long long)lc.received,
 		(unsigned long long)lc.filtered, (unsigned long long)lc.kernel,
 		(unsigned long long)lc.reserve_failed, (unsigned long long)lc.proc_events,
-		(unsigned long long)lc.proc_reserve_failed,
-		(unsigned long long)ctx.unresolved_pids);
+		(unsigned long long)lc.proc_reserve_failed, (unsigned long long)ctx.unresolved_pids,
+		ep_pipeline_processes(ctx.pipeline), (unsigned long long)ctx.forgotten);
 	if (ctx.periods.n > 1) {
 		const struct period_stats *ps = &ctx.periods;
 		double mean = ps->sum / (double)ps->n;
@@ -273,6 +342,8 @@ static int run_live(struct ep_live_config *cfg, bool jitter_set, struct ep_binar
 			(unsigned long long)lc.reserve_failed);
 out:
 	ep_u64map_free(&ctx.maps_read);
+	ep_u64map_free(&ctx.exited);
+	free(ctx.exits);
 	ep_pipeline_free(ctx.pipeline);
 	ep_live_close(live);
 	return rc;

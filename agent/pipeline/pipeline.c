@@ -153,6 +153,16 @@ void ep_pipeline_exit(struct ep_pipeline *p, uint32_t pid)
 	ep_procmap_exit(p->procmap, pid);
 }
 
+void ep_pipeline_forget(struct ep_pipeline *p, uint32_t pid)
+{
+	ep_procmap_forget(p->procmap, pid);
+}
+
+size_t ep_pipeline_processes(const struct ep_pipeline *p)
+{
+	return ep_procmap_processes(p->procmap);
+}
+
 enum ep_resolve_status ep_pipeline_resolve(struct ep_pipeline *p, uint32_t pid, uint64_t addr,
 					   struct ep_resolved *out)
 {

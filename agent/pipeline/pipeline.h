@@ -52,6 +52,10 @@ void ep_pipeline_mmap_at(struct ep_pipeline *p, uint32_t pid, uint64_t start, ui
 void ep_pipeline_fork(struct ep_pipeline *p, uint32_t child_pid, uint32_t parent_pid);
 void ep_pipeline_exec(struct ep_pipeline *p, uint32_t pid);
 void ep_pipeline_exit(struct ep_pipeline *p, uint32_t pid);
+/* Drops an exited process's mappings once none of its samples can still
+ * arrive (the live agent: a while after the exit event). */
+void ep_pipeline_forget(struct ep_pipeline *p, uint32_t pid);
+size_t ep_pipeline_processes(const struct ep_pipeline *p);
 
 void ep_pipeline_sample(struct ep_pipeline *p, const struct ep_sample_record *rec);
 

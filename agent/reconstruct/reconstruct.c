@@ -32,6 +32,8 @@ struct ep_reconstructor {
 	 * last one so most resolutions are two compares and an add. */
 	bool cache_valid;
 	uint32_t cache_pid;
+	uint64_t cache_generation;  /* the procmap's, when the cache was filled */
+	const uint64_t *generation; /* the procmap's, now */
 	uint32_t cache_bin;
 	struct ep_decoder *cache_dec;
 	struct ep_resolved cache;
@@ -53,6 +55,7 @@ struct ep_reconstructor *ep_reconstructor_new(struct ep_procmap *procmap,
 	if (!r)
 		return NULL;
 	r->procmap = procmap;
+	r->generation = ep_procmap_generation(procmap);
 	r->binaries = binaries;
 	r->append_trigger = true;
 	return r;
@@ -136,6 +139,7 @@ resolve_slow(struct ep_reconstructor *r, uint32_t pid, uint64_t addr, struct end
 	if (res.map_end > res.map_start) {
 		r->cache_valid = true;
 		r->cache_pid = pid;
+		r->cache_generation = *r->generation;
 		r->cache_bin = ep->bin;
 		r->cache_dec = ep->dec;
 		r->cache = res;
@@ -146,7 +150,7 @@ static inline void resolve(struct ep_reconstructor *r, uint32_t pid, uint64_t ad
 			   struct endpoint *ep)
 {
 	if (r->cache_valid && r->cache_pid == pid && addr >= r->cache.map_start &&
-	    addr < r->cache.map_end) {
+	    addr < r->cache.map_end && r->cache_generation == *r->generation) {
 		ep->bin = r->cache_bin;
 		ep->vaddr = (uint64_t)((int64_t)addr + r->cache.vaddr_bias);
 		ep->dec = r->cache_dec;

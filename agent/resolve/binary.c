@@ -23,6 +23,8 @@ struct ep_binary {
 	char *recorded_path;
 	dev_t dev;
 	ino_t ino;
+	off_t size;
+	struct timespec mtime; /* with dev and ino: the file's identity, reused inodes included */
 	uint8_t build_id[BUILD_ID_MAX];
 	size_t build_id_len;
 	char build_id_hex[2 * BUILD_ID_MAX + 1];
@@ -410,6 +412,8 @@ static struct ep_binary *binary_open(const char *path, char *err, size_t errlen)
 	b->path = strdup(path);
 	b->dev = st.st_dev;
 	b->ino = st.st_ino;
+	b->size = st.st_size;
+	b->mtime = st.st_mtim;
 	b->arch = eh.e_machine == EM_X86_64    ? EP_ARCH_X86_64
 		  : eh.e_machine == EM_AARCH64 ? EP_ARCH_AARCH64
 					       : EP_ARCH_UNKNOWN;
@@ -483,9 +487,12 @@ static struct ep_binary *find_loaded(struct ep_binary_registry *reg, const char 
 	struct stat st;
 	if (stat(path, &st) != 0)
 		return NULL;
-	for (size_t i = 0; i < reg->n; i++)
-		if (reg->bins[i]->dev == st.st_dev && reg->bins[i]->ino == st.st_ino)
+	for (size_t i = 0; i < reg->n; i++) {
+		const struct ep_binary *b = reg->bins[i];
+		if (b->dev == st.st_dev && b->ino == st.st_ino && b->size == st.st_size &&
+		    b->mtime.tv_sec == st.st_mtim.tv_sec && b->mtime.tv_nsec == st.st_mtim.tv_nsec)
 			return reg->bins[i];
+	}
 	return NULL;
 }
 

@@ -12,6 +12,7 @@ struct mapping {
 };
 
 struct process {
+	uint32_t pid;
 	struct mapping *maps; /* sorted, non-overlapping */
 	size_t n, cap;
 	size_t last_hit;
@@ -24,6 +25,7 @@ struct ep_procmap {
 	bool last_valid;
 	uint32_t last_pid;
 	size_t last_proc;
+	uint64_t generation; /* bumped by every change to any mapping */
 };
 
 struct ep_procmap *ep_procmap_new(void)
@@ -72,7 +74,7 @@ static struct process *get_process(struct ep_procmap *pm, uint32_t pid)
 	if (!slot)
 		return NULL;
 	*slot = pm->nprocs;
-	pm->procs[pm->nprocs] = (struct process){0};
+	pm->procs[pm->nprocs] = (struct process){.pid = pid};
 	pm->last_valid = false;
 	return &pm->procs[pm->nprocs++];
 }
@@ -98,6 +100,7 @@ void ep_procmap_add(struct ep_procmap *pm, uint32_t pid, uint64_t start, uint64_
 	if (len == 0 || start + len < start)
 		return;
 	uint64_t end = start + len;
+	pm->generation++;
 	struct process *p = get_process(pm, pid);
 	/* an overlapped mapping can split in two: room for one more, plus ours */
 	if (!p || reserve(p, p->n + 2) != 0)
@@ -145,6 +148,7 @@ void ep_procmap_fork(struct ep_procmap *pm, uint32_t child_pid, uint32_t parent_
 {
 	if (child_pid == parent_pid)
 		return;
+	pm->generation++;
 	struct process *parent = find_process(pm, parent_pid);
 	size_t n = parent ? parent->n : 0;
 	size_t parent_index = parent ? (size_t)(parent - pm->procs) : 0;
@@ -162,6 +166,7 @@ void ep_procmap_fork(struct ep_procmap *pm, uint32_t child_pid, uint32_t parent_
 
 void ep_procmap_exec(struct ep_procmap *pm, uint32_t pid)
 {
+	pm->generation++;
 	struct process *p = find_process(pm, pid);
 	if (p) {
 		p->n = 0;
@@ -171,8 +176,41 @@ void ep_procmap_exec(struct ep_procmap *pm, uint32_t pid)
 
 void ep_procmap_exit(struct ep_procmap *pm, uint32_t pid)
 {
+	/* kept: samples taken before the exit can still be on their way (a
+	 * recording's time order, another ring buffer); ep_procmap_forget()
+	 * drops a process once that cannot happen any more */
 	(void)pm;
 	(void)pid;
+}
+
+void ep_procmap_forget(struct ep_procmap *pm, uint32_t pid)
+{
+	uint64_t *slot = ep_u64map_get(&pm->index, pid);
+	if (!slot)
+		return;
+	size_t i = *slot;
+	pm->generation++;
+	pm->last_valid = false;
+	free(pm->procs[i].maps);
+	ep_u64map_remove(&pm->index, pid);
+	size_t last = pm->nprocs - 1;
+	if (i != last) {
+		pm->procs[i] = pm->procs[last];
+		uint64_t *moved = ep_u64map_get(&pm->index, pm->procs[i].pid);
+		if (moved)
+			*moved = i;
+	}
+	pm->nprocs--;
+}
+
+size_t ep_procmap_processes(const struct ep_procmap *pm)
+{
+	return pm->nprocs;
+}
+
+const uint64_t *ep_procmap_generation(const struct ep_procmap *pm)
+{
+	return &pm->generation;
 }
 
 enum ep_resolve_status ep_procmap_resolve(struct ep_procmap *pm, uint32_t pid, uint64_t addr,

@@ -46,6 +46,14 @@ void ep_procmap_exec(struct ep_procmap *pm, uint32_t pid);
  * mappings stay until the pid is reused (fork/exec). */
 void ep_procmap_exit(struct ep_procmap *pm, uint32_t pid);
 
+/* Drops a process and its mappings (the live agent, a while after exit). */
+void ep_procmap_forget(struct ep_procmap *pm, uint32_t pid);
+size_t ep_procmap_processes(const struct ep_procmap *pm);
+/* Changes with every add, fork, exec and forget: a cached resolution is
+ * valid only under the generation it was made in. A pointer, so the hot
+ * path reads it without a call. */
+const uint64_t *ep_procmap_generation(const struct ep_procmap *pm);
+
 enum ep_resolve_status ep_procmap_resolve(struct ep_procmap *pm, uint32_t pid, uint64_t addr,
 					  struct ep_resolved *out);
 

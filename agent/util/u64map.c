@@ -84,3 +84,34 @@ uint64_t *ep_u64map_upsert(struct ep_u64map *m, uint64_t key, bool *inserted)
 		*inserted = true;
 	return &m->values[i];
 }
+
+bool ep_u64map_remove(struct ep_u64map *m, uint64_t key)
+{
+	if (m->capacity == 0)
+		return false;
+	size_t mask = m->capacity - 1;
+	size_t i = ep_hash_u64(key) & mask;
+	for (;; i = (i + 1) & mask) {
+		if (!m->used[i])
+			return false;
+		if (m->keys[i] == key)
+			break;
+	}
+	/* backward-shift deletion: no tombstones, so a map that sees
+	 * inserts and removals forever (pids) stays as fast as a fresh one */
+	for (size_t j = i;;) {
+		j = (j + 1) & mask;
+		if (!m->used[j])
+			break;
+		size_t home = ep_hash_u64(m->keys[j]) & mask;
+		bool stays = i <= j ? (home > i && home <= j) : (home > i || home <= j);
+		if (stays)
+			continue;
+		m->keys[i] = m->keys[j];
+		m->values[i] = m->values[j];
+		i = j;
+	}
+	m->used[i] = 0;
+	m->count--;
+	return true;
+}

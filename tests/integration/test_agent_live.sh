@@ -123,6 +123,33 @@ check "short-lived processes: process events arrive, none lost" \
 	bash -c "set -- $events; [ \"\${1:-0}\" -ge 40 ] && [ \"\${2:-1}\" -eq 0 ]"
 check "short-lived processes: their samples resolve to the program" test "${short:-0}" -gt 100
 check "short-lived processes: over 90% of all samples resolve" test $((resolved * 10)) -gt $((total * 9))
+forgotten=$(sed -n 's/.* \([0-9]*\) forgotten after their exit.*/\1/p' "$TEST_TMP/short.err")
+check "exited processes are forgotten, memory follows the living (${forgotten:-0} >= 20)" \
+	test "${forgotten:-0}" -ge 20
+
+# A binary replaced on disk under its running process (an upgrade), and one
+# deleted: the agent reads the code actually mapped (/proc/PID/map_files),
+# not whatever the path names now.
+cp "$TEST_TMP/hot_cold" "$TEST_TMP/upgraded"
+cp "$TEST_TMP/hot_cold" "$TEST_TMP/removed"
+"$TEST_TMP/upgraded" 100000000000 >/dev/null &
+up=$!
+track_pid "$up"
+"$TEST_TMP/removed" 100000000000 >/dev/null &
+rm_pid=$!
+track_pid "$rm_pid"
+sleep 0.2
+rm "$TEST_TMP/upgraded" "$TEST_TMP/removed"
+cp "$TEST_TMP/random_branches" "$TEST_TMP/upgraded" # same path, other code
+"$EDGEPROF" agent --pid "$up" --pid "$rm_pid" --duration 2 -o "$TEST_TMP/swap.prof" \
+	2>"$TEST_TMP/swap.err"
+"$EDGEPROF" report "$TEST_TMP/swap.prof" --top 3 >"$TEST_TMP/swap.txt"
+kill "$up" "$rm_pid" 2>/dev/null
+swap_ids=$("$EDGEPROF" export "$TEST_TMP/swap.prof" --format json | jq -r '[.profiles[] | select(.samples > 100) | .build_id] | unique | join(" ")')
+hot_id=$("$EDGEPROF" export "$TEST_TMP/a.prof" --format json | jq -r '[.profiles[] | select(.samples > 100) | .build_id][0]')
+check "a replaced and a deleted binary: their samples go to the code they run (build-id $hot_id)" \
+	test "$swap_ids" = "$hot_id"
+check "  and name its hot function" bash -c "grep -A3 'hottest functions' '$TEST_TMP/swap.txt' | grep -q hot_loop"
 
 "$EDGEPROF" agent --duration 600 -o "$TEST_TMP/term.prof" 2>"$TEST_TMP/term.err" &
 agent=$!

@@ -2,6 +2,7 @@
 #include "test_util.h"
 
 #include "resolve/procmap.h"
+#include "util/u64map.h"
 
 struct fixture {
 	struct ep_binary_registry *reg;
@@ -86,12 +87,87 @@ static void test_fork_copies_exec_clears(void **state)
 	assert_int_equal(ep_procmap_resolve(f->pm, 30, 0x404e80, &r), EP_RESOLVE_OK);
 }
 
+/* Forgetting many processes in any order keeps the others intact (the
+ * array is compacted, the index follows), and every change moves the
+ * generation so cached resolutions die with it. */
+static void test_forget_keeps_the_rest_and_moves_the_generation(void **state)
+{
+	struct fixture *f = *state;
+	struct ep_procmap *pm = ep_procmap_new();
+	for (uint32_t pid = 100; pid < 400; pid++)
+		ep_procmap_add(pm, pid, 0x400000 + pid * 0x100000ull, 0xa000, 0, f->exe);
+	assert_int_equal(ep_procmap_processes(pm), 300);
+	uint64_t gen = *ep_procmap_generation(pm);
+	for (uint32_t pid = 100; pid < 400; pid += 3)
+		ep_procmap_forget(pm, pid);
+	assert_true(*ep_procmap_generation(pm) > gen);
+	assert_int_equal(ep_procmap_processes(pm), 200);
+	struct ep_resolved r;
+	for (uint32_t pid = 100; pid < 400; pid++) {
+		uint64_t addr = 0x400000 + pid * 0x100000ull + 0x4e80;
+		enum ep_resolve_status st = ep_procmap_resolve(pm, pid, addr, &r);
+		if ((pid - 100) % 3 == 0) {
+			assert_int_equal(st, EP_RESOLVE_NO_PROCESS);
+		} else {
+			assert_int_equal(st, EP_RESOLVE_OK);
+			assert_int_equal(r.vaddr, 0x404e80);
+		}
+	}
+	ep_procmap_forget(pm, 99999); /* unknown: nothing happens */
+	assert_int_equal(ep_procmap_processes(pm), 200);
+	gen = *ep_procmap_generation(pm);
+	ep_procmap_exec(pm, 101);
+	assert_true(*ep_procmap_generation(pm) > gen);
+	ep_procmap_free(pm);
+}
+
+/* The map's removal against a plain array, through growth and collisions. */
+static void test_u64map_remove_matches_a_reference(void **state)
+{
+	(void)state;
+	enum { KEYS = 4096 };
+	static uint64_t ref[KEYS];
+	static bool present[KEYS];
+	struct ep_u64map m;
+	ep_u64map_init(&m);
+	uint64_t x = 12345;
+	for (int round = 0; round < 200000; round++) {
+		x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+		unsigned k = (unsigned)(x >> 33) % KEYS;
+		if ((x >> 20) & 1) {
+			uint64_t *v = ep_u64map_upsert(&m, k * 0x1000ull, NULL);
+			assert_non_null(v);
+			*v = x;
+			ref[k] = x;
+			present[k] = true;
+		} else {
+			assert_int_equal(ep_u64map_remove(&m, k * 0x1000ull), present[k]);
+			present[k] = false;
+		}
+	}
+	size_t n = 0;
+	for (unsigned k = 0; k < KEYS; k++) {
+		uint64_t *v = ep_u64map_get(&m, k * 0x1000ull);
+		if (present[k]) {
+			assert_non_null(v);
+			assert_int_equal(*v, ref[k]);
+			n++;
+		} else {
+			assert_null(v);
+		}
+	}
+	assert_int_equal(m.count, n);
+	ep_u64map_free(&m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_pie_at_a_random_base),
 	    cmocka_unit_test(test_overlap_replaces_and_splits),
 	    cmocka_unit_test(test_fork_copies_exec_clears),
+	    cmocka_unit_test(test_forget_keeps_the_rest_and_moves_the_generation),
+	    cmocka_unit_test(test_u64map_remove_matches_a_reference),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
