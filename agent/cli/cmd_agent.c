@@ -20,6 +20,7 @@
 #include "../pipeline/pipeline.h"
 #include "../profile/profile_file.h"
 #include "../source/live/live_source.h"
+#include "../source/live/pmu_event.h"
 #include "../util/log.h"
 #include "../util/u64map.h"
 #include "cli_util.h"
@@ -281,10 +282,12 @@ static int run_live(struct ep_live_config *cfg, bool jitter_set, struct ep_binar
 		ep_info("%s", ep_live_mode(live));
 	else
 		ep_warn("%s", ep_live_mode(live));
-	sink->event = ep_live_has_branch_stacks(live) ? "branches" : "cpu-clock";
+	sink->event = ep_live_event(live);
 
 	struct ep_pipeline_config pcfg;
 	ep_pipeline_config_default(&pcfg);
+	/* only an event that counts every branch ends its trace at the sample IP */
+	pcfg.append_trigger = ep_live_counts_all_branches(live);
 	struct agent_ctx ctx = {.pipeline = ep_pipeline_new(&pcfg, reg)};
 	int rc = 0;
 	if (!ctx.pipeline) {
@@ -364,6 +367,7 @@ int ep_cmd_agent(int argc, char **argv)
 	    {"kernel", no_argument, NULL, 'k'},
 	    {"output", required_argument, NULL, 'o'},
 	    {"log-level", required_argument, NULL, 'l'},
+	    {"event", required_argument, NULL, 'e'},
 	    {"replay", required_argument, NULL, 'R'},
 	    {"binary", required_argument, NULL, 'b'},
 	    {"symfs", required_argument, NULL, 'y'},
@@ -410,6 +414,18 @@ int ep_cmd_agent(int argc, char **argv)
 		case 'R':
 			replay = optarg;
 			break;
+		case 'e': {
+			struct ep_branch_event ev;
+			char err[256];
+			if (ep_pmu_branch_event(ep_pmu_vendor_detect(), optarg, &ev, err,
+						sizeof(err)) != 0) {
+				ep_error("%s", err);
+				rc = 2;
+				goto out;
+			}
+			cfg.event = optarg;
+			break;
+		}
 		case 'B':
 			if (ep_parse_uint(optarg, 1, 1u << 30, &batch_samples) != 0) {
 				ep_error("--batch-samples: '%s' is not a positive number", optarg);
@@ -487,7 +503,8 @@ int ep_cmd_agent(int argc, char **argv)
 		case 'h':
 			printf(
 			    "usage: edgeprof agent [--pid P]... [--cgroup DIR]... [--duration S]\n"
-			    "         [--interval S] [--period P] [--ip-hz HZ] [--kernel]\n"
+			    "         [--interval S] [--event branches|taken|rHEX] [--period P]\n"
+			    "         [--ip-hz HZ] [--kernel]\n"
 			    "         [-o PROFILE] [--collector URL [--spool DIR] [--spool-max-mib "
 			    "N]\n"
 			    "          [--token-file F] [--cacert F] [--cert F --key F] [--node "

@@ -35,6 +35,14 @@ check "samples of the busy child arrive (${samples:-0} in 2 s)" test "${samples:
 check "the IP-only profile names the child's hot function" test "$hottest" = hot_loop
 check "pid filter: only the targeted process" test "$(paths "$TEST_TMP/a.prof")" = "$TEST_TMP/hot_cold"
 
+# --event picks the PMU's event; without a PMU the line names it and falls back
+"$EDGEPROF" agent --pid "$a" --duration 1 --event taken -o "$TEST_TMP/ev.prof" 2>"$TEST_TMP/ev.err"
+check "--event taken: the no-PMU line names the vendor's event, IP-only fallback" \
+	grep -Eq "no branch-stack PMU \(.*event (br_inst_retired.near_taken|ex_ret_brn_tkn), (Intel|AMD) CPU\).*IP-only|no branch-stack PMU \(.*event .*, (Arm|generic) CPU" "$TEST_TMP/ev.err"
+"$EDGEPROF" agent --pid "$a" --duration 1 --event cycles -o "$TEST_TMP/ev.prof" 2>"$TEST_TMP/ev.err"
+check "--event cycles: refused with exit 2 and the reason" \
+	bash -c "[ $? -eq 2 ] && grep -q 'expected branches, taken or rHEX' '$TEST_TMP/ev.err'"
+
 # the agent runs for months: no leak, no undefined behaviour (ASan+UBSan)
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 "$EDGEPROF_ASAN" agent --pid "$a" --duration 1 \
 	-o "$TEST_TMP/asan.prof" 2>"$TEST_TMP/asan.err"

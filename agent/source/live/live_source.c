@@ -16,6 +16,7 @@
 
 #include "../../util/log.h"
 #include "edgeprof_bpf.skel.h"
+#include "pmu_event.h"
 
 #define MAX_CPUS 1024
 /* Counter indexes, as bpf/edgeprof.bpf.c numbers them. */
@@ -42,6 +43,7 @@ struct ep_live {
 	uint64_t proc_events;
 	unsigned ncpus;
 	bool branch_stacks;
+	struct ep_branch_event event;
 	uint64_t step;
 	uint32_t steps, steps_jitter;
 	char mode[320];
@@ -133,13 +135,15 @@ void ep_live_period(const struct ep_live *l, uint64_t *mean, uint64_t *jitter)
 	*jitter = (uint64_t)l->steps_jitter * l->step;
 }
 
-/* The branch-stack event: every retired branch, user-mode stacks. */
-static void branch_attr(struct perf_event_attr *a, const struct ep_live_config *cfg, uint64_t step)
+/* The branch-stack event chosen for this PMU, user-mode stacks. */
+static void branch_attr(struct perf_event_attr *a, const struct ep_live_config *cfg,
+			const struct ep_branch_event *ev, uint64_t step)
 {
 	memset(a, 0, sizeof(*a));
 	a->size = sizeof(*a);
-	a->type = PERF_TYPE_HARDWARE;
-	a->config = PERF_COUNT_HW_BRANCH_INSTRUCTIONS;
+	a->type = ev->type;
+	a->config = ev->config;
+	a->precise_ip = ev->precise_ip;
 	a->sample_period = step;
 	a->sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_BRANCH_STACK;
 	a->branch_sample_type = PERF_SAMPLE_BRANCH_ANY |
@@ -221,10 +225,23 @@ struct ep_live *ep_live_open(const struct ep_live_config *cfg, char *err, size_t
 	l->ncpus = online_cpus(cpus, MAX_CPUS);
 
 	/* Which event: the branch stack where the PMU has one, else cpu-clock. */
+	enum ep_pmu_vendor vendor = ep_pmu_vendor_detect();
+	if (ep_pmu_branch_event(vendor, cfg->event ? cfg->event : "branches", &l->event, err,
+				errlen) != 0) {
+		free(l);
+		return NULL;
+	}
 	struct perf_event_attr attr;
 	plan_period(l, cfg->period, cfg->jitter, cfg->steps ? cfg->steps : 16);
-	branch_attr(&attr, cfg, l->step);
-	long fd = perf_event_open(&attr, cpus[0]);
+	long fd;
+	/* the most precise the PMU takes, like perf's :pp falling back to :p */
+	for (int precise = l->event.precise_ip;; precise--) {
+		l->event.precise_ip = (uint8_t)precise;
+		branch_attr(&attr, cfg, &l->event, l->step);
+		fd = perf_event_open(&attr, cpus[0]);
+		if (fd >= 0 || precise == 0 || (errno != EINVAL && errno != EOPNOTSUPP))
+			break;
+	}
 	int branch_errno = fd < 0 ? errno : 0;
 	l->branch_stacks = fd >= 0;
 	uint64_t mean, jitter;
@@ -232,8 +249,9 @@ struct ep_live *ep_live_open(const struct ep_live_config *cfg, char *err, size_t
 		close((int)fd);
 		ep_live_period(l, &mean, &jitter);
 		snprintf(l->mode, sizeof(l->mode),
-			 "branch stacks on retired branches, every %llu +- %llu branches, on %u "
-			 "CPUs",
+			 "branch stacks on %s (%s PMU, precise_ip %u), every %llu +- %llu events, "
+			 "on %u CPUs",
+			 l->event.name, ep_pmu_vendor_name(vendor), l->event.precise_ip,
 			 (unsigned long long)mean, (unsigned long long)jitter, l->ncpus);
 	} else {
 		uint64_t period_ns = 1000000000ULL / (cfg->ip_hz ? cfg->ip_hz : 1);
@@ -243,10 +261,10 @@ struct ep_live *ep_live_open(const struct ep_live_config *cfg, char *err, size_t
 		ep_live_period(l, &mean, &jitter);
 		snprintf(
 		    l->mode, sizeof(l->mode),
-		    "no branch-stack PMU (%s): sampling IPs on cpu-clock every %llu +- %llu ns "
-		    "on %u CPUs; the profile is IP-only",
-		    strerror(branch_errno), (unsigned long long)mean, (unsigned long long)jitter,
-		    l->ncpus);
+		    "no branch-stack PMU (%s; event %s, %s CPU): sampling IPs on cpu-clock every "
+		    "%llu +- %llu ns on %u CPUs; the profile is IP-only",
+		    strerror(branch_errno), l->event.name, ep_pmu_vendor_name(vendor),
+		    (unsigned long long)mean, (unsigned long long)jitter, l->ncpus);
 	}
 
 	l->skel = edgeprof_bpf__open();
@@ -363,6 +381,16 @@ const char *ep_live_mode(const struct ep_live *l)
 {
 	return l->mode;
 }
+const char *ep_live_event(const struct ep_live *l)
+{
+	return l->branch_stacks ? l->event.name : "cpu-clock";
+}
+
+bool ep_live_counts_all_branches(const struct ep_live *l)
+{
+	return l->branch_stacks && l->event.counts_all;
+}
+
 bool ep_live_has_branch_stacks(const struct ep_live *l)
 {
 	return l->branch_stacks;

@@ -20,10 +20,11 @@ struct ep_live_config {
 	size_t npids;
 	const char *const *cgroups; /* cgroup v2 directories; their subtrees count */
 	size_t ncgroups;
-	uint64_t period; /* branches between samples (branch-stack mode) */
-	uint64_t jitter; /* each period drawn from [period - jitter, period + jitter] */
-	unsigned ip_hz;	 /* samples per second per CPU (IP-only fallback) */
-	unsigned steps;	 /* overflows per sample (0: 16, or 4 when IP-only) */
+	const char *event; /* "branches" (NULL), "taken" or "rHEX": see pmu_event.h */
+	uint64_t period;   /* events between samples (branch-stack mode) */
+	uint64_t jitter;   /* each period drawn from [period - jitter, period + jitter] */
+	unsigned ip_hz;	   /* samples per second per CPU (IP-only fallback) */
+	unsigned steps;	   /* overflows per sample (0: 16, or 4 when IP-only) */
 	bool want_kernel;
 	unsigned drain_ms; /* how often the agent drains the ring buffer */
 	unsigned ring_kib; /* ring buffer size; 0: sized from the sampling rate */
@@ -52,6 +53,11 @@ void ep_live_close(struct ep_live *live);
 /* One line for operators: what is being sampled and how. */
 const char *ep_live_mode(const struct ep_live *live);
 bool ep_live_has_branch_stacks(const struct ep_live *live);
+/* The event sampled: the PMU's name for it, or "cpu-clock" without one. */
+const char *ep_live_event(const struct ep_live *live);
+/* True when the event counts not-taken branches too, so traces may be
+ * extended to the sample IP (SPEC step 3). */
+bool ep_live_counts_all_branches(const struct ep_live *live);
 /* The period actually used, mean and half-width, in events (branches) or,
  * IP-only, nanoseconds of cpu-clock: quantized to whole steps. */
 void ep_live_period(const struct ep_live *live, uint64_t *mean, uint64_t *jitter);
