@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../attribute/container.h"
 #include "../pipeline/perf_data_feed.h"
 #include "../pipeline/pipeline.h"
 #include "../profile/profile_file.h"
@@ -368,6 +369,7 @@ int ep_cmd_agent(int argc, char **argv)
 	    {"output", required_argument, NULL, 'o'},
 	    {"log-level", required_argument, NULL, 'l'},
 	    {"event", required_argument, NULL, 'e'},
+	    {"container", required_argument, NULL, 'c'},
 	    {"replay", required_argument, NULL, 'R'},
 	    {"binary", required_argument, NULL, 'b'},
 	    {"symfs", required_argument, NULL, 'y'},
@@ -378,6 +380,7 @@ int ep_cmd_agent(int argc, char **argv)
 	};
 	uint32_t pids[MAX_TARGETS];
 	const char *cgroups[MAX_TARGETS];
+	static char container_dirs[64][PATH_MAX];
 	struct ep_live_config cfg = {
 	    .pids = pids, .cgroups = cgroups, .period = 20011, .ip_hz = 997, .drain_ms = 100};
 	unsigned duration = 0, interval = 10, batch_samples = 10000;
@@ -414,6 +417,27 @@ int ep_cmd_agent(int argc, char **argv)
 		case 'R':
 			replay = optarg;
 			break;
+		case 'c': {
+			/* a container by id (or a 12+ digit prefix): its cgroup v2 directory */
+			char root[PATH_MAX], err[512];
+			if (cfg.ncgroups == 64 || ep_cgroup2_root(root, sizeof(root)) != 0) {
+				ep_error("--container %s: %s", optarg,
+					 cfg.ncgroups == 64 ? "at most 64 cgroups and containers"
+							    : "no cgroup v2 mount on this host");
+				rc = 2;
+				goto out;
+			}
+			if (ep_container_find_cgroup(root, optarg, container_dirs[cfg.ncgroups],
+						     sizeof(container_dirs[0]), err,
+						     sizeof(err)) != 0) {
+				ep_error("%s", err);
+				rc = 2;
+				goto out;
+			}
+			cgroups[cfg.ncgroups] = container_dirs[cfg.ncgroups];
+			cfg.ncgroups++;
+			break;
+		}
 		case 'e': {
 			struct ep_branch_event ev;
 			char err[256];
@@ -502,7 +526,9 @@ int ep_cmd_agent(int argc, char **argv)
 		}
 		case 'h':
 			printf(
-			    "usage: edgeprof agent [--pid P]... [--cgroup DIR]... [--duration S]\n"
+			    "usage: edgeprof agent [--pid P]... [--cgroup DIR]... [--container "
+			    "ID]...\n"
+			    "         [--duration S]\n"
 			    "         [--interval S] [--event branches|taken|rHEX] [--period P]\n"
 			    "         [--ip-hz HZ] [--kernel]\n"
 			    "         [-o PROFILE] [--collector URL [--spool DIR] [--spool-max-mib "
@@ -527,6 +553,21 @@ int ep_cmd_agent(int argc, char **argv)
 	if (ep_sink_open(&sink, output, &so) != 0) {
 		rc = 1;
 		goto out;
+	}
+	/* watching one cgroup (a container): every batch is labelled with it */
+	Edgeprof__V1__Labels labels = EDGEPROF__V1__LABELS__INIT;
+	struct ep_container_ref container;
+	char cgroup_label[PATH_MAX], root[PATH_MAX];
+	if (cfg.ncgroups == 1 && !replay) {
+		const char *path = cgroups[0];
+		size_t rl = ep_cgroup2_root(root, sizeof(root)) == 0 ? strlen(root) : 0;
+		if (rl && strncmp(path, root, rl) == 0 && (path[rl] == '/' || !path[rl]))
+			path += rl;
+		snprintf(cgroup_label, sizeof(cgroup_label), "%s", path[0] ? path : "/");
+		labels.cgroup = cgroup_label;
+		if (ep_container_from_cgroup(cgroup_label, &container) && !container.monitor)
+			labels.container_id = container.id;
+		sink.labels = &labels;
 	}
 	struct sigaction sa = {.sa_handler = on_signal};
 	sigaction(SIGTERM, &sa, NULL);

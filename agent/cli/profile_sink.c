@@ -156,7 +156,7 @@ int ep_sink_emit(struct ep_sink *k, struct ep_pipeline *p)
 		return -1;
 	}
 	uint64_t now = unix_ns();
-	int rc = ep_streamer_submit(k->streamer, delta, k->window_start_ns, now);
+	int rc = ep_streamer_submit(k->streamer, delta, k->labels, k->window_start_ns, now);
 	k->window_start_ns = now;
 	if (k->output && write_totals(k, delta) != 0)
 		rc = -1;

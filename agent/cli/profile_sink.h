@@ -57,9 +57,10 @@ struct ep_sink {
 	struct ep_streamer *streamer;
 	struct ep_merge *totals;
 	Edgeprof__V1__Stats totals_stats;
-	char source[PATH_MAX + 16]; /* config.source of what is written */
-	const char *event;	    /* config.event */
-	uint64_t period, jitter;    /* config.period/jitter, when the source knows them */
+	char source[PATH_MAX + 16];	    /* config.source of what is written */
+	const char *event;		    /* config.event */
+	uint64_t period, jitter;	    /* config.period/jitter, when the source knows them */
+	const Edgeprof__V1__Labels *labels; /* of every batch, when one container is watched */
 	uint64_t window_start_ns;
 };
 

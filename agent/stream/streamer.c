@@ -326,7 +326,8 @@ fail:
 }
 
 int ep_streamer_submit(struct ep_streamer *s, const Edgeprof__V1__Profile *delta,
-		       uint64_t window_start_ns, uint64_t window_end_ns)
+		       const Edgeprof__V1__Labels *labels, uint64_t window_start_ns,
+		       uint64_t window_end_ns)
 {
 	/* the batch borrows the delta's messages: only the wrappers are ours */
 	Edgeprof__V1__AgentIdentity agent = EDGEPROF__V1__AGENT_IDENTITY__INIT;
@@ -350,6 +351,7 @@ int ep_streamer_submit(struct ep_streamer *s, const Edgeprof__V1__Profile *delta
 		for (size_t i = 0; i < delta->n_binaries; i++) {
 			edgeprof__v1__binary_delta__init(&deltas[i]);
 			deltas[i].profile = delta->binaries[i];
+			deltas[i].labels = (Edgeprof__V1__Labels *)labels;
 			ptrs[i] = &deltas[i];
 		}
 		batch.binaries = ptrs;

@@ -45,10 +45,11 @@ struct ep_streamer *ep_streamer_start(const struct ep_streamer_config *cfg, char
 				      size_t errlen);
 
 /* Turns a delta (ep_pipeline_take_delta) into the next batch and spools it.
- * labels: NULL until container attribution exists. 0 or -1 (logged,
- * counted in spool.write_failed). */
+ * labels: where all of it ran (an agent watching one container), or NULL.
+ * 0 or -1 (logged, counted in spool.write_failed). */
 int ep_streamer_submit(struct ep_streamer *s, const Edgeprof__V1__Profile *delta,
-		       uint64_t window_start_ns, uint64_t window_end_ns);
+		       const Edgeprof__V1__Labels *labels, uint64_t window_start_ns,
+		       uint64_t window_end_ns);
 
 /* Waits up to timeout_ms for every spooled batch to be acknowledged, then
  * stops the sender. Returns the batches left in the spool (sent by the next

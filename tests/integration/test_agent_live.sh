@@ -63,6 +63,40 @@ if [ -n "$cg" ] && mkdir "$cg" 2>/dev/null; then
 		test "$(paths "$TEST_TMP/cg.prof")" = "$TEST_TMP/random_branches"
 	echo "$b" >"$(dirname "$cg")/cgroup.procs"
 	rmdir "$cg"
+
+	# A container by id: a cgroup named the way podman names its own
+	# (machine.slice/libpod-<64 hex>.scope); the agent finds it from a
+	# 12-digit prefix, samples only it, and labels its batches with it.
+	source "$(dirname "$0")/collector.sh"
+	id=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
+	slice=$(dirname "$cg")/edgeprof-$$.slice
+	ct=$slice/libpod-$id.scope
+	mkdir -p "$ct"
+	echo "$b" >"$ct/cgroup.procs"
+	start_collector ct --store "sqlite:$TEST_TMP/ct.db" --listen 127.0.0.1:0 || exit 1
+	url="http://127.0.0.1:$COLLECTOR_PORT"
+	"$EDGEPROF" agent --container "${id:0:12}" --duration 2 --collector "$url" \
+		--spool "$TEST_TMP/ct-spool" -o "$TEST_TMP/ct.prof" 2>"$TEST_TMP/ct.err"
+	check "--container ID-prefix: runs and exits 0" test $? -eq 0
+	check "--container: only the process in the container" \
+		test "$(paths "$TEST_TMP/ct.prof")" = "$TEST_TMP/random_branches"
+	curl -s "$url/v1/binaries" >"$TEST_TMP/ct.json"
+	check "batches are labelled with the container id and its cgroup" \
+		test "$(jq -r '[.binaries[].labels[] | "\(.container_id) \(.cgroup)"] | unique | join(",")' "$TEST_TMP/ct.json")" = \
+		"$id /$(basename "$slice")/libpod-$id.scope"
+	code=$(curl -s -o "$TEST_TMP/ct-profile.json" -w '%{http_code}' "$url/v1/profile?format=json&container_id=$id")
+	check "the collector's profile for that container_id has its program" \
+		bash -c "[ $code = 200 ] && jq -e '.profiles[] | select(.path == \"$TEST_TMP/random_branches\")' '$TEST_TMP/ct-profile.json' >/dev/null"
+	other=$(printf '%064d' 0)
+	bid=$(jq -r '.binaries[0].build_id' "$TEST_TMP/ct.json")
+	check "another container_id selects nothing (404)" \
+		test "$(curl -s -o /dev/null -w '%{http_code}' "$url/v1/profile?build_id=$bid&container_id=$other")" = 404
+	stop_pid "$COLLECTOR_PID"
+	echo "$b" >"$(dirname "$cg")/cgroup.procs"
+	rmdir "$ct" "$slice"
+	"$EDGEPROF" agent --container "$other" --duration 1 -o "$TEST_TMP/none.prof" 2>"$TEST_TMP/none.err"
+	check "--container of no container: exit 2, 'unknown'" \
+		bash -c "[ $? -eq 2 ] && grep -q 'container $other: unknown' '$TEST_TMP/none.err'"
 else
 	not_ok "cgroup filter: no writable cgroup v2 hierarchy to make a test cgroup in"
 fi

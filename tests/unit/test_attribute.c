@@ -1,0 +1,139 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Container attribution on the cgroup paths runtimes really write
+ * (containerd, CRI-O, docker, podman; systemd and cgroupfs drivers; cgroup
+ * v1, v2 and hybrid /proc/PID/cgroup files). */
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "test_util.h"
+
+#include "attribute/container.h"
+
+#define ID    "3f2a9c0e8d7b6a5f4e3d2c1b0a9f8e7d6c5b4a3f2e1d0c9b8a7f6e5d4c3b2a19"
+#define UID_  "5f4b0c58-3a8b-4b3e-9b8e-3c2f6f8d9a11"
+#define UID_U "5f4b0c58_3a8b_4b3e_9b8e_3c2f6f8d9a11"
+
+static void expect(const char *path, const char *runtime, const char *pod_uid, bool monitor)
+{
+	struct ep_container_ref r;
+	if (!ep_container_from_cgroup(path, &r))
+		fail_msg("no container found in %s", path);
+	assert_string_equal(r.runtime, runtime);
+	assert_string_equal(r.id, ID);
+	assert_string_equal(r.pod_uid, pod_uid);
+	assert_int_equal(r.monitor, monitor);
+}
+
+static void test_runtime_path_formats(void **state)
+{
+	(void)state;
+	/* Kubernetes + containerd, systemd cgroup driver, burstable and guaranteed */
+	expect("/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" UID_U
+	       ".slice/cri-containerd-" ID ".scope",
+	       "containerd", UID_, false);
+	expect("/kubepods.slice/kubepods-pod" UID_U ".slice/cri-containerd-" ID ".scope",
+	       "containerd", UID_, false);
+	/* Kubernetes, cgroupfs driver (containerd or dockershim) */
+	expect("/kubepods/besteffort/pod" UID_ "/" ID, "kubernetes", UID_, false);
+	/* CRI-O, and its conmon monitor */
+	expect("/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" UID_U
+	       ".slice/crio-" ID ".scope",
+	       "cri-o", UID_, false);
+	expect("/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" UID_U
+	       ".slice/crio-conmon-" ID ".scope",
+	       "cri-o", UID_, true);
+	/* docker: cgroupfs and systemd drivers */
+	expect("/docker/" ID, "docker", "", false);
+	expect("/system.slice/docker-" ID ".scope", "docker", "", false);
+	/* podman: rootful systemd, cgroupfs (our VMs), rootless, conmon */
+	expect("/machine.slice/libpod-" ID ".scope", "podman", "", false);
+	expect("/libpod_parent/libpod-" ID, "podman", "", false);
+	expect("/user.slice/user-1000.slice/user@1000.service/user.slice/libpod-" ID ".scope",
+	       "podman", "", false);
+	expect("/machine.slice/libpod-conmon-" ID ".scope", "podman", "", true);
+	/* a process in a sub-cgroup of the container still belongs to it */
+	expect("/system.slice/docker-" ID ".scope/init.scope", "docker", "", false);
+}
+
+static void test_paths_without_containers(void **state)
+{
+	(void)state;
+	struct ep_container_ref r;
+	assert_false(ep_container_from_cgroup("/", &r));
+	assert_false(ep_container_from_cgroup("/system.slice/nginx.service", &r));
+	assert_false(ep_container_from_cgroup("/user.slice/user-1000.slice/session-2.scope", &r));
+	/* 63 hex digits, uppercase, or a non-hex character: not an id */
+	assert_false(ep_container_from_cgroup("/docker/" ID "x", &r));
+	assert_false(ep_container_from_cgroup(
+	    "/docker/3F2A9C0E8D7B6A5F4E3D2C1B0A9F8E7D6C5B4A3F2E1D0C9B8A7F6E5D4C3B2A19", &r));
+	assert_false(ep_container_from_cgroup("/kubepods.slice/kubepods-pod" UID_U ".slice", &r));
+	assert_string_equal(r.id, "");
+}
+
+static void test_proc_cgroup_files(void **state)
+{
+	(void)state;
+	char path[4096];
+	/* cgroup v2 */
+	assert_true(
+	    ep_cgroup_from_proc("0::/system.slice/docker-" ID ".scope\n", path, sizeof(path)));
+	assert_string_equal(path, "/system.slice/docker-" ID ".scope");
+	/* cgroup v1: pids first, "cpu,cpuacct" counts as cpu */
+	const char *v1 = "12:cpu,cpuacct:/kubepods/burstable/pod" UID_ "/" ID "\n"
+			 "11:memory:/kubepods/burstable/pod" UID_ "/" ID "\n"
+			 "10:pids:/kubepods/burstable/pod" UID_ "/" ID "\n"
+			 "1:name=systemd:/kubepods/burstable/pod" UID_ "/" ID "\n";
+	assert_true(ep_cgroup_from_proc(v1, path, sizeof(path)));
+	assert_string_equal(path, "/kubepods/burstable/pod" UID_ "/" ID);
+	/* hybrid, the container only in v1 (v2 at the root): the v1 path */
+	const char *hybrid =
+	    "9:name=systemd:/\n8:pids:/\n4:memory:/libpod_parent/libpod-" ID "\n1:cpu:/\n0::/\n";
+	assert_true(ep_cgroup_from_proc(hybrid, path, sizeof(path)));
+	assert_string_equal(path, "/libpod_parent/libpod-" ID);
+	/* hybrid with the container in v2 too: v2 wins */
+	const char *both = "8:pids:/libpod_parent/libpod-" ID "\n0::/libpod_parent/libpod-" ID "\n";
+	assert_true(ep_cgroup_from_proc(both, path, sizeof(path)));
+	assert_string_equal(path, "/libpod_parent/libpod-" ID);
+	/* a host process: nothing to say */
+	assert_false(ep_cgroup_from_proc("8:pids:/\n0::/\n", path, sizeof(path)));
+}
+
+static void test_find_a_container_cgroup(void **state)
+{
+	(void)state;
+	char root[] = "/tmp/edgeprof-cg-XXXXXX";
+	assert_non_null(mkdtemp(root));
+	char dir[512], out[512], err[256];
+	snprintf(dir, sizeof(dir), "%s/machine.slice", root);
+	mkdir(dir, 0700);
+	snprintf(dir, sizeof(dir), "%s/machine.slice/libpod-%s.scope", root, ID);
+	mkdir(dir, 0700);
+	snprintf(dir, sizeof(dir), "%s/machine.slice/libpod-conmon-%s.scope", root, ID);
+	mkdir(dir, 0700);
+	assert_int_equal(ep_container_find_cgroup(root, ID, out, sizeof(out), err, sizeof(err)), 0);
+	snprintf(dir, sizeof(dir), "%s/machine.slice/libpod-%s.scope", root, ID);
+	assert_string_equal(out, dir);
+	/* a 12-digit prefix, like `podman ps` shows */
+	assert_int_equal(
+	    ep_container_find_cgroup(root, "3f2a9c0e8d7b", out, sizeof(out), err, sizeof(err)), 0);
+	assert_int_equal(
+	    ep_container_find_cgroup(root, "0123456789ab", out, sizeof(out), err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "unknown"));
+	assert_int_equal(ep_container_find_cgroup(root, "xyz", out, sizeof(out), err, sizeof(err)),
+			 -1);
+	assert_non_null(strstr(err, "hex"));
+	snprintf(dir, sizeof(dir), "rm -rf %s", root);
+	assert_int_equal(system(dir), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_runtime_path_formats),
+	    cmocka_unit_test(test_paths_without_containers),
+	    cmocka_unit_test(test_proc_cgroup_files),
+	    cmocka_unit_test(test_find_a_container_cgroup),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
