@@ -156,6 +156,32 @@ static void forget_exited(struct agent_ctx *c)
 	}
 }
 
+/* Which container the process runs in, from /proc/PID/cgroup: its counts
+ * are kept apart and labelled with the container's id and cgroup. Host
+ * processes stay unlabelled (a set per systemd service would cost memory
+ * for little). */
+static void label_process(struct agent_ctx *c, uint32_t pid)
+{
+	char path[64], text[4096], cgroup[PATH_MAX];
+	snprintf(path, sizeof(path), "/proc/%u/cgroup", pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return;
+	size_t n = fread(text, 1, sizeof(text) - 1, f);
+	fclose(f);
+	text[n] = '\0';
+	struct ep_container_ref ref;
+	if (!ep_cgroup_from_proc(text, cgroup, sizeof(cgroup)) ||
+	    !ep_container_from_cgroup(cgroup, &ref) || ref.monitor) {
+		ep_pipeline_label_pid(c->pipeline, pid, NULL);
+		return;
+	}
+	Edgeprof__V1__Labels labels = EDGEPROF__V1__LABELS__INIT;
+	labels.container_id = ref.id;
+	labels.cgroup = cgroup;
+	ep_pipeline_label_pid(c->pipeline, pid, &labels);
+}
+
 /* exec, fork and exit as they happen: a forked child starts with its
  * parent's mappings, an exec'd process gets its new ones read at once (a
  * short-lived program may be gone by its first sample's turn). */
@@ -173,6 +199,9 @@ static void on_process_event(void *ctx, const struct ep_proc_record *rec)
 		break;
 	case EP_PROC_EXEC:
 		ep_pipeline_exec(c->pipeline, rec->pid);
+		/* runtimes move a container's first process into its cgroup
+		 * between fork and exec: look again */
+		label_process(c, rec->pid);
 		read_maps(c, rec->pid);
 		last = ep_u64map_upsert(&c->maps_read, rec->pid, NULL);
 		if (last)
@@ -204,6 +233,7 @@ static void on_sample(void *ctx, const struct ep_sample_record *rec)
 	bool inserted = false;
 	uint64_t *last = ep_u64map_upsert(&c->maps_read, rec->pid, &inserted);
 	if (inserted) {
+		label_process(c, rec->pid);
 		read_maps(c, rec->pid);
 		if (last)
 			*last = now_ns();

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../aggregate/merge.h"
 #include "../source/perf_data.h"
 #include "../util/log.h"
 #include "../util/u64map.h"
@@ -19,7 +20,19 @@ struct ep_pipeline {
 	struct ep_binary_registry *binaries;
 	struct ep_procmap *procmap;
 	struct ep_reconstructor *reconstructor;
-	struct ep_aggregator *aggregator;
+	struct ep_aggregator *aggregator; /* the unlabelled set's, sets[0] */
+	/* Label sets (containers): counts kept apart per set, each with its
+	 * own aggregator; pid -> set index, absent = 0 (unlabelled). A set no
+	 * process uses any more is freed once its counts were taken. */
+	struct label_set {
+		Edgeprof__V1__Labels labels;
+		struct ep_aggregator *agg;
+		uint32_t pids;
+	} * sets[EP_MAX_LABEL_SETS];
+	size_t nsets; /* slots in use, holes included */
+	struct ep_u64map pid_set;
+	uint64_t retired_branches, retired_ranges; /* of freed sets */
+	uint64_t unlabelled_overflow;		   /* pids left unlabelled: too many sets */
 	struct ep_trace trace;
 	struct ep_chop_stats chop_stats;
 	unsigned max_entries;
@@ -40,6 +53,121 @@ static const struct noted_build_id *find_noted(const struct ep_pipeline *p, cons
 		if (strcmp(p->noted[*i].path, path) == 0)
 			return &p->noted[*i];
 	}
+}
+
+static void free_set(struct label_set *set)
+{
+	if (!set)
+		return;
+	free(set->labels.container_id);
+	free(set->labels.pod);
+	free(set->labels.namespace_);
+	free(set->labels.cgroup);
+	free(set->labels.process);
+	ep_aggregator_free(set->agg);
+	free(set);
+}
+
+static const char *label_or_empty(const char *s)
+{
+	return s ? s : "";
+}
+
+static bool same_labels(const Edgeprof__V1__Labels *a, const Edgeprof__V1__Labels *b)
+{
+	return strcmp(label_or_empty(a->container_id), label_or_empty(b->container_id)) == 0 &&
+	       strcmp(label_or_empty(a->pod), label_or_empty(b->pod)) == 0 &&
+	       strcmp(label_or_empty(a->namespace_), label_or_empty(b->namespace_)) == 0 &&
+	       strcmp(label_or_empty(a->cgroup), label_or_empty(b->cgroup)) == 0 &&
+	       strcmp(label_or_empty(a->process), label_or_empty(b->process)) == 0;
+}
+
+static bool labels_empty(const Edgeprof__V1__Labels *l)
+{
+	return !*label_or_empty(l->container_id) && !*label_or_empty(l->pod) &&
+	       !*label_or_empty(l->namespace_) && !*label_or_empty(l->cgroup) &&
+	       !*label_or_empty(l->process);
+}
+
+/* The set for these labels, made when new; 0 (unlabelled) when the table
+ * is full. */
+static size_t set_for(struct ep_pipeline *p, const Edgeprof__V1__Labels *l)
+{
+	if (!l || labels_empty(l))
+		return 0;
+	size_t hole = 0;
+	for (size_t i = 1; i < p->nsets; i++) {
+		if (!p->sets[i]) {
+			if (!hole)
+				hole = i;
+		} else if (same_labels(&p->sets[i]->labels, l)) {
+			return i;
+		}
+	}
+	size_t i = hole ? hole : p->nsets;
+	if (i >= EP_MAX_LABEL_SETS)
+		return 0;
+	struct label_set *set = calloc(1, sizeof(*set));
+	if (!set)
+		return 0;
+	edgeprof__v1__labels__init(&set->labels);
+	set->labels.container_id = strdup(label_or_empty(l->container_id));
+	set->labels.pod = strdup(label_or_empty(l->pod));
+	set->labels.namespace_ = strdup(label_or_empty(l->namespace_));
+	set->labels.cgroup = strdup(label_or_empty(l->cgroup));
+	set->labels.process = strdup(label_or_empty(l->process));
+	set->agg = ep_aggregator_new(p->reconstructor, p->binaries, p->cfg.range_mode);
+	if (!set->agg || !set->labels.container_id || !set->labels.pod || !set->labels.namespace_ ||
+	    !set->labels.cgroup || !set->labels.process) {
+		free_set(set);
+		return 0;
+	}
+	p->sets[i] = set;
+	if (i == p->nsets)
+		p->nsets++;
+	return i;
+}
+
+static size_t set_of_pid(const struct ep_pipeline *p, uint32_t pid)
+{
+	if (p->nsets == 1)
+		return 0;
+	const uint64_t *s = ep_u64map_get(&p->pid_set, pid);
+	return s ? (size_t)*s : 0;
+}
+
+static void assign_pid(struct ep_pipeline *p, uint32_t pid, size_t set)
+{
+	size_t old = set_of_pid(p, pid);
+	if (old == set)
+		return;
+	if (old)
+		p->sets[old]->pids--;
+	if (set == 0) {
+		ep_u64map_remove(&p->pid_set, pid);
+		return;
+	}
+	uint64_t *slot = ep_u64map_upsert(&p->pid_set, pid, NULL);
+	if (!slot)
+		return;
+	*slot = set;
+	p->sets[set]->pids++;
+}
+
+void ep_pipeline_label_pid(struct ep_pipeline *p, uint32_t pid, const Edgeprof__V1__Labels *labels)
+{
+	size_t set = set_for(p, labels);
+	if (set == 0 && labels && !labels_empty(labels))
+		p->unlabelled_overflow++;
+	assign_pid(p, pid, set);
+}
+
+size_t ep_pipeline_label_sets(const struct ep_pipeline *p)
+{
+	size_t n = 0;
+	for (size_t i = 1; i < p->nsets; i++)
+		n += p->sets[i] != NULL;
+	return n;
 }
 
 void ep_pipeline_config_default(struct ep_pipeline_config *cfg)
@@ -63,10 +191,14 @@ struct ep_pipeline *ep_pipeline_new(const struct ep_pipeline_config *cfg,
 	p->aggregator = p->reconstructor
 			    ? ep_aggregator_new(p->reconstructor, binaries, cfg->range_mode)
 			    : NULL;
-	if (!p->aggregator) {
+	p->sets[0] = p->aggregator ? calloc(1, sizeof(*p->sets[0])) : NULL;
+	if (!p->sets[0]) {
 		ep_pipeline_free(p);
 		return NULL;
 	}
+	edgeprof__v1__labels__init(&p->sets[0]->labels);
+	p->sets[0]->agg = p->aggregator;
+	p->nsets = 1;
 	ep_reconstructor_set_append_trigger(p->reconstructor, cfg->append_trigger);
 	return p;
 }
@@ -75,6 +207,10 @@ void ep_pipeline_free(struct ep_pipeline *p)
 {
 	if (!p)
 		return;
+	for (size_t i = 1; i < p->nsets; i++)
+		free_set(p->sets[i]);
+	free(p->sets[0]);
+	ep_u64map_free(&p->pid_set);
 	ep_aggregator_free(p->aggregator);
 	ep_reconstructor_free(p->reconstructor);
 	ep_procmap_free(p->procmap);
@@ -141,6 +277,8 @@ void ep_pipeline_mmap_at(struct ep_pipeline *p, uint32_t pid, uint64_t start, ui
 void ep_pipeline_fork(struct ep_pipeline *p, uint32_t child_pid, uint32_t parent_pid)
 {
 	ep_procmap_fork(p->procmap, child_pid, parent_pid);
+	/* a child runs in its parent's cgroup until moved */
+	assign_pid(p, child_pid, set_of_pid(p, parent_pid));
 }
 
 void ep_pipeline_exec(struct ep_pipeline *p, uint32_t pid)
@@ -156,6 +294,7 @@ void ep_pipeline_exit(struct ep_pipeline *p, uint32_t pid)
 void ep_pipeline_forget(struct ep_pipeline *p, uint32_t pid)
 {
 	ep_procmap_forget(p->procmap, pid);
+	assign_pid(p, pid, 0);
 }
 
 size_t ep_pipeline_processes(const struct ep_pipeline *p)
@@ -189,20 +328,131 @@ void ep_pipeline_sample(struct ep_pipeline *p, const struct ep_sample_record *re
 	if (rec->nr_entries > p->max_entries)
 		p->max_entries = rec->nr_entries > EP_MAX_BRANCH_ENTRIES ? EP_MAX_BRANCH_ENTRIES
 									 : rec->nr_entries;
+	struct ep_aggregator *agg = p->sets[set_of_pid(p, rec->pid)]->agg;
 	if (!(rec->flags & EP_SAMPLE_IP_KERNEL)) {
 		struct ep_resolved res;
 		if (ep_procmap_resolve(p->procmap, rec->pid, rec->ip, &res) == EP_RESOLVE_OK)
-			ep_aggregate_sample_ip(p->aggregator, ep_binary_index(res.bin), res.vaddr);
+			ep_aggregate_sample_ip(agg, ep_binary_index(res.bin), res.vaddr);
 	}
 	ep_reconstruct(p->reconstructor, rec, &p->trace);
 	unsigned chop = ep_pipeline_chop_used(p);
 	size_t first = ep_chop(&p->trace, chop, &p->chop_stats);
-	ep_aggregate_trace(p->aggregator, &p->trace, first, chop == 0);
+	ep_aggregate_trace(agg, &p->trace, first, chop == 0);
 }
 
-Edgeprof__V1__Profile *ep_pipeline_profile(struct ep_pipeline *p)
+static Edgeprof__V1__Labels *copy_labels(const Edgeprof__V1__Labels *l)
+{
+	Edgeprof__V1__Labels *c = malloc(sizeof(*c));
+	if (!c)
+		return NULL;
+	edgeprof__v1__labels__init(c);
+	c->container_id = strdup(l->container_id);
+	c->pod = strdup(l->pod);
+	c->namespace_ = strdup(l->namespace_);
+	c->cgroup = strdup(l->cgroup);
+	c->process = strdup(l->process);
+	if (!c->container_id || !c->pod || !c->namespace_ || !c->cgroup || !c->process) {
+		protobuf_c_message_free_unpacked(&c->base, NULL);
+		return NULL;
+	}
+	return c;
+}
+
+/* Moves src's binaries to the end of dst's. */
+static int append_binaries(Edgeprof__V1__Profile *dst, Edgeprof__V1__Profile *src)
+{
+	void *grown = realloc(dst->binaries,
+			      (dst->n_binaries + src->n_binaries + 1) * sizeof(*dst->binaries));
+	if (!grown)
+		return -1;
+	dst->binaries = grown;
+	for (size_t i = 0; i < src->n_binaries; i++)
+		dst->binaries[dst->n_binaries++] = src->binaries[i];
+	src->n_binaries = 0;
+	return 0;
+}
+
+/* Every set's counts in one profile: one BinaryProfile per binary and set,
+ * labelled (the streamer's view), or merged over the sets (a file's). */
+static Edgeprof__V1__Profile *build_sets(struct ep_pipeline *p, bool labelled)
 {
 	Edgeprof__V1__Profile *prof = ep_aggregator_build(p->aggregator);
+	if (!prof)
+		return NULL;
+	bool merged_any = false;
+	for (size_t i = 1; i < p->nsets; i++) {
+		if (!p->sets[i])
+			continue;
+		Edgeprof__V1__Profile *part = ep_aggregator_build(p->sets[i]->agg);
+		int rc = part ? 0 : -1;
+		for (size_t j = 0; rc == 0 && j < part->n_binaries; j++)
+			if (!(part->binaries[j]->labels = copy_labels(&p->sets[i]->labels)))
+				rc = -1;
+		if (rc == 0)
+			rc = append_binaries(prof, part);
+		if (part)
+			protobuf_c_message_free_unpacked(&part->base, NULL);
+		if (rc != 0) {
+			protobuf_c_message_free_unpacked(&prof->base, NULL);
+			return NULL;
+		}
+		merged_any = true;
+	}
+	if (labelled || !merged_any)
+		return prof;
+	/* a file holds one profile per binary: sum the sets */
+	struct ep_merge *m = ep_merge_new();
+	struct ep_merged out = {0};
+	int rc = m ? 0 : -1;
+	for (size_t i = 0; rc == 0 && i < prof->n_binaries; i++)
+		rc = ep_merge_add(m, 0, prof->binaries[i], NULL);
+	if (rc == 0)
+		rc = ep_merge_build(m, &out);
+	ep_merge_free(m);
+	for (size_t i = 0; i < prof->n_binaries; i++)
+		protobuf_c_message_free_unpacked(&prof->binaries[i]->base, NULL);
+	prof->n_binaries = 0;
+	if (rc == 0 && out.n) {
+		void *grown = realloc(prof->binaries, out.n * sizeof(*prof->binaries));
+		if (!grown) {
+			rc = -1;
+		} else {
+			prof->binaries = grown;
+			for (size_t i = 0; i < out.n; i++) {
+				prof->binaries[prof->n_binaries++] = out.slices[i].delta->profile;
+				out.slices[i].delta->profile = NULL;
+			}
+		}
+	}
+	ep_merged_free(&out);
+	if (rc != 0) {
+		protobuf_c_message_free_unpacked(&prof->base, NULL);
+		return NULL;
+	}
+	return prof;
+}
+
+static uint64_t total_branches(const struct ep_pipeline *p)
+{
+	uint64_t n = p->retired_branches;
+	for (size_t i = 0; i < p->nsets; i++)
+		if (p->sets[i])
+			n += ep_aggregator_branches(p->sets[i]->agg);
+	return n;
+}
+
+static uint64_t total_ranges(const struct ep_pipeline *p)
+{
+	uint64_t n = p->retired_ranges;
+	for (size_t i = 0; i < p->nsets; i++)
+		if (p->sets[i])
+			n += ep_aggregator_ranges(p->sets[i]->agg);
+	return n;
+}
+
+static Edgeprof__V1__Profile *profile_of(struct ep_pipeline *p, bool labelled)
+{
+	Edgeprof__V1__Profile *prof = build_sets(p, labelled);
 	if (!prof)
 		return NULL;
 	Edgeprof__V1__Stats *st = malloc(sizeof(*st));
@@ -230,9 +480,9 @@ Edgeprof__V1__Profile *ep_pipeline_profile(struct ep_pipeline *p)
 	st->trigger_inconsistent = rs->trigger_inconsistent;
 	st->entries_mismatched = rs->entries_mismatched;
 	st->entries_duplicate = rs->entries_duplicate;
-	st->branches_counted = ep_aggregator_branches(p->aggregator);
+	st->branches_counted = total_branches(p);
 	st->branches_short = p->chop_stats.branches_short;
-	st->ranges_counted = ep_aggregator_ranges(p->aggregator);
+	st->ranges_counted = total_ranges(p);
 	st->lost_records = p->lost;
 	prof->stats = st;
 
@@ -248,6 +498,11 @@ Edgeprof__V1__Profile *ep_pipeline_profile(struct ep_pipeline *p)
 		return NULL;
 	}
 	return prof;
+}
+
+Edgeprof__V1__Profile *ep_pipeline_profile(struct ep_pipeline *p)
+{
+	return profile_of(p, false);
 }
 
 /* Stats is all uint64 counters: subtract field by field through the
@@ -268,10 +523,25 @@ static void stats_delta(Edgeprof__V1__Stats *now, Edgeprof__V1__Stats *sent)
 
 Edgeprof__V1__Profile *ep_pipeline_take_delta(struct ep_pipeline *p)
 {
-	Edgeprof__V1__Profile *prof = ep_pipeline_profile(p);
+	Edgeprof__V1__Profile *prof = profile_of(p, true);
 	if (!prof)
 		return NULL;
 	stats_delta(prof->stats, &p->sent);
 	ep_aggregator_reset(p->aggregator);
+	for (size_t i = 1; i < p->nsets; i++) {
+		struct label_set *set = p->sets[i];
+		if (!set)
+			continue;
+		ep_aggregator_reset(set->agg);
+		if (set->pids == 0) {
+			/* its counts were just taken and no process runs there */
+			p->retired_branches += ep_aggregator_branches(set->agg);
+			p->retired_ranges += ep_aggregator_ranges(set->agg);
+			free_set(set);
+			p->sets[i] = NULL;
+		}
+	}
+	while (p->nsets > 1 && !p->sets[p->nsets - 1])
+		p->nsets--;
 	return prof;
 }

@@ -19,6 +19,8 @@
 #include "profile.pb-c.h"
 
 #define EP_CHOP_AUTO (-1)
+/* containers (label sets) counted apart at once; more share the unlabelled set */
+#define EP_MAX_LABEL_SETS 256
 
 struct ep_pipeline_config {
 	/* C of SPEC step 4; 0 = whole stack; EP_CHOP_AUTO = the hardware's
@@ -52,6 +54,13 @@ void ep_pipeline_mmap_at(struct ep_pipeline *p, uint32_t pid, uint64_t start, ui
 void ep_pipeline_fork(struct ep_pipeline *p, uint32_t child_pid, uint32_t parent_pid);
 void ep_pipeline_exec(struct ep_pipeline *p, uint32_t pid);
 void ep_pipeline_exit(struct ep_pipeline *p, uint32_t pid);
+/* Where pid's counts go from now on: the set with these labels (a
+ * container), kept apart in the deltas; NULL or empty labels: the
+ * unlabelled set. Forked children follow their parent. */
+void ep_pipeline_label_pid(struct ep_pipeline *p, uint32_t pid, const Edgeprof__V1__Labels *labels);
+/* Label sets alive (the unlabelled one not counted). */
+size_t ep_pipeline_label_sets(const struct ep_pipeline *p);
+
 /* Drops an exited process's mappings once none of its samples can still
  * arrive (the live agent: a while after the exit event). */
 void ep_pipeline_forget(struct ep_pipeline *p, uint32_t pid);
@@ -66,14 +75,16 @@ enum ep_resolve_status ep_pipeline_resolve(struct ep_pipeline *p, uint32_t pid, 
 /* Records dropped before they reached us (PERF_RECORD_LOST, ring buffer). */
 void ep_pipeline_add_lost(struct ep_pipeline *p, uint64_t lost);
 
-/* The profile of everything so far, with stats and config filled in
+/* The profile of everything so far, one BinaryProfile per binary (label
+ * sets summed), with stats and config filled in
  * (config.source and config.event are left for the caller). Free with
  * ep_profile_free(). */
 Edgeprof__V1__Profile *ep_pipeline_profile(struct ep_pipeline *p);
 
 /* What was counted since the previous delta (stats too), then forgets it:
- * the streamer's unit. Once deltas are taken, ep_pipeline_profile() holds
- * only the counts since the last one (stats stay totals). */
+ * the streamer's unit, one BinaryProfile per binary and label set (with its
+ * labels). Once deltas are taken, ep_pipeline_profile() holds only the
+ * counts since the last one (stats stay totals). */
 Edgeprof__V1__Profile *ep_pipeline_take_delta(struct ep_pipeline *p);
 
 /* The reconstructor, for observers (debugging, oracle tests) and decoders. */

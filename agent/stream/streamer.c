@@ -348,10 +348,15 @@ int ep_streamer_submit(struct ep_streamer *s, const Edgeprof__V1__Profile *delta
 	size_t len = 0;
 	char err[512] = "out of memory";
 	if (deltas && ptrs) {
-		for (size_t i = 0; i < delta->n_binaries; i++) {
+		/* a binary's own labels (its container) win over the agent's; they
+		 * travel in the BinaryDelta, not twice */
+		Edgeprof__V1__Labels **own = calloc(delta->n_binaries + 1, sizeof(*own));
+		for (size_t i = 0; own && i < delta->n_binaries; i++) {
 			edgeprof__v1__binary_delta__init(&deltas[i]);
 			deltas[i].profile = delta->binaries[i];
-			deltas[i].labels = (Edgeprof__V1__Labels *)labels;
+			own[i] = delta->binaries[i]->labels;
+			delta->binaries[i]->labels = NULL;
+			deltas[i].labels = own[i] ? own[i] : (Edgeprof__V1__Labels *)labels;
 			ptrs[i] = &deltas[i];
 		}
 		batch.binaries = ptrs;
@@ -359,8 +364,11 @@ int ep_streamer_submit(struct ep_streamer *s, const Edgeprof__V1__Profile *delta
 		pthread_mutex_lock(&s->lock);
 		batch.sequence = s->next_sequence;
 		pthread_mutex_unlock(&s->lock);
-		if (ep_wire_encode(&batch, &bytes, &len) == 0)
+		if (own && ep_wire_encode(&batch, &bytes, &len) == 0)
 			rc = ep_spool_put(s->spool, bytes, len, err, sizeof(err));
+		for (size_t i = 0; own && i < delta->n_binaries; i++)
+			delta->binaries[i]->labels = own[i];
+		free(own);
 	}
 	free(bytes);
 	free(deltas);

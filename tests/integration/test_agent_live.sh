@@ -92,8 +92,32 @@ if [ -n "$cg" ] && mkdir "$cg" 2>/dev/null; then
 	check "another container_id selects nothing (404)" \
 		test "$(curl -s -o /dev/null -w '%{http_code}' "$url/v1/profile?build_id=$bid&container_id=$other")" = 404
 	stop_pid "$COLLECTOR_PID"
+
+	# The whole machine, two containers: each one's counts are kept apart
+	# and labelled with its own id, host processes stay unlabelled.
+	id2=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
+	ct2=$slice/libpod-$id2.scope
+	mkdir -p "$ct2"
+	echo "$a" >"$ct2/cgroup.procs"
+	start_collector wm --store "sqlite:$TEST_TMP/wm.db" --listen 127.0.0.1:0 || exit 1
+	url="http://127.0.0.1:$COLLECTOR_PORT"
+	"$EDGEPROF" agent --duration 3 --collector "$url" --spool "$TEST_TMP/wm-spool" \
+		-o "$TEST_TMP/wm.prof" 2>"$TEST_TMP/wm.err"
+	check "whole machine with two containers: runs and exits 0" test $? -eq 0
+	in_ct() { # ID -> the programs the collector has for that container
+		curl -s "$url/v1/profile?format=json&container_id=$1" |
+			jq -r '[.profiles[] | select(.samples > 20) | .path] | sort | join(" ")'
+	}
+	check "container 1 holds only its program" test "$(in_ct "$id")" = "$TEST_TMP/random_branches"
+	check "container 2 holds only its program" test "$(in_ct "$id2")" = "$TEST_TMP/hot_cold"
+	check "the continuous profile carries both containers' ids" \
+		test "$(curl -s "$url/v1/binaries" | jq -r "[.binaries[].labels[].container_id | select(. == \"$id\" or . == \"$id2\")] | unique | length")" -eq 2
+	check "-o sums the containers: one entry per binary" \
+		test "$("$EDGEPROF" export "$TEST_TMP/wm.prof" --format json | jq '[.profiles[].build_id] | (length == (unique | length))')" = true
+	stop_pid "$COLLECTOR_PID"
+	echo "$a" >"$(dirname "$cg")/cgroup.procs"
 	echo "$b" >"$(dirname "$cg")/cgroup.procs"
-	rmdir "$ct" "$slice"
+	rmdir "$ct" "$ct2" "$slice"
 	"$EDGEPROF" agent --container "$other" --duration 1 -o "$TEST_TMP/none.prof" 2>"$TEST_TMP/none.err"
 	check "--container of no container: exit 2, 'unknown'" \
 		bash -c "[ $? -eq 2 ] && grep -q 'container $other: unknown' '$TEST_TMP/none.err'"
