@@ -71,8 +71,24 @@ static int check_capabilities(char *err, size_t errlen)
 	if (f)
 		fclose(f);
 	bool sys_admin = eff & (1ULL << 21), perfmon = eff & (1ULL << 38), bpf = eff & (1ULL << 39);
-	if (sys_admin || (perfmon && bpf))
+	if (sys_admin || (perfmon && bpf)) {
+		/* what works less well without the others, said once at start */
+		static const struct {
+			int bit;
+			const char *name, *loss;
+		} soft[] = {
+		    {19, "CAP_SYS_PTRACE", "other users' and privileged processes' mappings"},
+		    {40, "CAP_CHECKPOINT_RESTORE",
+		     "/proc/PID/map_files (binaries deleted or replaced on disk)"},
+		    {2, "CAP_DAC_READ_SEARCH", "binaries other users cannot read"},
+		};
+		for (size_t i = 0; i < sizeof(soft) / sizeof(soft[0]); i++)
+			if (!sys_admin && !(eff & (1ULL << soft[i].bit)))
+				ep_warn("without %s the agent cannot read %s: their samples stay "
+					"unresolved",
+					soft[i].name, soft[i].loss);
 		return 0;
+	}
 	snprintf(err, errlen,
 		 "missing capabilit%s %s%s%s: run as root or grant CAP_BPF and "
 		 "CAP_PERFMON",

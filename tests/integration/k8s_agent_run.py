@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""Reads deploy/k8s/base and prints, one per line, the podman options that
+run the agent container exactly as the DaemonSet would: its capabilities,
+host PID namespace, read-only root, seccomp and host mounts. With --check,
+verifies the manifests' promises instead (exit 1 with the reasons)."""
+import sys
+import yaml
+
+base = sys.argv[1]
+docs = []
+for name in ("namespace.yaml", "agent-daemonset.yaml", "collector.yaml"):
+    with open(f"{base}/{name}") as f:
+        docs += [d for d in yaml.safe_load_all(f) if d]
+by_kind = {}
+for d in docs:
+    by_kind.setdefault(d["kind"], []).append(d)
+ds = by_kind["DaemonSet"][0]
+pod = ds["spec"]["template"]["spec"]
+agent = pod["containers"][0]
+sc = agent["securityContext"]
+
+if "--check" in sys.argv:
+    problems = []
+    def need(cond, what):
+        if not cond:
+            problems.append(what)
+    need(pod.get("hostPID") is True, "DaemonSet: hostPID true")
+    need(sc.get("privileged") is False, "agent: privileged false")
+    need(sc.get("readOnlyRootFilesystem") is True, "agent: read-only root filesystem")
+    need(sc["capabilities"]["drop"] == ["ALL"], "agent: drops ALL capabilities")
+    need(set(sc["capabilities"]["add"]) <= {"BPF", "PERFMON", "SYS_PTRACE", "DAC_READ_SEARCH",
+                                            "CHECKPOINT_RESTORE"},
+         "agent: only the listed capabilities")
+    need({"operator": "Exists"} in pod.get("tolerations", []), "DaemonSet: tolerates every taint")
+    for c in pod["containers"]:
+        need("requests" in c.get("resources", {}) and "limits" in c["resources"],
+             f"{c['name']}: resource requests and limits")
+    need(pod.get("automountServiceAccountToken") is False, "agent: no API token mounted")
+    need(not by_kind.get("ClusterRole") and not by_kind.get("Role"), "no RBAC rules granted")
+    dep = by_kind["Deployment"][0]["spec"]["template"]["spec"]
+    need(dep["containers"][0]["securityContext"]["readOnlyRootFilesystem"] is True,
+         "collector: read-only root filesystem")
+    need(by_kind.get("Service") and by_kind.get("PersistentVolumeClaim"),
+         "collector Service and PersistentVolumeClaim")
+    for v in pod["volumes"] + dep["volumes"]:
+        if "secret" in v:
+            need(v["secret"].get("defaultMode") == 0o400, f"secret volume {v['name']}: mode 0400")
+    for p in problems:
+        print("manifest:", p)
+    sys.exit(1 if problems else 0)
+
+opts = ["--cap-drop=all"] + [f"--cap-add={c}" for c in sc["capabilities"]["add"]]
+if pod.get("hostPID"):
+    opts.append("--pid=host")
+if sc.get("readOnlyRootFilesystem"):
+    opts.append("--read-only")
+if sc.get("seccompProfile", {}).get("type") == "Unconfined":
+    opts.append("--security-opt=seccomp=unconfined")
+vols = {v["name"]: v for v in pod["volumes"]}
+for m in agent["volumeMounts"]:
+    v = vols[m["name"]]
+    if "hostPath" in v and v["hostPath"]["path"].startswith("/sys/"):
+        opts.append(f"--volume={v['hostPath']['path']}:{m['mountPath']}"
+                    + (":ro" if m.get("readOnly") else ""))
+    else:  # host state (spool) and secrets: a scratch place in the test
+        opts.append(f"--tmpfs={m['mountPath']}")
+print("\n".join(opts))
