@@ -95,7 +95,8 @@ $(BPF_SKEL): $(BUILD)/bpf/edgeprof.bpf.o
 	@echo "  SKEL    $@"
 	$(Q)bpftool gen skeleton $< name edgeprof_bpf > $@.tmp && mv $@.tmp $@
 
-$(GEN)/%.pb-c.c $(GEN)/%.pb-c.h: proto/%.proto
+# every generated file depends on all the .proto files: they import each other
+$(GEN)/%.pb-c.c $(GEN)/%.pb-c.h: proto/%.proto $(PROTOS)
 	@mkdir -p $(GEN)
 	protoc-c --c_out=$(GEN) --proto_path=proto $<
 

@@ -27,6 +27,8 @@ check "agent --pid runs and exits 0" test $? -eq 0
 check "says in one line there is no branch-stack PMU" \
 	test "$(grep -c 'no branch-stack PMU.*IP-only' "$TEST_TMP/a.err")" -eq 1
 check "attaches on every online CPU ($(nproc))" grep -q "on $(nproc) CPUs" "$TEST_TMP/a.err"
+jit=$(sed -n 's/.*cpu-clock every [0-9]* +- \([0-9]*\) ns.*/\1/p' "$TEST_TMP/a.err")
+check "the default IP-only period is randomized too (+- ${jit:-?} ns)" test "${jit:-0}" -gt 0
 "$EDGEPROF" report "$TEST_TMP/a.prof" >"$TEST_TMP/a.txt"
 hottest=$(awk '/hottest functions/ {getline; getline; print $NF; exit}' "$TEST_TMP/a.txt")
 samples=$("$EDGEPROF" export "$TEST_TMP/a.prof" --format json | jq .stats.samples)

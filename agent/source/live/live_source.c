@@ -271,8 +271,16 @@ struct ep_live *ep_live_open(const struct ep_live_config *cfg, char *err, size_t
 			 (unsigned long long)mean, (unsigned long long)jitter, l->ncpus);
 	} else {
 		uint64_t period_ns = 1000000000ULL / (cfg->ip_hz ? cfg->ip_hz : 1);
-		plan_period(l, period_ns, cfg->jitter ? cfg->jitter * period_ns / cfg->period : 0,
-			    cfg->steps ? cfg->steps : 4);
+		uint64_t jitter_ns = cfg->jitter ? cfg->jitter * period_ns / cfg->period : 0;
+		/* by default just enough overflows per sample that the jitter is
+		 * at least one step: fewer and the period is not randomized at
+		 * all (P/16 with 4 steps rounds to 0); more cost BPF runs */
+		unsigned steps = cfg->steps;
+		if (!steps) {
+			uint64_t need = jitter_ns ? (period_ns + jitter_ns - 1) / jitter_ns : 4;
+			steps = need < 4 ? 4 : need > 64 ? 64 : (unsigned)need;
+		}
+		plan_period(l, period_ns, jitter_ns, steps);
 		clock_attr(&attr, l->step);
 		ep_live_period(l, &mean, &jitter);
 		snprintf(
