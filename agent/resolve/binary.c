@@ -622,6 +622,17 @@ struct ep_binary *ep_binreg_lookup_at(struct ep_binary_registry *reg, const char
 		build_id_len = BUILD_ID_MAX;
 	char hex[2 * BUILD_ID_MAX + 1];
 	ep_build_id_to_hex(build_id, build_id_len, hex);
+	/* The live agent's /proc/PID/... names are new for every process: a
+	 * cache by name would grow with every process the machine ever ran.
+	 * Files are found by identity instead (open_registered). */
+	if (strncmp(open_path, "/proc/", 6) == 0 && strcmp(recorded_path, open_path) != 0) {
+		struct ep_binary *b = search(reg, recorded_path, open_path, build_id, build_id_len);
+		if (b && !b->recorded_path && !is_pseudo_path(recorded_path))
+			b->recorded_path = strdup(recorded_path);
+		if (!b && !is_pseudo_path(recorded_path))
+			ep_debug("no file for %s (%s)", recorded_path, open_path);
+		return b;
+	}
 	/* the key is what names the file: where it is opened, and its build-id */
 	size_t plen = strlen(open_path), hlen = strlen(hex);
 	char *key = malloc(plen + hlen + 2);

@@ -60,12 +60,13 @@ XML
 
 clickhouse_stop() {
 	[ -n "${CLICKHOUSE_PID:-}" ] || return 0
-	kill "$CLICKHOUSE_PID" 2>/dev/null
+	# callers may run under set -e: a process already gone is not an error
+	kill "$CLICKHOUSE_PID" 2>/dev/null || true
 	for _ in $(seq 1 100); do
 		kill -0 "$CLICKHOUSE_PID" 2>/dev/null || break
 		sleep 0.1
 	done
-	kill -9 "$CLICKHOUSE_PID" 2>/dev/null
-	wait "$CLICKHOUSE_PID" 2>/dev/null
+	kill -9 "$CLICKHOUSE_PID" 2>/dev/null || true
+	wait "$CLICKHOUSE_PID" 2>/dev/null || true
 	CLICKHOUSE_PID=
 }
