@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../../collector/ingest/ingest.h"
@@ -61,6 +62,7 @@ int ep_cmd_collector(int argc, char **argv)
 	struct ep_server_config scfg = {.listen = "127.0.0.1:7070"};
 	struct ep_ingest_config icfg = {0};
 	const char *store_spec = NULL, *port_file = NULL;
+	unsigned retention_days = 30;
 	optind = 1;
 	int ch;
 	while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -86,6 +88,14 @@ int ep_cmd_collector(int argc, char **argv)
 			break;
 		case 'p':
 			port_file = optarg;
+			break;
+		case 'r':
+			if (ep_parse_uint(optarg, 0, 100000, &retention_days) != 0) {
+				ep_error(
+				    "--retention-days: '%s' is not a number of days (0: forever)",
+				    optarg);
+				return 2;
+			}
 			break;
 		case 'm':
 		case 'b':
@@ -151,8 +161,21 @@ int ep_cmd_collector(int argc, char **argv)
 		    rename(tmp, port_file) != 0)
 			ep_warn("--port-file %s: cannot write it", port_file);
 	}
-	while (!stop_requested)
-		pause();
+	/* retention: counts and batch ids older than the window go, at start
+	 * and hourly, so a collector that runs for months keeps a bounded store */
+	time_t next_prune = 0;
+	while (!stop_requested) {
+		time_t now = time(NULL);
+		if (retention_days && now >= next_prune) {
+			int64_t cut = (int64_t)now - (int64_t)retention_days * 86400;
+			if (ep_store_prune(store, cut, err, sizeof(err)) != 0)
+				ep_warn("retention: %s", err);
+			else
+				ep_debug("retention: counts before %lld forgotten", (long long)cut);
+			next_prune = now + 3600;
+		}
+		sleep(1);
+	}
 	ep_info("collector stopping: finishing requests and the last commit");
 	ep_server_stop(server);
 	ep_ingest_free(ingest);

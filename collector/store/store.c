@@ -56,6 +56,14 @@ int ep_store_write(struct ep_store *s, const struct ep_store_commit *c, char *er
 	return r;
 }
 
+int ep_store_prune(struct ep_store *s, int64_t before_s, char *err, size_t errlen)
+{
+	pthread_mutex_lock(&s->lock);
+	int r = s->ops->prune(s, before_s, err, errlen);
+	pthread_mutex_unlock(&s->lock);
+	return r;
+}
+
 Edgeprof__V1__BinaryList *ep_store_list_binaries(struct ep_store *s,
 						 const struct ep_store_filter *f, char *err,
 						 size_t errlen)

@@ -85,6 +85,11 @@ int ep_store_has_batch(struct ep_store *s, const char *agent_id, uint64_t sequen
  * already left out batches ep_store_has_batch() reported. 0 or -1 with err. */
 int ep_store_write(struct ep_store *s, const struct ep_store_commit *c, char *err, size_t errlen);
 
+/* Forgets the counts of buckets that start before before_s and the batch
+ * ids received before it (retention). Binaries, paths and symbols stay.
+ * 0, or -1 with err. */
+int ep_store_prune(struct ep_store *s, int64_t before_s, char *err, size_t errlen);
+
 /* The binaries with counts under the filter (build_id may be NULL here),
  * sorted by build_id. Free with ep_store_free_list(). NULL with err. */
 Edgeprof__V1__BinaryList *ep_store_list_binaries(struct ep_store *s,

@@ -14,6 +14,7 @@ struct ep_store_ops {
 	int (*has_batch)(struct ep_store *s, const char *agent_id, uint64_t sequence, char *err,
 			 size_t errlen);
 	int (*write)(struct ep_store *s, const struct ep_store_commit *c, char *err, size_t errlen);
+	int (*prune)(struct ep_store *s, int64_t before_s, char *err, size_t errlen);
 	Edgeprof__V1__BinaryList *(*list_binaries)(struct ep_store *s,
 						   const struct ep_store_filter *f, char *err,
 						   size_t errlen);

@@ -116,7 +116,7 @@ static void sql_string(FILE *f, const char *s)
 
 static const char *const tables[] = {
     "CREATE TABLE IF NOT EXISTS batches (agent_id String, sequence UInt64, node String,"
-    " received DateTime) ENGINE = ReplacingMergeTree() ORDER BY (agent_id, sequence)",
+    " received Int64) ENGINE = ReplacingMergeTree() ORDER BY (agent_id, sequence)",
     "CREATE TABLE IF NOT EXISTS samples (build_id String, arch String, bucket Int64,"
     " container_id String, pod String, namespace String, cgroup String, process String,"
     " count UInt64, agent_id String, sequence UInt64) ENGINE = ReplacingMergeTree()"
@@ -292,6 +292,44 @@ out:
 		free(data[t]);
 	}
 	return rc;
+}
+
+static int next_row(char **cursor, char **fields, int max);
+
+/* Counts live in weekly partitions (intDiv(bucket, 604800)): whole weeks
+ * that ended before the cut are dropped, which ClickHouse does at once.
+ * Batch ids are deleted by a mutation (in the background). */
+static int ch_prune(struct ep_store *base, int64_t before_s, char *err, size_t errlen)
+{
+	struct ch_store *s = (struct ch_store *)base;
+	static const char *const count_tables[] = {"samples", "edges", "ranges", "ips"};
+	for (size_t t = 0; t < sizeof(count_tables) / sizeof(count_tables[0]); t++) {
+		char q[512];
+		snprintf(q, sizeof(q),
+			 "SELECT DISTINCT partition FROM system.parts WHERE database = '%s' AND "
+			 "table = '%s' AND active FORMAT TabSeparated",
+			 s->database, count_tables[t]);
+		struct ep_http_body out = {0};
+		if (ch_request(s, false, q, NULL, 0, &out, err, errlen) != 0)
+			return -1;
+		char *cur = out.data, *fields[1];
+		int rc = 0;
+		while (rc == 0 && next_row(&cur, fields, 1) == 1) {
+			long long week = strtoll(fields[0], NULL, 10);
+			if ((week + 1) * 604800LL > before_s)
+				continue;
+			snprintf(q, sizeof(q), "ALTER TABLE %s DROP PARTITION %lld",
+				 count_tables[t], week);
+			rc = ch_request(s, true, q, NULL, 0, NULL, err, errlen);
+		}
+		free(out.data);
+		if (rc != 0)
+			return -1;
+	}
+	char q[256];
+	snprintf(q, sizeof(q), "ALTER TABLE batches DELETE WHERE received < %lld",
+		 (long long)before_s);
+	return ch_request(s, true, q, NULL, 0, NULL, err, errlen);
 }
 
 static int ch_has_batch(struct ep_store *base, const char *agent_id, uint64_t sequence, char *err,
@@ -667,6 +705,7 @@ static const struct ep_store_ops clickhouse_ops = {
     .close = ch_close,
     .has_batch = ch_has_batch,
     .write = ch_write,
+    .prune = ch_prune,
     .list_binaries = ch_list,
     .profile = ch_profile,
 };

@@ -292,6 +292,35 @@ static int sqlite_write(struct ep_store *base, const struct ep_store_commit *c, 
 	return -1;
 }
 
+static int sqlite_prune(struct ep_store *base, int64_t before_s, char *err, size_t errlen)
+{
+	struct sqlite_store *s = (struct sqlite_store *)base;
+	static const char *const sql[] = {
+	    "DELETE FROM samples WHERE bucket < ?1",   "DELETE FROM edges WHERE bucket < ?1",
+	    "DELETE FROM ranges WHERE bucket < ?1",    "DELETE FROM ips WHERE bucket < ?1",
+	    "DELETE FROM batches WHERE received < ?1",
+	};
+	if (exec(s, "BEGIN IMMEDIATE", err, errlen) != 0)
+		return -1;
+	for (size_t i = 0; i < sizeof(sql) / sizeof(sql[0]); i++) {
+		sqlite3_stmt *st = NULL;
+		int rc = sqlite3_prepare_v2(s->db, sql[i], -1, &st, NULL) == SQLITE_OK ? 0 : -1;
+		if (rc == 0) {
+			sqlite3_bind_int64(st, 1, before_s);
+			rc = step_done(s, st, "prune", err, errlen);
+		} else {
+			db_error(s, "prune", err, errlen);
+		}
+		sqlite3_finalize(st);
+		if (rc != 0) {
+			char ignored[64];
+			exec(s, "ROLLBACK", ignored, sizeof(ignored));
+			return -1;
+		}
+	}
+	return exec(s, "COMMIT", err, errlen);
+}
+
 static int sqlite_has_batch(struct ep_store *base, const char *agent_id, uint64_t sequence,
 			    char *err, size_t errlen)
 {
@@ -611,6 +640,7 @@ static const struct ep_store_ops sqlite_ops = {
     .close = sqlite_close,
     .has_batch = sqlite_has_batch,
     .write = sqlite_write,
+    .prune = sqlite_prune,
     .list_binaries = sqlite_list,
     .profile = sqlite_profile,
 };

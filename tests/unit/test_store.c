@@ -323,6 +323,43 @@ static void test_list_binaries(void **state)
 	ep_store_close(s);
 }
 
+/* Retention: buckets before the cut go (whole weeks for ClickHouse, whose
+ * partitions are weeks), later ones stay; so do old batch ids. */
+static void test_prune_forgets_old_buckets_and_batch_ids(void **state)
+{
+	(void)state;
+	struct ep_store *s = open_store(true);
+	const int64_t week = 604800;
+	struct slice_data old, recent;
+	make_slice(&old, "dd04", "/bin/d", "", 1);
+	make_slice(&recent, "dd04", "/bin/d", "", 2);
+	struct ep_store_batch_id ids[2] = {{"agent-1", 1, "node", 100},
+					   {"agent-1", 2, "node", 3 * week + 100}};
+	struct ep_store_slice sl[2] = {{60, &old.delta, 0}, {3 * week, &recent.delta, 1}};
+	struct ep_store_commit c = {ids, 2, sl, 2};
+	char err[512];
+	assert_int_equal(ep_store_write(s, &c, err, sizeof(err)), 0);
+	if (ep_store_prune(s, 2 * week, err, sizeof(err)) != 0)
+		fail_msg("%s", err);
+	struct ep_store_filter f = {.build_id = "dd04"};
+	Edgeprof__V1__Profile *p = ep_store_profile(s, &f, err, sizeof(err));
+	assert_non_null(p);
+	assert_int_equal(p->n_binaries, 1);
+	assert_int_equal(find_edge(p->binaries[0], 0x1000, 0x1040, true)->count, 200);
+	assert_int_equal(p->binaries[0]->samples, 20);
+	ep_profile_free(p);
+	/* ClickHouse deletes batch ids by a background mutation: give it time */
+	int old_known = 1;
+	for (int i = 0; i < 50 && old_known == 1; i++) {
+		old_known = ep_store_has_batch(s, "agent-1", 1, err, sizeof(err));
+		if (old_known == 1)
+			usleep(100000);
+	}
+	assert_int_equal(old_known, 0);
+	assert_int_equal(ep_store_has_batch(s, "agent-1", 2, err, sizeof(err)), 1);
+	ep_store_close(s);
+}
+
 static void test_bad_specs_name_the_problem(void **state)
 {
 	(void)state;
@@ -360,6 +397,7 @@ int main(void)
 	    cmocka_unit_test(test_counts_add_up_over_buckets_and_labels),
 	    cmocka_unit_test(test_batch_ids_are_remembered),
 	    cmocka_unit_test(test_list_binaries),
+	    cmocka_unit_test(test_prune_forgets_old_buckets_and_batch_ids),
 	    cmocka_unit_test(test_bad_specs_name_the_problem),
 	    cmocka_unit_test(test_newer_sqlite_schema_is_refused),
 	};
