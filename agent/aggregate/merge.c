@@ -9,7 +9,17 @@
 #include "aggregate.h"
 
 enum { EDGE_TAKEN = 1, EDGE_FROM_EXTERNAL = 2, EDGE_TO_EXTERNAL = 4 };
-enum { LABEL_CONTAINER, LABEL_POD, LABEL_NAMESPACE, LABEL_CGROUP, LABEL_PROCESS, NLABELS };
+/* LABEL_SESSION: a session's counts are sampled at their own rate, so a
+ * slice of them must never absorb continuous counts (profile.proto). */
+enum {
+	LABEL_CONTAINER,
+	LABEL_POD,
+	LABEL_NAMESPACE,
+	LABEL_CGROUP,
+	LABEL_PROCESS,
+	LABEL_SESSION,
+	NLABELS
+};
 
 struct edge_sum {
 	uint64_t from, to, count, mispredicted;
@@ -74,8 +84,10 @@ static const char *label_value(const Edgeprof__V1__Labels *l, int i)
 		return str_or_empty(l->namespace_);
 	case LABEL_CGROUP:
 		return str_or_empty(l->cgroup);
-	default:
+	case LABEL_PROCESS:
 		return str_or_empty(l->process);
+	default:
+		return str_or_empty(l->session_id);
 	}
 }
 
@@ -428,6 +440,7 @@ static Edgeprof__V1__BinaryDelta *build_slice(const struct slice *s)
 	l->namespace_ = dup_or_null(s->labels[LABEL_NAMESPACE], &ok);
 	l->cgroup = dup_or_null(s->labels[LABEL_CGROUP], &ok);
 	l->process = dup_or_null(s->labels[LABEL_PROCESS], &ok);
+	l->session_id = dup_or_null(s->labels[LABEL_SESSION], &ok);
 	bp->build_id = dup_or_null(s->build_id, &ok);
 	bp->arch = dup_or_null(s->arch, &ok);
 	bp->samples = s->samples;

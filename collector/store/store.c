@@ -89,6 +89,111 @@ Edgeprof__V1__Profile *ep_store_profile(struct ep_store *s, const struct ep_stor
 	return r;
 }
 
+int ep_store_session_put(struct ep_store *s, const Edgeprof__V1__Session *session, char *err,
+			 size_t errlen)
+{
+	if (!session->id || !*session->id) {
+		snprintf(err, errlen, "a session needs an id");
+		return -1;
+	}
+	size_t len = edgeprof__v1__session__get_packed_size(session);
+	uint8_t *record = malloc(len ? len : 1);
+	if (!record) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	edgeprof__v1__session__pack(session, record);
+	pthread_mutex_lock(&s->lock);
+	int r = s->ops->session_put(s, session, record, len, err, errlen);
+	pthread_mutex_unlock(&s->lock);
+	free(record);
+	return r;
+}
+
+static Edgeprof__V1__Session *unpack_session(const uint8_t *record, size_t len, char *err,
+					     size_t errlen)
+{
+	Edgeprof__V1__Session *session = edgeprof__v1__session__unpack(NULL, len, record);
+	if (!session)
+		snprintf(err, errlen, "a stored session record (%zu bytes) does not decode", len);
+	return session;
+}
+
+Edgeprof__V1__Session *ep_store_session_get(struct ep_store *s, const char *id, char *err,
+					    size_t errlen)
+{
+	uint8_t *record = NULL;
+	size_t len = 0;
+	pthread_mutex_lock(&s->lock);
+	int r = s->ops->session_get(s, id ? id : "", &record, &len, err, errlen);
+	pthread_mutex_unlock(&s->lock);
+	Edgeprof__V1__Session *session = NULL;
+	if (r == 0 && errlen)
+		err[0] = '\0';
+	else if (r == 1)
+		session = unpack_session(record, len, err, errlen);
+	free(record);
+	return session;
+}
+
+void ep_store_free_session(Edgeprof__V1__Session *session)
+{
+	if (session)
+		protobuf_c_message_free_unpacked(&session->base, NULL);
+}
+
+struct session_collect {
+	Edgeprof__V1__SessionList *list;
+	bool undecodable;
+	size_t len;
+};
+
+static int add_session(void *ctx, const uint8_t *record, size_t len)
+{
+	struct session_collect *c = ctx;
+	Edgeprof__V1__Session *session = edgeprof__v1__session__unpack(NULL, len, record);
+	if (!session) {
+		c->undecodable = true;
+		c->len = len;
+		return -1;
+	}
+	Edgeprof__V1__SessionList *l = c->list;
+	void *grown = realloc(l->sessions, (l->n_sessions + 1) * sizeof(*l->sessions));
+	if (!grown) {
+		ep_store_free_session(session);
+		return -1;
+	}
+	l->sessions = grown;
+	l->sessions[l->n_sessions++] = session;
+	return 0;
+}
+
+Edgeprof__V1__SessionList *ep_store_sessions_unfinished(struct ep_store *s, char *err,
+							size_t errlen)
+{
+	struct session_collect c = {.list = malloc(sizeof(*c.list))};
+	if (!c.list) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	edgeprof__v1__session_list__init(c.list);
+	pthread_mutex_lock(&s->lock);
+	int r = s->ops->sessions_unfinished(s, add_session, &c, err, errlen);
+	pthread_mutex_unlock(&s->lock);
+	if (r == 0)
+		return c.list;
+	if (c.undecodable)
+		snprintf(err, errlen, "a stored session record (%zu bytes) does not decode", c.len);
+	ep_store_free_session_list(c.list);
+	return NULL;
+}
+
+void ep_store_free_session_list(Edgeprof__V1__SessionList *list)
+{
+	if (list)
+		protobuf_c_message_free_unpacked(&list->base, NULL);
+}
+
 Edgeprof__V1__Profile *ep_store_profile_start(struct ep_store *s, const struct ep_store_filter *f,
 					      Edgeprof__V1__BinaryProfile **bp, char *err,
 					      size_t errlen)

@@ -12,6 +12,13 @@
  * label set) and only ever added to. Every stored batch leaves its
  * (agent_id, sequence) behind so a resent batch is recognised and never
  * counted twice.
+ *
+ * Counts of on-demand sessions (Labels.session_id != "") are sampled at
+ * their own rate: they are kept as a label set of their own and a filter
+ * selects either the continuous profile or one session, never both.
+ *
+ * Session records (collector.proto Session) are kept too, so sessions
+ * survive a collector restart.
  */
 #ifndef EP_STORE_H
 #define EP_STORE_H
@@ -59,6 +66,10 @@ struct ep_store_filter {
 	int64_t to_s;	      /* ... and before to_s (0 = no upper bound) */
 	/* label filter: every non-NULL field must equal the stored label */
 	const char *container_id, *pod, *namespace_, *cgroup, *process;
+	/* NULL or "": the continuous profile only (session_id ""); any other
+	 * value: that session's counts only. Never both: they are sampled at
+	 * different rates, so their sum means nothing. */
+	const char *session_id;
 };
 
 /* spec: "sqlite:PATH" or "clickhouse:http://HOST:PORT[/?database=DB]".
@@ -85,9 +96,10 @@ int ep_store_has_batch(struct ep_store *s, const char *agent_id, uint64_t sequen
  * already left out batches ep_store_has_batch() reported. 0 or -1 with err. */
 int ep_store_write(struct ep_store *s, const struct ep_store_commit *c, char *err, size_t errlen);
 
-/* Forgets the counts of buckets that start before before_s and the batch
- * ids received before it (retention). Binaries, paths and symbols stay.
- * 0, or -1 with err. */
+/* Forgets the counts of buckets that start before before_s, the batch ids
+ * received before it and the finished (DONE, FAILED) sessions that ended
+ * before it (those that never started: created before it) (retention).
+ * Binaries, paths and symbols stay. 0, or -1 with err. */
 int ep_store_prune(struct ep_store *s, int64_t before_s, char *err, size_t errlen);
 
 /* The binaries with counts under the filter (build_id may be NULL here),
@@ -105,5 +117,25 @@ void ep_store_free_list(Edgeprof__V1__BinaryList *list);
  * binaries. Free with ep_profile_free(). NULL with err. */
 Edgeprof__V1__Profile *ep_store_profile(struct ep_store *s, const struct ep_store_filter *f,
 					char *err, size_t errlen);
+
+/* Session records, kept whole as their serialised message so new fields
+ * need no schema change. */
+
+/* Inserts the session or replaces the one with its id, unless the stored
+ * one has a newer updated_ns (then the put is ignored and still returns 0):
+ * newest wins, so collectors racing cannot move a session backwards. At
+ * equal updated_ns the later put wins. 0, or -1 with err. */
+int ep_store_session_put(struct ep_store *s, const Edgeprof__V1__Session *session, char *err,
+			 size_t errlen);
+/* The session with this id; NULL with err "" when there is none, NULL with
+ * err saying what went wrong on failure. Free with ep_store_free_session(). */
+Edgeprof__V1__Session *ep_store_session_get(struct ep_store *s, const char *id, char *err,
+					    size_t errlen);
+void ep_store_free_session(Edgeprof__V1__Session *session);
+/* Every session in SESSION_PENDING or SESSION_RUNNING, sorted by created_s
+ * then id (bytewise). NULL with err. Free with ep_store_free_session_list(). */
+Edgeprof__V1__SessionList *ep_store_sessions_unfinished(struct ep_store *s, char *err,
+							size_t errlen);
+void ep_store_free_session_list(Edgeprof__V1__SessionList *list);
 
 #endif

@@ -20,6 +20,18 @@ struct ep_store_ops {
 						   size_t errlen);
 	Edgeprof__V1__Profile *(*profile)(struct ep_store *s, const struct ep_store_filter *f,
 					  char *err, size_t errlen);
+	/* record: the session serialised (len bytes), session: the same decoded */
+	int (*session_put)(struct ep_store *s, const Edgeprof__V1__Session *session,
+			   const uint8_t *record, size_t len, char *err, size_t errlen);
+	/* 1 with *record (malloc'd, *len bytes) when found, 0 when not, -1 with err */
+	int (*session_get)(struct ep_store *s, const char *id, uint8_t **record, size_t *len,
+			   char *err, size_t errlen);
+	/* the serialised records of pending and running sessions, sorted by
+	 * created_s then id: calls add for each; -1 with err (add failing: "out
+	 * of memory") */
+	int (*sessions_unfinished)(struct ep_store *s,
+				   int (*add)(void *ctx, const uint8_t *record, size_t len),
+				   void *ctx, char *err, size_t errlen);
 };
 
 /* Every backend's handle starts with this; backends set ops only. */

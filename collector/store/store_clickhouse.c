@@ -119,39 +119,61 @@ static const char *const tables[] = {
     " received Int64) ENGINE = ReplacingMergeTree() ORDER BY (agent_id, sequence)",
     "CREATE TABLE IF NOT EXISTS samples (build_id String, arch String, bucket Int64,"
     " container_id String, pod String, namespace String, cgroup String, process String,"
-    " count UInt64, agent_id String, sequence UInt64) ENGINE = ReplacingMergeTree()"
-    " PARTITION BY intDiv(bucket, 604800) ORDER BY (build_id, bucket, container_id, pod,"
-    " namespace, cgroup, process, agent_id, sequence)",
+    " count UInt64, agent_id String, sequence UInt64, session_id String)"
+    " ENGINE = ReplacingMergeTree() PARTITION BY intDiv(bucket, 604800) ORDER BY (build_id,"
+    " bucket, container_id, pod, namespace, cgroup, process, agent_id, sequence, session_id)",
     "CREATE TABLE IF NOT EXISTS edges (build_id String, bucket Int64, container_id String,"
     " pod String, namespace String, cgroup String, process String, from_addr UInt64,"
     " to_addr UInt64, flags UInt8, kind UInt8, count UInt64, mispredicted UInt64,"
-    " agent_id String, sequence UInt64) ENGINE = ReplacingMergeTree()"
+    " agent_id String, sequence UInt64, session_id String) ENGINE = ReplacingMergeTree()"
     " PARTITION BY intDiv(bucket, 604800) ORDER BY (build_id, bucket, container_id, pod,"
-    " namespace, cgroup, process, from_addr, to_addr, flags, agent_id, sequence)",
+    " namespace, cgroup, process, from_addr, to_addr, flags, agent_id, sequence, session_id)",
     "CREATE TABLE IF NOT EXISTS ranges (build_id String, bucket Int64, container_id String,"
     " pod String, namespace String, cgroup String, process String, start_addr UInt64,"
-    " end_addr UInt64, count UInt64, agent_id String, sequence UInt64)"
+    " end_addr UInt64, count UInt64, agent_id String, sequence UInt64, session_id String)"
     " ENGINE = ReplacingMergeTree() PARTITION BY intDiv(bucket, 604800) ORDER BY (build_id,"
     " bucket, container_id, pod, namespace, cgroup, process, start_addr, end_addr, agent_id,"
-    " sequence)",
+    " sequence, session_id)",
     "CREATE TABLE IF NOT EXISTS ips (build_id String, bucket Int64, container_id String,"
     " pod String, namespace String, cgroup String, process String, ip UInt64, count UInt64,"
-    " agent_id String, sequence UInt64) ENGINE = ReplacingMergeTree()"
+    " agent_id String, sequence UInt64, session_id String) ENGINE = ReplacingMergeTree()"
     " PARTITION BY intDiv(bucket, 604800) ORDER BY (build_id, bucket, container_id, pod,"
-    " namespace, cgroup, process, ip, agent_id, sequence)",
+    " namespace, cgroup, process, ip, agent_id, sequence, session_id)",
     "CREATE TABLE IF NOT EXISTS paths (build_id String, path String)"
     " ENGINE = ReplacingMergeTree() ORDER BY (build_id, path)",
     "CREATE TABLE IF NOT EXISTS functions (build_id String, start_addr UInt64, name String,"
     " size UInt64) ENGINE = ReplacingMergeTree() ORDER BY (build_id, start_addr, name)",
     "CREATE TABLE IF NOT EXISTS segments (build_id String, vaddr UInt64, file_offset UInt64,"
     " size UInt64) ENGINE = ReplacingMergeTree() ORDER BY (build_id, vaddr, file_offset, size)",
+    /* record: the serialised Session, hex (TabSeparated has no bytes type);
+     * the newest updated_ns wins, read FINAL */
+    "CREATE TABLE IF NOT EXISTS sessions (id String, state UInt8, created_s Int64,"
+    " ended_s Int64, updated_ns UInt64, record String)"
+    " ENGINE = ReplacingMergeTree(updated_ns) ORDER BY id",
 };
 
+/* Count tables created before sessions lack session_id. It is added at the
+ * end of the columns and of the sorting key, as the tables above have it:
+ * in the key because ReplacingMergeTree keeps one row per key, and a
+ * session's row must not replace the continuous row of the same batch. */
+static const char *const count_tables[] = {"samples", "edges", "ranges", "ips"};
+
 enum { T_SAMPLES, T_EDGES, T_RANGES, T_IPS, T_PATHS, T_FUNCTIONS, T_SEGMENTS, NT };
+/* Columns named: tables upgraded in place and tables created new must take
+ * the same rows. */
+#define LABEL_COLS "container_id, pod, namespace, cgroup, process"
+#define BATCH_COLS "agent_id, sequence, session_id"
 static const char *const insert_sql[NT] = {
-    "INSERT INTO samples FORMAT TabSeparated",	"INSERT INTO edges FORMAT TabSeparated",
-    "INSERT INTO ranges FORMAT TabSeparated",	"INSERT INTO ips FORMAT TabSeparated",
-    "INSERT INTO paths FORMAT TabSeparated",	"INSERT INTO functions FORMAT TabSeparated",
+    "INSERT INTO samples (build_id, arch, bucket, " LABEL_COLS ", count, " BATCH_COLS
+    ") FORMAT TabSeparated",
+    "INSERT INTO edges (build_id, bucket, " LABEL_COLS ", from_addr, to_addr, flags, kind, count,"
+    " mispredicted, " BATCH_COLS ") FORMAT TabSeparated",
+    "INSERT INTO ranges (build_id, bucket, " LABEL_COLS ", start_addr, end_addr, count, " BATCH_COLS
+    ") FORMAT TabSeparated",
+    "INSERT INTO ips (build_id, bucket, " LABEL_COLS ", ip, count, " BATCH_COLS
+    ") FORMAT TabSeparated",
+    "INSERT INTO paths FORMAT TabSeparated",
+    "INSERT INTO functions FORMAT TabSeparated",
     "INSERT INTO segments FORMAT TabSeparated",
 };
 
@@ -188,18 +210,23 @@ static int ch_write(struct ep_store *base, const struct ep_store_commit *c, char
 		const struct ep_store_batch_id *b = &c->batches[sl->batch];
 		const Edgeprof__V1__BinaryProfile *bp = sl->delta->profile;
 		const Edgeprof__V1__Labels *l = sl->delta->labels;
-		/* the row's key tail: which batch it came from */
-		char tail[256];
-		FILE *tf = fmemopen(tail, sizeof(tail), "w");
+		/* the row's key tail: which batch it came from, and the session */
+		char *tail = NULL;
+		size_t tail_len = 0;
+		FILE *tf = open_memstream(&tail, &tail_len);
 		if (!tf) {
 			snprintf(err, errlen, "out of memory");
 			goto out;
 		}
 		tsv_string(tf, b->agent_id);
-		fprintf(tf, "\t%" PRIu64 "\n", b->sequence);
-		fputc('\0', tf);
-		fclose(tf);
-		tail[sizeof(tail) - 1] = '\0';
+		fprintf(tf, "\t%" PRIu64 "\t", b->sequence);
+		tsv_string(tf, l ? l->session_id : "");
+		fputc('\n', tf);
+		if (fclose(tf) != 0 || !tail) {
+			free(tail);
+			snprintf(err, errlen, "out of memory");
+			goto out;
+		}
 		if (bp->samples) {
 			tsv_string(f[T_SAMPLES], bp->build_id);
 			fputc('\t', f[T_SAMPLES]);
@@ -253,6 +280,7 @@ static int ch_write(struct ep_store *base, const struct ep_store_commit *c, char
 				bp->segments[j]->vaddr, bp->segments[j]->offset,
 				bp->segments[j]->size);
 		}
+		free(tail);
 	}
 	for (int t = 0; t < NT; t++) {
 		fclose(f[t]);
@@ -296,13 +324,64 @@ out:
 
 static int next_row(char **cursor, char **fields, int max);
 
+/* Finished sessions that ended before the cut (one that failed before it
+ * started has no end: its creation counts). A mutation sees every version
+ * of a row, so the ids are chosen on the newest versions (FINAL) and then
+ * every version of them goes. The ids are chosen here and listed in the
+ * mutation because 18.16 cannot run a mutation whose IN subquery reads a
+ * subquery ("There is no query"), and the filter on the non-key state must
+ * stay outside FINAL (a PREWHERE under FINAL would see old versions). */
+static int prune_sessions(struct ch_store *s, int64_t before_s, char *err, size_t errlen)
+{
+	char q[512];
+	snprintf(q, sizeof(q),
+		 "SELECT id FROM (SELECT id, state, created_s, ended_s FROM sessions FINAL)"
+		 " WHERE state IN (%d, %d) AND if(ended_s != 0, ended_s, created_s) < %lld"
+		 " FORMAT TabSeparated",
+		 EDGEPROF__V1__SESSION_STATE__SESSION_DONE,
+		 EDGEPROF__V1__SESSION_STATE__SESSION_FAILED, (long long)before_s);
+	struct ep_http_body out = {0};
+	if (ch_request(s, true, q, NULL, 0, &out, err, errlen) != 0)
+		return -1;
+	char *cur = out.data, *fields[1];
+	int rc = 0;
+	bool more = next_row(&cur, fields, 1) == 1;
+	while (rc == 0 && more) {
+		/* in pieces, well under max_query_size (256 KiB) */
+		char *del = NULL;
+		size_t len = 0;
+		FILE *f = open_memstream(&del, &len);
+		if (!f) {
+			snprintf(err, errlen, "out of memory");
+			rc = -1;
+			break;
+		}
+		fputs("ALTER TABLE sessions DELETE WHERE id IN (", f);
+		for (int n = 0; more && ftell(f) < 64 * 1024; n++) {
+			if (n)
+				fputs(", ", f);
+			sql_string(f, fields[0]);
+			more = next_row(&cur, fields, 1) == 1;
+		}
+		fputc(')', f);
+		if (fclose(f) != 0 || !del) {
+			snprintf(err, errlen, "out of memory");
+			rc = -1;
+		} else {
+			rc = ch_request(s, true, del, NULL, 0, NULL, err, errlen);
+		}
+		free(del);
+	}
+	free(out.data);
+	return rc;
+}
+
 /* Counts live in weekly partitions (intDiv(bucket, 604800)): whole weeks
  * that ended before the cut are dropped, which ClickHouse does at once.
  * Batch ids are deleted by a mutation (in the background). */
 static int ch_prune(struct ep_store *base, int64_t before_s, char *err, size_t errlen)
 {
 	struct ch_store *s = (struct ch_store *)base;
-	static const char *const count_tables[] = {"samples", "edges", "ranges", "ips"};
 	for (size_t t = 0; t < sizeof(count_tables) / sizeof(count_tables[0]); t++) {
 		char q[512];
 		snprintf(q, sizeof(q),
@@ -329,7 +408,9 @@ static int ch_prune(struct ep_store *base, int64_t before_s, char *err, size_t e
 	char q[256];
 	snprintf(q, sizeof(q), "ALTER TABLE batches DELETE WHERE received < %lld",
 		 (long long)before_s);
-	return ch_request(s, true, q, NULL, 0, NULL, err, errlen);
+	if (ch_request(s, true, q, NULL, 0, NULL, err, errlen) != 0)
+		return -1;
+	return prune_sessions(s, before_s, err, errlen);
 }
 
 static int ch_has_batch(struct ep_store *base, const char *agent_id, uint64_t sequence, char *err,
@@ -381,6 +462,9 @@ static void filter_sql(FILE *f, const struct ep_store_filter *flt)
 		fprintf(f, " AND %s = ", labels[i].col);
 		sql_string(f, labels[i].value);
 	}
+	/* always one side: the continuous profile or one session */
+	fputs(" AND session_id = ", f);
+	sql_string(f, flt->session_id ? flt->session_id : "");
 	fputs(" AND (agent_id, sequence) IN (SELECT agent_id, sequence FROM batches)", f);
 }
 
@@ -501,12 +585,13 @@ static Edgeprof__V1__BinaryList *ch_list(struct ep_store *base, const struct ep_
 	struct ep_http_body out = {0}, lab = {0};
 	if (query_rows(s, "build_id, any(arch), sum(count), min(bucket), max(bucket)", "samples",
 		       flt, "GROUP BY build_id ORDER BY build_id", &out, err, errlen) != 0 ||
-	    query_rows(s, "DISTINCT build_id, container_id, pod, namespace, cgroup, process",
-		       "samples", flt,
-		       "ORDER BY build_id, container_id, pod, namespace, cgroup, process", &lab,
-		       err, errlen) != 0)
+	    query_rows(
+		s, "DISTINCT build_id, container_id, pod, namespace, cgroup, process, session_id",
+		"samples", flt,
+		"ORDER BY build_id, container_id, pod, namespace, cgroup, process, session_id",
+		&lab, err, errlen) != 0)
 		goto fail;
-	char *cur = out.data, *fields[6];
+	char *cur = out.data, *fields[7];
 	while (next_row(&cur, fields, 5) == 5) {
 		Edgeprof__V1__BinaryInfo *b = malloc(sizeof(*b));
 		if (!b)
@@ -524,7 +609,7 @@ static Edgeprof__V1__BinaryList *ch_list(struct ep_store *base, const struct ep_
 			goto fail;
 	}
 	cur = lab.data;
-	while (next_row(&cur, fields, 6) == 6) {
+	while (next_row(&cur, fields, 7) == 7) {
 		for (size_t i = 0; i < list->n_binaries; i++) {
 			Edgeprof__V1__BinaryInfo *b = list->binaries[i];
 			if (strcmp(b->build_id, fields[0]) != 0)
@@ -539,8 +624,9 @@ static Edgeprof__V1__BinaryList *ch_list(struct ep_store *base, const struct ep_
 			l->namespace_ = strdup(fields[3]);
 			l->cgroup = strdup(fields[4]);
 			l->process = strdup(fields[5]);
+			l->session_id = strdup(fields[6]);
 			if (!l->container_id || !l->pod || !l->namespace_ || !l->cgroup ||
-			    !l->process)
+			    !l->process || !l->session_id)
 				goto oom;
 		}
 	}
@@ -689,6 +775,147 @@ fail:
 	return NULL;
 }
 
+static int ch_session_put(struct ep_store *base, const Edgeprof__V1__Session *session,
+			  const uint8_t *record, size_t len, char *err, size_t errlen)
+{
+	struct ch_store *s = (struct ch_store *)base;
+	char *row = NULL;
+	size_t row_len = 0;
+	FILE *f = open_memstream(&row, &row_len);
+	if (!f) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	tsv_string(f, session->id);
+	fprintf(f, "\t%d\t%" PRId64 "\t%" PRId64 "\t%" PRIu64 "\t", (int)session->state,
+		session->created_s, session->ended_s, session->updated_ns);
+	for (size_t i = 0; i < len; i++)
+		fprintf(f, "%02x", record[i]);
+	fputc('\n', f);
+	if (fclose(f) != 0 || !row) {
+		free(row);
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	/* an older update is written too; FINAL keeps the highest updated_ns */
+	int rc =
+	    ch_request(s, true,
+		       "INSERT INTO sessions (id, state, created_s, ended_s, updated_ns, record)"
+		       " FORMAT TabSeparated",
+		       row, row_len, NULL, err, errlen);
+	free(row);
+	return rc;
+}
+
+static int hex_value(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* hex -> bytes in place; the byte count, or -1 when it is not hex */
+static long unhex_in_place(char *hex)
+{
+	size_t n = strlen(hex);
+	if (n % 2)
+		return -1;
+	for (size_t i = 0; i < n / 2; i++) {
+		int hi = hex_value(hex[2 * i]), lo = hex_value(hex[2 * i + 1]);
+		if (hi < 0 || lo < 0)
+			return -1;
+		hex[i] = (char)(hi << 4 | lo);
+	}
+	return (long)(n / 2);
+}
+
+/* Calls add with each record (first column, hex) of the answer to q. */
+static int session_records(struct ch_store *s, const char *q,
+			   int (*add)(void *ctx, const uint8_t *record, size_t len), void *ctx,
+			   char *err, size_t errlen)
+{
+	struct ep_http_body out = {0};
+	if (ch_request(s, true, q, NULL, 0, &out, err, errlen) != 0)
+		return -1;
+	char *cur = out.data, *fields[1];
+	int rc = 0;
+	while (rc == 0 && next_row(&cur, fields, 1) == 1) {
+		long n = unhex_in_place(fields[0]);
+		if (n < 0) {
+			snprintf(err, errlen, "clickhouse %s: a session record is not hex",
+				 s->base_url);
+			rc = -1;
+		} else if (add(ctx, (const uint8_t *)fields[0], (size_t)n) != 0) {
+			snprintf(err, errlen, "out of memory");
+			rc = -1;
+		}
+	}
+	free(out.data);
+	return rc;
+}
+
+struct one_record {
+	uint8_t *record;
+	size_t len;
+	bool found;
+};
+
+static int keep_record(void *ctx, const uint8_t *record, size_t len)
+{
+	struct one_record *o = ctx;
+	free(o->record);
+	o->record = malloc(len ? len : 1);
+	if (!o->record)
+		return -1;
+	memcpy(o->record, record, len);
+	o->len = len;
+	o->found = true;
+	return 0;
+}
+
+static int ch_session_get(struct ep_store *base, const char *id, uint8_t **record, size_t *len,
+			  char *err, size_t errlen)
+{
+	struct ch_store *s = (struct ch_store *)base;
+	char *q = NULL;
+	size_t qlen = 0;
+	FILE *f = open_memstream(&q, &qlen);
+	if (!f) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	fputs("SELECT record FROM sessions FINAL WHERE id = ", f);
+	sql_string(f, id);
+	fputs(" FORMAT TabSeparated", f);
+	fclose(f);
+	struct one_record o = {0};
+	int rc = session_records(s, q, keep_record, &o, err, errlen);
+	free(q);
+	if (rc != 0 || !o.found) {
+		free(o.record);
+		return rc;
+	}
+	*record = o.record;
+	*len = o.len;
+	return 1;
+}
+
+static int ch_sessions_unfinished(struct ep_store *base,
+				  int (*add)(void *ctx, const uint8_t *record, size_t len),
+				  void *ctx, char *err, size_t errlen)
+{
+	/* the filter on the non-key state stays outside FINAL (see ch_prune) */
+	return session_records((struct ch_store *)base,
+			       "SELECT record FROM (SELECT id, state, created_s, record FROM"
+			       " sessions FINAL) WHERE state IN (0, 1) ORDER BY created_s, id"
+			       " FORMAT TabSeparated",
+			       add, ctx, err, errlen);
+}
+
 static void ch_close(struct ep_store *base)
 {
 	struct ch_store *s = (struct ch_store *)base;
@@ -708,7 +935,59 @@ static const struct ep_store_ops clickhouse_ops = {
     .prune = ch_prune,
     .list_binaries = ch_list,
     .profile = ch_profile,
+    .session_put = ch_session_put,
+    .session_get = ch_session_get,
+    .sessions_unfinished = ch_sessions_unfinished,
 };
+
+/* Count tables from before sessions: session_id added at the end of the
+ * columns and of the sorting key (see count_tables). Several collectors may
+ * start at once: an ALTER that fails because another one added the column
+ * first is fine. */
+static int add_session_columns(struct ch_store *s, char *err, size_t errlen)
+{
+	for (size_t t = 0; t < sizeof(count_tables) / sizeof(count_tables[0]); t++) {
+		char q[512];
+		snprintf(q, sizeof(q),
+			 "SELECT sorting_key, (SELECT count() FROM system.columns WHERE"
+			 " database = '%s' AND table = '%s' AND name = 'session_id') FROM"
+			 " system.tables WHERE database = '%s' AND name = '%s' FORMAT TabSeparated",
+			 s->database, count_tables[t], s->database, count_tables[t]);
+		struct ep_http_body out = {0};
+		if (ch_request(s, false, q, NULL, 0, &out, err, errlen) != 0)
+			return -1;
+		char *cur = out.data, *fields[2];
+		int rc = 0;
+		if (next_row(&cur, fields, 2) == 2 && strcmp(fields[1], "0") == 0) {
+			char *alter = NULL;
+			if (asprintf(&alter,
+				     "ALTER TABLE %s ADD COLUMN session_id String,"
+				     " MODIFY ORDER BY (%s, session_id)",
+				     count_tables[t], fields[0]) < 0) {
+				snprintf(err, errlen, "out of memory");
+				rc = -1;
+			} else if (ch_request(s, true, alter, NULL, 0, NULL, err, errlen) != 0) {
+				char again[512];
+				snprintf(again, sizeof(again),
+					 "SELECT count() FROM system.columns WHERE database = '%s'"
+					 " AND table = '%s' AND name = 'session_id'",
+					 s->database, count_tables[t]);
+				struct ep_http_body n = {0};
+				char ignored[64];
+				if (ch_request(s, false, again, NULL, 0, &n, ignored,
+					       sizeof(ignored)) != 0 ||
+				    !n.data || strtoul(n.data, NULL, 10) == 0)
+					rc = -1; /* err says why the ALTER failed */
+				free(n.data);
+			}
+			free(alter);
+		}
+		free(out.data);
+		if (rc != 0)
+			return -1;
+	}
+	return 0;
+}
 
 static bool valid_identifier(const char *s)
 {
@@ -767,6 +1046,10 @@ struct ep_store *ep_store_clickhouse_open(const char *location, char *err, size_
 			ch_close(&s->base);
 			return NULL;
 		}
+	}
+	if (add_session_columns(s, err, errlen) != 0) {
+		ch_close(&s->base);
+		return NULL;
 	}
 	return &s->base;
 }

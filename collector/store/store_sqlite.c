@@ -18,7 +18,8 @@
 #include "../../agent/aggregate/aggregate.h"
 #include "store_backend.h"
 
-#define SCHEMA_VERSION 1
+/* 2: label_sets.session_id (in its UNIQUE key), the sessions table */
+#define SCHEMA_VERSION 2
 
 enum stmt_id {
 	S_BINARY_INSERT,
@@ -34,6 +35,9 @@ enum stmt_id {
 	S_SEGMENT,
 	S_BATCH,
 	S_HAS_BATCH,
+	S_SESSION_PUT,
+	S_SESSION_GET,
+	S_SESSIONS_UNFINISHED,
 	NSTMTS
 };
 
@@ -44,9 +48,9 @@ static const char *const stmt_sql[NSTMTS] = {
     [S_BINARY_ID] = "SELECT id FROM binaries WHERE build_id = ?1",
     [S_PATH] = "INSERT OR IGNORE INTO binary_paths(binary_id, path) VALUES(?1, ?2)",
     [S_LABELS_INSERT] = "INSERT OR IGNORE INTO label_sets(container_id, pod, namespace, cgroup, "
-			"process) VALUES(?1, ?2, ?3, ?4, ?5)",
+			"process, session_id) VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
     [S_LABELS_ID] = "SELECT id FROM label_sets WHERE container_id = ?1 AND pod = ?2 AND "
-		    "namespace = ?3 AND cgroup = ?4 AND process = ?5",
+		    "namespace = ?3 AND cgroup = ?4 AND process = ?5 AND session_id = ?6",
     [S_SAMPLES] = "INSERT INTO samples(binary_id, bucket, label_set, count) VALUES(?1, ?2, ?3, ?4) "
 		  "ON CONFLICT DO UPDATE SET count = count + excluded.count",
     [S_EDGE] = "INSERT INTO edges(binary_id, bucket, label_set, from_addr, to_addr, flags, kind, "
@@ -64,6 +68,15 @@ static const char *const stmt_sql[NSTMTS] = {
 		  "VALUES(?1, ?2, ?3, ?4)",
     [S_BATCH] = "INSERT INTO batches(agent_id, sequence, node, received) VALUES(?1, ?2, ?3, ?4)",
     [S_HAS_BATCH] = "SELECT 1 FROM batches WHERE agent_id = ?1 AND sequence = ?2",
+    /* newest wins: an update older than the stored record changes nothing */
+    [S_SESSION_PUT] = "INSERT INTO sessions(id, state, created_s, ended_s, updated_ns, record) "
+		      "VALUES(?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT(id) DO UPDATE SET "
+		      "state = excluded.state, created_s = excluded.created_s, "
+		      "ended_s = excluded.ended_s, updated_ns = excluded.updated_ns, "
+		      "record = excluded.record WHERE excluded.updated_ns >= sessions.updated_ns",
+    [S_SESSION_GET] = "SELECT record FROM sessions WHERE id = ?1",
+    [S_SESSIONS_UNFINISHED] = "SELECT record FROM sessions WHERE state IN (?1, ?2) "
+			      "ORDER BY created_s, id",
 };
 
 static const char schema[] =
@@ -73,7 +86,8 @@ static const char schema[] =
     " PRIMARY KEY(binary_id, path)) WITHOUT ROWID;"
     "CREATE TABLE IF NOT EXISTS label_sets(id INTEGER PRIMARY KEY, container_id TEXT NOT NULL,"
     " pod TEXT NOT NULL, namespace TEXT NOT NULL, cgroup TEXT NOT NULL, process TEXT NOT NULL,"
-    " UNIQUE(container_id, pod, namespace, cgroup, process));"
+    " session_id TEXT NOT NULL,"
+    " UNIQUE(container_id, pod, namespace, cgroup, process, session_id));"
     "CREATE TABLE IF NOT EXISTS samples(binary_id INTEGER NOT NULL, bucket INTEGER NOT NULL,"
     " label_set INTEGER NOT NULL, count INTEGER NOT NULL,"
     " PRIMARY KEY(binary_id, bucket, label_set)) WITHOUT ROWID;"
@@ -97,7 +111,26 @@ static const char schema[] =
     " PRIMARY KEY(binary_id, vaddr, file_offset, size)) WITHOUT ROWID;"
     "CREATE TABLE IF NOT EXISTS batches(agent_id TEXT NOT NULL, sequence INTEGER NOT NULL,"
     " node TEXT NOT NULL, received INTEGER NOT NULL, PRIMARY KEY(agent_id, sequence))"
-    " WITHOUT ROWID;";
+    " WITHOUT ROWID;"
+    /* the record is the serialised Session; the columns beside it are what
+     * queries select and sort by */
+    "CREATE TABLE IF NOT EXISTS sessions(id TEXT PRIMARY KEY, state INTEGER NOT NULL,"
+    " created_s INTEGER NOT NULL, ended_s INTEGER NOT NULL, updated_ns INTEGER NOT NULL,"
+    " record BLOB NOT NULL) WITHOUT ROWID;"
+    "CREATE INDEX IF NOT EXISTS sessions_by_state ON sessions(state, created_s, id);";
+
+/* Version 1 to 2: label_sets gains session_id, and its UNIQUE key must
+ * include it, which SQLite cannot alter: the table is rebuilt, ids kept
+ * (the count tables refer to them), every existing set continuous (''). */
+static const char migrate_v1[] =
+    "CREATE TABLE label_sets_v2(id INTEGER PRIMARY KEY, container_id TEXT NOT NULL,"
+    " pod TEXT NOT NULL, namespace TEXT NOT NULL, cgroup TEXT NOT NULL, process TEXT NOT NULL,"
+    " session_id TEXT NOT NULL,"
+    " UNIQUE(container_id, pod, namespace, cgroup, process, session_id));"
+    "INSERT INTO label_sets_v2(id, container_id, pod, namespace, cgroup, process, session_id)"
+    " SELECT id, container_id, pod, namespace, cgroup, process, '' FROM label_sets;"
+    "DROP TABLE label_sets;"
+    "ALTER TABLE label_sets_v2 RENAME TO label_sets;";
 
 struct sqlite_store {
 	struct ep_store base;
@@ -175,9 +208,9 @@ static int64_t labels_id(struct sqlite_store *s, const Edgeprof__V1__Labels *l, 
 			 size_t errlen)
 {
 	sqlite3_stmt *ins = stmt(s, S_LABELS_INSERT), *sel = stmt(s, S_LABELS_ID);
-	const char *v[5] = {l ? l->container_id : "", l ? l->pod : "", l ? l->namespace_ : "",
-			    l ? l->cgroup : "", l ? l->process : ""};
-	for (int i = 0; i < 5; i++) {
+	const char *v[6] = {l ? l->container_id : "", l ? l->pod : "",	   l ? l->namespace_ : "",
+			    l ? l->cgroup : "",	      l ? l->process : "", l ? l->session_id : ""};
+	for (int i = 0; i < 6; i++) {
 		bind_text(ins, i + 1, v[i]);
 		bind_text(sel, i + 1, v[i]);
 	}
@@ -296,9 +329,14 @@ static int sqlite_prune(struct ep_store *base, int64_t before_s, char *err, size
 {
 	struct sqlite_store *s = (struct sqlite_store *)base;
 	static const char *const sql[] = {
-	    "DELETE FROM samples WHERE bucket < ?1",   "DELETE FROM edges WHERE bucket < ?1",
-	    "DELETE FROM ranges WHERE bucket < ?1",    "DELETE FROM ips WHERE bucket < ?1",
+	    "DELETE FROM samples WHERE bucket < ?1",
+	    "DELETE FROM edges WHERE bucket < ?1",
+	    "DELETE FROM ranges WHERE bucket < ?1",
+	    "DELETE FROM ips WHERE bucket < ?1",
 	    "DELETE FROM batches WHERE received < ?1",
+	    /* finished sessions; one that failed before it started has no end */
+	    "DELETE FROM sessions WHERE state IN (2, 3) AND"
+	    " (CASE WHEN ended_s != 0 THEN ended_s ELSE created_s END) < ?1",
 	};
 	if (exec(s, "BEGIN IMMEDIATE", err, errlen) != 0)
 		return -1;
@@ -341,7 +379,8 @@ static int sqlite_has_batch(struct ep_store *base, const char *agent_id, uint64_
  * l; parameters are bound by bind_filter in the same order. */
 static void filter_sql(const struct ep_store_filter *f, char *out, size_t len)
 {
-	snprintf(out, len, "%s%s%s%s%s%s%s%s",
+	/* always one side: the continuous profile or one session */
+	snprintf(out, len, "%s%s%s%s%s%s%s%s AND l.session_id = :session_id",
 		 f->build_id ? " AND t.binary_id = (SELECT id FROM binaries "
 			       "WHERE build_id = :build_id)"
 			     : "",
@@ -357,9 +396,13 @@ static void bind_filter(sqlite3_stmt *st, const struct ep_store_filter *f)
 {
 	const struct {
 		const char *name, *value;
-	} texts[] = {{":build_id", f->build_id}, {":container_id", f->container_id},
-		     {":pod", f->pod},		 {":namespace", f->namespace_},
-		     {":cgroup", f->cgroup},	 {":process", f->process}};
+	} texts[] = {{":build_id", f->build_id},
+		     {":container_id", f->container_id},
+		     {":pod", f->pod},
+		     {":namespace", f->namespace_},
+		     {":cgroup", f->cgroup},
+		     {":process", f->process},
+		     {":session_id", f->session_id ? f->session_id : ""}};
 	for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
 		int idx = sqlite3_bind_parameter_index(st, texts[i].name);
 		if (idx)
@@ -431,9 +474,9 @@ static Edgeprof__V1__BinaryList *sqlite_list(struct ep_store *base, const struct
 	}
 	labels = prepare_filtered(
 	    s,
-	    "SELECT DISTINCT l.container_id, l.pod, l.namespace, l.cgroup, l.process"
-	    " FROM samples t JOIN label_sets l ON l.id = t.label_set"
-	    " WHERE t.binary_id = :bin%s ORDER BY 1, 2, 3, 4, 5",
+	    "SELECT DISTINCT l.container_id, l.pod, l.namespace, l.cgroup, l.process,"
+	    " l.session_id FROM samples t JOIN label_sets l ON l.id = t.label_set"
+	    " WHERE t.binary_id = :bin%s ORDER BY 1, 2, 3, 4, 5, 6",
 	    f, err, errlen);
 	if (!labels)
 		goto fail;
@@ -473,8 +516,9 @@ static Edgeprof__V1__BinaryList *sqlite_list(struct ep_store *base, const struct
 			l->namespace_ = dup_col(labels, 2);
 			l->cgroup = dup_col(labels, 3);
 			l->process = dup_col(labels, 4);
+			l->session_id = dup_col(labels, 5);
 			if (!l->container_id || !l->pod || !l->namespace_ || !l->cgroup ||
-			    !l->process)
+			    !l->process || !l->session_id)
 				goto oom;
 		}
 	}
@@ -624,6 +668,78 @@ fail:
 	return NULL;
 }
 
+static int sqlite_session_put(struct ep_store *base, const Edgeprof__V1__Session *session,
+			      const uint8_t *record, size_t len, char *err, size_t errlen)
+{
+	struct sqlite_store *s = (struct sqlite_store *)base;
+	sqlite3_stmt *st = stmt(s, S_SESSION_PUT);
+	bind_text(st, 1, session->id);
+	sqlite3_bind_int(st, 2, (int)session->state);
+	sqlite3_bind_int64(st, 3, session->created_s);
+	sqlite3_bind_int64(st, 4, session->ended_s);
+	bind_u64(st, 5, session->updated_ns);
+	sqlite3_bind_blob(st, 6, len ? (const void *)record : "", (int)len, SQLITE_STATIC);
+	return step_done(s, st, "session", err, errlen);
+}
+
+/* The record of the row st stands on, copied (column 0). */
+static int copy_record(sqlite3_stmt *st, uint8_t **record, size_t *len)
+{
+	const void *blob = sqlite3_column_blob(st, 0);
+	*len = (size_t)sqlite3_column_bytes(st, 0);
+	*record = malloc(*len ? *len : 1);
+	if (!*record)
+		return -1;
+	if (*len)
+		memcpy(*record, blob, *len);
+	return 0;
+}
+
+static int sqlite_session_get(struct ep_store *base, const char *id, uint8_t **record, size_t *len,
+			      char *err, size_t errlen)
+{
+	struct sqlite_store *s = (struct sqlite_store *)base;
+	sqlite3_stmt *st = stmt(s, S_SESSION_GET);
+	bind_text(st, 1, id);
+	int r = sqlite3_step(st);
+	if (r == SQLITE_DONE)
+		return 0;
+	if (r != SQLITE_ROW) {
+		db_error(s, "session lookup", err, errlen);
+		return -1;
+	}
+	if (copy_record(st, record, len) != 0) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	return 1;
+}
+
+static int sqlite_sessions_unfinished(struct ep_store *base,
+				      int (*add)(void *ctx, const uint8_t *record, size_t len),
+				      void *ctx, char *err, size_t errlen)
+{
+	struct sqlite_store *s = (struct sqlite_store *)base;
+	sqlite3_stmt *st = stmt(s, S_SESSIONS_UNFINISHED);
+	sqlite3_bind_int(st, 1, EDGEPROF__V1__SESSION_STATE__SESSION_PENDING);
+	sqlite3_bind_int(st, 2, EDGEPROF__V1__SESSION_STATE__SESSION_RUNNING);
+	int r;
+	while ((r = sqlite3_step(st)) == SQLITE_ROW) {
+		const void *blob = sqlite3_column_blob(st, 0);
+		int n = sqlite3_column_bytes(st, 0);
+		if (add(ctx, blob ? blob : "", (size_t)n) != 0) {
+			snprintf(err, errlen, "out of memory");
+			sqlite3_reset(st);
+			return -1;
+		}
+	}
+	if (r != SQLITE_DONE) {
+		db_error(s, "sessions", err, errlen);
+		return -1;
+	}
+	return 0;
+}
+
 static void sqlite_close(struct ep_store *base)
 {
 	struct sqlite_store *s = (struct sqlite_store *)base;
@@ -643,7 +759,72 @@ static const struct ep_store_ops sqlite_ops = {
     .prune = sqlite_prune,
     .list_binaries = sqlite_list,
     .profile = sqlite_profile,
+    .session_put = sqlite_session_put,
+    .session_get = sqlite_session_get,
+    .sessions_unfinished = sqlite_sessions_unfinished,
 };
+
+static int user_version(struct sqlite_store *s)
+{
+	sqlite3_stmt *v = NULL;
+	int version = -1;
+	if (sqlite3_prepare_v2(s->db, "PRAGMA user_version", -1, &v, NULL) == SQLITE_OK &&
+	    sqlite3_step(v) == SQLITE_ROW)
+		version = sqlite3_column_int(v, 0);
+	sqlite3_finalize(v);
+	return version;
+}
+
+static int newer_schema(struct sqlite_store *s, int version, char *err, size_t errlen)
+{
+	if (version <= SCHEMA_VERSION)
+		return 0;
+	snprintf(err, errlen,
+		 "sqlite %s: schema version %d is newer than this collector's (%d): "
+		 "use a newer edgeprof",
+		 s->path, version, SCHEMA_VERSION);
+	return -1;
+}
+
+/* 1 when label_sets exists without session_id (a version-1 file, or one
+ * whose version was never written), 0 when not, -1 on error. Decided by the
+ * columns rather than user_version so that both cases migrate. */
+static int needs_label_migration(struct sqlite_store *s, char *err, size_t errlen)
+{
+	sqlite3_stmt *q = NULL;
+	int r = -1;
+	if (sqlite3_prepare_v2(s->db,
+			       "SELECT COUNT(*), COALESCE(SUM(name = 'session_id'), 0)"
+			       " FROM pragma_table_info('label_sets')",
+			       -1, &q, NULL) == SQLITE_OK &&
+	    sqlite3_step(q) == SQLITE_ROW)
+		r = sqlite3_column_int(q, 0) > 0 && sqlite3_column_int(q, 1) == 0;
+	else
+		db_error(s, "schema", err, errlen);
+	sqlite3_finalize(q);
+	return r;
+}
+
+/* Creates or upgrades the schema in one transaction: a collector killed
+ * half-way leaves the old schema, and two collectors opening one file do it
+ * once (the second sees the first's result under its own lock). */
+static int set_up_schema(struct sqlite_store *s, char *err, size_t errlen)
+{
+	if (exec(s, "BEGIN IMMEDIATE", err, errlen) != 0)
+		return -1;
+	char pragma[64];
+	snprintf(pragma, sizeof(pragma), "PRAGMA user_version = %d", SCHEMA_VERSION);
+	int rc = newer_schema(s, user_version(s), err, errlen);
+	int migrate = rc == 0 ? needs_label_migration(s, err, errlen) : -1;
+	if (migrate < 0 || (migrate && exec(s, migrate_v1, err, errlen) != 0) ||
+	    exec(s, schema, err, errlen) != 0 || exec(s, pragma, err, errlen) != 0 ||
+	    exec(s, "COMMIT", err, errlen) != 0) {
+		char ignored[64];
+		exec(s, "ROLLBACK", ignored, sizeof(ignored));
+		return -1;
+	}
+	return 0;
+}
 
 struct ep_store *ep_store_sqlite_open(const char *location, char *err, size_t errlen)
 {
@@ -662,32 +843,22 @@ struct ep_store *ep_store_sqlite_open(const char *location, char *err, size_t er
 		return NULL;
 	}
 	sqlite3_busy_timeout(s->db, 10000);
-	sqlite3_stmt *v = NULL;
-	int version = -1;
-	if (sqlite3_prepare_v2(s->db, "PRAGMA user_version", -1, &v, NULL) == SQLITE_OK &&
-	    sqlite3_step(v) == SQLITE_ROW)
-		version = sqlite3_column_int(v, 0);
-	sqlite3_finalize(v);
+	int version = user_version(s);
 	if (version < 0) {
 		db_error(s, "not a database", err, errlen);
 		sqlite_close(&s->base);
 		return NULL;
 	}
-	if (version > SCHEMA_VERSION) {
-		snprintf(err, errlen,
-			 "sqlite %s: schema version %d is newer than this collector's (%d): "
-			 "use a newer edgeprof",
-			 location, version, SCHEMA_VERSION);
+	/* refused before anything (journal mode included) is written to it */
+	if (newer_schema(s, version, err, errlen) != 0) {
 		sqlite_close(&s->base);
 		return NULL;
 	}
-	char pragma[64];
-	snprintf(pragma, sizeof(pragma), "PRAGMA user_version = %d", SCHEMA_VERSION);
 	if (exec(s, "PRAGMA journal_mode = WAL", err, errlen) != 0 ||
 	    exec(s, "PRAGMA synchronous = FULL", err, errlen) != 0 ||
 	    exec(s, "PRAGMA cache_size = -65536", err, errlen) != 0 ||
 	    exec(s, "PRAGMA temp_store = MEMORY", err, errlen) != 0 ||
-	    exec(s, schema, err, errlen) != 0 || exec(s, pragma, err, errlen) != 0) {
+	    set_up_schema(s, err, errlen) != 0) {
 		sqlite_close(&s->base);
 		return NULL;
 	}

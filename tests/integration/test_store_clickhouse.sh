@@ -31,17 +31,18 @@ sed 's/^/# restart: /' "$TEST_TMP/restart.log" | grep -v "^# restart: ok"
 check "kill-and-restart test with ClickHouse: $(grep -c '^ok' "$TEST_TMP/restart.log") checks pass" \
 	bash -c "! grep -q '^not ok' '$TEST_TMP/restart.log' && grep -q 'equal the local import exactly' '$TEST_TMP/restart.log'"
 
-# a commit cut short: its count rows are there, its batch row is not
+# a commit cut short: its count rows are there, its batch row is not (the
+# last column: session_id, "" for the continuous profile)
 q() { curl -s --data-binary "$1" "$CLICKHOUSE_URL/?database=restart_$$"; }
 id=$(q "SELECT build_id FROM edges LIMIT 1")
 before=$(q "SELECT sum(count) FROM edges FINAL WHERE (agent_id, sequence) IN (SELECT agent_id, sequence FROM batches)")
-printf '%s\t60\t\t\t\t\t\t4096\t4160\t1\t1\t1000000\t0\tcut-agent\t1\n' "$id" |
+printf '%s\t60\t\t\t\t\t\t4096\t4160\t1\t1\t1000000\t0\tcut-agent\t1\t\n' "$id" |
 	curl -s --data-binary @- "$CLICKHOUSE_URL/?database=restart_$$&query=INSERT%20INTO%20edges%20FORMAT%20TabSeparated"
 after=$(q "SELECT sum(count) FROM edges FINAL WHERE (agent_id, sequence) IN (SELECT agent_id, sequence FROM batches)")
 check "rows of a commit without its batch row are not counted ($before = $after)" \
 	test -n "$before" -a "$before" = "$after"
 # its resend completes it: the same rows again plus the batch row, counted once
-printf '%s\t60\t\t\t\t\t\t4096\t4160\t1\t1\t1000000\t0\tcut-agent\t1\n' "$id" |
+printf '%s\t60\t\t\t\t\t\t4096\t4160\t1\t1\t1000000\t0\tcut-agent\t1\t\n' "$id" |
 	curl -s --data-binary @- "$CLICKHOUSE_URL/?database=restart_$$&query=INSERT%20INTO%20edges%20FORMAT%20TabSeparated"
 printf 'cut-agent\t1\tnode\t1700000000\n' |
 	curl -s --data-binary @- "$CLICKHOUSE_URL/?database=restart_$$&query=INSERT%20INTO%20batches%20FORMAT%20TabSeparated"

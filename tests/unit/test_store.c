@@ -4,6 +4,7 @@
  * $EDGEPROF_TEST_STORE (clickhouse:http://127.0.0.1:PORT: each test gets
  * its own database); unset, a fresh SQLite file. Counts are hand-computed.
  */
+#include <curl/curl.h>
 #include <dirent.h>
 #include <sqlite3.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 
 #include "test_util.h"
 
+#include "../../collector/api/api.h"
 #include "../../collector/store/store.h"
 #include "profile/profile_file.h"
 
@@ -391,6 +393,548 @@ static void test_newer_sqlite_schema_is_refused(void **state)
 	assert_non_null(strstr(err, "schema version 99 is newer"));
 }
 
+/* Continuous and session counts of the same binary, container and edges,
+ * stored in one commit from one batch: a filter gets one side or the other,
+ * never their sum. */
+static void test_session_counts_are_kept_apart(void **state)
+{
+	(void)state;
+	struct ep_store *s = open_store(true);
+	struct slice_data cont, sess;
+	make_slice(&cont, "ee05", "/bin/e", "", 1);
+	make_slice(&sess, "ee05", "/bin/e", "", 5);
+	cont.labels.container_id = sess.labels.container_id = "c1";
+	sess.labels.session_id = "s-1";
+	struct ep_store_batch_id id = {"agent-1", 1, "node-1", 1700000000};
+	struct ep_store_slice sl[2] = {{60, &cont.delta, 0}, {60, &sess.delta, 0}};
+	struct ep_store_commit c = {&id, 1, sl, 2};
+	char err[512];
+	if (ep_store_write(s, &c, err, sizeof(err)) != 0)
+		fail_msg("%s", err);
+
+	const char *const sides[] = {NULL, "", "s-1", "s-2"};
+	const uint64_t taken[] = {100, 100, 500, 0}, samples[] = {10, 10, 50, 0};
+	for (int i = 0; i < 4; i++) {
+		struct ep_store_filter f = {.build_id = "ee05", .session_id = sides[i]};
+		Edgeprof__V1__Profile *p = ep_store_profile(s, &f, err, sizeof(err));
+		if (!p)
+			fail_msg("%s", err);
+		if (!taken[i]) {
+			assert_int_equal(p->n_binaries, 0);
+			ep_profile_free(p);
+			continue;
+		}
+		assert_int_equal(p->n_binaries, 1);
+		const Edgeprof__V1__BinaryProfile *bp = p->binaries[0];
+		assert_int_equal(find_edge(bp, 0x1000, 0x1040, true)->count, taken[i]);
+		assert_int_equal(find_edge(bp, 0x1000, 0x1006, false)->count, taken[i] / 100 * 7);
+		assert_int_equal(bp->samples, samples[i]);
+		assert_int_equal(bp->ranges[0]->count, taken[i] / 2);
+		assert_int_equal(bp->ips[0]->count, taken[i] / 50);
+		ep_profile_free(p);
+	}
+	/* the listing too, with the session in the label set */
+	struct ep_store_filter all = {0}, s1 = {.session_id = "s-1"}, s2 = {.session_id = "s-2"};
+	Edgeprof__V1__BinaryList *l = ep_store_list_binaries(s, &all, err, sizeof(err));
+	assert_non_null(l);
+	assert_int_equal(l->n_binaries, 1);
+	assert_int_equal(l->binaries[0]->samples, 10);
+	assert_int_equal(l->binaries[0]->n_labels, 1);
+	assert_string_equal(l->binaries[0]->labels[0]->container_id, "c1");
+	assert_string_equal(l->binaries[0]->labels[0]->session_id, "");
+	ep_store_free_list(l);
+	l = ep_store_list_binaries(s, &s1, err, sizeof(err));
+	assert_non_null(l);
+	assert_int_equal(l->n_binaries, 1);
+	assert_int_equal(l->binaries[0]->samples, 50);
+	assert_int_equal(l->binaries[0]->n_labels, 1);
+	assert_string_equal(l->binaries[0]->labels[0]->container_id, "c1");
+	assert_string_equal(l->binaries[0]->labels[0]->session_id, "s-1");
+	ep_store_free_list(l);
+	l = ep_store_list_binaries(s, &s2, err, sizeof(err));
+	assert_non_null(l);
+	assert_int_equal(l->n_binaries, 0);
+	ep_store_free_list(l);
+	/* GET /v1/binaries shows a session's label sets with their session */
+	struct ep_api_response r = {0};
+	ep_api_binaries(s, &s1, &r);
+	assert_int_equal(r.status, 200);
+	assert_non_null(strstr(r.body, "\"container_id\": \"c1\""));
+	assert_non_null(strstr(r.body, "\"session_id\": \"s-1\""));
+	assert_non_null(strstr(r.body, "\"samples\": 50"));
+	free(r.body);
+	memset(&r, 0, sizeof(r));
+	ep_api_binaries(s, &all, &r);
+	assert_int_equal(r.status, 200);
+	assert_non_null(strstr(r.body, "\"samples\": 10"));
+	assert_null(strstr(r.body, "session_id"));
+	free(r.body);
+	ep_store_close(s);
+}
+
+static void make_session(Edgeprof__V1__Session *m, const char *id, int64_t created_s,
+			 Edgeprof__V1__SessionState state, uint64_t updated_ns)
+{
+	static char *refused[] = {"node-7", "node\t8"};
+	edgeprof__v1__session__init(m);
+	m->id = (char *)id;
+	m->node = "node-1";
+	m->container_id = "0123456789abcdef";
+	m->cgroup = "/sys/fs/cgroup/kubepods/x";
+	m->pid = 4242;
+	m->duration_ms = 30000;
+	m->period = 20011;
+	m->mode = "edges";
+	m->state = state;
+	m->message = "cgroup /kubepods/x\nresolved"; /* bytes TSV escapes */
+	m->created_s = created_s;
+	m->started_s = created_s + 1;
+	m->ended_s = state >= EDGEPROF__V1__SESSION_STATE__SESSION_DONE ? created_s + 31 : 0;
+	m->agent_id = "agent-1";
+	m->samples = 123456;
+	m->deadline_ns = (uint64_t)(created_s + 31) * 1000000000ULL;
+	m->refused_by = refused;
+	m->n_refused_by = 2;
+	m->updated_ns = updated_ns;
+}
+
+static void assert_same_session(const Edgeprof__V1__Session *a, const Edgeprof__V1__Session *b)
+{
+	/* every field, by the wire form: equal messages pack to equal bytes */
+	size_t la = edgeprof__v1__session__get_packed_size(a);
+	size_t lb = edgeprof__v1__session__get_packed_size(b);
+	assert_int_equal(la, lb);
+	uint8_t *pa = malloc(la), *pb = malloc(lb);
+	edgeprof__v1__session__pack(a, pa);
+	edgeprof__v1__session__pack(b, pb);
+	assert_memory_equal(pa, pb, la);
+	free(pa);
+	free(pb);
+}
+
+static void test_sessions_round_trip_newest_wins(void **state)
+{
+	(void)state;
+	struct ep_store *s = open_store(true);
+	char err[512];
+	Edgeprof__V1__Session m;
+	make_session(&m, "s-1", 1700000000, EDGEPROF__V1__SESSION_STATE__SESSION_RUNNING,
+		     1700000001000000000ULL);
+	if (ep_store_session_put(s, &m, err, sizeof(err)) != 0)
+		fail_msg("%s", err);
+	Edgeprof__V1__Session *got = ep_store_session_get(s, "s-1", err, sizeof(err));
+	if (!got)
+		fail_msg("%s", err);
+	assert_string_equal(got->id, "s-1");
+	assert_int_equal(got->pid, 4242);
+	assert_string_equal(got->message, "cgroup /kubepods/x\nresolved");
+	assert_int_equal(got->n_refused_by, 2);
+	assert_string_equal(got->refused_by[1], "node\t8");
+	assert_int_equal(got->deadline_ns, 1700000031000000000ULL);
+	assert_same_session(got, &m);
+	ep_store_free_session(got);
+
+	/* an update moves it on */
+	Edgeprof__V1__Session done;
+	make_session(&done, "s-1", 1700000000, EDGEPROF__V1__SESSION_STATE__SESSION_DONE,
+		     1700000040000000000ULL);
+	done.samples = 999;
+	assert_int_equal(ep_store_session_put(s, &done, err, sizeof(err)), 0);
+	got = ep_store_session_get(s, "s-1", err, sizeof(err));
+	assert_non_null(got);
+	assert_int_equal(got->state, EDGEPROF__V1__SESSION_STATE__SESSION_DONE);
+	assert_same_session(got, &done);
+	ep_store_free_session(got);
+	/* an older one (a slower collector) does not move it back */
+	assert_int_equal(ep_store_session_put(s, &m, err, sizeof(err)), 0);
+	got = ep_store_session_get(s, "s-1", err, sizeof(err));
+	assert_non_null(got);
+	assert_int_equal(got->state, EDGEPROF__V1__SESSION_STATE__SESSION_DONE);
+	assert_int_equal(got->samples, 999);
+	ep_store_free_session(got);
+	/* at equal updated_ns the later put wins */
+	done.samples = 1000;
+	assert_int_equal(ep_store_session_put(s, &done, err, sizeof(err)), 0);
+	got = ep_store_session_get(s, "s-1", err, sizeof(err));
+	assert_non_null(got);
+	assert_int_equal(got->samples, 1000);
+	ep_store_free_session(got);
+
+	/* an unknown id: NULL, and no error */
+	strcpy(err, "stale");
+	assert_null(ep_store_session_get(s, "s-none", err, sizeof(err)));
+	assert_string_equal(err, "");
+	assert_null(ep_store_session_get(s, "x' OR '1'='1", err, sizeof(err)));
+	assert_string_equal(err, "");
+	/* no id: refused */
+	Edgeprof__V1__Session anon;
+	make_session(&anon, "", 1, EDGEPROF__V1__SESSION_STATE__SESSION_PENDING, 1);
+	assert_int_equal(ep_store_session_put(s, &anon, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "id"));
+
+	/* unfinished: pending and running only, by created_s then id */
+	Edgeprof__V1__Session more[4];
+	make_session(&more[0], "s-b", 1700000100, EDGEPROF__V1__SESSION_STATE__SESSION_PENDING, 5);
+	make_session(&more[1], "s-a", 1700000100, EDGEPROF__V1__SESSION_STATE__SESSION_RUNNING, 5);
+	make_session(&more[2], "s-0", 1700000200, EDGEPROF__V1__SESSION_STATE__SESSION_PENDING, 5);
+	make_session(&more[3], "s-f", 1700000050, EDGEPROF__V1__SESSION_STATE__SESSION_FAILED, 5);
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(ep_store_session_put(s, &more[i], err, sizeof(err)), 0);
+	/* s-b taken by an agent: still unfinished, once */
+	more[0].state = EDGEPROF__V1__SESSION_STATE__SESSION_RUNNING;
+	more[0].updated_ns = 6;
+	assert_int_equal(ep_store_session_put(s, &more[0], err, sizeof(err)), 0);
+	ep_store_close(s);
+	/* and all of it survives a restart */
+	s = open_store(false);
+	Edgeprof__V1__SessionList *l = ep_store_sessions_unfinished(s, err, sizeof(err));
+	if (!l)
+		fail_msg("%s", err);
+	assert_int_equal(l->n_sessions, 3);
+	assert_string_equal(l->sessions[0]->id, "s-a");
+	assert_string_equal(l->sessions[1]->id, "s-b");
+	assert_int_equal(l->sessions[1]->state, EDGEPROF__V1__SESSION_STATE__SESSION_RUNNING);
+	assert_string_equal(l->sessions[2]->id, "s-0");
+	assert_same_session(l->sessions[2], &more[2]);
+	ep_store_free_session_list(l);
+	got = ep_store_session_get(s, "s-1", err, sizeof(err));
+	assert_non_null(got);
+	assert_same_session(got, &done);
+	ep_store_free_session(got);
+	ep_store_close(s);
+}
+
+/* Retention forgets finished sessions that ended before the cut (or, never
+ * started, were created before it); running ones and later ones stay. */
+static void test_prune_forgets_finished_sessions(void **state)
+{
+	(void)state;
+	struct ep_store *s = open_store(true);
+	char err[512];
+	const int64_t week = 604800;
+	Edgeprof__V1__Session m[5];
+	make_session(&m[0], "old-done", 100, EDGEPROF__V1__SESSION_STATE__SESSION_DONE, 1);
+	make_session(&m[1], "old-failed", 100, EDGEPROF__V1__SESSION_STATE__SESSION_FAILED, 1);
+	m[1].ended_s = 0; /* failed before it started */
+	make_session(&m[2], "old-running", 100, EDGEPROF__V1__SESSION_STATE__SESSION_RUNNING, 1);
+	make_session(&m[3], "new-done", 3 * week, EDGEPROF__V1__SESSION_STATE__SESSION_DONE, 1);
+	/* created before the cut, ended after it */
+	make_session(&m[4], "long-done", 2 * week - 10, EDGEPROF__V1__SESSION_STATE__SESSION_DONE,
+		     1);
+	for (int i = 0; i < 5; i++)
+		assert_int_equal(ep_store_session_put(s, &m[i], err, sizeof(err)), 0);
+	/* an old running version of a session that is done now: goes with it */
+	Edgeprof__V1__Session before;
+	make_session(&before, "old-done", 100, EDGEPROF__V1__SESSION_STATE__SESSION_RUNNING, 0);
+	assert_int_equal(ep_store_session_put(s, &before, err, sizeof(err)), 0);
+	/* and the other way round: only the newest version decides */
+	Edgeprof__V1__Session failed, retried;
+	make_session(&failed, "retried", 100, EDGEPROF__V1__SESSION_STATE__SESSION_FAILED, 1);
+	make_session(&retried, "retried", 100, EDGEPROF__V1__SESSION_STATE__SESSION_RUNNING, 2);
+	assert_int_equal(ep_store_session_put(s, &failed, err, sizeof(err)), 0);
+	assert_int_equal(ep_store_session_put(s, &retried, err, sizeof(err)), 0);
+	if (ep_store_prune(s, 2 * week, err, sizeof(err)) != 0)
+		fail_msg("%s", err);
+	const char *gone[] = {"old-done", "old-failed"},
+		   *kept[] = {"old-running", "new-done", "long-done", "retried"};
+	/* ClickHouse deletes by a background mutation: give it time */
+	for (int g = 0; g < 2; g++) {
+		Edgeprof__V1__Session *got = NULL;
+		for (int i = 0; i < 50; i++) {
+			ep_store_free_session(got);
+			got = ep_store_session_get(s, gone[g], err, sizeof(err));
+			if (!got)
+				break;
+			usleep(100000);
+		}
+		assert_null(got);
+		assert_string_equal(err, "");
+	}
+	for (int k = 0; k < 4; k++) {
+		Edgeprof__V1__Session *got = ep_store_session_get(s, kept[k], err, sizeof(err));
+		assert_non_null(got);
+		ep_store_free_session(got);
+	}
+	Edgeprof__V1__SessionList *l = ep_store_sessions_unfinished(s, err, sizeof(err));
+	assert_non_null(l);
+	assert_int_equal(l->n_sessions, 2);
+	assert_string_equal(l->sessions[0]->id, "old-running");
+	assert_string_equal(l->sessions[1]->id, "retried");
+	ep_store_free_session_list(l);
+	ep_store_close(s);
+}
+
+/* The schema of a version-1 SQLite file, as the collector wrote it before
+ * sessions: the migration must take this exact file. */
+static const char sqlite_v1_schema[] =
+    "CREATE TABLE IF NOT EXISTS binaries(id INTEGER PRIMARY KEY, build_id TEXT NOT NULL UNIQUE,"
+    " arch TEXT NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS binary_paths(binary_id INTEGER NOT NULL, path TEXT NOT NULL,"
+    " PRIMARY KEY(binary_id, path)) WITHOUT ROWID;"
+    "CREATE TABLE IF NOT EXISTS label_sets(id INTEGER PRIMARY KEY, container_id TEXT NOT NULL,"
+    " pod TEXT NOT NULL, namespace TEXT NOT NULL, cgroup TEXT NOT NULL, process TEXT NOT NULL,"
+    " UNIQUE(container_id, pod, namespace, cgroup, process));"
+    "CREATE TABLE IF NOT EXISTS samples(binary_id INTEGER NOT NULL, bucket INTEGER NOT NULL,"
+    " label_set INTEGER NOT NULL, count INTEGER NOT NULL,"
+    " PRIMARY KEY(binary_id, bucket, label_set)) WITHOUT ROWID;"
+    "CREATE TABLE IF NOT EXISTS edges(binary_id INTEGER NOT NULL, bucket INTEGER NOT NULL,"
+    " label_set INTEGER NOT NULL, from_addr INTEGER NOT NULL, to_addr INTEGER NOT NULL,"
+    " flags INTEGER NOT NULL, kind INTEGER NOT NULL, count INTEGER NOT NULL,"
+    " mispredicted INTEGER NOT NULL,"
+    " PRIMARY KEY(binary_id, bucket, label_set, from_addr, to_addr, flags)) WITHOUT ROWID;"
+    "CREATE TABLE IF NOT EXISTS ranges(binary_id INTEGER NOT NULL, bucket INTEGER NOT NULL,"
+    " label_set INTEGER NOT NULL, start_addr INTEGER NOT NULL, end_addr INTEGER NOT NULL,"
+    " count INTEGER NOT NULL,"
+    " PRIMARY KEY(binary_id, bucket, label_set, start_addr, end_addr)) WITHOUT ROWID;"
+    "CREATE TABLE IF NOT EXISTS ips(binary_id INTEGER NOT NULL, bucket INTEGER NOT NULL,"
+    " label_set INTEGER NOT NULL, ip INTEGER NOT NULL, count INTEGER NOT NULL,"
+    " PRIMARY KEY(binary_id, bucket, label_set, ip)) WITHOUT ROWID;"
+    "CREATE TABLE IF NOT EXISTS functions(binary_id INTEGER NOT NULL, start_addr INTEGER NOT NULL,"
+    " name TEXT NOT NULL, size INTEGER NOT NULL, PRIMARY KEY(binary_id, start_addr, name))"
+    " WITHOUT ROWID;"
+    "CREATE TABLE IF NOT EXISTS segments(binary_id INTEGER NOT NULL, vaddr INTEGER NOT NULL,"
+    " file_offset INTEGER NOT NULL, size INTEGER NOT NULL,"
+    " PRIMARY KEY(binary_id, vaddr, file_offset, size)) WITHOUT ROWID;"
+    "CREATE TABLE IF NOT EXISTS batches(agent_id TEXT NOT NULL, sequence INTEGER NOT NULL,"
+    " node TEXT NOT NULL, received INTEGER NOT NULL, PRIMARY KEY(agent_id, sequence))"
+    " WITHOUT ROWID;";
+
+/* A version-1 file opens, migrates (label_sets rebuilt with session_id in
+ * its key, ids kept), keeps its counts and takes session counts. */
+static void test_sqlite_version_1_file_migrates(void **state)
+{
+	(void)state;
+	if (!is_sqlite())
+		skip();
+	const char *path = store_spec(true) + 7;
+	sqlite3 *db;
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, sqlite_v1_schema, NULL, NULL, NULL), SQLITE_OK);
+	/* label set 7, not 1: the count rows must still find theirs */
+	const char *rows = "INSERT INTO binaries VALUES(3, 'ff06', 'x86_64');"
+			   "INSERT INTO binary_paths VALUES(3, '/bin/f');"
+			   "INSERT INTO label_sets VALUES(7, 'c1', '', '', '', '');"
+			   "INSERT INTO samples VALUES(3, 60, 7, 10);"
+			   "INSERT INTO edges VALUES(3, 60, 7, 4096, 4160, 1, 1, 100, 1);"
+			   "INSERT INTO ranges VALUES(3, 60, 7, 4160, 4192, 50);"
+			   "INSERT INTO ips VALUES(3, 60, 7, 4164, 2);"
+			   "INSERT INTO batches VALUES('agent-1', 1, 'node-1', 1700000000);"
+			   "PRAGMA user_version = 1;";
+	assert_int_equal(sqlite3_exec(db, rows, NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+
+	struct ep_store *s = open_store(false);
+	char err[512];
+	assert_int_equal(ep_store_has_batch(s, "agent-1", 1, err, sizeof(err)), 1);
+	struct ep_store_filter f = {.build_id = "ff06"};
+	Edgeprof__V1__Profile *p = ep_store_profile(s, &f, err, sizeof(err));
+	if (!p)
+		fail_msg("%s", err);
+	assert_int_equal(p->n_binaries, 1);
+	assert_int_equal(find_edge(p->binaries[0], 0x1000, 0x1040, true)->count, 100);
+	assert_int_equal(p->binaries[0]->samples, 10);
+	assert_int_equal(p->binaries[0]->ranges[0]->count, 50);
+	ep_profile_free(p);
+	/* the same labels again, continuous and for a session */
+	struct slice_data cont, sess;
+	make_slice(&cont, "ff06", "/bin/f", "", 1);
+	make_slice(&sess, "ff06", "/bin/f", "", 5);
+	cont.labels.container_id = sess.labels.container_id = "c1";
+	sess.labels.session_id = "s-1";
+	struct ep_store_batch_id id = {"agent-1", 2, "node-1", 1700000100};
+	struct ep_store_slice sl[2] = {{60, &cont.delta, 0}, {60, &sess.delta, 0}};
+	struct ep_store_commit c = {&id, 1, sl, 2};
+	if (ep_store_write(s, &c, err, sizeof(err)) != 0)
+		fail_msg("%s", err);
+	p = ep_store_profile(s, &f, err, sizeof(err));
+	assert_non_null(p);
+	assert_int_equal(find_edge(p->binaries[0], 0x1000, 0x1040, true)->count, 200);
+	assert_int_equal(p->binaries[0]->samples, 20);
+	ep_profile_free(p);
+	f.session_id = "s-1";
+	p = ep_store_profile(s, &f, err, sizeof(err));
+	assert_non_null(p);
+	assert_int_equal(find_edge(p->binaries[0], 0x1000, 0x1040, true)->count, 500);
+	assert_int_equal(p->binaries[0]->samples, 50);
+	ep_profile_free(p);
+	ep_store_close(s);
+
+	/* version 2 now, the old label set kept its id, and opening again is a no-op */
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	sqlite3_stmt *q;
+	assert_int_equal(
+	    sqlite3_prepare_v2(db,
+			       "SELECT (SELECT user_version FROM pragma_user_version),"
+			       " (SELECT id FROM label_sets WHERE container_id = 'c1'"
+			       " AND session_id = ''), (SELECT COUNT(*) FROM label_sets)",
+			       -1, &q, NULL),
+	    SQLITE_OK);
+	assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+	assert_int_equal(sqlite3_column_int(q, 0), 2);
+	assert_int_equal(sqlite3_column_int(q, 1), 7);
+	assert_int_equal(sqlite3_column_int(q, 2), 2);
+	sqlite3_finalize(q);
+	sqlite3_close(db);
+	s = open_store(false);
+	p = ep_store_profile(s, &f, err, sizeof(err));
+	assert_non_null(p);
+	assert_int_equal(find_edge(p->binaries[0], 0x1000, 0x1040, true)->count, 500);
+	ep_profile_free(p);
+	ep_store_close(s);
+}
+
+static size_t ch_answer(char *data, size_t size, size_t n, void *out)
+{
+	FILE *f = out;
+	return fwrite(data, size, n, f) * size;
+}
+
+/* Runs sql on the test's ClickHouse database; the answer in out (malloc'd)
+ * when not NULL. 0 on HTTP 200. */
+static int ch_query(const char *db, const char *sql, char **out)
+{
+	const char *base = getenv("EDGEPROF_TEST_STORE") + 11;
+	char url[512];
+	snprintf(url, sizeof(url), "%s/?database=%s", base, db);
+	char *answer = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&answer, &len);
+	CURL *c = curl_easy_init();
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_POSTFIELDS, sql);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, ch_answer);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, f);
+	long status = 0;
+	int rc = curl_easy_perform(c) == CURLE_OK ? 0 : -1;
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+	curl_easy_cleanup(c);
+	fclose(f);
+	if (rc != 0 || status != 200) {
+		print_error("clickhouse: %s: %s\n", sql, answer ? answer : "");
+		rc = -1;
+	}
+	if (out)
+		*out = answer;
+	else
+		free(answer);
+	return rc;
+}
+
+/* The count tables as the collector created them before sessions. */
+static const char *const clickhouse_v1_tables[] = {
+    "CREATE TABLE IF NOT EXISTS batches (agent_id String, sequence UInt64, node String,"
+    " received Int64) ENGINE = ReplacingMergeTree() ORDER BY (agent_id, sequence)",
+    "CREATE TABLE IF NOT EXISTS samples (build_id String, arch String, bucket Int64,"
+    " container_id String, pod String, namespace String, cgroup String, process String,"
+    " count UInt64, agent_id String, sequence UInt64) ENGINE = ReplacingMergeTree()"
+    " PARTITION BY intDiv(bucket, 604800) ORDER BY (build_id, bucket, container_id, pod,"
+    " namespace, cgroup, process, agent_id, sequence)",
+    "CREATE TABLE IF NOT EXISTS edges (build_id String, bucket Int64, container_id String,"
+    " pod String, namespace String, cgroup String, process String, from_addr UInt64,"
+    " to_addr UInt64, flags UInt8, kind UInt8, count UInt64, mispredicted UInt64,"
+    " agent_id String, sequence UInt64) ENGINE = ReplacingMergeTree()"
+    " PARTITION BY intDiv(bucket, 604800) ORDER BY (build_id, bucket, container_id, pod,"
+    " namespace, cgroup, process, from_addr, to_addr, flags, agent_id, sequence)",
+    "CREATE TABLE IF NOT EXISTS ranges (build_id String, bucket Int64, container_id String,"
+    " pod String, namespace String, cgroup String, process String, start_addr UInt64,"
+    " end_addr UInt64, count UInt64, agent_id String, sequence UInt64)"
+    " ENGINE = ReplacingMergeTree() PARTITION BY intDiv(bucket, 604800) ORDER BY (build_id,"
+    " bucket, container_id, pod, namespace, cgroup, process, start_addr, end_addr, agent_id,"
+    " sequence)",
+    "CREATE TABLE IF NOT EXISTS ips (build_id String, bucket Int64, container_id String,"
+    " pod String, namespace String, cgroup String, process String, ip UInt64, count UInt64,"
+    " agent_id String, sequence UInt64) ENGINE = ReplacingMergeTree()"
+    " PARTITION BY intDiv(bucket, 604800) ORDER BY (build_id, bucket, container_id, pod,"
+    " namespace, cgroup, process, ip, agent_id, sequence)",
+    "CREATE TABLE IF NOT EXISTS paths (build_id String, path String)"
+    " ENGINE = ReplacingMergeTree() ORDER BY (build_id, path)",
+    "CREATE TABLE IF NOT EXISTS functions (build_id String, start_addr UInt64, name String,"
+    " size UInt64) ENGINE = ReplacingMergeTree() ORDER BY (build_id, start_addr, name)",
+    "CREATE TABLE IF NOT EXISTS segments (build_id String, vaddr UInt64, file_offset UInt64,"
+    " size UInt64) ENGINE = ReplacingMergeTree() ORDER BY (build_id, vaddr, file_offset, size)",
+};
+
+/* Tables from before sessions gain session_id, in their sorting key too (a
+ * session row must not replace the continuous row of its batch when parts
+ * merge), keep their rows and take session counts. */
+static void test_clickhouse_tables_from_before_sessions_migrate(void **state)
+{
+	(void)state;
+	if (is_sqlite())
+		skip();
+	store_spec(true);
+	char db[128];
+	snprintf(db, sizeof(db), "edgeprof_test_%d_%d", (int)getpid(), test_number);
+	char create[256];
+	snprintf(create, sizeof(create), "CREATE DATABASE %s", db);
+	assert_int_equal(ch_query("default", create, NULL), 0);
+	for (size_t i = 0; i < sizeof(clickhouse_v1_tables) / sizeof(clickhouse_v1_tables[0]); i++)
+		assert_int_equal(ch_query(db, clickhouse_v1_tables[i], NULL), 0);
+	assert_int_equal(ch_query(db,
+				  "INSERT INTO samples VALUES ('ff06', 'x86_64', 60, 'c1', '', '',"
+				  " '', '', 10, 'agent-1', 1)",
+				  NULL),
+			 0);
+	assert_int_equal(
+	    ch_query(db,
+		     "INSERT INTO edges VALUES ('ff06', 60, 'c1', '', '', '', '', 4096,"
+		     " 4160, 1, 1, 100, 1, 'agent-1', 1)",
+		     NULL),
+	    0);
+	assert_int_equal(
+	    ch_query(db, "INSERT INTO batches VALUES ('agent-1', 1, 'node-1', 1700000000)", NULL),
+	    0);
+
+	struct ep_store *s = open_store(false);
+	char err[512];
+	struct ep_store_filter f = {.build_id = "ff06"};
+	Edgeprof__V1__Profile *p = ep_store_profile(s, &f, err, sizeof(err));
+	if (!p)
+		fail_msg("%s", err);
+	assert_int_equal(p->n_binaries, 1);
+	assert_int_equal(find_edge(p->binaries[0], 0x1000, 0x1040, true)->count, 100);
+	assert_int_equal(p->binaries[0]->samples, 10);
+	ep_profile_free(p);
+	/* continuous and session rows of one batch, equal in every key column
+	 * but session_id */
+	struct slice_data cont, sess;
+	make_slice(&cont, "ff06", "/bin/f", "", 1);
+	make_slice(&sess, "ff06", "/bin/f", "", 5);
+	cont.labels.container_id = sess.labels.container_id = "c1";
+	sess.labels.session_id = "s-1";
+	struct ep_store_batch_id id = {"agent-1", 2, "node-1", 1700000100};
+	struct ep_store_slice sl[2] = {{60, &cont.delta, 0}, {60, &sess.delta, 0}};
+	struct ep_store_commit c = {&id, 1, sl, 2};
+	if (ep_store_write(s, &c, err, sizeof(err)) != 0)
+		fail_msg("%s", err);
+	ep_store_close(s);
+	/* opening again changes nothing; merging parts keeps both rows */
+	s = open_store(false);
+	assert_int_equal(ch_query(db, "OPTIMIZE TABLE edges FINAL", NULL), 0);
+	assert_int_equal(ch_query(db, "OPTIMIZE TABLE samples FINAL", NULL), 0);
+	const uint64_t taken[] = {200, 500}, samples[] = {20, 50};
+	for (int i = 0; i < 2; i++) {
+		f.session_id = i ? "s-1" : NULL;
+		p = ep_store_profile(s, &f, err, sizeof(err));
+		if (!p)
+			fail_msg("%s", err);
+		assert_int_equal(find_edge(p->binaries[0], 0x1000, 0x1040, true)->count, taken[i]);
+		assert_int_equal(p->binaries[0]->samples, samples[i]);
+		ep_profile_free(p);
+	}
+	ep_store_close(s);
+	char *keys = NULL;
+	assert_int_equal(
+	    ch_query(db,
+		     "SELECT count() FROM system.tables WHERE database = currentDatabase()"
+		     " AND name IN ('samples', 'edges', 'ranges', 'ips') AND"
+		     " sorting_key LIKE '%, session_id'",
+		     &keys),
+	    0);
+	assert_string_equal(keys, "4\n");
+	free(keys);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -400,6 +944,11 @@ int main(void)
 	    cmocka_unit_test(test_prune_forgets_old_buckets_and_batch_ids),
 	    cmocka_unit_test(test_bad_specs_name_the_problem),
 	    cmocka_unit_test(test_newer_sqlite_schema_is_refused),
+	    cmocka_unit_test(test_session_counts_are_kept_apart),
+	    cmocka_unit_test(test_sessions_round_trip_newest_wins),
+	    cmocka_unit_test(test_prune_forgets_finished_sessions),
+	    cmocka_unit_test(test_sqlite_version_1_file_migrates),
+	    cmocka_unit_test(test_clickhouse_tables_from_before_sessions_migrate),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -192,6 +192,38 @@ static void test_merge_keeps_buckets_binaries_and_labels_apart(void **state)
 	ep_merge_free(m);
 }
 
+/* Session counts are sampled at their own rate: a delta that differs from
+ * another only by session_id must stay a slice of its own. */
+static void test_merge_keeps_sessions_apart(void **state)
+{
+	(void)state;
+	struct ep_merge *m = ep_merge_new();
+	Edgeprof__V1__Labels cont = EDGEPROF__V1__LABELS__INIT, sess = cont, empty = cont;
+	cont.container_id = sess.container_id = "c1";
+	sess.session_id = "s-1";
+	empty.session_id = ""; /* "" is the continuous profile, like NULL labels */
+	assert_int_equal(ep_merge_add(m, 60, one_binary("aa", 0x1000, 5), &cont), 0);
+	assert_int_equal(ep_merge_add(m, 60, one_binary("aa", 0x1000, 7), &sess), 0);
+	assert_int_equal(ep_merge_add(m, 60, one_binary("aa", 0x1000, 11), &sess), 0);
+	assert_int_equal(ep_merge_add(m, 60, one_binary("aa", 0x1000, 13), &empty), 0);
+	assert_int_equal(ep_merge_add(m, 60, one_binary("aa", 0x1000, 17), NULL), 0);
+	assert_int_equal(ep_merge_slices(m), 3);
+	struct ep_merged out;
+	assert_int_equal(ep_merge_build(m, &out), 0);
+	assert_int_equal(out.n, 3);
+	/* labels sort by container before session: "", then c1/"", then c1/s-1 */
+	assert_string_equal(out.slices[0].delta->labels->session_id, "");
+	assert_int_equal(out.slices[0].delta->profile->edges[1]->count, 30);
+	assert_string_equal(out.slices[1].delta->labels->container_id, "c1");
+	assert_string_equal(out.slices[1].delta->labels->session_id, "");
+	assert_int_equal(out.slices[1].delta->profile->edges[1]->count, 5);
+	assert_string_equal(out.slices[2].delta->labels->container_id, "c1");
+	assert_string_equal(out.slices[2].delta->labels->session_id, "s-1");
+	assert_int_equal(out.slices[2].delta->profile->edges[1]->count, 18);
+	ep_merged_free(&out);
+	ep_merge_free(m);
+}
+
 static void test_wire_round_trip_and_limits(void **state)
 {
 	(void)state;
@@ -332,6 +364,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_deltas_sum_to_the_whole),
 	    cmocka_unit_test(test_merge_keeps_buckets_binaries_and_labels_apart),
+	    cmocka_unit_test(test_merge_keeps_sessions_apart),
 	    cmocka_unit_test(test_wire_round_trip_and_limits),
 	    cmocka_unit_test(test_spool_order_bound_and_restart),
 	    cmocka_unit_test(test_spool_errors_name_the_directory),
