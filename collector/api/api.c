@@ -82,6 +82,11 @@ void ep_api_binaries(struct ep_store *store, const struct ep_store_filter *f,
 			json_string(out, l->cgroup);
 			fputs(", \"process\": ", out);
 			json_string(out, l->process);
+			/* only a session's label sets have one (filter.session_id selects them) */
+			if (l->session_id && *l->session_id) {
+				fputs(", \"session_id\": ", out);
+				json_string(out, l->session_id);
+			}
 			fputc('}', out);
 		}
 		fputs("]}", out);
