@@ -20,6 +20,8 @@ const volatile __u32 agent_tgid = 0;
 const volatile bool filter_pids = false;
 const volatile __u32 ncgroups = 0;
 const volatile bool want_kernel = false;
+/* the perf events' branch filter is calls and returns (agent --mode calls) */
+const volatile bool calls_only = false;
 /*
  * The randomized period (SPEC step 1). The perf event overflows every
  * `step` events, and the program only samples every n-th overflow, n drawn
@@ -188,7 +190,7 @@ int on_overflow(struct bpf_perf_event_data *ctx)
 	} else {
 		rec->branch_error = 0;
 		rec->nr_entries = (__u32)(n / sizeof(struct ep_branch_entry));
-		rec->flags |= EP_SAMPLE_HAS_BRANCHES;
+		rec->flags |= EP_SAMPLE_HAS_BRANCHES | (calls_only ? EP_SAMPLE_CALLS_ONLY : 0);
 	}
 	/* only the entries there are: an IP-only sample is 72 bytes, not 1.6 KB */
 	__u64 size = __builtin_offsetof(struct ep_sample_record, entries) +

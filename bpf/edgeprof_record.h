@@ -49,6 +49,11 @@ struct ep_branch_entry {
  * not-taken branches between the newest entry and the IP belong to the trace
  * (SPEC step 3). */
 #define EP_SAMPLE_TRIGGER_IS_BRANCH (1U << 4)
+/* The branch stack was filtered to calls and returns (call-graph mode,
+ * PERF_SAMPLE_BRANCH_ANY_CALL | ANY_RETURN): the code between two entries is
+ * not straight-line, so no gap may be walked. Carried by the record so every
+ * consumer reads it the same whatever the source. */
+#define EP_SAMPLE_CALLS_ONLY (1U << 5)
 
 struct ep_sample_record {
 	__u32 pid;

@@ -399,6 +399,7 @@ int ep_cmd_agent(int argc, char **argv)
 	    {"output", required_argument, NULL, 'o'},
 	    {"log-level", required_argument, NULL, 'l'},
 	    {"event", required_argument, NULL, 'e'},
+	    {"mode", required_argument, NULL, 'm'},
 	    {"container", required_argument, NULL, 'c'},
 	    {"replay", required_argument, NULL, 'R'},
 	    {"binary", required_argument, NULL, 'b'},
@@ -480,6 +481,16 @@ int ep_cmd_agent(int argc, char **argv)
 			cfg.event = optarg;
 			break;
 		}
+		case 'm':
+			if (strcmp(optarg, "edges") != 0 && strcmp(optarg, "calls") != 0) {
+				ep_error("--mode: '%s' is not edges or calls", optarg);
+				rc = 2;
+				goto out;
+			}
+			cfg.calls_only = strcmp(optarg, "calls") == 0;
+			/* said by the profile even when IP-only sampling cannot honour it */
+			sink.mode = cfg.calls_only ? "calls" : "edges";
+			break;
 		case 'B':
 			if (ep_parse_uint(optarg, 1, 1u << 30, &batch_samples) != 0) {
 				ep_error("--batch-samples: '%s' is not a positive number", optarg);
@@ -560,6 +571,8 @@ int ep_cmd_agent(int argc, char **argv)
 			    "ID]...\n"
 			    "         [--duration S]\n"
 			    "         [--interval S] [--event branches|taken|rHEX] [--period P]\n"
+			    "         [--mode edges|calls] (calls: call-graph mode, the branch\n"
+			    "          stack keeps calls and returns only)\n"
 			    "         [--ip-hz HZ] [--kernel]\n"
 			    "         [-o PROFILE] [--collector URL [--spool DIR] [--spool-max-mib "
 			    "N]\n"

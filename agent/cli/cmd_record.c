@@ -32,6 +32,7 @@ struct record_opts {
 	const char *event;
 	unsigned period, jitter, lbr, seed;
 	int chop;
+	bool calls_only; /* --mode calls */
 	const char *output, *exact_out;
 };
 
@@ -45,19 +46,22 @@ struct record_ctx {
 
 static void usage(FILE *out)
 {
-	fprintf(out,
-		"usage: edgeprof record --emulate [options] -o PROFILE -- CMD [ARGS]\n"
-		"  --emulate          run CMD under QEMU with the LBR emulator (no PMU needed)\n"
-		"  --event E          branches (default) | taken | instructions\n"
-		"  --period P         mean sampling period in events (default 10007)\n"
-		"  --jitter D         period drawn from [P-D, P+D] (default P/16; 0 = fixed)\n"
-		"  --lbr N            branch-stack entries, 1-64 (default 32)\n"
-		"  --chop C           branches counted per sample (default N; 0 = whole stack)\n"
-		"  --seed S           random seed: the same seed gives the same profile\n"
-		"  --exact-out F      also write every edge's exact count (JSON export schema)\n"
-		"  -o PROFILE         the profile to write\n"
-		"  --collector URL    also stream it to a collector (and the agent's --spool,\n"
-		"                     --token-file, --cacert, --cert, --key, --node options)\n");
+	fprintf(
+	    out,
+	    "usage: edgeprof record --emulate [options] -o PROFILE -- CMD [ARGS]\n"
+	    "  --emulate          run CMD under QEMU with the LBR emulator (no PMU needed)\n"
+	    "  --event E          branches (default) | taken | instructions\n"
+	    "  --period P         mean sampling period in events (default 10007)\n"
+	    "  --jitter D         period drawn from [P-D, P+D] (default P/16; 0 = fixed)\n"
+	    "  --lbr N            branch-stack entries, 1-64 (default 32)\n"
+	    "  --chop C           branches counted per sample (default N; 0 = whole stack)\n"
+	    "  --seed S           random seed: the same seed gives the same profile\n"
+	    "  --exact-out F      also write every edge's exact count (JSON export schema)\n"
+	    "  --mode M           edges (default): every taken branch; calls: the record keeps\n"
+	    "                     calls and returns only (call-graph mode)\n"
+	    "  -o PROFILE         the profile to write\n"
+	    "  --collector URL    also stream it to a collector (and the agent's --spool,\n"
+	    "                     --token-file, --cacert, --cert, --key, --node options)\n");
 }
 
 /* A file whose first bytes are an ELF header: only those can be code. */
@@ -226,8 +230,8 @@ static int run_emulated(const struct record_opts *o, char **cmd, const char *str
 	}
 	char plugin_arg[PATH_MAX * 2 + 200];
 	snprintf(plugin_arg, sizeof(plugin_arg),
-		 "%s,out=%s,event=%s,period=%u,jitter=%u,lbr=%u,seed=%u", plugin, stream, o->event,
-		 o->period, o->jitter, o->lbr, o->seed);
+		 "%s,out=%s,event=%s,period=%u,jitter=%u,lbr=%u,seed=%u,filter=%s", plugin, stream,
+		 o->event, o->period, o->jitter, o->lbr, o->seed, o->calls_only ? "calls" : "any");
 	size_t nargs = 0;
 	while (cmd[nargs])
 		nargs++;
@@ -276,6 +280,7 @@ int ep_cmd_record(int argc, char **argv)
 	    {"chop", required_argument, NULL, 'c'},
 	    {"seed", required_argument, NULL, 's'},
 	    {"exact-out", required_argument, NULL, 'x'},
+	    {"mode", required_argument, NULL, 'm'},
 	    {"output", required_argument, NULL, 'o'},
 	    {"help", no_argument, NULL, 'h'},
 	    EP_SINK_OPTIONS,
@@ -341,6 +346,13 @@ int ep_cmd_record(int argc, char **argv)
 		case 'x':
 			o.exact_out = optarg;
 			break;
+		case 'm':
+			if (strcmp(optarg, "edges") != 0 && strcmp(optarg, "calls") != 0) {
+				ep_error("--mode: '%s' is not edges or calls", optarg);
+				return 2;
+			}
+			o.calls_only = strcmp(optarg, "calls") == 0;
+			break;
 		case 'o':
 			o.output = optarg;
 			break;
@@ -398,6 +410,7 @@ int ep_cmd_record(int argc, char **argv)
 	struct ep_pipeline_config cfg;
 	ep_pipeline_config_default(&cfg);
 	cfg.chop = o.chop == EP_CHOP_AUTO ? (int)o.lbr : o.chop;
+	cfg.calls_only = o.calls_only;
 	pipeline = ep_pipeline_new(&cfg, reg);
 	ctx.exact = malloc(sizeof(*ctx.exact));
 	if (!pipeline || !ctx.exact)

@@ -98,6 +98,13 @@ static int set_config_strings(Edgeprof__V1__Profile *prof, const struct ep_sink 
 	free(prof->config->event);
 	prof->config->source = strdup(k->source);
 	prof->config->event = strdup(k->event);
+	if (k->mode) {
+		/* the pipeline cannot tell: an IP-only profile has no stacks */
+		free(prof->config->mode);
+		prof->config->mode = strdup(k->mode);
+		if (!prof->config->mode)
+			return -1;
+	}
 	if (k->period) {
 		prof->config->period = k->period;
 		prof->config->jitter = k->jitter;

@@ -59,6 +59,7 @@ struct ep_sink {
 	Edgeprof__V1__Stats totals_stats;
 	char source[PATH_MAX + 16];	    /* config.source of what is written */
 	const char *event;		    /* config.event */
+	const char *mode;		    /* config.mode when the caller decides it, else NULL */
 	uint64_t period, jitter;	    /* config.period/jitter, when the source knows them */
 	const Edgeprof__V1__Labels *labels; /* of every batch, when one container is watched */
 	uint64_t window_start_ns;

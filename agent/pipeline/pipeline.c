@@ -175,6 +175,7 @@ void ep_pipeline_config_default(struct ep_pipeline_config *cfg)
 	cfg->chop = EP_CHOP_AUTO;
 	cfg->range_mode = EP_RANGES_SPLIT;
 	cfg->append_trigger = true;
+	cfg->calls_only = false;
 }
 
 struct ep_pipeline *ep_pipeline_new(const struct ep_pipeline_config *cfg,
@@ -200,6 +201,7 @@ struct ep_pipeline *ep_pipeline_new(const struct ep_pipeline_config *cfg,
 	p->sets[0]->agg = p->aggregator;
 	p->nsets = 1;
 	ep_reconstructor_set_append_trigger(p->reconstructor, cfg->append_trigger);
+	ep_reconstructor_set_calls_only(p->reconstructor, cfg->calls_only);
 	return p;
 }
 
@@ -488,12 +490,13 @@ static Edgeprof__V1__Profile *profile_of(struct ep_pipeline *p, bool labelled)
 
 	cfg->entries = p->max_entries;
 	cfg->chop = ep_pipeline_chop_used(p);
-	cfg->trigger_appended = p->cfg.append_trigger;
+	cfg->trigger_appended = p->cfg.append_trigger && !p->cfg.calls_only;
 	cfg->range_mode = strdup(p->cfg.range_mode == EP_RANGES_GAP ? "gap" : "split");
+	cfg->mode = strdup(p->cfg.calls_only ? "calls" : "edges");
 	cfg->source = strdup("");
 	cfg->event = strdup("");
 	prof->config = cfg;
-	if (!cfg->range_mode || !cfg->source || !cfg->event) {
+	if (!cfg->range_mode || !cfg->mode || !cfg->source || !cfg->event) {
 		protobuf_c_message_free_unpacked(&prof->base, NULL);
 		return NULL;
 	}

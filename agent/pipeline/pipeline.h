@@ -28,6 +28,7 @@ struct ep_pipeline_config {
 	int chop;
 	enum ep_range_mode range_mode;
 	bool append_trigger;
+	bool calls_only; /* call-graph mode: entries are calls and returns only */
 };
 
 void ep_pipeline_config_default(struct ep_pipeline_config *cfg);

@@ -24,6 +24,7 @@ struct ep_reconstructor {
 	uint8_t *decoder_tried;
 	size_t ndecoders;
 	bool append_trigger;
+	bool calls_only; /* entries are calls and returns: no straight lines between them */
 	bool cut_pending;
 	struct ep_reconstruct_stats stats;
 	ep_gap_observer gap_observer;
@@ -70,6 +71,11 @@ void ep_reconstructor_free(struct ep_reconstructor *r)
 	free(r->decoders);
 	free(r->decoder_tried);
 	free(r);
+}
+
+void ep_reconstructor_set_calls_only(struct ep_reconstructor *r, bool calls_only)
+{
+	r->calls_only = calls_only;
 }
 
 void ep_reconstructor_set_append_trigger(struct ep_reconstructor *r, bool append)
@@ -284,6 +290,7 @@ size_t ep_reconstruct(struct ep_reconstructor *r, const struct ep_sample_record 
 	st->samples++;
 	if (!(rec->flags & EP_SAMPLE_HAS_BRANCHES))
 		return 0;
+	bool calls_only = r->calls_only || (rec->flags & EP_SAMPLE_CALLS_ONLY);
 	st->samples_with_branches++;
 	uint32_t nr = rec->nr_entries;
 	if (nr > EP_MAX_BRANCH_ENTRIES)
@@ -297,9 +304,12 @@ size_t ep_reconstruct(struct ep_reconstructor *r, const struct ep_sample_record 
 	 * would run backwards), and a loop body longer than
 	 * EP_DUPLICATE_LOOP_LIMIT without a taken branch is not believed either
 	 * (AutoFDO's rule for the same erratum): the copy is dropped instead of
-	 * cutting the whole trace at its newest end. */
+	 * cutting the whole trace at its newest end. Not in call-graph mode:
+	 * there the same return twice in a row is what unwinding a recursion
+	 * records, and with no straight line between entries a copy cannot be
+	 * told from it. */
 	uint32_t newest = 0;
-	if (nr >= 2 && rec->entries[0].from == rec->entries[1].from &&
+	if (!calls_only && nr >= 2 && rec->entries[0].from == rec->entries[1].from &&
 	    rec->entries[0].to == rec->entries[1].to &&
 	    rec->entries[0].from - rec->entries[0].to > EP_DUPLICATE_LOOP_LIMIT) {
 		newest = 1;
@@ -329,7 +339,7 @@ size_t ep_reconstruct(struct ep_reconstructor *r, const struct ep_sample_record 
 
 		struct ep_walk_step closing = {.site = EP_NO_SITE, .range = EP_NO_RANGE};
 		bool gap_ok = false;
-		if (have_prev) {
+		if (have_prev && !calls_only) {
 			const char *why = walk_gap(r, t, &prev_to, prev_site, &from, &closing);
 			gap_ok = why == NULL;
 			if (!gap_ok)
@@ -386,7 +396,7 @@ size_t ep_reconstruct(struct ep_reconstructor *r, const struct ep_sample_record 
 		have_prev = true;
 	}
 
-	if (r->append_trigger && (rec->flags & EP_SAMPLE_TRIGGER_IS_BRANCH) &&
+	if (r->append_trigger && !calls_only && (rec->flags & EP_SAMPLE_TRIGGER_IS_BRANCH) &&
 	    !(rec->flags & EP_SAMPLE_IP_KERNEL))
 		append_trigger(r, rec, t, &prev_to, prev_site);
 	return t->n;

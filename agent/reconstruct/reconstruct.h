@@ -70,6 +70,11 @@ void ep_reconstructor_free(struct ep_reconstructor *r);
 /* Whether to extend traces to the sample IP for branch-counting events
  * (default true). Off reproduces the peers' method. */
 void ep_reconstructor_set_append_trigger(struct ep_reconstructor *r, bool append);
+/* Call-graph mode: the entries are only calls and returns (the hardware's
+ * call filter), so the code between them is not a straight line: each entry
+ * is counted as a taken edge, no gap is walked, no range counted. A record
+ * flagged EP_SAMPLE_CALLS_ONLY is read this way whatever this says. */
+void ep_reconstructor_set_calls_only(struct ep_reconstructor *r, bool calls_only);
 
 /* Fills trace with the sample's full branch trace. Returns the number of
  * branches (0 for a sample without a usable stack). */

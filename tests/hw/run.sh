@@ -2,7 +2,9 @@
 # For a machine with a branch-stack PMU (Intel LBR, AMD LbrExtV2, Arm BRBE):
 # the live agent samples a workload, its records arrive with branch stacks,
 # over 99% of their gaps reconstruct, and its edge profile agrees with the
-# emulator's exact counts for the same workload (overlap >= 0.95).
+# emulator's exact counts for the same workload (overlap >= 0.95); in
+# call-graph mode (--mode calls) every counted edge is a call or a return and
+# no gap is walked.
 # Elsewhere it says "skipped: no branch-stack PMU". Run as root after `make`.
 set -u
 cd "$(dirname "$0")/../.."
@@ -39,4 +41,23 @@ ov=$(python3 tests/integration/overlap.py "$tmp/live.json" "$tmp/exact.json" "$t
 echo "# overlap of the live profile with the exact counts: $ov"
 python3 -c "import sys; sys.exit(float('$ov') < 0.95)" && ok "live profile agrees with the exact counts (>= 0.95)" ||
 	not_ok "live profile agrees with the exact counts (>= 0.95)"
+
+# Call-graph mode: the PMU's branch filter keeps calls and returns only
+# (PERF_SAMPLE_BRANCH_ANY_CALL|ANY_RETURN), so every counted edge is one
+cc -O1 -g -o "$tmp/libc_calls" tests/workloads/libc_calls.c
+"$tmp/libc_calls" 1000000000 >/dev/null &
+pid=$!
+"$ep" agent --pid "$pid" --mode calls --duration 5 -o "$tmp/calls.prof" 2>"$tmp/calls.err"
+rc=$?
+kill "$pid" 2>/dev/null
+[ "$rc" -eq 0 ] && ok "agent --mode calls ran on the PMU" || { not_ok "agent --mode calls ran on the PMU"; cat "$tmp/calls.err"; }
+"$ep" export "$tmp/calls.prof" --format json -o "$tmp/calls.json"
+calls=$(jq '[.profiles[].branches[] | select(.kind | IN("call", "call_indirect", "return"))] | length' "$tmp/calls.json")
+other=$(jq '[.profiles[].branches[] | select(((.kind | IN("call", "call_indirect", "return")) or (.kind == "unknown" and .from_external)) | not)] | length' "$tmp/calls.json")
+echo "# --mode calls: $calls call/return edges, $other others, config.mode $(jq -r .config.mode "$tmp/calls.json"), $(jq .stats.gaps "$tmp/calls.json") gaps"
+[ "${calls:-0}" -gt 0 ] && [ "${other:-1}" -eq 0 ] && ok "--mode calls: every counted edge is a call or a return" ||
+	not_ok "--mode calls: every counted edge is a call or a return"
+[ "$(jq -r '"\(.config.mode) \(.stats.gaps) \(.stats.samples_with_branches > 100)"' "$tmp/calls.json")" = "calls 0 true" ] &&
+	ok "--mode calls: stacks arrive, no gap walked, the profile says calls" ||
+	not_ok "--mode calls: stacks arrive, no gap walked, the profile says calls"
 exit $fail

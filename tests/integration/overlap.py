@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Overlap of a profile's conditional-branch edges with the exact counts:
 sum over edges of min(p, q), p and q normalised (llvm-profdata's measure).
-usage: overlap.py PROFILE.json EXACT.json BINARY_PATH -> prints the overlap"""
+usage: overlap.py PROFILE.json EXACT.json BINARY_PATH [KINDS] -> prints the overlap
+KINDS: comma-separated branch kinds to compare (default: conditional)"""
 import json
 import sys
 
 
-def edges(path, binary):
+def edges(path, binary, kinds):
     out = {}
     with open(path) as f:
         doc = json.load(f)
@@ -14,14 +15,15 @@ def edges(path, binary):
         if binary not in p["paths"] and p["path"] != binary:
             continue
         for b in p["branches"]:
-            if b["kind"] == "conditional":
+            if b["kind"] in kinds:
                 key = (b["from"], b["to"], b["taken"])
                 out[key] = out.get(key, 0) + b["count"]
     return out
 
 
 def main():
-    got, want = edges(sys.argv[1], sys.argv[3]), edges(sys.argv[2], sys.argv[3])
+    kinds = set((sys.argv[4] if len(sys.argv) > 4 else "conditional").split(","))
+    got, want = edges(sys.argv[1], sys.argv[3], kinds), edges(sys.argv[2], sys.argv[3], kinds)
     gs, ws = sum(got.values()), sum(want.values())
     if not gs or not ws:
         print("0.0")

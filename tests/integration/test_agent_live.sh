@@ -45,6 +45,22 @@ check "--event taken: the no-PMU line names the vendor's event, IP-only fallback
 check "--event cycles: refused with exit 2 and the reason" \
 	bash -c "[ $? -eq 2 ] && grep -q 'expected branches, taken or rHEX' '$TEST_TMP/ev.err'"
 
+# Call-graph mode needs a branch stack filtered to calls and returns: here,
+# without a PMU, the option is taken, the one no-PMU line says it cannot be
+# honoured, sampling goes on IP-only, and the profile records the mode.
+"$EDGEPROF" agent --pid "$a" --duration 1 --mode calls -o "$TEST_TMP/calls.prof" 2>"$TEST_TMP/calls.err"
+check "--mode calls: accepted, exit 0" test $? -eq 0
+check "--mode calls: the one no-PMU line says calls mode needs a branch stack" \
+	test "$(grep -c 'no branch-stack PMU.*--mode calls needs a branch stack: IP-only profile' "$TEST_TMP/calls.err")" -eq 1
+"$EDGEPROF" export "$TEST_TMP/calls.prof" --format json -o "$TEST_TMP/calls.json"
+check "--mode calls: the profile says config.mode calls, and holds IP samples" \
+	test "$(jq -r '"\(.config.mode) \(.stats.samples > 100)"' "$TEST_TMP/calls.json")" = "calls true"
+check "default mode: the profile says config.mode edges" \
+	test "$("$EDGEPROF" export "$TEST_TMP/a.prof" --format json | jq -r .config.mode)" = edges
+"$EDGEPROF" agent --pid "$a" --duration 1 --mode call -o "$TEST_TMP/calls.prof" 2>"$TEST_TMP/calls.err"
+check "--mode call: refused with exit 2 and the reason" \
+	bash -c "[ $? -eq 2 ] && grep -q \"\-\-mode: 'call' is not edges or calls\" '$TEST_TMP/calls.err'"
+
 # the agent runs for months: no leak, no undefined behaviour (ASan+UBSan)
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 "$EDGEPROF_ASAN" agent --pid "$a" --duration 1 \
 	-o "$TEST_TMP/asan.prof" 2>"$TEST_TMP/asan.err"

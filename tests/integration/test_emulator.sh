@@ -5,6 +5,8 @@
 # - the sampled, reconstructed, chopped profile matches those exact counts
 #   (overlap of the conditional edges >= 0.95 with a few hundred to a few
 #   thousand samples; the accuracy benchmark measures it at scale);
+# - in call-graph mode (--mode calls) only call and return edges are
+#   counted, and they match the exact counts;
 # - they also equal BOLT instrumentation's counts (llvm-bolt -instrument);
 # - the same seed gives the same profile, byte for byte;
 # - a program that crashes, fails or does not exist gets a clear message,
@@ -39,6 +41,42 @@ for spec in hot_cold:2000000 interp:200000 recursion:20 random_branches:200000 \
 	check "$name: profile overlaps the exact counts >= 0.95" \
 		python3 -c "import sys; sys.exit(float('$ov') < 0.95)"
 done
+
+# Call-graph mode: the emulator's branch record keeps only calls and
+# returns (like PERF_SAMPLE_BRANCH_ANY_CALL|ANY_RETURN), each entry is a
+# taken edge, nothing between entries is walked. The profile then holds call
+# and return edges only (an incoming edge from another binary has kind
+# "unknown" on this side), no ranges, and its call edges match the exact
+# counts.
+calls_kinds=call,call_indirect,return
+for spec in libc_calls:20 recursion:20; do
+	name=${spec%%:*}
+	arg=${spec#*:}
+	"$EDGEPROF" record --emulate --mode calls --period 1009 \
+		--exact-out "$w/$name.calls.exact.json" -o "$w/$name.calls.prof" \
+		-- "$w/$name" "$arg" >/dev/null 2>"$w/$name.calls.err"
+	check "$name --mode calls: record --emulate exits 0" test $? -eq 0
+	"$EDGEPROF" export "$w/$name.calls.prof" --format json -o "$w/$name.calls.json"
+	check "$name --mode calls: config.mode is calls" \
+		test "$(jq -r .config.mode "$w/$name.calls.json")" = calls
+	other=$(jq '[.profiles[].branches[] | select(((.kind | IN("call", "call_indirect", "return")) or (.kind == "unknown" and .from_external)) | not)] | length' "$w/$name.calls.json")
+	calls=$(jq '[.profiles[].branches[] | select(.kind | IN("call", "call_indirect", "return"))] | length' "$w/$name.calls.json")
+	ranges=$(jq '[.profiles[].ranges[]] | length' "$w/$name.calls.json")
+	echo "# $name --mode calls: $calls call/return edges, $other others, $ranges ranges"
+	check "$name --mode calls: only call and return edges ($calls), no other kind, no range" \
+		test "$calls" -gt 10 -a "$other" -eq 0 -a "$ranges" -eq 0
+	check "$name --mode calls: no gap walked, none inconsistent" \
+		test "$(jq '.stats.gaps + .stats.gaps_inconsistent' "$w/$name.calls.json")" -eq 0
+	ov=$(python3 "$here/overlap.py" "$w/$name.calls.json" "$w/$name.calls.exact.json" "$w/$name" $calls_kinds)
+	echo "# $name --mode calls: overlap of call/return edges with the exact counts $ov ($(jq .stats.samples "$w/$name.calls.json") samples)"
+	check "$name --mode calls: call edges overlap the exact counts >= 0.95" \
+		python3 -c "import sys; sys.exit(float('$ov') < 0.95)"
+done
+"$EDGEPROF" export "$w/libc_calls.prof" --format json | jq -r .config.mode >"$w/mode.txt"
+check "default mode: config.mode is edges" test "$(cat "$w/mode.txt")" = edges
+"$EDGEPROF" record --emulate --mode branches -o "$w/bad.prof" -- "$w/libc_calls" 1 2>"$w/bad.err"
+check "--mode branches: refused, exit 2, says edges or calls" \
+	bash -c "[ $? -eq 2 ] && grep -q \"'branches' is not edges or calls\" '$w/bad.err'"
 
 # a static binary: no ld.so, no shared libraries
 cc -O1 -g -static -o "$w/static" "$here/../workloads/hot_cold.c"

@@ -162,9 +162,13 @@ static void branch_attr(struct perf_event_attr *a, const struct ep_live_config *
 	a->precise_ip = ev->precise_ip;
 	a->sample_period = step;
 	a->sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_BRANCH_STACK;
-	a->branch_sample_type = PERF_SAMPLE_BRANCH_ANY |
-				(cfg->want_kernel ? PERF_SAMPLE_BRANCH_KERNEL : 0) |
-				PERF_SAMPLE_BRANCH_USER;
+	/* call-graph mode: the hardware filters the stack to calls and
+	 * returns, so the same N entries reach N calls back instead of N
+	 * branches (Intel LBR_SELECT, AMD and Arm branch filters) */
+	a->branch_sample_type =
+	    (cfg->calls_only ? PERF_SAMPLE_BRANCH_ANY_CALL | PERF_SAMPLE_BRANCH_ANY_RETURN
+			     : PERF_SAMPLE_BRANCH_ANY) |
+	    (cfg->want_kernel ? PERF_SAMPLE_BRANCH_KERNEL : 0) | PERF_SAMPLE_BRANCH_USER;
 	a->exclude_kernel = !cfg->want_kernel;
 	a->exclude_hv = 1;
 }
@@ -286,9 +290,11 @@ struct ep_live *ep_live_open(const struct ep_live_config *cfg, char *err, size_t
 		snprintf(
 		    l->mode, sizeof(l->mode),
 		    "no branch-stack PMU (%s; event %s, %s CPU): sampling IPs on cpu-clock every "
-		    "%llu +- %llu ns on %u CPUs; the profile is IP-only",
+		    "%llu +- %llu ns on %u CPUs; %s",
 		    strerror(branch_errno), l->event.name, ep_pmu_vendor_name(vendor),
-		    (unsigned long long)mean, (unsigned long long)jitter, l->ncpus);
+		    (unsigned long long)mean, (unsigned long long)jitter, l->ncpus,
+		    cfg->calls_only ? "--mode calls needs a branch stack: IP-only profile"
+				    : "the profile is IP-only");
 	}
 
 	l->skel = edgeprof_bpf__open();
@@ -300,6 +306,7 @@ struct ep_live *ep_live_open(const struct ep_live_config *cfg, char *err, size_t
 	l->skel->rodata->filter_pids = cfg->npids > 0;
 	l->skel->rodata->ncgroups = (uint32_t)cfg->ncgroups;
 	l->skel->rodata->want_kernel = cfg->want_kernel;
+	l->skel->rodata->calls_only = cfg->calls_only && l->branch_stacks;
 	l->skel->rodata->steps = l->steps;
 	l->skel->rodata->steps_jitter = l->steps_jitter;
 	l->skel->rodata->step = l->step;

@@ -10,7 +10,7 @@
  * of every edge (the ground truth).
  *
  * Arguments (qemu -plugin lbr.so,ARG=VALUE,...): out=PATH, period=P,
- * jitter=D, lbr=N, seed=S, event=branches|taken|instructions.
+ * jitter=D, lbr=N, seed=S, event=branches|taken|instructions, filter=any|calls.
  */
 #include <capstone.h>
 #include <errno.h>
@@ -63,6 +63,7 @@ static struct {
 	enum event event;
 	uint64_t period, jitter;
 	unsigned lbr;
+	bool calls_only; /* filter=calls: the record keeps calls and returns only */
 	uint64_t seed;
 	csh cs;
 	pthread_mutex_t lock; /* the output, the block list and the maps snapshot */
@@ -179,6 +180,8 @@ static void emit_sample(struct vcpu *v, unsigned vcpu_index, uint64_t ip)
 	rec.flags = EP_SAMPLE_HAS_BRANCHES;
 	if (st.event == EVENT_BRANCHES)
 		rec.flags |= EP_SAMPLE_TRIGGER_IS_BRANCH;
+	if (st.calls_only)
+		rec.flags |= EP_SAMPLE_CALLS_ONLY;
 	rec.nr_entries = v->ring_n;
 	for (unsigned k = 0; k < v->ring_n; k++)
 		rec.entries[k] = v->ring[(v->ring_head + st.lbr - 1 - k) % st.lbr];
@@ -228,7 +231,12 @@ static void on_block(unsigned int vcpu_index, void *udata)
 			(*c)++;
 		pthread_mutex_unlock(&st.lock);
 	}
-	if (taken) {
+	/* the hardware's call filter (PERF_SAMPLE_BRANCH_ANY_CALL|ANY_RETURN):
+	 * only calls and returns enter the record */
+	bool recorded =
+	    taken && (!st.calls_only || p->kind == EP_BRANCH_CALL ||
+		      p->kind == EP_BRANCH_CALL_INDIRECT || p->kind == EP_BRANCH_RETURN);
+	if (recorded) {
 		v->ring[v->ring_head] =
 		    (struct ep_branch_entry){.from = p->last_addr, .to = b->start};
 		v->ring_head = (v->ring_head + 1) % st.lbr;
@@ -409,6 +417,11 @@ EP_QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_in
 			ok = parse_u64(v, &lbr) && lbr >= 1 && lbr <= MAX_LBR;
 		} else if (klen == 4 && strncmp(a, "seed", 4) == 0) {
 			ok = parse_u64(v, &st.seed);
+		} else if (klen == 6 && strncmp(a, "filter", 6) == 0) {
+			if (strcmp(v, "calls") == 0)
+				st.calls_only = true;
+			else
+				ok = strcmp(v, "any") == 0;
 		} else if (klen == 5 && strncmp(a, "event", 5) == 0) {
 			if (strcmp(v, "branches") == 0)
 				st.event = EVENT_BRANCHES;
