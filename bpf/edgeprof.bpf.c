@@ -84,6 +84,7 @@ enum ep_bpf_counter {
 	EP_BPF_BRANCH_READ_FAILED,
 	EP_BPF_BETWEEN_SAMPLES, /* overflows the countdown let pass */
 	EP_BPF_PROC_RESERVE_FAILED,
+	EP_BPF_MMAP_EXEC, /* executable file mappings of watched processes */
 	EP_BPF_COUNTERS,
 };
 
@@ -144,6 +145,14 @@ static __always_inline bool wanted_cgroup(void)
 	return false;
 }
 
+/* the current process is one the agent samples (pid and cgroup filters) */
+static __always_inline bool wanted(__u32 tgid)
+{
+	return tgid != 0 && tgid != agent_tgid &&
+	       (!filter_pids || bpf_map_lookup_elem(&target_pids, &tgid)) &&
+	       (!ncgroups || wanted_cgroup());
+}
+
 SEC("perf_event")
 int on_overflow(struct bpf_perf_event_data *ctx)
 {
@@ -155,9 +164,7 @@ int on_overflow(struct bpf_perf_event_data *ctx)
 	}
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32;
-	if (tgid == 0 || tgid == agent_tgid ||
-	    (filter_pids && !bpf_map_lookup_elem(&target_pids, &tgid)) ||
-	    (ncgroups && !wanted_cgroup())) {
+	if (!wanted(tgid)) {
 		count(EP_BPF_FILTERED);
 		return 0;
 	}
@@ -242,5 +249,48 @@ int BPF_PROG(on_exit, struct task_struct *p)
 {
 	if (BPF_CORE_READ(p, pid) == BPF_CORE_READ(p, tgid))
 		proc_event(EP_PROC_EXIT, BPF_CORE_READ(p, tgid), 0);
+	return 0;
+}
+
+#define EP_PROT_EXEC	 0x4
+#define EP_MAP_ANONYMOUS 0x20
+#if defined(__TARGET_ARCH_arm64)
+#define EP_NR_MMAP 222
+#else
+#define EP_NR_MMAP 9 /* x86-64 */
+#endif
+
+/*
+ * Executable file mappings after a process's start (dlopen): the agent
+ * re-reads that process's maps. The raw sys_enter tracepoint through
+ * tp_btf, keeping mmap(PROT_EXEC) of a file: the syscall's arguments are a
+ * stable ABI on every kernel, and tp_btf needs no tracefs (a DaemonSet
+ * rarely mounts it; the syscalls/sys_enter_mmap event does need it, and is
+ * itself a filter on this same tracepoint, so it would cost the system
+ * calls no less). Tried and not taken: fexit of vm_mmap_pgoff() (loading
+ * it fails with EPERM on this project's CI VMs, as any fentry there); the
+ * mmap:vma_store tracepoint (from 6.1, absent from 6.18's BTF); kprobes on
+ * do_mmap or mmap_region (signatures changed within 6.x). Its cost: every system call
+ * of the machine runs these few instructions. It fires before the mapping
+ * exists, so the agent re-reads at the process's next sample, and a burst
+ * of mappings (500 libraries at start) costs one read.
+ * mprotect(PROT_EXEC) of a file mapping is not seen: ld.so and dlopen map
+ * code segments with mmap.
+ */
+SEC("tp_btf/sys_enter")
+int BPF_PROG(on_mmap, struct pt_regs *regs, long id)
+{
+	if (id != EP_NR_MMAP)
+		return 0;
+	unsigned long prot = PT_REGS_PARM3_CORE_SYSCALL(regs);
+	unsigned long flags = PT_REGS_PARM4_CORE_SYSCALL(regs);
+	long fd = (long)PT_REGS_PARM5_CORE_SYSCALL(regs);
+	if (!(prot & EP_PROT_EXEC) || (flags & EP_MAP_ANONYMOUS) || fd < 0)
+		return 0;
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	if (!wanted(tgid))
+		return 0;
+	count(EP_BPF_MMAP_EXEC);
+	proc_event(EP_PROC_MMAP, tgid, 0);
 	return 0;
 }

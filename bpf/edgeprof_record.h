@@ -77,6 +77,9 @@ struct ep_sample_record {
 #define EP_PROC_EXEC 1 /* pid replaced its program */
 #define EP_PROC_FORK 2 /* pid is a new process, a copy of ppid */
 #define EP_PROC_EXIT 3 /* the process pid ended */
+/* pid is mapping a file executable (dlopen, a JIT's file): sent when the
+ * mmap call starts, before the mapping exists */
+#define EP_PROC_MMAP 4
 
 struct ep_proc_record {
 	__u32 type;

@@ -211,6 +211,17 @@ static void on_process_event(void *ctx, const struct ep_proc_record *rec)
 		ep_pipeline_exit(c->pipeline, rec->pid);
 		note_exit(c, rec->pid);
 		break;
+	case EP_PROC_MMAP:
+		/* new code mapped (dlopen), handed on at the process's next
+		 * sample: read its maps again. A process not seen yet gets them
+		 * read whole at its first sample anyway. */
+		last = ep_u64map_get(&c->maps_read, rec->pid);
+		if (!last)
+			break;
+		read_maps(c, rec->pid);
+		*last = now_ns();
+		ep_debug("pid %u mapped executable code: its maps read again", rec->pid);
+		break;
 	default:
 		break;
 	}

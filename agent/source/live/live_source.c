@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "../../util/log.h"
+#include "../../util/u64map.h"
 #include "edgeprof_bpf.skel.h"
 #include "pmu_event.h"
 
@@ -29,18 +30,26 @@ enum {
 	C_BRANCH_FAILED,
 	C_BETWEEN,
 	C_PROC_RESERVE_FAILED,
+	C_MMAP_EXEC,
 	C_COUNT
 };
 
 struct ep_live {
 	struct edgeprof_bpf *skel;
-	struct ring_buffer *rb;
+	struct ring_buffer *rb;	   /* samples */
+	struct ring_buffer *procs; /* process events, drained before and after the samples */
 	int fds[MAX_CPUS];
 	struct bpf_link *links[MAX_CPUS];
-	struct bpf_link *proc_links[3];
+	struct bpf_link *proc_links[4];
 	ep_live_proc_cb proc_cb;
 	void *proc_ctx;
 	uint64_t proc_events;
+	/* pid -> time of its latest executable mmap not yet handed on: handed
+	 * to proc_cb just before the first sample of that pid taken after it
+	 * (the event comes before the mapping exists, and a process mapping
+	 * 500 libraries at start gets one re-read, not 500) */
+	struct ep_u64map mmap_pending;
+	uint64_t mmap_events, mmap_delivered;
 	unsigned ncpus;
 	bool branch_stacks;
 	struct ep_branch_event event;
@@ -187,11 +196,26 @@ static void clock_attr(struct perf_event_attr *a, uint64_t step_ns)
 static int on_proc_record(void *ctx, void *data, size_t size)
 {
 	struct ep_live *l = ctx;
+	const struct ep_proc_record *rec = data;
 	if (size < sizeof(struct ep_proc_record))
 		return 0;
 	l->proc_events++;
+	if (rec->type == EP_PROC_MMAP) {
+		l->mmap_events++;
+		uint64_t *at = ep_u64map_upsert(&l->mmap_pending, rec->pid, NULL);
+		if (at) {
+			if (rec->time_ns > *at)
+				*at = rec->time_ns;
+			return 0;
+		}
+		/* out of memory: handed on now rather than lost */
+	} else if (rec->type == EP_PROC_EXIT || rec->type == EP_PROC_EXEC) {
+		/* a new program's maps are read whole at exec; a gone process
+		 * needs none */
+		ep_u64map_remove(&l->mmap_pending, rec->pid);
+	}
 	if (l->proc_cb)
-		l->proc_cb(l->proc_ctx, data);
+		l->proc_cb(l->proc_ctx, rec);
 	return 0;
 }
 
@@ -213,6 +237,17 @@ static int on_record(void *ctx, void *data, size_t size)
 	if (l->rec.nr_entries > (size - head) / sizeof(struct ep_branch_entry))
 		return 0;
 	l->received++;
+	if (l->mmap_pending.count) {
+		uint64_t *at = ep_u64map_get(&l->mmap_pending, l->rec.pid);
+		if (at && l->rec.time_ns >= *at) {
+			struct ep_proc_record m = {
+			    .type = EP_PROC_MMAP, .pid = l->rec.pid, .time_ns = *at};
+			ep_u64map_remove(&l->mmap_pending, l->rec.pid);
+			l->mmap_delivered++;
+			if (l->proc_cb)
+				l->proc_cb(l->proc_ctx, &m);
+		}
+	}
 	if (l->cb)
 		l->cb(l->cb_ctx, &l->rec);
 	return 0;
@@ -359,10 +394,18 @@ struct ep_live *ep_live_open(const struct ep_live_config *cfg, char *err, size_t
 			goto fail;
 		}
 	}
-	struct bpf_program *proc_progs[3] = {l->skel->progs.on_exec, l->skel->progs.on_fork,
-					     l->skel->progs.on_exit};
-	for (int i = 0; i < 3; i++) {
+	struct bpf_program *proc_progs[4] = {l->skel->progs.on_exec, l->skel->progs.on_fork,
+					     l->skel->progs.on_exit, l->skel->progs.on_mmap};
+	for (int i = 0; i < 4; i++) {
 		l->proc_links[i] = bpf_program__attach(proc_progs[i]);
+		if (!l->proc_links[i] && i == 3) {
+			/* still usable: unresolved addresses make the agent re-read */
+			ep_warn("cannot attach to the sys_enter tracepoint (%s): libraries mapped "
+				"later are found by a re-read of /proc/PID/maps at most once a "
+				"second",
+				strerror(errno));
+			continue;
+		}
 		if (!l->proc_links[i]) {
 			snprintf(err, errlen, "cannot attach to the %s tracepoint: %s",
 				 bpf_program__name(proc_progs[i]), strerror(errno));
@@ -370,8 +413,8 @@ struct ep_live *ep_live_open(const struct ep_live_config *cfg, char *err, size_t
 		}
 	}
 	l->rb = ring_buffer__new(bpf_map__fd(l->skel->maps.samples), on_record, l, NULL);
-	if (!l->rb ||
-	    ring_buffer__add(l->rb, bpf_map__fd(l->skel->maps.procs), on_proc_record, l) != 0) {
+	l->procs = ring_buffer__new(bpf_map__fd(l->skel->maps.procs), on_proc_record, l, NULL);
+	if (!l->rb || !l->procs) {
 		snprintf(err, errlen, "cannot map the ring buffers: %s", strerror(errno));
 		goto fail;
 	}
@@ -383,7 +426,7 @@ fail:
 
 void ep_live_stop(struct ep_live *l)
 {
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < 4; i++) {
 		if (l->proc_links[i])
 			bpf_link__destroy(l->proc_links[i]);
 		l->proc_links[i] = NULL;
@@ -402,7 +445,14 @@ void ep_live_close(struct ep_live *l)
 {
 	if (!l)
 		return;
+	if (l->rb && l->procs)
+		ep_info("executable mmaps: %llu events, %llu maps re-reads (one per process's next "
+			"sample), %llu still pending",
+			(unsigned long long)l->mmap_events, (unsigned long long)l->mmap_delivered,
+			(unsigned long long)l->mmap_pending.count);
 	ring_buffer__free(l->rb);
+	ring_buffer__free(l->procs);
+	ep_u64map_free(&l->mmap_pending);
 	ep_live_stop(l);
 	edgeprof_bpf__destroy(l->skel);
 	free(l);
@@ -435,8 +485,14 @@ int ep_live_poll(struct ep_live *l, int timeout_ms, ep_live_sample_cb cb, void *
 {
 	l->cb = cb;
 	l->cb_ctx = ctx;
+	/* process events first: a sample taken after an exec or an mmap then
+	 * finds it known, whichever buffer the kernel filled first */
+	int before = ring_buffer__consume(l->procs);
 	int n = ring_buffer__poll(l->rb, timeout_ms);
-	return n < 0 && n != -EINTR ? -1 : (n < 0 ? 0 : n);
+	int after = ring_buffer__consume(l->procs);
+	if ((n < 0 && n != -EINTR) || before < 0 || after < 0)
+		return -1;
+	return (n < 0 ? 0 : n) + before + after;
 }
 
 void ep_live_counters(const struct ep_live *l, struct ep_live_counters *out)
@@ -460,6 +516,9 @@ void ep_live_counters(const struct ep_live *l, struct ep_live_counters *out)
 	out->branch_read_failed = sums[C_BRANCH_FAILED];
 	out->between_samples = sums[C_BETWEEN];
 	out->proc_reserve_failed = sums[C_PROC_RESERVE_FAILED];
+	out->mmap_exec = sums[C_MMAP_EXEC];
+	out->mmap_events = l->mmap_events;
+	out->mmap_rereads = l->mmap_delivered;
 	out->proc_events = l->proc_events;
 	out->received = l->received;
 }

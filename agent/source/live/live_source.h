@@ -42,6 +42,9 @@ struct ep_live_counters {
 	uint64_t proc_events;	      /* exec/fork/exit records drained */
 	uint64_t proc_reserve_failed; /* process events lost: their buffer was full */
 	uint64_t received;	      /* records the agent drained */
+	uint64_t mmap_exec;	      /* executable file mmaps of watched processes (kernel side) */
+	uint64_t mmap_events;	      /* of those, drained (part of proc_events) */
+	uint64_t mmap_rereads;	      /* handed on, one per process's next sample */
 };
 
 struct ep_live;
@@ -66,7 +69,10 @@ unsigned ep_live_cpus(const struct ep_live *live);
 
 typedef void (*ep_live_sample_cb)(void *ctx, const struct ep_sample_record *rec);
 typedef void (*ep_live_proc_cb)(void *ctx, const struct ep_proc_record *rec);
-/* Process events (exec, fork, exit) go to cb during ep_live_poll. */
+/* Process events (exec, fork, exit) go to cb during ep_live_poll.
+ * Executable mmaps (EP_PROC_MMAP) are coalesced per process and handed on
+ * just before that process's next sample taken after them, so the maps
+ * re-read they cause finds the new mapping and happens once per burst. */
 void ep_live_on_process_events(struct ep_live *live, ep_live_proc_cb cb, void *ctx);
 /* Drains what is there, waiting up to timeout_ms for the first record.
  * Returns the number of records handed to cb, or -1 on error. */
