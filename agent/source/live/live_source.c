@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../../util/log.h"
@@ -20,6 +21,8 @@
 #include "pmu_event.h"
 
 #define MAX_CPUS 1024
+/* how often the poll loop looks at the online CPUs (hotplug) */
+#define CPU_RESCAN_NS 1000000000ULL
 /* Counter indexes, as bpf/edgeprof.bpf.c numbers them. */
 enum {
 	C_SEEN,
@@ -38,8 +41,16 @@ struct ep_live {
 	struct edgeprof_bpf *skel;
 	struct ring_buffer *rb;	   /* samples */
 	struct ring_buffer *procs; /* process events, drained before and after the samples */
+	/* per CPU number: its perf event and the program's link to it */
 	int fds[MAX_CPUS];
 	struct bpf_link *links[MAX_CPUS];
+	uint8_t online[MAX_CPUS];    /* as last read from sysfs */
+	struct perf_event_attr attr; /* what every CPU's event is opened with */
+	uint64_t last_scan_ns;
+	bool stopped;
+	/* samples per CPU since it came online (or since the start) */
+	uint64_t cpu_samples[MAX_CPUS];
+	uint64_t hotplug_changes;
 	struct bpf_link *proc_links[4];
 	ep_live_proc_cb proc_cb;
 	void *proc_ctx;
@@ -106,25 +117,120 @@ static int check_capabilities(char *err, size_t errlen)
 	return -1;
 }
 
-static unsigned online_cpus(int *cpus, unsigned max)
+int ep_cpu_list_parse(const char *text, uint8_t *online, unsigned max)
 {
-	FILE *f = fopen("/sys/devices/system/cpu/online", "r");
-	char buf[1024] = "0";
-	if (f) {
-		if (!fgets(buf, sizeof(buf), f))
-			strcpy(buf, "0");
-		fclose(f);
-	}
-	unsigned n = 0;
-	for (char *tok = strtok(buf, ",\n"); tok && n < max; tok = strtok(NULL, ",\n")) {
-		int a, b;
-		int k = sscanf(tok, "%d-%d", &a, &b);
-		if (k == 1)
-			b = a;
-		for (int c = a; k >= 1 && c <= b && n < max; c++)
-			cpus[n++] = c;
+	memset(online, 0, max);
+	int n = 0;
+	const char *p = text;
+	while (*p && *p != '\n') {
+		char *end;
+		unsigned long a = strtoul(p, &end, 10), b = a;
+		if (end == p || *p == '-' || *p == '+' || *p == ' ')
+			return -1;
+		p = end;
+		if (*p == '-') {
+			p++;
+			b = strtoul(p, &end, 10);
+			if (end == p || *p == '-' || *p == '+' || *p == ' ' || b < a)
+				return -1;
+			p = end;
+		}
+		if (*p == ',')
+			p++;
+		else if (*p && *p != '\n')
+			return -1;
+		for (unsigned long c = a; c <= b && c < max; c++)
+			if (!online[c]) {
+				online[c] = 1;
+				n++;
+			}
 	}
 	return n;
+}
+
+/* The online CPUs from sysfs; -1 when it cannot be read or parsed. */
+static int read_online(uint8_t *online)
+{
+	FILE *f = fopen("/sys/devices/system/cpu/online", "r");
+	char buf[4096];
+	bool got = f && fgets(buf, sizeof(buf), f);
+	if (f)
+		fclose(f);
+	return got ? ep_cpu_list_parse(buf, online, MAX_CPUS) : -1;
+}
+
+static uint64_t monotonic_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* Opens the sampling event on one CPU and attaches the program to it. */
+static int cpu_attach(struct ep_live *l, int cpu, char *err, size_t errlen)
+{
+	long fd = perf_event_open(&l->attr, cpu);
+	if (fd < 0) {
+		snprintf(err, errlen, "cannot open the perf event on CPU %d: %s", cpu,
+			 strerror(errno));
+		return -1;
+	}
+	l->fds[cpu] = (int)fd;
+	l->links[cpu] = bpf_program__attach_perf_event(l->skel->progs.on_overflow, (int)fd);
+	if (!l->links[cpu]) {
+		snprintf(err, errlen, "cannot attach to CPU %d: %s", cpu, strerror(errno));
+		close(l->fds[cpu]);
+		l->fds[cpu] = -1;
+		return -1;
+	}
+	return 0;
+}
+
+static void cpu_detach(struct ep_live *l, int cpu)
+{
+	if (l->links[cpu])
+		bpf_link__destroy(l->links[cpu]);
+	l->links[cpu] = NULL;
+	if (l->fds[cpu] >= 0)
+		close(l->fds[cpu]);
+	l->fds[cpu] = -1;
+}
+
+/* CPU hotplug: the kernel does not move a per-CPU event to a CPU that
+ * comes online, and one on a CPU gone offline never fires again. Looked at
+ * from the poll loop at most once a second: a CPU that came online gets
+ * its event, one that went offline loses it, one line each. */
+static void rescan_cpus(struct ep_live *l)
+{
+	uint64_t now = monotonic_ns();
+	if (l->stopped || now - l->last_scan_ns < CPU_RESCAN_NS)
+		return;
+	l->last_scan_ns = now;
+	uint8_t online[MAX_CPUS];
+	if (read_online(online) <= 0)
+		return; /* unreadable for a moment: keep what there is */
+	for (int cpu = 0; cpu < MAX_CPUS; cpu++) {
+		if (online[cpu] == l->online[cpu])
+			continue;
+		char err[256];
+		if (online[cpu]) {
+			l->cpu_samples[cpu] = 0;
+			if (cpu_attach(l, cpu, err, sizeof(err)) == 0) {
+				ep_info("CPU %d came online: sampling it", cpu);
+			} else {
+				/* tried again at the next look */
+				ep_warn("CPU %d came online but %s", cpu, err);
+				continue;
+			}
+			l->ncpus++;
+		} else {
+			cpu_detach(l, cpu);
+			l->ncpus--;
+			ep_info("CPU %d went offline: its event closed", cpu);
+		}
+		l->online[cpu] = online[cpu];
+		l->hotplug_changes++;
+	}
 }
 
 static bool is_prime(uint64_t n)
@@ -237,6 +343,8 @@ static int on_record(void *ctx, void *data, size_t size)
 	if (l->rec.nr_entries > (size - head) / sizeof(struct ep_branch_entry))
 		return 0;
 	l->received++;
+	if (l->rec.cpu < MAX_CPUS)
+		l->cpu_samples[l->rec.cpu]++;
 	if (l->mmap_pending.count) {
 		uint64_t *at = ep_u64map_get(&l->mmap_pending, l->rec.pid);
 		if (at && l->rec.time_ns >= *at) {
@@ -276,8 +384,18 @@ struct ep_live *ep_live_open(const struct ep_live_config *cfg, char *err, size_t
 	}
 	for (unsigned i = 0; i < MAX_CPUS; i++)
 		l->fds[i] = -1;
+	int n = read_online(l->online);
+	if (n <= 0) {
+		/* a kernel hiding sysfs: CPU 0 at least */
+		memset(l->online, 0, sizeof(l->online));
+		l->online[0] = 1;
+		n = 1;
+	}
+	l->ncpus = (unsigned)n;
 	int cpus[MAX_CPUS];
-	l->ncpus = online_cpus(cpus, MAX_CPUS);
+	for (int c = 0, k = 0; c < MAX_CPUS; c++)
+		if (l->online[c])
+			cpus[k++] = c;
 
 	/* Which event: the branch stack where the PMU has one, else cpu-clock. */
 	enum ep_pmu_vendor vendor = ep_pmu_vendor_detect();
@@ -379,21 +497,11 @@ struct ep_live *ep_live_open(const struct ep_live_config *cfg, char *err, size_t
 		}
 		close(cg);
 	}
-	for (unsigned i = 0; i < l->ncpus; i++) {
-		fd = perf_event_open(&attr, cpus[i]);
-		if (fd < 0) {
-			snprintf(err, errlen, "cannot open the perf event on CPU %d: %s", cpus[i],
-				 strerror(errno));
+	l->attr = attr;
+	for (unsigned i = 0; i < l->ncpus; i++)
+		if (cpu_attach(l, cpus[i], err, errlen) != 0)
 			goto fail;
-		}
-		l->fds[i] = (int)fd;
-		l->links[i] = bpf_program__attach_perf_event(l->skel->progs.on_overflow, (int)fd);
-		if (!l->links[i]) {
-			snprintf(err, errlen, "cannot attach to CPU %d: %s", cpus[i],
-				 strerror(errno));
-			goto fail;
-		}
-	}
+	l->last_scan_ns = monotonic_ns();
 	struct bpf_program *proc_progs[4] = {l->skel->progs.on_exec, l->skel->progs.on_fork,
 					     l->skel->progs.on_exit, l->skel->progs.on_mmap};
 	for (int i = 0; i < 4; i++) {
@@ -431,14 +539,9 @@ void ep_live_stop(struct ep_live *l)
 			bpf_link__destroy(l->proc_links[i]);
 		l->proc_links[i] = NULL;
 	}
-	for (unsigned i = 0; i < MAX_CPUS; i++) {
-		if (l->links[i])
-			bpf_link__destroy(l->links[i]);
-		l->links[i] = NULL;
-		if (l->fds[i] >= 0)
-			close(l->fds[i]);
-		l->fds[i] = -1;
-	}
+	for (int cpu = 0; cpu < MAX_CPUS; cpu++)
+		cpu_detach(l, cpu);
+	l->stopped = true;
 }
 
 void ep_live_close(struct ep_live *l)
@@ -450,6 +553,20 @@ void ep_live_close(struct ep_live *l)
 			"sample), %llu still pending",
 			(unsigned long long)l->mmap_events, (unsigned long long)l->mmap_delivered,
 			(unsigned long long)l->mmap_pending.count);
+	if (l->rb && l->procs) {
+		/* per CPU, so a CPU that came back is seen sampled again */
+		char line[2048];
+		size_t len = 0;
+		for (int cpu = 0; cpu < MAX_CPUS && len < sizeof(line) - 32; cpu++)
+			if (l->online[cpu])
+				len +=
+				    (size_t)snprintf(line + len, sizeof(line) - len, " %d:%llu",
+						     cpu, (unsigned long long)l->cpu_samples[cpu]);
+		line[len] = '\0';
+		ep_info("samples per online CPU (since it came online):%s; %llu CPU hotplug "
+			"changes",
+			line, (unsigned long long)l->hotplug_changes);
+	}
 	ring_buffer__free(l->rb);
 	ring_buffer__free(l->procs);
 	ep_u64map_free(&l->mmap_pending);
@@ -490,6 +607,7 @@ int ep_live_poll(struct ep_live *l, int timeout_ms, ep_live_sample_cb cb, void *
 	int before = ring_buffer__consume(l->procs);
 	int n = ring_buffer__poll(l->rb, timeout_ms);
 	int after = ring_buffer__consume(l->procs);
+	rescan_cpus(l);
 	if ((n < 0 && n != -EINTR) || before < 0 || after < 0)
 		return -1;
 	return (n < 0 ? 0 : n) + before + after;

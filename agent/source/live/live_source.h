@@ -75,10 +75,17 @@ typedef void (*ep_live_proc_cb)(void *ctx, const struct ep_proc_record *rec);
  * re-read they cause finds the new mapping and happens once per burst. */
 void ep_live_on_process_events(struct ep_live *live, ep_live_proc_cb cb, void *ctx);
 /* Drains what is there, waiting up to timeout_ms for the first record.
- * Returns the number of records handed to cb, or -1 on error. */
+ * Returns the number of records handed to cb, or -1 on error. At most once a
+ * second it also follows CPU hotplug: a CPU that came online gets its perf
+ * event, one that went offline loses it (one log line each). */
 int ep_live_poll(struct ep_live *live, int timeout_ms, ep_live_sample_cb cb, void *ctx);
 
 void ep_live_counters(const struct ep_live *live, struct ep_live_counters *out);
+
+/* Parses a kernel CPU list ("0-3,5,7-8", as in /sys/devices/system/cpu/online):
+ * online[c] = 1 for each CPU c listed below max, 0 for the others. Returns
+ * how many were set, or -1 when the text is not a CPU list. */
+int ep_cpu_list_parse(const char *text, uint8_t *online, unsigned max);
 
 /* Detaches from every CPU: no sample arrives after this, so a final drain
  * and the counters read then agree with each other. */
