@@ -126,6 +126,7 @@ static void build(void)
 	stats.samples = 13, stats.gaps = 20, stats.gaps_inconsistent = 1;
 	edgeprof__v1__sampling_config__init(&config);
 	config.source = "emulator", config.range_mode = "split", config.chop = 32;
+	config.mode = "edges";
 	config.entries = 32;
 	edgeprof__v1__profile__init(&profile);
 	profile.format_version = 1, profile.stats = &stats, profile.config = &config;
@@ -281,7 +282,7 @@ static void test_binary_selection(void **state)
 		      "\"entries_duplicate\": 0},\n"
 		      " \"config\": {\"source\": \"emulator\", \"event\": \"\", \"period\": 0, "
 		      "\"jitter\": 0, \"entries\": 32, \"chop\": 32, \"trigger_appended\": false, "
-		      "\"range_mode\": \"split\"},\n"
+		      "\"range_mode\": \"split\", \"mode\": \"edges\"},\n"
 		      " \"profiles\": []}\n");
 }
 
