@@ -95,7 +95,7 @@ static void *agent_main(void *arg)
 		uint64_t seq;
 		char why[256];
 		enum ep_ingest_result r = ep_ingest_batch(j->ingest, j->batches[i], j->lens[i],
-							  true, &seq, why, sizeof(why));
+							  true, &seq, why, sizeof(why), NULL);
 		if (r != EP_INGEST_STORED)
 			j->failed++;
 	}

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -64,6 +65,9 @@ struct agent_ctx {
 	size_t exits_head, exits_n, exits_cap;
 	struct ep_u64map exited;
 	uint64_t forgotten;
+	/* an on-demand session's context: its counts carry the session's
+	 * labels, not each process's container */
+	bool session;
 };
 
 static uint64_t now_ns(void)
@@ -162,6 +166,8 @@ static void forget_exited(struct agent_ctx *c)
  * for little). */
 static void label_process(struct agent_ctx *c, uint32_t pid)
 {
+	if (c->session)
+		return;
 	char path[64], text[4096], cgroup[PATH_MAX];
 	snprintf(path, sizeof(path), "/proc/%u/cgroup", pid);
 	FILE *f = fopen(path, "r");
@@ -305,6 +311,321 @@ static int run_replay(const char *path, struct ep_binary_registry *reg, struct e
 	return rc.rc;
 }
 
+/* The context's memory (the pipeline, the process tables). */
+static void ctx_free(struct agent_ctx *c)
+{
+	ep_u64map_free(&c->maps_read);
+	ep_u64map_free(&c->exited);
+	free(c->exits);
+	ep_pipeline_free(c->pipeline);
+}
+
+static uint64_t unix_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * On-demand sessions (collector/sessions): the collector hands one over in
+ * an ingest answer; the agent resolves its target to a cgroup or a pid and
+ * samples it at the session's rate with a second BPF program on its own
+ * perf events, on top of the continuous profile, which goes on unchanged.
+ * Its counts go through their own pipeline and travel with
+ * Labels.session_id; how it stands travels as SessionReports. An agent that
+ * stops mid-session sends what it has and leaves the session running: its
+ * successor on the node is handed the rest (same deadline).
+ */
+#define MAX_SESSIONS 8
+#define FINISHED_IDS 64
+
+struct agent_session {
+	Edgeprof__V1__ProfileSession *req;
+	struct ep_live *live;
+	struct agent_ctx ctx;
+	struct ep_sink sink;
+	Edgeprof__V1__Labels labels;
+	char cgroup[PATH_MAX], cgroup_label[PATH_MAX], target[PATH_MAX + 128];
+	char container_id[sizeof(((struct ep_container_ref *)0)->id)];
+	uint32_t pid;
+	uint64_t started_ns, deadline_ns; /* unix time */
+	uint64_t lost_added;
+};
+
+struct agent_sessions {
+	struct ep_sink *main_sink; /* its streamer carries the sessions' batches too */
+	const struct ep_live_config *main_cfg;
+	struct ep_binary_registry *reg;
+	struct agent_session *active[MAX_SESSIONS];
+	size_t nactive;
+	/* sessions ended here, so one handed over again is not run twice */
+	char finished[FINISHED_IDS][40];
+	size_t nfinished;
+};
+
+static void session_report(struct agent_sessions *as, const char *id,
+			   Edgeprof__V1__SessionState state, const char *message,
+			   bool target_absent, uint64_t started_ns, uint64_t ended_ns,
+			   uint64_t samples)
+{
+	Edgeprof__V1__SessionReport r = EDGEPROF__V1__SESSION_REPORT__INIT;
+	r.session_id = (char *)id;
+	r.state = state;
+	r.message = (char *)message;
+	r.target_absent = target_absent;
+	r.started_ns = started_ns;
+	r.ended_ns = ended_ns;
+	r.samples = samples;
+	if (ep_streamer_report_session(as->main_sink->streamer, &r) != 0)
+		ep_error("session %s: out of memory queueing its report", id);
+}
+
+static bool session_known(const struct agent_sessions *as, const char *id)
+{
+	for (size_t i = 0; i < as->nactive; i++)
+		if (strcmp(as->active[i]->req->session_id, id) == 0)
+			return true;
+	for (size_t i = 0; i < as->nfinished; i++)
+		if (strcmp(as->finished[i], id) == 0)
+			return true;
+	return false;
+}
+
+/* The target's cgroup v2 directory (or pid) on this node; why it is not
+ * here otherwise. */
+static int session_resolve(struct agent_session *x, char *why, size_t whylen)
+{
+	const Edgeprof__V1__ProfileSession *q = x->req;
+	char root[PATH_MAX];
+	if (q->pid) {
+		char proc[64];
+		snprintf(proc, sizeof(proc), "/proc/%u", q->pid);
+		if (access(proc, F_OK) != 0) {
+			snprintf(why, whylen, "pid %u: no such process on this node", q->pid);
+			return -1;
+		}
+		x->pid = q->pid;
+		snprintf(x->target, sizeof(x->target), "pid %u", q->pid);
+		return 0;
+	}
+	if (ep_cgroup2_root(root, sizeof(root)) != 0) {
+		snprintf(why, whylen, "no cgroup v2 mount on this node");
+		return -1;
+	}
+	if (q->container_id[0]) {
+		char err[512];
+		if (ep_container_find_cgroup(root, q->container_id, x->cgroup, sizeof(x->cgroup),
+					     err, sizeof(err)) != 0) {
+			snprintf(why, whylen, "%s", err);
+			return -1;
+		}
+	} else {
+		/* a path under the cgroup v2 root, given with or without it */
+		size_t rl = strlen(root);
+		bool rooted =
+		    strncmp(q->cgroup, root, rl) == 0 && (q->cgroup[rl] == '/' || !q->cgroup[rl]);
+		int len = snprintf(x->cgroup, sizeof(x->cgroup), "%s%s%s", rooted ? "" : root,
+				   rooted || q->cgroup[0] == '/' ? "" : "/", q->cgroup);
+		struct stat st;
+		if (len >= (int)sizeof(x->cgroup) || stat(x->cgroup, &st) != 0 ||
+		    !S_ISDIR(st.st_mode)) {
+			snprintf(why, whylen, "cgroup %s: no such cgroup on this node", q->cgroup);
+			return -1;
+		}
+	}
+	const char *rel = x->cgroup + strlen(root);
+	snprintf(x->cgroup_label, sizeof(x->cgroup_label), "%s", rel[0] ? rel : "/");
+	struct ep_container_ref ref;
+	if (ep_container_from_cgroup(x->cgroup_label, &ref) && !ref.monitor)
+		snprintf(x->target, sizeof(x->target), "container %.64s, cgroup %s", ref.id,
+			 x->cgroup_label);
+	else
+		snprintf(x->target, sizeof(x->target), "cgroup %s", x->cgroup_label);
+	return 0;
+}
+
+static void session_free(struct agent_session *x)
+{
+	if (!x)
+		return;
+	ep_live_close(x->live);
+	ctx_free(&x->ctx);
+	edgeprof__v1__profile_session__free_unpacked(x->req, NULL);
+	free(x);
+}
+
+/* Takes req (freed here one way or another). */
+static void session_start(struct agent_sessions *as, Edgeprof__V1__ProfileSession *req)
+{
+	if (session_known(as, req->session_id)) {
+		edgeprof__v1__profile_session__free_unpacked(req, NULL);
+		return;
+	}
+	uint64_t now = unix_now_ns();
+	char why[PATH_MAX + 600];
+	struct agent_session *x = calloc(1, sizeof(*x));
+	if (!x) {
+		session_report(as, req->session_id, EDGEPROF__V1__SESSION_STATE__SESSION_FAILED,
+			       "agent out of memory", false, now, now, 0);
+		edgeprof__v1__profile_session__free_unpacked(req, NULL);
+		return;
+	}
+	x->req = req;
+	x->started_ns = now;
+	x->deadline_ns = req->deadline_ns ? req->deadline_ns : now + req->duration_ms * 1000000ULL;
+	bool absent = false;
+	int rc = 0;
+	if (as->nactive == MAX_SESSIONS) {
+		snprintf(why, sizeof(why), "this agent already runs %d sessions", MAX_SESSIONS);
+		rc = -1;
+	} else if (x->deadline_ns <= now) {
+		snprintf(why, sizeof(why), "the session ended before this agent could resume it");
+		rc = -1;
+	} else if (session_resolve(x, why, sizeof(why)) != 0) {
+		absent = true;
+		rc = -1;
+	}
+	struct ep_live_config cfg = *as->main_cfg;
+	const char *cgroups[1] = {x->cgroup};
+	if (rc == 0) {
+		/* the target only, sampled more often than the continuous profile */
+		cfg.pids = x->pid ? &x->pid : NULL;
+		cfg.npids = x->pid ? 1 : 0;
+		cfg.cgroups = x->pid ? NULL : cgroups;
+		cfg.ncgroups = x->pid ? 0 : 1;
+		cfg.period = req->period ? req->period : (cfg.period / 4 ? cfg.period / 4 : 1);
+		cfg.jitter = cfg.period / 16;
+		cfg.ip_hz = cfg.ip_hz * 4 > 10000 ? 10000 : cfg.ip_hz * 4;
+		cfg.calls_only = strcmp(req->mode, "calls") == 0;
+		char err[512];
+		x->live = ep_live_open(&cfg, err, sizeof(err));
+		if (!x->live) {
+			snprintf(why, sizeof(why), "%s", err);
+			rc = -1;
+		}
+	}
+	if (rc == 0 && !req->deadline_ns) {
+		/* loading the program takes a while (BTF): the session's time
+		 * starts when its sampling does */
+		x->started_ns = unix_now_ns();
+		x->deadline_ns = x->started_ns + req->duration_ms * 1000000ULL;
+	}
+	if (rc == 0) {
+		struct ep_pipeline_config pcfg;
+		ep_pipeline_config_default(&pcfg);
+		pcfg.append_trigger = ep_live_counts_all_branches(x->live);
+		pcfg.calls_only = cfg.calls_only && ep_live_has_branch_stacks(x->live);
+		x->ctx.pipeline = ep_pipeline_new(&pcfg, as->reg);
+		x->ctx.session = true;
+		if (!x->ctx.pipeline) {
+			snprintf(why, sizeof(why), "agent out of memory");
+			rc = -1;
+		}
+	}
+	if (rc != 0) {
+		ep_warn("session %s: %s", req->session_id, why);
+		session_report(as, req->session_id, EDGEPROF__V1__SESSION_STATE__SESSION_FAILED,
+			       why, absent, now, now, 0);
+		if (as->nfinished < FINISHED_IDS)
+			snprintf(as->finished[as->nfinished++], sizeof(as->finished[0]), "%s",
+				 req->session_id);
+		session_free(x);
+		return;
+	}
+	ep_live_on_process_events(x->live, on_process_event, &x->ctx);
+	edgeprof__v1__labels__init(&x->labels);
+	x->labels.session_id = req->session_id;
+	x->labels.cgroup = x->cgroup_label;
+	struct ep_container_ref ref;
+	if (x->cgroup_label[0] && ep_container_from_cgroup(x->cgroup_label, &ref) && !ref.monitor) {
+		snprintf(x->container_id, sizeof(x->container_id), "%s", ref.id);
+		x->labels.container_id = x->container_id;
+	}
+	x->sink = (struct ep_sink){.streamer = as->main_sink->streamer,
+				   .event = ep_live_event(x->live),
+				   .mode = cfg.calls_only ? "calls" : "edges",
+				   .labels = &x->labels,
+				   .window_start_ns = now};
+	snprintf(x->sink.source, sizeof(x->sink.source), "bpf");
+	ep_live_period(x->live, &x->sink.period, &x->sink.jitter);
+	as->active[as->nactive++] = x;
+	ep_info("session %s: sampling %s for %llu s (%s)", req->session_id, x->target,
+		(unsigned long long)((x->deadline_ns - now) / 1000000000ULL),
+		ep_live_mode(x->live));
+	session_report(as, req->session_id, EDGEPROF__V1__SESSION_STATE__SESSION_RUNNING, x->target,
+		       false, now, x->deadline_ns, 0);
+}
+
+static uint64_t session_samples(struct agent_session *x)
+{
+	struct ep_live_counters lc;
+	ep_live_counters(x->live, &lc);
+	return lc.received;
+}
+
+static void session_emit(struct agent_session *x)
+{
+	struct ep_live_counters lc;
+	ep_live_counters(x->live, &lc);
+	ep_pipeline_add_lost(x->ctx.pipeline, lc.reserve_failed - x->lost_added);
+	x->lost_added = lc.reserve_failed;
+	ep_sink_emit(&x->sink, x->ctx.pipeline);
+}
+
+/* Stops the session's sampling and sends the rest of its counts. done: it
+ * reached its end (DONE travels with its last counts); otherwise the agent
+ * is stopping and the session stays running for the next agent. */
+static void session_end(struct agent_sessions *as, size_t i, bool done)
+{
+	struct agent_session *x = as->active[i];
+	ep_live_stop(x->live);
+	ep_live_poll(x->live, 0, on_sample, &x->ctx);
+	uint64_t samples = session_samples(x);
+	session_report(as, x->req->session_id,
+		       done ? EDGEPROF__V1__SESSION_STATE__SESSION_DONE
+			    : EDGEPROF__V1__SESSION_STATE__SESSION_RUNNING,
+		       x->target, false, x->started_ns, done ? unix_now_ns() : x->deadline_ns,
+		       samples);
+	session_emit(x);
+	ep_info("session %s: %s, %llu samples of %s", x->req->session_id,
+		done ? "done" : "left running for the next agent (this one is stopping)",
+		(unsigned long long)samples, x->target);
+	if (done && as->nfinished < FINISHED_IDS)
+		snprintf(as->finished[as->nfinished++], sizeof(as->finished[0]), "%s",
+			 x->req->session_id);
+	session_free(x);
+	as->active[i] = as->active[--as->nactive];
+}
+
+/* One turn of the main loop: new sessions from the collector, samples,
+ * counts every interval, sessions that reached their end. */
+static void sessions_turn(struct agent_sessions *as, bool emit)
+{
+	Edgeprof__V1__ProfileSession **got = NULL;
+	size_t n = ep_streamer_take_sessions(as->main_sink->streamer, &got);
+	for (size_t i = 0; i < n; i++)
+		session_start(as, got[i]);
+	free(got);
+	uint64_t now = unix_now_ns();
+	for (size_t i = 0; i < as->nactive;) {
+		struct agent_session *x = as->active[i];
+		ep_live_poll(x->live, 0, on_sample, &x->ctx);
+		forget_exited(&x->ctx);
+		if (now >= x->deadline_ns) {
+			session_end(as, i, true);
+			continue;
+		}
+		if (emit) {
+			session_emit(x);
+			session_report(as, x->req->session_id,
+				       EDGEPROF__V1__SESSION_STATE__SESSION_RUNNING, x->target,
+				       false, x->started_ns, x->deadline_ns, session_samples(x));
+		}
+		i++;
+	}
+}
+
 static int run_live(struct ep_live_config *cfg, bool jitter_set, struct ep_binary_registry *reg,
 		    struct ep_sink *sink, unsigned duration, unsigned interval)
 {
@@ -330,7 +651,9 @@ static int run_live(struct ep_live_config *cfg, bool jitter_set, struct ep_binar
 	ep_pipeline_config_default(&pcfg);
 	/* only an event that counts every branch ends its trace at the sample IP */
 	pcfg.append_trigger = ep_live_counts_all_branches(live);
+	pcfg.calls_only = cfg->calls_only && ep_live_has_branch_stacks(live);
 	struct agent_ctx ctx = {.pipeline = ep_pipeline_new(&pcfg, reg)};
+	struct agent_sessions sessions = {.main_sink = sink, .main_cfg = cfg, .reg = reg};
 	int rc = 0;
 	if (!ctx.pipeline) {
 		ep_error("out of memory");
@@ -350,14 +673,19 @@ static int run_live(struct ep_live_config *cfg, bool jitter_set, struct ep_binar
 		uint64_t now = now_ns();
 		if (duration && now - start >= (uint64_t)duration * 1000000000ULL)
 			break;
-		if (now - last_write >= (uint64_t)interval * 1000000000ULL) {
+		bool emit = now - last_write >= (uint64_t)interval * 1000000000ULL;
+		if (emit) {
 			ep_live_counters(live, &lc);
 			ep_pipeline_add_lost(ctx.pipeline, lc.reserve_failed - lost_added);
 			lost_added = lc.reserve_failed;
 			ep_sink_emit(sink, ctx.pipeline);
 			last_write = now;
 		}
+		if (sink->streamer)
+			sessions_turn(&sessions, emit);
 	}
+	while (sessions.nactive)
+		session_end(&sessions, sessions.nactive - 1, false);
 	/* stop sampling, drain what the kernel still holds, then the final
 	 * profile and the counters, which now agree */
 	ep_live_stop(live);
@@ -386,10 +714,7 @@ static int run_live(struct ep_live_config *cfg, bool jitter_set, struct ep_binar
 		ep_warn("%llu samples dropped because the ring buffer was full",
 			(unsigned long long)lc.reserve_failed);
 out:
-	ep_u64map_free(&ctx.maps_read);
-	ep_u64map_free(&ctx.exited);
-	free(ctx.exits);
-	ep_pipeline_free(ctx.pipeline);
+	ctx_free(&ctx);
 	ep_live_close(live);
 	return rc;
 }
@@ -604,6 +929,8 @@ int ep_cmd_agent(int argc, char **argv)
 		rc = 2;
 		goto out;
 	}
+	/* a live agent runs the collector's on-demand sessions, a replay cannot */
+	so.streamer.sessions = !replay;
 	if (ep_sink_open(&sink, output, &so) != 0) {
 		rc = 1;
 		goto out;

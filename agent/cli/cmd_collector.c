@@ -13,6 +13,7 @@
 
 #include "../../collector/ingest/ingest.h"
 #include "../../collector/server/server.h"
+#include "../../collector/sessions/sessions.h"
 #include "../../collector/store/store.h"
 #include "../util/log.h"
 #include "cli_util.h"
@@ -33,6 +34,8 @@ static void usage(FILE *out)
 	    "usage: edgeprof collector --store sqlite:PATH|clickhouse:URL [--listen HOST:PORT]\n"
 	    "       [--token-file F] [--tls-cert F --tls-key F [--client-ca F]]\n"
 	    "       [--commit-ms MS] [--max-body BYTES] [--port-file F] [--log-level L]\n"
+	    "       [--retention-days D] [--max-session-s S] [--session-pickup-s S]\n"
+	    "       [--node-silent-s S]\n"
 	    "  --listen HOST:PORT  default 127.0.0.1:7070; port 0 picks a free one\n"
 	    "  --token-file F      bearer token required on /v1/ (file must not be "
 	    "world-readable)\n"
@@ -40,7 +43,11 @@ static void usage(FILE *out)
 	    "certificates\n"
 	    "  --commit-ms MS      wait before each group commit, for more merging "
 	    "(default 0)\n"
-	    "  --port-file F       write the port listened on to F once ready\n");
+	    "  --port-file F       write the port listened on to F once ready\n"
+	    "  --retention-days D  forget counts older than D days (default 30, 0: never)\n"
+	    "  --max-session-s S   longest on-demand session accepted (default 600)\n"
+	    "  --session-pickup-s S  a session no agent takes within S fails (default 30)\n"
+	    "  --node-silent-s S   a node silent this long is not reporting (default 60)\n");
 }
 
 int ep_cmd_collector(int argc, char **argv)
@@ -56,11 +63,16 @@ int ep_cmd_collector(int argc, char **argv)
 	    {"max-body", required_argument, NULL, 'b'},
 	    {"port-file", required_argument, NULL, 'p'},
 	    {"log-level", required_argument, NULL, 'l'},
+	    {"retention-days", required_argument, NULL, 'r'},
+	    {"max-session-s", required_argument, NULL, 'M'},
+	    {"session-pickup-s", required_argument, NULL, 'U'},
+	    {"node-silent-s", required_argument, NULL, 'N'},
 	    {"help", no_argument, NULL, 'h'},
 	    {0},
 	};
 	struct ep_server_config scfg = {.listen = "127.0.0.1:7070"};
 	struct ep_ingest_config icfg = {0};
+	struct ep_sessions_config sess_cfg = {0};
 	const char *store_spec = NULL, *port_file = NULL;
 	unsigned retention_days = 30;
 	optind = 1;
@@ -96,6 +108,24 @@ int ep_cmd_collector(int argc, char **argv)
 				    optarg);
 				return 2;
 			}
+			break;
+		case 'M':
+		case 'U':
+		case 'N':
+			if (ep_parse_uint(optarg, 1, 86400, &v) != 0) {
+				ep_error("--%s: '%s' is not a number of seconds (1-86400)",
+					 ch == 'M'   ? "max-session-s"
+					 : ch == 'U' ? "session-pickup-s"
+						     : "node-silent-s",
+					 optarg);
+				return 2;
+			}
+			if (ch == 'M')
+				sess_cfg.max_duration_s = v;
+			else if (ch == 'U')
+				sess_cfg.pickup_s = v;
+			else
+				sess_cfg.node_silent_s = v;
 			break;
 		case 'm':
 		case 'b':
@@ -137,10 +167,13 @@ int ep_cmd_collector(int argc, char **argv)
 		return 1;
 	}
 	struct ep_ingest *ingest = ep_ingest_new(store, &icfg, err, sizeof(err));
+	struct ep_sessions *sessions =
+	    ingest ? ep_sessions_new(store, &sess_cfg, err, sizeof(err)) : NULL;
 	struct ep_server *server =
-	    ingest ? ep_server_start(&scfg, store, ingest, err, sizeof(err)) : NULL;
+	    sessions ? ep_server_start(&scfg, store, ingest, sessions, err, sizeof(err)) : NULL;
 	if (!server) {
 		ep_error("%s", err);
+		ep_sessions_free(sessions);
 		ep_ingest_free(ingest);
 		ep_store_close(store);
 		return 1;
@@ -178,6 +211,7 @@ int ep_cmd_collector(int argc, char **argv)
 	}
 	ep_info("collector stopping: finishing requests and the last commit");
 	ep_server_stop(server);
+	ep_sessions_free(sessions);
 	ep_ingest_free(ingest);
 	ep_store_close(store);
 	return 0;

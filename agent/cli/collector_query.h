@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 
+#include "../util/http_body.h"
 #include "profile.pb-c.h"
 
 struct ep_collector_query {
@@ -15,6 +16,7 @@ struct ep_collector_query {
 	const char *from, *to; /* unix seconds */
 	const char *labels[8]; /* KEY=VALUE: container_id, pod, namespace, cgroup, process */
 	int nlabels;
+	const char *session; /* an on-demand session's counts instead of the continuous ones */
 };
 
 /* The options shared by report and export. Returns 1 when ch was one of
@@ -30,6 +32,7 @@ enum {
 	EP_QUERY_OPT_FROM,
 	EP_QUERY_OPT_TO,
 	EP_QUERY_OPT_LABEL,
+	EP_QUERY_OPT_SESSION,
 };
 #define EP_COLLECTOR_QUERY_OPTIONS                                                                 \
 	{"collector", required_argument, NULL, EP_QUERY_OPT_COLLECTOR},                            \
@@ -39,11 +42,23 @@ enum {
 	    {"key", required_argument, NULL, EP_QUERY_OPT_KEY},                                    \
 	    {"from", required_argument, NULL, EP_QUERY_OPT_FROM},                                  \
 	    {"to", required_argument, NULL, EP_QUERY_OPT_TO},                                      \
+	    {"session", required_argument, NULL, EP_QUERY_OPT_SESSION},                            \
 	{                                                                                          \
 		"label", required_argument, NULL, EP_QUERY_OPT_LABEL                               \
 	}
 
 /* NULL with the reason logged (HTTP status and the collector's message). */
 Edgeprof__V1__Profile *ep_collector_fetch_profile(const struct ep_collector_query *q);
+
+/* One request to the collector named by q (its token and TLS files):
+ * method "GET" or "POST", path with its query ("/v1/sessions?pid=1").
+ * *body gets the answer (free body->data), *status the HTTP status. 0, or
+ * -1 with the reason logged (no answer at all). */
+int ep_collector_request(const struct ep_collector_query *q, const char *method, const char *path,
+			 struct ep_http_body *body, long *status);
+
+/* value escaped for a URL's query (curl's rules), appended as &key=value to
+ * *url (realloc'd). 0 or -1 (out of memory). */
+int ep_url_append_arg(char **url, const char *key, const char *value);
 
 #endif

@@ -10,5 +10,6 @@ int ep_cmd_trace(int argc, char **argv);
 int ep_cmd_record(int argc, char **argv);
 int ep_cmd_agent(int argc, char **argv);
 int ep_cmd_collector(int argc, char **argv);
+int ep_cmd_profile_session(int argc, char **argv);
 
 #endif

@@ -31,6 +31,9 @@ static void usage(FILE *out)
 	    "                         and write a profile and/or stream it to a collector\n"
 	    "  collector --store sqlite:PATH|clickhouse:URL [--listen HOST:PORT]\n"
 	    "                         receive agents' batches, store them, serve profiles\n"
+	    "  profile (--container ID | --cgroup PATH | --pid PID) --duration S\n"
+	    "          --collector URL [-o OUT]\n"
+	    "                         profile one target on demand, through the collector\n"
 	    "  dump PERF.DATA         print the samples' branch stacks like perf script\n"
 	    "  trace PERF.DATA [--binary FILE]...\n"
 	    "                         print every gap as reconstructed, with its instructions\n"
@@ -56,6 +59,8 @@ int main(int argc, char **argv)
 		return ep_cmd_agent(argc - 1, argv + 1);
 	if (strcmp(cmd, "collector") == 0)
 		return ep_cmd_collector(argc - 1, argv + 1);
+	if (strcmp(cmd, "profile") == 0)
+		return ep_cmd_profile_session(argc - 1, argv + 1);
 	if (strcmp(cmd, "record") == 0)
 		return ep_cmd_record(argc - 1, argv + 1);
 	if (strcmp(cmd, "trace") == 0)

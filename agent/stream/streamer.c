@@ -44,7 +44,57 @@ struct ep_streamer {
 	struct ep_stream_counters counters;
 	bool collector_down; /* logged once per outage */
 	uint64_t rng;
+	/* session reports waiting for the next batch, and instructions
+	 * received for the main thread */
+	Edgeprof__V1__SessionReport **reports;
+	size_t nreports;
+	Edgeprof__V1__ProfileSession **sessions;
+	size_t nsessions;
 };
+
+/* A message copied through its wire form: protobuf-c has no deep copy. */
+static void *copy_message(const ProtobufCMessage *m,
+			  void *(*unpack)(ProtobufCAllocator *, size_t, const uint8_t *))
+{
+	size_t len = protobuf_c_message_get_packed_size(m);
+	uint8_t *buf = malloc(len ? len : 1);
+	if (!buf)
+		return NULL;
+	protobuf_c_message_pack(m, buf);
+	void *copy = unpack(NULL, len, buf);
+	free(buf);
+	return copy;
+}
+
+/* the collector's instructions, kept for ep_streamer_take_sessions() */
+static void keep_instructions(struct ep_streamer *s, const Edgeprof__V1__IngestResponse *resp)
+{
+	for (size_t i = 0; i < resp->n_instructions; i++) {
+		const Edgeprof__V1__Instruction *in = resp->instructions[i];
+		if (in->kind_case != EDGEPROF__V1__INSTRUCTION__KIND_PROFILE_SESSION) {
+			ep_debug("collector sent an instruction this agent does not know (%d)",
+				 (int)in->kind_case);
+			continue;
+		}
+		Edgeprof__V1__ProfileSession *copy =
+		    copy_message(&in->profile_session->base,
+				 (void *(*)(ProtobufCAllocator *, size_t,
+					    const uint8_t *))edgeprof__v1__profile_session__unpack);
+		pthread_mutex_lock(&s->lock);
+		Edgeprof__V1__ProfileSession **grown =
+		    copy ? realloc(s->sessions, (s->nsessions + 1) * sizeof(*grown)) : NULL;
+		if (grown) {
+			s->sessions = grown;
+			s->sessions[s->nsessions++] = copy;
+		}
+		pthread_mutex_unlock(&s->lock);
+		if (!grown) {
+			edgeprof__v1__profile_session__free_unpacked(copy, NULL);
+			ep_error("out of memory keeping the collector's session %s",
+				 in->profile_session->session_id);
+		}
+	}
+}
 
 static uint64_t next_random(struct ep_streamer *s)
 {
@@ -108,12 +158,7 @@ static enum send_result post_batch(struct ep_streamer *s, CURL *curl, const uint
 				s->counters.batches_duplicate++;
 			s->counters.bytes_sent += len;
 			pthread_mutex_unlock(&s->lock);
-			/* instructions (on-demand sessions) are the next step; an agent
-			 * that cannot follow them says so */
-			if (resp->n_instructions)
-				ep_debug(
-				    "collector sent %zu instructions; not supported by this agent",
-				    resp->n_instructions);
+			keep_instructions(s, resp);
 			edgeprof__v1__ingest_response__free_unpacked(resp, NULL);
 			result = SENT;
 		}
@@ -341,6 +386,11 @@ int ep_streamer_submit(struct ep_streamer *s, const Edgeprof__V1__Profile *delta
 	batch.window_end_ns = window_end_ns;
 	batch.config = delta->config;
 	batch.stats = delta->stats;
+	char *capabilities[] = {(char *)"profile-session"};
+	if (s->cfg.sessions) {
+		batch.capabilities = capabilities;
+		batch.n_capabilities = 1;
+	}
 	Edgeprof__V1__BinaryDelta *deltas = calloc(delta->n_binaries + 1, sizeof(*deltas));
 	Edgeprof__V1__BinaryDelta **ptrs = calloc(delta->n_binaries + 1, sizeof(*ptrs));
 	int rc = -1;
@@ -361,11 +411,20 @@ int ep_streamer_submit(struct ep_streamer *s, const Edgeprof__V1__Profile *delta
 		}
 		batch.binaries = ptrs;
 		batch.n_binaries = delta->n_binaries;
+		/* the lock stays held so no report is queued between the encoding
+		 * and the clearing of what the batch took */
 		pthread_mutex_lock(&s->lock);
 		batch.sequence = s->next_sequence;
-		pthread_mutex_unlock(&s->lock);
+		batch.sessions = s->reports;
+		batch.n_sessions = s->nreports;
 		if (own && ep_wire_encode(&batch, &bytes, &len) == 0)
 			rc = ep_spool_put(s->spool, bytes, len, err, sizeof(err));
+		if (rc == 0) {
+			for (size_t i = 0; i < s->nreports; i++)
+				edgeprof__v1__session_report__free_unpacked(s->reports[i], NULL);
+			s->nreports = 0;
+		}
+		pthread_mutex_unlock(&s->lock);
 		for (size_t i = 0; own && i < delta->n_binaries; i++)
 			delta->binaries[i]->labels = own[i];
 		free(own);
@@ -413,11 +472,58 @@ size_t ep_streamer_finish(struct ep_streamer *s, unsigned timeout_ms)
 	return (size_t)sc.files;
 }
 
+int ep_streamer_report_session(struct ep_streamer *s, const Edgeprof__V1__SessionReport *r)
+{
+	Edgeprof__V1__SessionReport *copy = copy_message(
+	    &r->base, (void *(*)(ProtobufCAllocator *, size_t,
+				 const uint8_t *))edgeprof__v1__session_report__unpack);
+	if (!copy)
+		return -1;
+	pthread_mutex_lock(&s->lock);
+	size_t i = 0;
+	while (i < s->nreports && strcmp(s->reports[i]->session_id, r->session_id) != 0)
+		i++;
+	int rc = 0;
+	if (i < s->nreports) {
+		edgeprof__v1__session_report__free_unpacked(s->reports[i], NULL);
+		s->reports[i] = copy;
+	} else {
+		Edgeprof__V1__SessionReport **grown =
+		    realloc(s->reports, (s->nreports + 1) * sizeof(*grown));
+		if (grown) {
+			s->reports = grown;
+			s->reports[s->nreports++] = copy;
+		} else {
+			edgeprof__v1__session_report__free_unpacked(copy, NULL);
+			rc = -1;
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+size_t ep_streamer_take_sessions(struct ep_streamer *s, Edgeprof__V1__ProfileSession ***out)
+{
+	pthread_mutex_lock(&s->lock);
+	*out = s->sessions;
+	size_t n = s->nsessions;
+	s->sessions = NULL;
+	s->nsessions = 0;
+	pthread_mutex_unlock(&s->lock);
+	return n;
+}
+
 void ep_streamer_free(struct ep_streamer *s)
 {
 	if (!s)
 		return;
 	ep_streamer_finish(s, 0);
+	for (size_t i = 0; i < s->nreports; i++)
+		edgeprof__v1__session_report__free_unpacked(s->reports[i], NULL);
+	free(s->reports);
+	for (size_t i = 0; i < s->nsessions; i++)
+		edgeprof__v1__profile_session__free_unpacked(s->sessions[i], NULL);
+	free(s->sessions);
 	pthread_mutex_destroy(&s->lock);
 	pthread_cond_destroy(&s->wake);
 	pthread_cond_destroy(&s->acked);

@@ -10,6 +10,7 @@
 #ifndef EP_STREAMER_H
 #define EP_STREAMER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -26,6 +27,7 @@ struct ep_streamer_config {
 	const char *cert_file, *key_file; /* client certificate (mTLS); NULL: none */
 	const char *node;		  /* NULL: this host's name */
 	unsigned backoff_max_ms;	  /* 0: 30 s */
+	bool sessions; /* advertise "profile-session": this agent runs on-demand sessions */
 };
 
 struct ep_stream_counters {
@@ -58,6 +60,19 @@ size_t ep_streamer_finish(struct ep_streamer *s, unsigned timeout_ms);
 void ep_streamer_free(struct ep_streamer *s);
 
 void ep_streamer_counters(struct ep_streamer *s, struct ep_stream_counters *out);
+
+/* Queues how a session stands, to travel in the next submitted batch (a
+ * newer report of the same session replaces a queued one). Queue a DONE
+ * report before submitting the session's last counts: it then travels with
+ * them, so the collector marks the session done only once they are stored.
+ * The report is copied. 0 or -1 (out of memory). */
+int ep_streamer_report_session(struct ep_streamer *s, const Edgeprof__V1__SessionReport *r);
+
+/* The on-demand sessions the collector handed over in its answers since the
+ * last call (the sender thread collects them). *out gets an array the caller
+ * frees, each element with edgeprof__v1__profile_session__free_unpacked().
+ * Returns how many. */
+size_t ep_streamer_take_sessions(struct ep_streamer *s, Edgeprof__V1__ProfileSession ***out);
 const char *ep_streamer_agent_id(const struct ep_streamer *s);
 
 #endif

@@ -9,6 +9,7 @@
 
 #include "../../agent/export/export.h"
 #include "../../agent/profile/profile_file.h"
+#include "../sessions/sessions.h"
 
 static void set_error(struct ep_api_response *r, int status, const char *fmt, ...)
 {
@@ -202,4 +203,62 @@ void ep_api_profile(struct ep_store *store, const struct ep_store_filter *f, con
 	}
 	r->status = 200;
 	r->content_type = fmt == EP_EXPORT_JSON ? "application/json" : "text/plain";
+}
+
+void ep_api_session(const Edgeprof__V1__Session *s, const char *format, int status,
+		    struct ep_api_response *r)
+{
+	r->status = status;
+	if (format && strcmp(format, "proto") == 0) {
+		r->content_type = "application/x-protobuf";
+		r->len = edgeprof__v1__session__get_packed_size(s);
+		r->body = malloc(r->len ? r->len : 1);
+		if (r->body) {
+			edgeprof__v1__session__pack(s, (uint8_t *)r->body);
+			return;
+		}
+	} else {
+		r->content_type = "application/json";
+		FILE *out = open_memstream(&r->body, &r->len);
+		if (out) {
+			fputs("{\"id\": ", out);
+			json_string(out, s->id);
+			fputs(", \"state\": ", out);
+			json_string(out, ep_session_state_name(s->state));
+			fputs(", \"message\": ", out);
+			json_string(out, s->message);
+			fputs(", \"node\": ", out);
+			json_string(out, s->node);
+			fputs(", \"container_id\": ", out);
+			json_string(out, s->container_id);
+			fputs(", \"cgroup\": ", out);
+			json_string(out, s->cgroup);
+			fprintf(out, ", \"pid\": %u, \"duration_ms\": %llu, \"period\": %llu",
+				s->pid, (unsigned long long)s->duration_ms,
+				(unsigned long long)s->period);
+			fputs(", \"mode\": ", out);
+			json_string(out, s->mode);
+			fputs(", \"agent_id\": ", out);
+			json_string(out, s->agent_id);
+			fprintf(out,
+				", \"created\": %lld, \"started\": %lld, \"ended\": %lld, "
+				"\"ends\": %lld, \"samples\": %llu, \"refused_by\": [",
+				(long long)s->created_s, (long long)s->started_s,
+				(long long)s->ended_s, (long long)(s->deadline_ns / 1000000000ULL),
+				(unsigned long long)s->samples);
+			for (size_t i = 0; i < s->n_refused_by; i++) {
+				if (i)
+					fputs(", ", out);
+				json_string(out, s->refused_by[i]);
+			}
+			fputs("]}\n", out);
+			if (fclose(out) == 0)
+				return;
+		}
+	}
+	free(r->body);
+	r->body = NULL;
+	r->len = 0;
+	r->status = 500;
+	r->content_type = "text/plain";
 }

@@ -26,4 +26,9 @@ void ep_api_binaries(struct ep_store *store, const struct ep_store_filter *f,
 void ep_api_profile(struct ep_store *store, const struct ep_store_filter *f, const char *format,
 		    struct ep_api_response *r);
 
+/* An on-demand session (collector/sessions) as JSON, or as
+ * edgeprof.v1.Session with format "proto" (what `edgeprof profile` reads). */
+void ep_api_session(const Edgeprof__V1__Session *s, const char *format, int status,
+		    struct ep_api_response *r);
+
 #endif

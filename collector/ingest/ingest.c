@@ -320,9 +320,12 @@ static int64_t bucket_of(uint64_t window_end_ns)
 }
 
 enum ep_ingest_result ep_ingest_batch(struct ep_ingest *in, const uint8_t *body, size_t len,
-				      bool compressed, uint64_t *sequence, char *why, size_t whylen)
+				      bool compressed, uint64_t *sequence, char *why, size_t whylen,
+				      Edgeprof__V1__Batch **keep)
 {
 	*sequence = 0;
+	if (keep)
+		*keep = NULL;
 	enum ep_ingest_result r;
 	Edgeprof__V1__Batch *b =
 	    ep_wire_decode(body, len, compressed, in->cfg.max_batch_bytes, why, whylen);
@@ -405,7 +408,10 @@ enum ep_ingest_result ep_ingest_batch(struct ep_ingest *in, const uint8_t *body,
 	r = count(in, wait_generation(in, in->gen_open, why, whylen, EP_INGEST_STORED));
 out:
 	pthread_mutex_unlock(&in->lock);
-	ep_wire_free(b);
+	if (keep && b && (r == EP_INGEST_STORED || r == EP_INGEST_DUPLICATE))
+		*keep = b;
+	else
+		ep_wire_free(b);
 	return r;
 }
 

@@ -50,10 +50,12 @@ void ep_ingest_free(struct ep_ingest *in);
 
 /* Handles one request body. *sequence gets the batch's sequence when it was
  * readable. why explains any result other than STORED/DUPLICATE. Blocks
- * until the batch is durable. */
+ * until the batch is durable. keep (may be NULL): for STORED and DUPLICATE,
+ * gets the decoded batch (its agent, its session reports), freed by the
+ * caller with ep_wire_free(); NULL otherwise. */
 enum ep_ingest_result ep_ingest_batch(struct ep_ingest *in, const uint8_t *body, size_t len,
-				      bool compressed, uint64_t *sequence, char *why,
-				      size_t whylen);
+				      bool compressed, uint64_t *sequence, char *why, size_t whylen,
+				      Edgeprof__V1__Batch **keep);
 
 void ep_ingest_counters(struct ep_ingest *in, struct ep_ingest_counters *out);
 

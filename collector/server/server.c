@@ -21,8 +21,8 @@
 
 #define DEFAULT_MAX_BODY (16u << 20)
 
-enum route { R_INGEST, R_BINARIES, R_PROFILE, R_METRICS, R_HEALTH, R_OTHER, NROUTES };
-static const char *const route_names[NROUTES] = {"ingest",  "binaries", "profile",
+enum route { R_INGEST, R_BINARIES, R_PROFILE, R_SESSIONS, R_METRICS, R_HEALTH, R_OTHER, NROUTES };
+static const char *const route_names[NROUTES] = {"ingest",  "binaries", "profile", "sessions",
 						 "metrics", "health",	"other"};
 
 struct ep_server {
@@ -30,6 +30,7 @@ struct ep_server {
 	struct MHD_Daemon *daemon;
 	struct ep_store *store;
 	struct ep_ingest *ingest;
+	struct ep_sessions *sessions;
 	char token[512];
 	bool has_token;
 	char *cert_pem, *key_pem, *ca_pem;
@@ -137,6 +138,9 @@ static enum route route_of(const char *url)
 		return R_INGEST;
 	if (strcmp(url, "/v1/binaries") == 0)
 		return R_BINARIES;
+	if (strcmp(url, "/v1/sessions") == 0 || strncmp(url, "/v1/sessions/", 13) == 0 ||
+	    strcmp(url, "/v1/nodes") == 0)
+		return R_SESSIONS;
 	if (strcmp(url, "/v1/profile") == 0)
 		return R_PROFILE;
 	if (strcmp(url, "/metrics") == 0)
@@ -172,6 +176,8 @@ static enum MHD_Result handle_query(struct ep_server *s, struct MHD_Connection *
 	f.namespace_ = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "namespace");
 	f.cgroup = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "cgroup");
 	f.process = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "process");
+	/* an on-demand session's counts, never mixed with the continuous ones */
+	f.session_id = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "session");
 	struct ep_api_response resp = {0};
 	if (r == R_BINARIES)
 		ep_api_binaries(s->store, &f, &resp);
@@ -262,8 +268,9 @@ static enum MHD_Result handle_ingest(struct ep_server *s, struct MHD_Connection 
 	}
 	char why[512] = "";
 	uint64_t seq = 0;
-	enum ep_ingest_result r =
-	    ep_ingest_batch(s->ingest, rq->body, rq->len, compressed, &seq, why, sizeof(why));
+	Edgeprof__V1__Batch *batch = NULL;
+	enum ep_ingest_result r = ep_ingest_batch(s->ingest, rq->body, rq->len, compressed, &seq,
+						  why, sizeof(why), &batch);
 	switch (r) {
 	case EP_INGEST_STORED:
 	case EP_INGEST_DUPLICATE: {
@@ -273,11 +280,18 @@ static enum MHD_Result handle_ingest(struct ep_server *s, struct MHD_Connection 
 				  : EDGEPROF__V1__INGEST_RESPONSE__STATUS__DUPLICATE;
 		resp.sequence = seq;
 		resp.wire_version = EP_WIRE_VERSION;
+		/* the batch's session reports are applied only now that its
+		 * counts are durable: a session is done once its counts are in */
+		if (s->sessions && batch)
+			ep_sessions_on_batch(s->sessions, batch, &resp);
+		ep_wire_free(batch);
 		size_t len = edgeprof__v1__ingest_response__get_packed_size(&resp);
 		char *body = malloc(len ? len : 1);
+		if (body)
+			edgeprof__v1__ingest_response__pack(&resp, (uint8_t *)body);
+		ep_sessions_response_free(&resp);
 		if (!body)
 			return respond_text(c, 500, "out of memory\n");
-		edgeprof__v1__ingest_response__pack(&resp, (uint8_t *)body);
 		return respond(c, 200, "application/x-protobuf", body, len);
 	}
 	case EP_INGEST_BAD_REQUEST:
@@ -289,6 +303,81 @@ static enum MHD_Result handle_ingest(struct ep_server *s, struct MHD_Connection 
 	default:
 		return respond_text(c, 503, "%s\n", why);
 	}
+}
+
+static const char *arg(struct MHD_Connection *c, const char *name)
+{
+	const char *v = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, name);
+	return v ? v : "";
+}
+
+/* "30", "30s", "2m": seconds; -1 when it is none of those */
+static long long parse_duration_s(const char *v)
+{
+	char *end;
+	long long x = strtoll(v, &end, 10);
+	if (end == v || x < 0)
+		return -1;
+	if (*end == 's')
+		end++;
+	else if (*end == 'm') {
+		x *= 60;
+		end++;
+	}
+	return *end ? -1 : x;
+}
+
+static enum MHD_Result handle_sessions(struct ep_server *s, struct MHD_Connection *c,
+				       const char *url, bool post)
+{
+	if (!s->sessions)
+		return respond_text(c, 404, "this collector runs no on-demand sessions\n");
+	if (strcmp(url, "/v1/nodes") == 0) {
+		size_t len = 0;
+		char *body = ep_sessions_nodes_json(s->sessions, &len);
+		return body ? respond(c, 200, "application/json", body, len)
+			    : respond_text(c, 500, "out of memory\n");
+	}
+	const char *format = arg(c, "format");
+	struct ep_api_response resp = {0};
+	char why[512] = "";
+	if (!post) {
+		Edgeprof__V1__Session *got =
+		    ep_sessions_get(s->sessions, url + 13, why, sizeof(why));
+		if (!got)
+			return why[0] ? respond_text(c, 503, "%s\n", why)
+				      : respond_text(c, 404, "session %s: no such session\n",
+						     url + 13);
+		ep_api_session(got, format, 200, &resp);
+		ep_store_free_session(got);
+		return respond(c, resp.status, resp.content_type, resp.body, resp.len);
+	}
+	Edgeprof__V1__Session req = EDGEPROF__V1__SESSION__INIT;
+	req.container_id = (char *)arg(c, "container_id");
+	req.cgroup = (char *)arg(c, "cgroup");
+	req.node = (char *)arg(c, "node");
+	req.mode = (char *)arg(c, "mode");
+	long long duration = parse_duration_s(arg(c, "duration_s"));
+	char *end;
+	unsigned long long pid = strtoull(arg(c, "pid"), &end, 10);
+	if (*end || pid > UINT32_MAX)
+		return respond_text(c, 400, "pid '%s': not a process id\n", arg(c, "pid"));
+	req.pid = (uint32_t)pid;
+	req.period = strtoull(arg(c, "period"), &end, 10);
+	if (*end)
+		return respond_text(c, 400, "period '%s': not a number of events\n",
+				    arg(c, "period"));
+	if (duration < 0)
+		return respond_text(c, 400, "duration_s '%s': expected seconds (30, 30s, 2m)\n",
+				    arg(c, "duration_s"));
+	req.duration_ms = (uint64_t)duration * 1000;
+	Edgeprof__V1__Session *created = NULL;
+	int status = ep_sessions_create(s->sessions, &req, &created, why, sizeof(why));
+	if (status != 0)
+		return respond_text(c, (unsigned)status, "%s\n", why);
+	ep_api_session(created, format, 201, &resp);
+	ep_store_free_session(created);
+	return respond(c, resp.status, resp.content_type, resp.body, resp.len);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
@@ -308,7 +397,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 					    "a client certificate signed by the collector's "
 					    "client CA is required\n");
 		}
-		if (r == R_INGEST || r == R_BINARIES || r == R_PROFILE) {
+		if (r == R_INGEST || r == R_BINARIES || r == R_PROFILE || r == R_SESSIONS) {
 			if (!authorized(s, c)) {
 				atomic_fetch_add(&s->unauthorized, 1);
 				return respond_text(c, 401, "missing or wrong bearer token\n");
@@ -317,7 +406,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		bool post = strcmp(method, "POST") == 0;
 		if (r == R_OTHER)
 			return respond_text(c, 404, "%s: no such endpoint\n", url);
-		if ((r == R_INGEST) != post)
+		bool post_route =
+		    r == R_INGEST || (r == R_SESSIONS && strcmp(url, "/v1/sessions") == 0);
+		if (post_route != post)
 			return respond_text(c, 405, "%s: method %s not allowed\n", url, method);
 		if (post) {
 			const char *cl =
@@ -366,6 +457,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	case R_BINARIES:
 	case R_PROFILE:
 		return handle_query(s, c, r);
+	case R_SESSIONS:
+		return handle_sessions(s, c, url, strcmp(method, "POST") == 0);
 	case R_METRICS:
 		return handle_metrics(s, c);
 	case R_HEALTH:
@@ -451,7 +544,8 @@ static int parse_listen(const char *listen, struct sockaddr_storage *ss, char *e
 }
 
 struct ep_server *ep_server_start(const struct ep_server_config *cfg, struct ep_store *store,
-				  struct ep_ingest *ingest, char *err, size_t errlen)
+				  struct ep_ingest *ingest, struct ep_sessions *sessions, char *err,
+				  size_t errlen)
 {
 	struct ep_server *s = calloc(1, sizeof(*s));
 	if (!s) {
@@ -463,6 +557,7 @@ struct ep_server *ep_server_start(const struct ep_server_config *cfg, struct ep_
 		s->cfg.max_body = DEFAULT_MAX_BODY;
 	s->store = store;
 	s->ingest = ingest;
+	s->sessions = sessions;
 	struct sockaddr_storage ss;
 	if (parse_listen(cfg->listen, &ss, err, errlen) != 0)
 		goto fail;

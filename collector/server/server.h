@@ -8,6 +8,12 @@
  *   GET  /v1/profile    ?build_id=&format=json|fdata|preagg|afdo|proto
  *                       &from=&to= (unix s) &container_id=&pod=&namespace=
  *                       &cgroup=&process=
+ *   POST /v1/sessions   ?container_id=|cgroup=|pid= &duration_s= [&node=]
+ *                       [&period=] [&mode=edges|calls]: an on-demand session
+ *                       (collector/sessions); 201 with it as JSON (or
+ *                       &format=proto), 400/409 with the reason
+ *   GET  /v1/sessions/ID  how it stands (JSON, or ?format=proto)
+ *   GET  /v1/nodes      the agents' nodes: last batch, version, sessions
  *   GET  /metrics       Prometheus text; /healthz; /readyz (store answers)
  * A bearer token guards /v1/ (not the probes and metrics, which hold no
  * profile data); TLS with an optional client CA makes it mTLS: a client
@@ -19,6 +25,7 @@
 #include <stddef.h>
 
 #include "../ingest/ingest.h"
+#include "../sessions/sessions.h"
 #include "../store/store.h"
 
 struct ep_server_config {
@@ -31,8 +38,10 @@ struct ep_server_config {
 
 struct ep_server;
 
+/* store, ingest and sessions are borrowed */
 struct ep_server *ep_server_start(const struct ep_server_config *cfg, struct ep_store *store,
-				  struct ep_ingest *ingest, char *err, size_t errlen);
+				  struct ep_ingest *ingest, struct ep_sessions *sessions, char *err,
+				  size_t errlen);
 unsigned ep_server_port(const struct ep_server *s);
 void ep_server_stop(struct ep_server *s);
 

@@ -4,7 +4,9 @@
 # DaemonSet would (its capabilities, hostPID, mounts, read-only root, all
 # read from deploy/k8s/base), beside a collector container and two workload
 # containers. The continuous profile must carry both containers' ids, each
-# with only its own program; with a capability removed the agent says which.
+# with only its own program; an on-demand session of one container holds
+# only that container's program; with a capability removed the agent says
+# which.
 # Also checks the manifests' promises (and builds them with kustomize when
 # kubectl is there). Needs root and podman.
 source "$(dirname "$0")/lib.sh"
@@ -74,6 +76,30 @@ check "the continuous profile carries both containers' ids" \
 		'[.binaries[].labels[].container_id | select(. == $a or . == $b)] | unique | length')" -eq 2
 check "container 1's profile holds only its program" test "$(in_ct "$a")" = /hot_cold
 check "container 2's profile holds only its program" test "$(in_ct "$b")" = /random_branches
+
+# on demand: the agent runs as the DaemonSet's would (until stopped), and
+# `edgeprof profile` asks the collector for 3 s of container 1 only
+ag=$(podman run -d "${P[@]}" --network host "${as_daemonset[@]}" "$image" \
+	agent --interval 1 --collector "$url" --node node-2)
+containers+=("$ag")
+for _ in $(seq 1 300); do
+	curl -s "$url/v1/nodes" | jq -e '.nodes[] | select(.name == "node-2" and .reporting and .sessions)' \
+		>/dev/null 2>&1 && break
+	sleep 0.1
+done
+timeout 120 "$EDGEPROF" profile --container "${a:0:12}" --duration 3 --collector "$url" \
+	-o "$TEST_TMP/session.json" --format json 2>"$TEST_TMP/session.err"
+rc=$?
+sed 's/^/# profile: /' "$TEST_TMP/session.err"
+check "profile --container on the node's agent: done (exit 0)" test "$rc" -eq 0
+check "  the session's profile holds only that container's program" \
+	test "$(jq -r '[.profiles[] | select(.samples > 0) | .path] | unique | join(" ")' "$TEST_TMP/session.json")" = /hot_cold
+sid=$(sed -n 's/.*session \([0-9a-f]\{16\}\): done.*/\1/p' "$TEST_TMP/session.err")
+check "  the continuous profile has no session counts: container 2 still alone in its own" \
+	test "$(in_ct "$b")" = /random_branches
+check "  and the session's label set names the container" \
+	test "$(curl -s "$url/v1/binaries?session=$sid" | jq -r '[.binaries[].labels[].container_id] | unique | join(" ")')" = "$a"
+podman stop -t 10 "$ag" >/dev/null 2>&1
 
 # one capability fewer: a clear refusal naming it
 without_bpf=()

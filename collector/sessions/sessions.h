@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * On-demand sessions: "profile this container for 30 s at a higher rate".
+ * The collector records the request (in the store, so it survives a
+ * restart), hands it to the agent of the target's node in the answer to that
+ * agent's next batch, and follows the agent's reports, which travel in its
+ * batches. A session's counts are stored with Labels.session_id and read with
+ * GET /v1/profile?session=ID; the continuous profile never includes them.
+ *
+ * Which agent: the one on --node, or, without a node, every agent that can
+ * run sessions; an agent without the target answers "not here" and the
+ * session fails once every reporting node has said so. A node whose agent
+ * restarts mid-session gets the rest of it (same deadline). Every way a
+ * session can go nowhere ends it with a status that says why: refused at
+ * once (duration over the maximum, node silent, agent too old, no agent at
+ * all), or failed later (not taken in time, target on no node, agent gone).
+ */
+#ifndef EP_SESSIONS_H
+#define EP_SESSIONS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../store/store.h"
+
+struct ep_sessions_config {
+	unsigned max_duration_s; /* longer requests are refused; 0: 600 */
+	unsigned node_silent_s;	 /* a node without a batch for this long is not reporting; 0: 60 */
+	unsigned pickup_s;	 /* a session no agent took within this fails; 0: 30 */
+};
+
+struct ep_sessions;
+
+/* Loads the unfinished sessions from the store (borrowed). NULL with err. */
+struct ep_sessions *ep_sessions_new(struct ep_store *store, const struct ep_sessions_config *cfg,
+				    char *err, size_t errlen);
+void ep_sessions_free(struct ep_sessions *ss);
+
+/* A request: req's target (exactly one of container_id, cgroup, pid), node
+ * (may be ""), duration_ms, period, mode. Returns 0 with *out the recorded
+ * session, or the HTTP status to answer (400 bad request, 409 the node or
+ * its agent cannot run it, 503 store down) with why. Free *out with
+ * ep_store_free_session(). */
+int ep_sessions_create(struct ep_sessions *ss, const Edgeprof__V1__Session *req,
+		       Edgeprof__V1__Session **out, char *why, size_t whylen);
+
+/* The session as it stands now (timeouts applied). NULL with why "" when
+ * there is no such session, NULL with why set on a store error. */
+Edgeprof__V1__Session *ep_sessions_get(struct ep_sessions *ss, const char *id, char *why,
+				       size_t whylen);
+
+/* A batch the ingest stored (or had stored already): its agent is alive,
+ * its session reports are applied, and resp gets the sessions this agent
+ * should run. Free what was added with ep_sessions_response_free(). */
+void ep_sessions_on_batch(struct ep_sessions *ss, const Edgeprof__V1__Batch *b,
+			  Edgeprof__V1__IngestResponse *resp);
+void ep_sessions_response_free(Edgeprof__V1__IngestResponse *resp);
+
+/* GET /v1/nodes: every node that sent a batch since the collector started,
+ * as JSON: name, agent_id, version, sessions (can run them), last_seen
+ * (unix s), reporting (within node_silent_s). malloc'd; NULL when out of
+ * memory. */
+char *ep_sessions_nodes_json(struct ep_sessions *ss, size_t *len);
+
+/* "pending", "running", "done", "failed" */
+const char *ep_session_state_name(Edgeprof__V1__SessionState state);
+
+#endif

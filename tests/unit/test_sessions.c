@@ -1,0 +1,339 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The collector's on-demand session logic (collector/sessions) driven by
+ * hand-made batches, as the ingest hands them over: which agent is handed a
+ * session, how its reports move it, what is refused and why, and that a
+ * restarted collector (a new ep_sessions on the same store) carries on.
+ */
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "test_util.h"
+
+#include "../../collector/sessions/sessions.h"
+#include "../../collector/store/store.h"
+
+static char dir[64];
+static char spec[128];
+
+static int setup(void **state)
+{
+	(void)state;
+	snprintf(dir, sizeof(dir), "/tmp/edgeprof-sessions-XXXXXX");
+	if (!mkdtemp(dir))
+		return -1;
+	snprintf(spec, sizeof(spec), "sqlite:%s/store.db", dir);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	char p[128];
+	const char *files[] = {"store.db", "store.db-wal", "store.db-shm"};
+	for (size_t i = 0; i < 3; i++) {
+		snprintf(p, sizeof(p), "%s/%s", dir, files[i]);
+		unlink(p);
+	}
+	rmdir(dir);
+	return 0;
+}
+
+struct fixture {
+	struct ep_store *store;
+	struct ep_sessions *ss;
+};
+
+static void open_all(struct fixture *f, const struct ep_sessions_config *cfg)
+{
+	char err[512];
+	if (!f->store)
+		f->store = ep_store_open(spec, err, sizeof(err));
+	assert_non_null(f->store);
+	f->ss = ep_sessions_new(f->store, cfg, err, sizeof(err));
+	assert_non_null(f->ss);
+}
+
+static void close_all(struct fixture *f)
+{
+	ep_sessions_free(f->ss);
+	ep_store_close(f->store);
+	f->ss = NULL;
+	f->store = NULL;
+	char p[128];
+	snprintf(p, sizeof(p), "%s/store.db", dir);
+	unlink(p);
+}
+
+/* One batch from an agent: its identity, capability and reports; returns
+ * the ids of the sessions the answer hands it (comma-separated). */
+static const char *batch(struct ep_sessions *ss, const char *node, const char *agent, bool capable,
+			 Edgeprof__V1__SessionReport **reports, size_t nreports)
+{
+	static char handed[512];
+	Edgeprof__V1__AgentIdentity id = EDGEPROF__V1__AGENT_IDENTITY__INIT;
+	id.node = (char *)node;
+	id.agent_id = (char *)agent;
+	id.version = (char *)"0.1.0";
+	Edgeprof__V1__Batch b = EDGEPROF__V1__BATCH__INIT;
+	b.agent = &id;
+	char *caps[] = {(char *)"profile-session"};
+	b.capabilities = capable ? caps : NULL;
+	b.n_capabilities = capable ? 1 : 0;
+	b.sessions = reports;
+	b.n_sessions = nreports;
+	Edgeprof__V1__IngestResponse resp = EDGEPROF__V1__INGEST_RESPONSE__INIT;
+	ep_sessions_on_batch(ss, &b, &resp);
+	handed[0] = '\0';
+	for (size_t i = 0; i < resp.n_instructions; i++) {
+		assert_int_equal(resp.instructions[i]->kind_case,
+				 EDGEPROF__V1__INSTRUCTION__KIND_PROFILE_SESSION);
+		if (i)
+			strcat(handed, ",");
+		strncat(handed, resp.instructions[i]->profile_session->session_id,
+			sizeof(handed) - strlen(handed) - 2);
+	}
+	ep_sessions_response_free(&resp);
+	return handed;
+}
+
+static void report(struct ep_sessions *ss, const char *node, const char *agent, const char *id,
+		   Edgeprof__V1__SessionState state, bool absent, uint64_t ends_ns)
+{
+	Edgeprof__V1__SessionReport r = EDGEPROF__V1__SESSION_REPORT__INIT;
+	r.session_id = (char *)id;
+	r.state = state;
+	r.message = (char *)(absent ? "container abc: unknown" : "cgroup /x");
+	r.target_absent = absent;
+	r.started_ns = (uint64_t)time(NULL) * 1000000000ULL;
+	r.ended_ns = ends_ns;
+	r.samples = 42;
+	Edgeprof__V1__SessionReport *rs[] = {&r};
+	batch(ss, node, agent, true, rs, 1);
+}
+
+/* Creates a session on container "abc" (node may be ""); its id, or NULL
+ * with the status in *status and the reason in why. */
+static char *ask(struct ep_sessions *ss, const char *node, uint64_t duration_ms, int *status,
+		 char *why, size_t whylen)
+{
+	Edgeprof__V1__Session req = EDGEPROF__V1__SESSION__INIT;
+	req.container_id = (char *)"abc";
+	req.node = (char *)node;
+	req.duration_ms = duration_ms;
+	Edgeprof__V1__Session *got = NULL;
+	*status = ep_sessions_create(ss, &req, &got, why, whylen);
+	if (*status != 0)
+		return NULL;
+	char *id = strdup(got->id);
+	ep_store_free_session(got);
+	return id;
+}
+
+static Edgeprof__V1__SessionState state_of(struct ep_sessions *ss, const char *id, char *msg,
+					   size_t msglen)
+{
+	char why[512];
+	Edgeprof__V1__Session *s = ep_sessions_get(ss, id, why, sizeof(why));
+	assert_non_null(s);
+	Edgeprof__V1__SessionState st = s->state;
+	if (msg)
+		snprintf(msg, msglen, "%s", s->message);
+	ep_store_free_session(s);
+	return st;
+}
+
+static void test_refused_requests_say_why(void **state)
+{
+	(void)state;
+	struct fixture f = {0};
+	struct ep_sessions_config cfg = {.max_duration_s = 60};
+	open_all(&f, &cfg);
+	int status;
+	char why[512];
+	assert_null(ask(f.ss, "", 10000, &status, why, sizeof(why)));
+	assert_int_equal(status, 409);
+	assert_non_null(strstr(why, "no agent that can run on-demand sessions has reported"));
+	batch(f.ss, "old", "agent-old", false, NULL, 0);
+	assert_null(ask(f.ss, "old", 10000, &status, why, sizeof(why)));
+	assert_int_equal(status, 409);
+	assert_non_null(strstr(why, "the agent on node old (edgeprof 0.1.0) is too old"));
+	assert_null(ask(f.ss, "nowhere", 10000, &status, why, sizeof(why)));
+	assert_int_equal(status, 409);
+	assert_non_null(strstr(why, "node nowhere has not sent a batch"));
+	batch(f.ss, "n1", "agent-1", true, NULL, 0);
+	assert_null(ask(f.ss, "n1", 61000, &status, why, sizeof(why)));
+	assert_int_equal(status, 400);
+	assert_non_null(strstr(why, "duration 61 s is over this collector's maximum of 60 s"));
+	Edgeprof__V1__Session two = EDGEPROF__V1__SESSION__INIT;
+	two.container_id = (char *)"abc";
+	two.pid = 7;
+	two.duration_ms = 1000;
+	Edgeprof__V1__Session *got = NULL;
+	assert_int_equal(ep_sessions_create(f.ss, &two, &got, why, sizeof(why)), 400);
+	assert_non_null(strstr(why, "exactly one target"));
+	assert_null(got);
+	close_all(&f);
+}
+
+static void test_handed_once_to_the_node_then_done(void **state)
+{
+	(void)state;
+	struct fixture f = {0};
+	struct ep_sessions_config cfg = {0};
+	open_all(&f, &cfg);
+	batch(f.ss, "n1", "agent-1", true, NULL, 0);
+	batch(f.ss, "n2", "agent-2", true, NULL, 0);
+	int status;
+	char why[512], msg[512];
+	char *id = ask(f.ss, "n2", 5000, &status, why, sizeof(why));
+	assert_non_null(id);
+	assert_int_equal(state_of(f.ss, id, NULL, 0), EDGEPROF__V1__SESSION_STATE__SESSION_PENDING);
+	/* another node's agent is never handed it; its own agent once */
+	assert_string_equal(batch(f.ss, "n1", "agent-1", true, NULL, 0), "");
+	assert_string_equal(batch(f.ss, "n2", "agent-2", true, NULL, 0), id);
+	assert_string_equal(batch(f.ss, "n2", "agent-2", true, NULL, 0), "");
+	uint64_t ends = ((uint64_t)time(NULL) + 5) * 1000000000ULL;
+	report(f.ss, "n2", "agent-2", id, EDGEPROF__V1__SESSION_STATE__SESSION_RUNNING, false,
+	       ends);
+	assert_int_equal(state_of(f.ss, id, msg, sizeof(msg)),
+			 EDGEPROF__V1__SESSION_STATE__SESSION_RUNNING);
+	assert_string_equal(msg, "cgroup /x");
+	/* a report from an agent the session is not on changes nothing */
+	report(f.ss, "n1", "agent-1", id, EDGEPROF__V1__SESSION_STATE__SESSION_DONE, false, ends);
+	assert_int_equal(state_of(f.ss, id, NULL, 0), EDGEPROF__V1__SESSION_STATE__SESSION_RUNNING);
+	report(f.ss, "n2", "agent-2", id, EDGEPROF__V1__SESSION_STATE__SESSION_DONE, false, ends);
+	Edgeprof__V1__Session *s = ep_sessions_get(f.ss, id, why, sizeof(why));
+	assert_non_null(s);
+	assert_int_equal(s->state, EDGEPROF__V1__SESSION_STATE__SESSION_DONE);
+	assert_string_equal(s->agent_id, "agent-2");
+	assert_string_equal(s->node, "n2");
+	assert_int_equal(s->samples, 42);
+	assert_int_equal(s->deadline_ns, ends);
+	ep_store_free_session(s);
+	/* finished: read back from the store, handed to nobody */
+	assert_string_equal(batch(f.ss, "n2", "agent-3", true, NULL, 0), "");
+	free(id);
+	close_all(&f);
+}
+
+static void test_target_on_no_node_fails_naming_it(void **state)
+{
+	(void)state;
+	struct fixture f = {0};
+	struct ep_sessions_config cfg = {0};
+	open_all(&f, &cfg);
+	batch(f.ss, "n1", "agent-1", true, NULL, 0);
+	batch(f.ss, "n2", "agent-2", true, NULL, 0);
+	batch(f.ss, "old", "agent-old", false, NULL, 0);
+	int status;
+	char why[512], msg[512];
+	char *id = ask(f.ss, "", 5000, &status, why, sizeof(why));
+	assert_non_null(id);
+	/* every node that can run it is asked; the old agent is not */
+	assert_string_equal(batch(f.ss, "n1", "agent-1", true, NULL, 0), id);
+	assert_string_equal(batch(f.ss, "n2", "agent-2", true, NULL, 0), id);
+	assert_string_equal(batch(f.ss, "old", "agent-old", false, NULL, 0), "");
+	report(f.ss, "n1", "agent-1", id, EDGEPROF__V1__SESSION_STATE__SESSION_FAILED, true, 0);
+	assert_int_equal(state_of(f.ss, id, NULL, 0), EDGEPROF__V1__SESSION_STATE__SESSION_PENDING);
+	report(f.ss, "n2", "agent-2", id, EDGEPROF__V1__SESSION_STATE__SESSION_FAILED, true, 0);
+	assert_int_equal(state_of(f.ss, id, msg, sizeof(msg)),
+			 EDGEPROF__V1__SESSION_STATE__SESSION_FAILED);
+	assert_non_null(strstr(msg, "container abc is on none of the 2 nodes reporting"));
+	free(id);
+	close_all(&f);
+}
+
+static void test_restarts_of_collector_and_agent(void **state)
+{
+	(void)state;
+	struct fixture f = {0};
+	struct ep_sessions_config cfg = {0};
+	open_all(&f, &cfg);
+	batch(f.ss, "n1", "agent-1", true, NULL, 0);
+	int status;
+	char why[512];
+	char *pending = ask(f.ss, "n1", 5000, &status, why, sizeof(why));
+	char *running = ask(f.ss, "n1", 30000, &status, why, sizeof(why));
+	assert_non_null(pending);
+	assert_non_null(running);
+	uint64_t ends = ((uint64_t)time(NULL) + 30) * 1000000000ULL;
+	report(f.ss, "n1", "agent-1", running, EDGEPROF__V1__SESSION_STATE__SESSION_RUNNING, false,
+	       ends);
+	/* the collector restarts: both come back from the store; the pending
+	 * one is handed out again (the agent ignores one it already runs) */
+	ep_sessions_free(f.ss);
+	open_all(&f, &cfg);
+	assert_int_equal(state_of(f.ss, running, NULL, 0),
+			 EDGEPROF__V1__SESSION_STATE__SESSION_RUNNING);
+	assert_string_equal(batch(f.ss, "n1", "agent-1", true, NULL, 0), pending);
+	/* the agent restarts: the new one on the node gets the running
+	 * session with its original deadline */
+	Edgeprof__V1__AgentIdentity id = EDGEPROF__V1__AGENT_IDENTITY__INIT;
+	id.node = (char *)"n1";
+	id.agent_id = (char *)"agent-1b";
+	id.version = (char *)"0.1.0";
+	Edgeprof__V1__Batch b = EDGEPROF__V1__BATCH__INIT;
+	b.agent = &id;
+	char *caps[] = {(char *)"profile-session"};
+	b.capabilities = caps;
+	b.n_capabilities = 1;
+	Edgeprof__V1__IngestResponse resp = EDGEPROF__V1__INGEST_RESPONSE__INIT;
+	ep_sessions_on_batch(f.ss, &b, &resp);
+	bool resumed = false;
+	for (size_t i = 0; i < resp.n_instructions; i++) {
+		const Edgeprof__V1__ProfileSession *ps = resp.instructions[i]->profile_session;
+		if (strcmp(ps->session_id, running) == 0) {
+			resumed = true;
+			assert_int_equal(ps->deadline_ns, ends);
+			assert_string_equal(ps->container_id, "abc");
+		}
+	}
+	ep_sessions_response_free(&resp);
+	assert_true(resumed);
+	report(f.ss, "n1", "agent-1b", running, EDGEPROF__V1__SESSION_STATE__SESSION_DONE, false,
+	       ends);
+	Edgeprof__V1__Session *s = ep_sessions_get(f.ss, running, why, sizeof(why));
+	assert_non_null(s);
+	assert_int_equal(s->state, EDGEPROF__V1__SESSION_STATE__SESSION_DONE);
+	assert_string_equal(s->agent_id, "agent-1b");
+	ep_store_free_session(s);
+	assert_null(ep_sessions_get(f.ss, "0000000000000000", why, sizeof(why)));
+	assert_string_equal(why, "");
+	free(pending);
+	free(running);
+	close_all(&f);
+}
+
+static void test_nodes_listed_with_capability(void **state)
+{
+	(void)state;
+	struct fixture f = {0};
+	struct ep_sessions_config cfg = {0};
+	open_all(&f, &cfg);
+	batch(f.ss, "n\"1", "agent-1", true, NULL, 0);
+	batch(f.ss, "old", "agent-old", false, NULL, 0);
+	size_t len = 0;
+	char *json = ep_sessions_nodes_json(f.ss, &len);
+	assert_non_null(json);
+	assert_int_equal(strlen(json), len);
+	assert_non_null(strstr(json, "{\"name\": \"n?1\", \"agent_id\": \"agent-1\", \"version\": "
+				     "\"0.1.0\", \"sessions\": true"));
+	assert_non_null(strstr(json, "\"name\": \"old\", \"agent_id\": \"agent-old\", \"version\": "
+				     "\"0.1.0\", \"sessions\": false"));
+	free(json);
+	close_all(&f);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_refused_requests_say_why),
+	    cmocka_unit_test(test_handed_once_to_the_node_then_done),
+	    cmocka_unit_test(test_target_on_no_node_fails_naming_it),
+	    cmocka_unit_test(test_restarts_of_collector_and_agent),
+	    cmocka_unit_test(test_nodes_listed_with_capability),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
