@@ -95,7 +95,7 @@ check "profile --container on the node's agent: done (exit 0)" test "$rc" -eq 0
 check "  the session's profile holds only that container's program" \
 	test "$(jq -r '[.profiles[] | select(.samples > 0) | .path] | unique | join(" ")' "$TEST_TMP/session.json")" = /hot_cold
 sid=$(sed -n 's/.*session \([0-9a-f]\{16\}\): done.*/\1/p' "$TEST_TMP/session.err")
-check "  the continuous profile has no session counts: container 2 still alone in its own" \
+check "  container 2's continuous profile still holds only its program" \
 	test "$(in_ct "$b")" = /random_branches
 check "  and the session's label set names the container" \
 	test "$(curl -s "$url/v1/binaries?session=$sid" | jq -r '[.binaries[].labels[].container_id] | unique | join(" ")')" = "$a"
