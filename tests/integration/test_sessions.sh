@@ -48,8 +48,8 @@ start_collector c --store "sqlite:$TEST_TMP/c.db" --listen 127.0.0.1:0 --max-ses
 	--session-pickup-s 20 --node-silent-s 20 || exit 1
 port=$COLLECTOR_PORT
 url="http://127.0.0.1:$port"
-start_agent() { # NAME: a whole-machine agent streaming every second as node-a
-	"$EDGEPROF" agent --interval 1 --retry-max-ms 1000 --collector "$url" --node node-a \
+start_agent() { # NAME [BINARY]: a whole-machine agent streaming every second as node-a
+	ASAN_OPTIONS=detect_leaks=1 "${2:-$EDGEPROF}" agent --interval 1 --retry-max-ms 1000 --collector "$url" --node node-a \
 		--spool "$TEST_TMP/spool" -o "$TEST_TMP/$1.prof" 2>"$TEST_TMP/$1.err" &
 	agent=$!
 	track_pid "$agent"
@@ -142,7 +142,10 @@ check "  which the agent takes (running)" wait_state "$s3" running 10
 kill -9 "$COLLECTOR_PID"
 wait "$COLLECTOR_PID" 2>/dev/null
 sleep 2
-start_collector c --store "sqlite:$TEST_TMP/c.db" --listen "127.0.0.1:$port" --max-session-s 60 \
+# the restarted collector and agent are the ASan+UBSan builds: the session
+# code runs under them (resumed sessions, hand-over, shutdown)
+ASAN_OPTIONS=detect_leaks=1 COLLECTOR_BIN=$EDGEPROF_ASAN \
+	start_collector c --store "sqlite:$TEST_TMP/c.db" --listen "127.0.0.1:$port" --max-session-s 60 \
 	--session-pickup-s 20 --node-silent-s 20 || exit 1
 check "collector SIGKILLed and restarted mid-session: the session still ends done" \
 	wait_state "$s3" done 30
@@ -157,7 +160,7 @@ first_agent=$(curl -s "$url/v1/sessions/$s4" | jq -r .agent_id)
 echo "# session $s4 is $(state_of "$s4") on agent $first_agent; stopping that agent"
 stop_pid "$agent"
 check "  the stopping agent leaves the session running" grep -q "session $s4: left running for the next agent" "$TEST_TMP/agent1.err"
-start_agent agent2
+start_agent agent2 "$EDGEPROF_ASAN"
 wait_reporting "$(agent_id_of agent2)"
 check "agent restarted mid-session: the new agent finishes it (done)" wait_state "$s4" done 40
 check "  run by the new agent" \
@@ -183,7 +186,8 @@ echo "# continuous samples of the test's programs: collector $cont, agents' own 
 check "the continuous profile equals the agents' own counts (no session counts in it)" \
 	test "${cont:-x}" = "${local_sum:-y}"
 sed 's/^/# /' "$TEST_TMP/cont.err"
-check "the agents exited cleanly, no sanitizer or error line" \
-	bash -c "! grep -E 'error:|Sanitizer' '$TEST_TMP/agent1.err' '$TEST_TMP/agent2.err'"
+stop_pid "$COLLECTOR_PID"
+check "the agents and the collector exited cleanly, no sanitizer report or error line" \
+	bash -c "! grep -E 'error:|Sanitizer|runtime error' '$TEST_TMP/agent1.err' '$TEST_TMP/agent2.err' '$TEST_TMP/c.log'"
 cleanup_cgroup
 finish
