@@ -39,8 +39,20 @@ if [ "$(id -u)" -eq 0 ]; then
 	"$out/hot_cold" 100000000000 >/dev/null &
 	work=$!
 	pids+=("$work")
-	echo "== live agent on the workload (pid $work) for 3 s"
-	"$ep" agent --pid "$work" --duration 3 "${stream[@]}" 2>"$out/agent.log" || true
+	echo "== live agent on the workload (pid $work), streaming every second"
+	"$ep" agent --pid "$work" --interval 1 "${stream[@]}" 2>"$out/agent.log" &
+	agent=$!
+	pids+=("$agent")
+	for _ in $(seq 1 100); do
+		curl -s "$url/v1/nodes" | jq -e '.nodes[] | select(.reporting and .sessions)' >/dev/null 2>&1 && break
+		sleep 0.1
+	done
+	echo "== on demand: edgeprof profile --pid $work --duration 2 (4x the agent's rate, through the collector)"
+	"$ep" profile --pid "$work" --duration 2 --collector "$url" -o "$out/session.prof" \
+		2>"$out/session.log" || true
+	grep -E "session" "$out/session.log" | sed 's/^/   /'
+	kill "$agent" 2>/dev/null || true
+	wait "$agent" 2>/dev/null || true
 	kill "$work" 2>/dev/null || true
 	grep -q "no branch-stack PMU" "$out/agent.log" || pmu=yes
 	grep -E "no branch-stack PMU|sampling|streamed" "$out/agent.log" | sed 's/^/   /'
