@@ -132,13 +132,20 @@ int ep_cmd_export(int argc, char **argv)
 	    q.url ? ep_collector_fetch_profile(&q) : read_profile(argv[optind]);
 	if (!profile)
 		return 1;
+	int rc = ep_cli_write_export(profile, format, build_id, output);
+	ep_profile_free(profile);
+	return rc;
+}
+
+int ep_cli_write_export(const Edgeprof__V1__Profile *profile, int format, const char *build_id,
+			const char *output)
+{
 	char err[512];
 	FILE *out = stdout;
 	if (output) {
 		out = fopen(output, "w");
 		if (!out) {
 			ep_error("%s: cannot create: %s", output, strerror(errno));
-			ep_profile_free(profile);
 			return 1;
 		}
 	}
@@ -156,6 +163,5 @@ int ep_cmd_export(int argc, char **argv)
 		ep_error("%s: write failed: %s", output, strerror(errno));
 		rc = 1;
 	}
-	ep_profile_free(profile);
 	return rc;
 }

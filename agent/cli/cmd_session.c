@@ -23,16 +23,15 @@
 
 static void usage(FILE *out)
 {
-	fprintf(
-	    out,
-	    "usage: edgeprof profile (--container ID | --cgroup PATH | --pid PID) [--node NAME]\n"
-	    "         --duration S [--period P] [--mode edges|calls] --collector URL\n"
-	    "         [--token-file F] [--cacert F] [--cert F --key F]\n"
-	    "         [-o OUT [--format json|fdata|preagg|afdo]] [--top N]\n"
-	    "  --duration S   how long to sample: 30, 30s or 2m\n"
-	    "  --period P     events between samples (default: a quarter of the agent's)\n"
-	    "  -o OUT         the session's profile: an edgeprof profile file, or with\n"
-	    "                 --format an export; without -o a report is printed\n");
+	fprintf(out, "usage: edgeprof profile (--container ID | --cgroup PATH | --pid PID |\n"
+		     "                         --pod NAMESPACE/NAME) [--node NAME]\n"
+		     "         --duration S [--period P] [--mode edges|calls] --collector URL\n"
+		     "         [--token-file F] [--cacert F] [--cert F --key F]\n"
+		     "         [-o OUT [--format json|fdata|preagg|afdo]] [--top N]\n"
+		     "  --duration S   how long to sample: 30, 30s or 2m\n"
+		     "  --period P     events between samples (default: a quarter of the agent's)\n"
+		     "  -o OUT         the session's profile: an edgeprof profile file, or with\n"
+		     "                 --format an export; without -o a report is printed\n");
 }
 
 static Edgeprof__V1__Session *unpack_session(const struct ep_http_body *b)
@@ -109,21 +108,7 @@ static int write_profile(const struct ep_collector_query *q, const char *output,
 			rc = 1;
 		}
 	} else {
-		FILE *out = fopen(output, "w");
-		if (!out) {
-			ep_error("%s: cannot create: %s", output, strerror(errno));
-			rc = 1;
-		} else {
-			if (ep_export(p, (enum ep_export_format)format, NULL, out, err,
-				      sizeof(err)) != 0) {
-				ep_error("%s", err);
-				rc = 1;
-			}
-			if (fclose(out) != 0 && rc == 0) {
-				ep_error("%s: write failed: %s", output, strerror(errno));
-				rc = 1;
-			}
-		}
+		rc = ep_cli_write_export(p, format, NULL, output);
 	}
 	ep_profile_free(p);
 	return rc;
@@ -149,8 +134,8 @@ int ep_cmd_profile_session(int argc, char **argv)
 	    {0},
 	};
 	struct ep_collector_query q = {0};
-	const char *container = NULL, *cgroup = NULL, *pid = NULL, *node = NULL, *duration = NULL,
-		   *period = NULL, *mode = NULL, *output = NULL;
+	const char *container = NULL, *cgroup = NULL, *pid = NULL, *pod = NULL, *node = NULL,
+		   *duration = NULL, *period = NULL, *mode = NULL, *output = NULL;
 	int format = -1;
 	unsigned top = 10, v;
 	optind = 1;
@@ -175,12 +160,15 @@ int ep_cmd_profile_session(int argc, char **argv)
 			}
 			pid = optarg;
 			break;
-		case O_POD:
-			ep_error(
-			    "--pod %s: pod names need the Kubernetes API or the CRI, which this "
-			    "agent does not read yet; name the pod's container with --container",
-			    optarg);
-			return 2;
+		case O_POD: {
+			const char *slash = strchr(optarg, '/');
+			if (!slash || slash == optarg || !slash[1] || strchr(slash + 1, '/')) {
+				ep_error("--pod: '%s' is not NAMESPACE/NAME", optarg);
+				return 2;
+			}
+			pod = optarg;
+			break;
+		}
 		case O_NODE:
 			node = optarg;
 			break;
@@ -226,20 +214,20 @@ int ep_cmd_profile_session(int argc, char **argv)
 			return 2;
 		}
 	}
-	int targets = (container != NULL) + (cgroup != NULL) + (pid != NULL);
+	int targets = (container != NULL) + (cgroup != NULL) + (pid != NULL) + (pod != NULL);
 	if (targets != 1 || !duration || !q.url || optind != argc) {
-		ep_error(
-		    "profile needs one target (--container, --cgroup or --pid), --duration and "
-		    "--collector URL");
+		ep_error("profile needs one target (--container, --cgroup, --pid or --pod), "
+			 "--duration and "
+			 "--collector URL");
 		return 2;
 	}
 	if (format >= 0 && !output) {
 		ep_error("--format needs -o OUT");
 		return 2;
 	}
-	const char *args[] = {"container_id", container, "cgroup",     cgroup,	 "pid",	   pid,
-			      "node",	      node,	 "duration_s", duration, "period", period,
-			      "mode",	      mode,	 NULL};
+	const char *args[] = {"container_id", container, "cgroup", cgroup, "pid",	 pid,
+			      "pod",	      pod,	 "node",   node,   "duration_s", duration,
+			      "period",	      period,	 "mode",   mode,   NULL};
 	Edgeprof__V1__Session *s = ask(&q, args);
 	if (!s)
 		return 1;

@@ -15,6 +15,7 @@
 
 #include "../util/http_body.h"
 #include "../util/log.h"
+#include "../util/pb_copy.h"
 #include "../util/secret.h"
 #include "wire.h"
 
@@ -52,20 +53,6 @@ struct ep_streamer {
 	size_t nsessions;
 };
 
-/* A message copied through its wire form: protobuf-c has no deep copy. */
-static void *copy_message(const ProtobufCMessage *m,
-			  void *(*unpack)(ProtobufCAllocator *, size_t, const uint8_t *))
-{
-	size_t len = protobuf_c_message_get_packed_size(m);
-	uint8_t *buf = malloc(len ? len : 1);
-	if (!buf)
-		return NULL;
-	protobuf_c_message_pack(m, buf);
-	void *copy = unpack(NULL, len, buf);
-	free(buf);
-	return copy;
-}
-
 /* the collector's instructions, kept for ep_streamer_take_sessions() */
 static void keep_instructions(struct ep_streamer *s, const Edgeprof__V1__IngestResponse *resp)
 {
@@ -77,9 +64,8 @@ static void keep_instructions(struct ep_streamer *s, const Edgeprof__V1__IngestR
 			continue;
 		}
 		Edgeprof__V1__ProfileSession *copy =
-		    copy_message(&in->profile_session->base,
-				 (void *(*)(ProtobufCAllocator *, size_t,
-					    const uint8_t *))edgeprof__v1__profile_session__unpack);
+		    ep_pb_copy(&in->profile_session->base,
+			       (ep_pb_unpack_fn)edgeprof__v1__profile_session__unpack);
 		pthread_mutex_lock(&s->lock);
 		Edgeprof__V1__ProfileSession **grown =
 		    copy ? realloc(s->sessions, (s->nsessions + 1) * sizeof(*grown)) : NULL;
@@ -474,9 +460,8 @@ size_t ep_streamer_finish(struct ep_streamer *s, unsigned timeout_ms)
 
 int ep_streamer_report_session(struct ep_streamer *s, const Edgeprof__V1__SessionReport *r)
 {
-	Edgeprof__V1__SessionReport *copy = copy_message(
-	    &r->base, (void *(*)(ProtobufCAllocator *, size_t,
-				 const uint8_t *))edgeprof__v1__session_report__unpack);
+	Edgeprof__V1__SessionReport *copy =
+	    ep_pb_copy(&r->base, (ep_pb_unpack_fn)edgeprof__v1__session_report__unpack);
 	if (!copy)
 		return -1;
 	pthread_mutex_lock(&s->lock);

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "../../agent/util/log.h"
+#include "../../agent/util/pb_copy.h"
 
 #define CAPABILITY "profile-session"
 
@@ -90,14 +91,7 @@ static void set_str(char **field, const char *value)
 
 static Edgeprof__V1__Session *session_copy(const Edgeprof__V1__Session *s)
 {
-	size_t len = edgeprof__v1__session__get_packed_size(s);
-	uint8_t *buf = malloc(len ? len : 1);
-	if (!buf)
-		return NULL;
-	edgeprof__v1__session__pack(s, buf);
-	Edgeprof__V1__Session *copy = edgeprof__v1__session__unpack(NULL, len, buf);
-	free(buf);
-	return copy;
+	return ep_pb_copy(&s->base, (ep_pb_unpack_fn)edgeprof__v1__session__unpack);
 }
 
 static struct node *find_node(struct ep_sessions *ss, const char *name)
@@ -151,7 +145,9 @@ static void fail(struct active *a, const char *fmt, ...)
 
 static const char *target_of(const Edgeprof__V1__Session *s, char *buf, size_t len)
 {
-	if (s->container_id[0])
+	if (s->pod[0])
+		snprintf(buf, len, "pod %s", s->pod);
+	else if (s->container_id[0])
 		snprintf(buf, len, "container %s", s->container_id);
 	else if (s->cgroup[0])
 		snprintf(buf, len, "cgroup %s", s->cgroup);
@@ -333,9 +329,15 @@ int ep_sessions_create(struct ep_sessions *ss, const Edgeprof__V1__Session *req,
 		       Edgeprof__V1__Session **out, char *why, size_t whylen)
 {
 	*out = NULL;
-	int targets = (req->container_id[0] != 0) + (req->cgroup[0] != 0) + (req->pid != 0);
+	int targets = (req->container_id[0] != 0) + (req->cgroup[0] != 0) + (req->pid != 0) +
+		      (req->pod[0] != 0);
 	if (targets != 1) {
-		snprintf(why, whylen, "name exactly one target: container_id, cgroup or pid");
+		snprintf(why, whylen, "name exactly one target: container_id, cgroup, pid or pod");
+		return 400;
+	}
+	const char *slash = strchr(req->pod, '/');
+	if (req->pod[0] && (!slash || slash == req->pod || !slash[1] || strchr(slash + 1, '/'))) {
+		snprintf(why, whylen, "pod '%s': expected NAMESPACE/NAME", req->pod);
 		return 400;
 	}
 	if (req->duration_ms == 0) {
@@ -558,6 +560,7 @@ static Edgeprof__V1__Instruction *instruction_for(const Edgeprof__V1__Session *s
 	set_str(&ps->session_id, s->id);
 	set_str(&ps->cgroup, s->cgroup);
 	set_str(&ps->container_id, s->container_id);
+	set_str(&ps->pod, s->pod);
 	set_str(&ps->mode, s->mode);
 	ps->pid = s->pid;
 	ps->duration_ms = s->duration_ms;
