@@ -10,7 +10,8 @@ CC       ?= cc
 CFLAGS   ?= -O2 -g
 STD_FLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fno-strict-aliasing
 DEPFLAGS  = -MMD -MP
-PKGS     := libelf capstone libprotobuf-c libbpf libzstd libcurl libmicrohttpd sqlite3 gnutls
+# json-c: the agent reads the Kubernetes API server's pod list (agent/attribute/k8s_pods.c)
+PKGS     := libelf capstone libprotobuf-c libbpf libzstd libcurl libmicrohttpd sqlite3 gnutls json-c
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 LDLIBS   := $(PKG_LIBS) -lz -lm -lpthread

@@ -10,13 +10,14 @@ set -euo pipefail
 # qemu-user; scripts: python3, jq, bc, GNU time; streaming: zstd, libcurl,
 # libmicrohttpd (+ GnuTLS for its TLS), SQLite; tests: clickhouse-server,
 # openssl (test certificates), iproute2 (network namespaces), curl; deploy:
-# podman + runc (the agent image run as the DaemonSet would), python3-yaml
+# podman + runc (the agent image run as the DaemonSet would), python3-yaml;
+# pod names: json-c parses the Kubernetes API server's pod list
 packages=(
 	build-essential pkg-config binutils clang clang-format
 	libelf-dev zlib1g-dev libcapstone-dev libprotobuf-c-dev protobuf-c-compiler
 	libbpf-dev bpftool libzstd-dev
 	libcurl4-openssl-dev libmicrohttpd-dev libgnutls28-dev libsqlite3-dev
-	libcmocka-dev
+	libjson-c-dev libcmocka-dev
 	linux-perf bolt-16 valgrind qemu-user python3 jq bc time
 	clickhouse-server openssl iproute2 curl zstd python3-yaml podman runc
 )
