@@ -217,6 +217,42 @@ int ep_container_find_cgroup(const char *root, const char *id, char *out, size_t
 	return -1;
 }
 
+static bool pod_walk(const char *dir, int depth, const char *uid, char *out, size_t outlen)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return false;
+	bool found = false;
+	struct dirent *de;
+	while (!found && (de = readdir(d))) {
+		if (de->d_type != DT_DIR || de->d_name[0] == '.')
+			continue;
+		char path[PATH_MAX];
+		if (snprintf(path, sizeof(path), "%s/%s", dir, de->d_name) >= (int)sizeof(path))
+			continue;
+		char got[37] = "";
+		pod_uid_from(de->d_name, strlen(de->d_name), got);
+		if (strcmp(got, uid) == 0) {
+			snprintf(out, outlen, "%s", path);
+			found = true;
+		} else if (depth < 8) {
+			/* a container's own cgroup holds no pods: not worth a look */
+			struct ep_container_ref ref;
+			if (!ep_container_from_cgroup(de->d_name, &ref))
+				found = pod_walk(path, depth + 1, uid, out, outlen);
+		}
+	}
+	closedir(d);
+	return found;
+}
+
+int ep_pod_find_cgroup(const char *root, const char *pod_uid, char *out, size_t outlen)
+{
+	if (strlen(pod_uid) != 36)
+		return -1;
+	return pod_walk(root, 0, pod_uid, out, outlen) ? 0 : -1;
+}
+
 int ep_cgroup2_root(char *out, size_t outlen)
 {
 	FILE *f = fopen("/proc/self/mounts", "r");

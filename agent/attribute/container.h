@@ -40,6 +40,11 @@ bool ep_cgroup_from_proc(const char *proc_cgroup, char *out, size_t outlen);
 int ep_container_find_cgroup(const char *root, const char *id, char *out, size_t outlen, char *err,
 			     size_t errlen);
 
+/* Finds the cgroup v2 directory of a Kubernetes pod (the kubelet's
+ * pod<uid> or kubepods-<qos>-pod<uid>.slice, which holds its containers)
+ * under root. 0, or -1 when there is none. */
+int ep_pod_find_cgroup(const char *root, const char *pod_uid, char *out, size_t outlen);
+
 /* Where cgroup v2 is mounted (/sys/fs/cgroup, or /sys/fs/cgroup/unified on
  * hybrid hosts). 0 or -1. */
 int ep_cgroup2_root(char *out, size_t outlen);

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "../attribute/container.h"
+#include "../attribute/k8s_pods.h"
 #include "../pipeline/perf_data_feed.h"
 #include "../pipeline/pipeline.h"
 #include "../profile/profile_file.h"
@@ -38,6 +39,8 @@
 #define FORGET_AFTER_NS 2000000000ULL
 
 static volatile sig_atomic_t stop_requested;
+/* this node's pods from the API server; NULL outside a cluster */
+static struct ep_k8s *k8s;
 
 static void on_signal(int sig)
 {
@@ -161,9 +164,10 @@ static void forget_exited(struct agent_ctx *c)
 }
 
 /* Which container the process runs in, from /proc/PID/cgroup: its counts
- * are kept apart and labelled with the container's id and cgroup. Host
- * processes stay unlabelled (a set per systemd service would cost memory
- * for little). */
+ * are kept apart and labelled with the container's id and cgroup, and its
+ * pod's name and namespace when the API server lists it. Host processes
+ * stay unlabelled (a set per systemd service would cost memory for
+ * little). */
 static void label_process(struct agent_ctx *c, uint32_t pid)
 {
 	if (c->session)
@@ -185,6 +189,11 @@ static void label_process(struct agent_ctx *c, uint32_t pid)
 	Edgeprof__V1__Labels labels = EDGEPROF__V1__LABELS__INIT;
 	labels.container_id = ref.id;
 	labels.cgroup = cgroup;
+	const struct ep_k8s_pod *pod = k8s ? ep_k8s_pod_of(k8s, ref.id, NULL) : NULL;
+	if (pod) {
+		labels.pod = (char *)pod->name;
+		labels.namespace_ = (char *)pod->ns;
+	}
 	ep_pipeline_label_pid(c->pipeline, pid, &labels);
 }
 
@@ -348,6 +357,7 @@ struct agent_session {
 	Edgeprof__V1__Labels labels;
 	char cgroup[PATH_MAX], cgroup_label[PATH_MAX], target[PATH_MAX + 128];
 	char container_id[sizeof(((struct ep_container_ref *)0)->id)];
+	char pod_ns[64], pod_name[254]; /* a pod session's */
 	uint32_t pid;
 	uint64_t started_ns, deadline_ns; /* unix time */
 	uint64_t lost_added;
@@ -392,8 +402,55 @@ static bool session_known(const struct agent_sessions *as, const char *id)
 	return false;
 }
 
+/* A pod's cgroup: the kubelet's pod directory, which holds its containers,
+ * else (another layout) the cgroup of its first container found here. 0,
+ * -1 not here (why says so), -2 cannot tell (no API access). */
+static int session_resolve_pod(struct agent_session *x, const char *root, char *why, size_t whylen)
+{
+	const char *q = x->req->pod, *slash = strchr(q, '/');
+	if (!slash || slash == q || !slash[1] || strchr(slash + 1, '/') ||
+	    (size_t)(slash - q) >= sizeof(x->pod_ns) || strlen(slash + 1) >= sizeof(x->pod_name)) {
+		snprintf(why, whylen, "pod '%s': expected NAMESPACE/NAME", q);
+		return -2;
+	}
+	snprintf(x->pod_ns, sizeof(x->pod_ns), "%.*s", (int)(slash - q), q);
+	snprintf(x->pod_name, sizeof(x->pod_name), "%s", slash + 1);
+	if (!k8s) {
+		snprintf(why, whylen,
+			 "pod %s: pod names need API access: this agent has no Kubernetes API "
+			 "(no KUBERNETES_SERVICE_HOST, no --k8s-api)",
+			 q);
+		return -2;
+	}
+	const struct ep_k8s_pod *pod;
+	const char *ids[16];
+	size_t nids = 0;
+	char err[600];
+	int found =
+	    ep_k8s_find_pod(k8s, x->pod_ns, x->pod_name, &pod, ids, 16, &nids, err, sizeof(err));
+	if (found < 0) {
+		snprintf(why, whylen, "pod %s: pod names need API access: %s", q, err);
+		return -2;
+	}
+	if (!found) {
+		snprintf(why, whylen, "pod %s: not on this node", q);
+		return -1;
+	}
+	if (ep_pod_find_cgroup(root, pod->uid, x->cgroup, sizeof(x->cgroup)) == 0)
+		return 0;
+	for (size_t i = 0; i < nids; i++)
+		if (ep_container_find_cgroup(root, ids[i], x->cgroup, sizeof(x->cgroup), err,
+					     sizeof(err)) == 0)
+			return 0;
+	snprintf(why, whylen,
+		 "pod %s (uid %s): no cgroup of it or of its %zu containers on this node", q,
+		 pod->uid, nids);
+	return -1;
+}
+
 /* The target's cgroup v2 directory (or pid) on this node; why it is not
- * here otherwise. */
+ * here otherwise: -1 the target is not on this node, -2 this agent cannot
+ * tell. */
 static int session_resolve(struct agent_session *x, char *why, size_t whylen)
 {
 	const Edgeprof__V1__ProfileSession *q = x->req;
@@ -413,7 +470,11 @@ static int session_resolve(struct agent_session *x, char *why, size_t whylen)
 		snprintf(why, whylen, "no cgroup v2 mount on this node");
 		return -1;
 	}
-	if (q->container_id[0]) {
+	if (q->pod[0]) {
+		int rc = session_resolve_pod(x, root, why, whylen);
+		if (rc != 0)
+			return rc;
+	} else if (q->container_id[0]) {
 		char err[512];
 		if (ep_container_find_cgroup(root, q->container_id, x->cgroup, sizeof(x->cgroup),
 					     err, sizeof(err)) != 0) {
@@ -437,7 +498,10 @@ static int session_resolve(struct agent_session *x, char *why, size_t whylen)
 	const char *rel = x->cgroup + strlen(root);
 	snprintf(x->cgroup_label, sizeof(x->cgroup_label), "%s", rel[0] ? rel : "/");
 	struct ep_container_ref ref;
-	if (ep_container_from_cgroup(x->cgroup_label, &ref) && !ref.monitor)
+	if (q->pod[0])
+		snprintf(x->target, sizeof(x->target), "pod %s, cgroup %s", q->pod,
+			 x->cgroup_label);
+	else if (ep_container_from_cgroup(x->cgroup_label, &ref) && !ref.monitor)
 		snprintf(x->target, sizeof(x->target), "container %.64s, cgroup %s", ref.id,
 			 x->cgroup_label);
 	else
@@ -482,8 +546,8 @@ static void session_start(struct agent_sessions *as, Edgeprof__V1__ProfileSessio
 	} else if (x->deadline_ns <= now) {
 		snprintf(why, sizeof(why), "the session ended before this agent could resume it");
 		rc = -1;
-	} else if (session_resolve(x, why, sizeof(why)) != 0) {
-		absent = true;
+	} else if ((rc = session_resolve(x, why, sizeof(why))) != 0) {
+		absent = rc == -1;
 		rc = -1;
 	}
 	struct ep_live_config cfg = *as->main_cfg;
@@ -541,6 +605,10 @@ static void session_start(struct agent_sessions *as, Edgeprof__V1__ProfileSessio
 	if (x->cgroup_label[0] && ep_container_from_cgroup(x->cgroup_label, &ref) && !ref.monitor) {
 		snprintf(x->container_id, sizeof(x->container_id), "%s", ref.id);
 		x->labels.container_id = x->container_id;
+	}
+	if (x->pod_name[0]) {
+		x->labels.pod = x->pod_name;
+		x->labels.namespace_ = x->pod_ns;
 	}
 	x->sink = (struct ep_sink){.streamer = as->main_sink->streamer,
 				   .event = ep_live_event(x->live),
@@ -721,6 +789,7 @@ out:
 
 int ep_cmd_agent(int argc, char **argv)
 {
+	enum { O_K8S_API = 1400, O_K8S_TOKEN, O_K8S_CA };
 	static const struct option opts[] = {
 	    {"pid", required_argument, NULL, 'p'},
 	    {"cgroup", required_argument, NULL, 'g'},
@@ -741,6 +810,9 @@ int ep_cmd_agent(int argc, char **argv)
 	    {"binary", required_argument, NULL, 'b'},
 	    {"symfs", required_argument, NULL, 'y'},
 	    {"batch-samples", required_argument, NULL, 'B'},
+	    {"k8s-api", required_argument, NULL, O_K8S_API},
+	    {"k8s-token-file", required_argument, NULL, O_K8S_TOKEN},
+	    {"k8s-ca", required_argument, NULL, O_K8S_CA},
 	    EP_SINK_OPTIONS,
 	    {"help", no_argument, NULL, 'h'},
 	    {0},
@@ -753,6 +825,7 @@ int ep_cmd_agent(int argc, char **argv)
 	unsigned duration = 0, interval = 10, batch_samples = 10000;
 	bool jitter_set = false;
 	const char *output = NULL, *replay = NULL;
+	struct ep_k8s_config kc = {0};
 	struct ep_sink_options so;
 	ep_sink_options_init(&so);
 	struct ep_binary_registry *reg = ep_binreg_new();
@@ -760,6 +833,10 @@ int ep_cmd_agent(int argc, char **argv)
 		ep_error("out of memory");
 		return 1;
 	}
+	/* binaries met before the first sample (exec events come first) keep
+	 * their code on disk until it is decoded: without a branch-stack PMU it
+	 * never is; the first branch stack makes later opens read it at once */
+	ep_binreg_set_lazy_code(reg, true);
 	struct ep_sink sink = {.event = "cpu-clock"};
 	snprintf(sink.source, sizeof(sink.source), "bpf");
 	int rc = 0;
@@ -783,6 +860,15 @@ int ep_cmd_agent(int argc, char **argv)
 		switch (ch) {
 		case 'R':
 			replay = optarg;
+			break;
+		case O_K8S_API:
+			kc.api = optarg;
+			break;
+		case O_K8S_TOKEN:
+			kc.token_file = optarg;
+			break;
+		case O_K8S_CA:
+			kc.ca_file = optarg;
 			break;
 		case 'c': {
 			/* a container by id (or a 12+ digit prefix): its cgroup v2 directory */
@@ -915,6 +1001,9 @@ int ep_cmd_agent(int argc, char **argv)
 			    "          [--token-file F] [--cacert F] [--cert F --key F] [--node "
 			    "NAME]\n"
 			    "          [--flush-timeout S] [--retry-max-ms MS]]\n"
+			    "         [--k8s-api URL] [--k8s-token-file F] [--k8s-ca F] (pod "
+			    "names\n"
+			    "          of this node's containers; in a cluster by default)\n"
 			    "       edgeprof agent --replay PERF.DATA [--binary F]... [--symfs "
 			    "DIR]\n"
 			    "         [--batch-samples N] (-o PROFILE | --collector URL ...)\n");
@@ -931,6 +1020,20 @@ int ep_cmd_agent(int argc, char **argv)
 	}
 	/* a live agent runs the collector's on-demand sessions, a replay cannot */
 	so.streamer.sessions = !replay;
+	kc.node = so.streamer.node;
+	if (!replay) {
+		char err[512];
+		if (ep_k8s_open(&kc, &k8s, err, sizeof(err)) != 0) {
+			/* asked for on the command line: a mistake to stop at; only
+			 * found in the environment: the agent still profiles */
+			if (kc.api) {
+				ep_error("%s", err);
+				rc = 2;
+				goto out;
+			}
+			ep_warn("%s; labelling with container ids only", err);
+		}
+	}
 	if (ep_sink_open(&sink, output, &so) != 0) {
 		rc = 1;
 		goto out;
@@ -961,6 +1064,8 @@ int ep_cmd_agent(int argc, char **argv)
 	if (ep_sink_finish(&sink, so.flush_s) != 0 && replay)
 		rc = 1;
 out:
+	ep_k8s_close(k8s);
+	k8s = NULL;
 	ep_sink_free(&sink);
 	ep_binreg_free(reg);
 	return rc;

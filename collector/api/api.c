@@ -233,6 +233,8 @@ void ep_api_session(const Edgeprof__V1__Session *s, const char *format, int stat
 			json_string(out, s->container_id);
 			fputs(", \"cgroup\": ", out);
 			json_string(out, s->cgroup);
+			fputs(", \"pod\": ", out);
+			json_string(out, s->pod);
 			fprintf(out, ", \"pid\": %u, \"duration_ms\": %llu, \"period\": %llu",
 				s->pid, (unsigned long long)s->duration_ms,
 				(unsigned long long)s->period);

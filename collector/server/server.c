@@ -355,6 +355,7 @@ static enum MHD_Result handle_sessions(struct ep_server *s, struct MHD_Connectio
 	Edgeprof__V1__Session req = EDGEPROF__V1__SESSION__INIT;
 	req.container_id = (char *)arg(c, "container_id");
 	req.cgroup = (char *)arg(c, "cgroup");
+	req.pod = (char *)arg(c, "pod");
 	req.node = (char *)arg(c, "node");
 	req.mode = (char *)arg(c, "mode");
 	long long duration = parse_duration_s(arg(c, "duration_s"));

@@ -120,8 +120,8 @@ check "duration over the maximum: refused, the maximum named" \
 check "an agent that cannot run sessions: refused, 'too old' said" \
 	bash -c "[ $? -eq 1 ] && grep -q 'the agent on node old-node (edgeprof .*) is too old' '$TEST_TMP/e4.err'"
 "$EDGEPROF" profile --pod default/web --duration 2 --collector "$url" 2>"$TEST_TMP/e5.err"
-check "--pod: refused with exit 2 and why" \
-	bash -c "[ $? -eq 2 ] && grep -q 'pod names need the Kubernetes API' '$TEST_TMP/e5.err'"
+check "--pod on an agent without API access: failed (not 'on no node'), and why" \
+	bash -c "[ $? -eq 1 ] && grep -q 'failed: node .*: pod default/web: pod names need API access: this agent has no Kubernetes API' '$TEST_TMP/e5.err'"
 
 # the collector is SIGKILLed while a session runs, and restarted on its port
 new_session() { # ARGS: query; prints the session id

@@ -127,6 +127,41 @@ static void test_find_a_container_cgroup(void **state)
 	assert_int_equal(system(dir), 0);
 }
 
+/* A pod's cgroup from its uid: the kubelet's directory, systemd driver
+ * (underscores) or cgroupfs (dashes), not a container's inside it. */
+static void test_find_a_pod_cgroup(void **state)
+{
+	(void)state;
+	char root[] = "/tmp/edgeprof-cg-XXXXXX";
+	assert_non_null(mkdtemp(root));
+	char dir[512], out[512];
+	static const char *const made[] = {
+	    "kubepods.slice",
+	    "kubepods.slice/kubepods-burstable.slice",
+	    "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" UID_U ".slice",
+	    "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" UID_U
+	    ".slice/cri-containerd-" ID ".scope",
+	    "kubepods",
+	    "kubepods/besteffort",
+	    "kubepods/besteffort/pod0a1b2c3d-0000-4000-8000-000000000001"};
+	for (size_t i = 0; i < sizeof(made) / sizeof(made[0]); i++) {
+		snprintf(dir, sizeof(dir), "%s/%s", root, made[i]);
+		assert_int_equal(mkdir(dir, 0700), 0);
+	}
+	assert_int_equal(ep_pod_find_cgroup(root, UID_, out, sizeof(out)), 0);
+	snprintf(dir, sizeof(dir), "%s/%s", root, made[2]);
+	assert_string_equal(out, dir);
+	assert_int_equal(
+	    ep_pod_find_cgroup(root, "0a1b2c3d-0000-4000-8000-000000000001", out, sizeof(out)), 0);
+	snprintf(dir, sizeof(dir), "%s/%s", root, made[6]);
+	assert_string_equal(out, dir);
+	assert_int_equal(
+	    ep_pod_find_cgroup(root, "0a1b2c3d-0000-4000-8000-000000000009", out, sizeof(out)), -1);
+	assert_int_equal(ep_pod_find_cgroup(root, "", out, sizeof(out)), -1);
+	snprintf(dir, sizeof(dir), "rm -rf %s", root);
+	assert_int_equal(system(dir), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -134,6 +169,7 @@ int main(void)
 	    cmocka_unit_test(test_paths_without_containers),
 	    cmocka_unit_test(test_proc_cgroup_files),
 	    cmocka_unit_test(test_find_a_container_cgroup),
+	    cmocka_unit_test(test_find_a_pod_cgroup),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
