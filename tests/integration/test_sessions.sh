@@ -45,7 +45,7 @@ cleanup_cgroup() {
 }
 
 start_collector c --store "sqlite:$TEST_TMP/c.db" --listen 127.0.0.1:0 --max-session-s 60 \
-	--session-pickup-s 20 --node-silent-s 20 || exit 1
+	--session-pickup-s 60 --node-silent-s 30 || exit 1
 port=$COLLECTOR_PORT
 url="http://127.0.0.1:$port"
 start_agent() { # NAME [BINARY]: a whole-machine agent streaming every second as node-a
@@ -136,9 +136,9 @@ wait_state() { # ID STATE SECONDS (of wall time: a loaded machine slows the poll
 	done
 	[ "$(state_of "$1")" = "$2" ]
 }
-s3=$(new_session "container_id=${id:0:12}&duration_s=6")
+s3=$(new_session "container_id=${id:0:12}&duration_s=15")
 check "POST /v1/sessions answers with a session id" test -n "$s3" -a "$s3" != null
-check "  which the agent takes (running)" wait_state "$s3" running 10
+check "  which the agent takes (running)" wait_state "$s3" running 30
 kill -9 "$COLLECTOR_PID"
 wait "$COLLECTOR_PID" 2>/dev/null
 sleep 2
@@ -146,23 +146,23 @@ sleep 2
 # code runs under them (resumed sessions, hand-over, shutdown)
 ASAN_OPTIONS=detect_leaks=1 COLLECTOR_BIN=$EDGEPROF_ASAN \
 	start_collector c --store "sqlite:$TEST_TMP/c.db" --listen "127.0.0.1:$port" --max-session-s 60 \
-	--session-pickup-s 20 --node-silent-s 20 || exit 1
+	--session-pickup-s 60 --node-silent-s 30 || exit 1
 check "collector SIGKILLed and restarted mid-session: the session still ends done" \
-	wait_state "$s3" done 30
+	wait_state "$s3" done 60
 wait_reporting any
 s3samples=$("$EDGEPROF" export --collector "$url" --session "$s3" --format json | jq .stats.samples)
 check "  with its counts stored ($s3samples samples)" test "${s3samples:-0}" -gt 0
 
 # the agent is stopped mid-session; the next agent on the node runs the rest
-s4=$(new_session "container_id=${id:0:12}&duration_s=25")
-wait_state "$s4" running 15
+s4=$(new_session "container_id=${id:0:12}&duration_s=40")
+wait_state "$s4" running 30
 first_agent=$(curl -s "$url/v1/sessions/$s4" | jq -r .agent_id)
 echo "# session $s4 is $(state_of "$s4") on agent $first_agent; stopping that agent"
 stop_pid "$agent"
 check "  the stopping agent leaves the session running" grep -q "session $s4: left running for the next agent" "$TEST_TMP/agent1.err"
 start_agent agent2 "$EDGEPROF_ASAN"
 wait_reporting "$(agent_id_of agent2)"
-check "agent restarted mid-session: the new agent finishes it (done)" wait_state "$s4" done 40
+check "agent restarted mid-session: the new agent finishes it (done)" wait_state "$s4" done 60
 check "  run by the new agent" \
 	bash -c "[ \"\$(curl -s '$url/v1/sessions/$s4' | jq -r .agent_id)\" != '$first_agent' ]"
 if grep -q "session $s4: resumed by agent" "$TEST_TMP/c.log"; then
