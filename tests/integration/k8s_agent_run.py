@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
 """Reads deploy/k8s/base and prints, one per line, the podman options that
 run the agent container exactly as the DaemonSet would: its capabilities,
-host PID namespace, read-only root, seccomp and host mounts. With --check,
+host PID namespace, read-only root, seccomp and host mounts (secrets and the
+service-account token become tmpfs mounts). With --check,
 verifies the manifests' promises instead (exit 1 with the reasons)."""
 import sys
 import yaml
 
 base = sys.argv[1]
 docs = []
-for name in ("namespace.yaml", "agent-daemonset.yaml", "collector.yaml"):
+for name in ("namespace.yaml", "agent-rbac.yaml", "agent-daemonset.yaml", "collector.yaml"):
     with open(f"{base}/{name}") as f:
         docs += [d for d in yaml.safe_load_all(f) if d]
 by_kind = {}
@@ -35,9 +36,25 @@ if "--check" in sys.argv:
     for c in pod["containers"]:
         need("requests" in c.get("resources", {}) and "limits" in c["resources"],
              f"{c['name']}: resource requests and limits")
-    need(pod.get("automountServiceAccountToken") is False, "agent: no API token mounted")
-    need(not by_kind.get("ClusterRole") and not by_kind.get("Role"), "no RBAC rules granted")
+    # the agent reads its node's pods and nothing else
+    need(pod.get("automountServiceAccountToken") is True, "agent: API token mounted")
+    need(pod.get("serviceAccountName") == "edgeprof-agent", "agent: its own service account")
+    roles = by_kind.get("ClusterRole", [])
+    need(len(roles) == 1 and not by_kind.get("Role") and not by_kind.get("RoleBinding"),
+         "RBAC: one ClusterRole, no Role")
+    need(roles and roles[0].get("rules") == [{"apiGroups": [""], "resources": ["pods"],
+                                              "verbs": ["get", "list", "watch"]}],
+         "RBAC: exactly get/list/watch on pods")
+    bindings = by_kind.get("ClusterRoleBinding", [])
+    need(len(bindings) == 1 and roles and bindings[0]["roleRef"]["name"] == roles[0]["metadata"]["name"]
+         and bindings[0]["subjects"] == [{"kind": "ServiceAccount", "name": "edgeprof-agent",
+                                          "namespace": "edgeprof"}],
+         "RBAC: the ClusterRole bound to the agent's service account only")
+    env = {e["name"]: e for e in agent.get("env", [])}
+    need(env.get("NODE_NAME", {}).get("valueFrom") == {"fieldRef": {"fieldPath": "spec.nodeName"}},
+         "agent: NODE_NAME from the downward API (spec.nodeName)")
     dep = by_kind["Deployment"][0]["spec"]["template"]["spec"]
+    need(dep.get("automountServiceAccountToken") is False, "collector: no API token mounted")
     need(dep["containers"][0]["securityContext"]["readOnlyRootFilesystem"] is True,
          "collector: read-only root filesystem")
     need(by_kind.get("Service") and by_kind.get("PersistentVolumeClaim"),
@@ -64,4 +81,8 @@ for m in agent["volumeMounts"]:
                     + (":ro" if m.get("readOnly") else ""))
     else:  # host state (spool) and secrets: a scratch place in the test
         opts.append(f"--tmpfs={m['mountPath']}")
+if pod.get("automountServiceAccountToken"):
+    # where the kubelet mounts the token; empty here, and no
+    # KUBERNETES_SERVICE_HOST: the agent's pod names are off
+    opts.append("--tmpfs=/var/run/secrets/kubernetes.io/serviceaccount")
 print("\n".join(opts))

@@ -14,7 +14,7 @@ source "$(dirname "$0")/collector.sh"
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 
-check "manifests: hostPID, read-only roots, capabilities, tolerations, resources, no RBAC, 0400 secrets" \
+check "manifests: hostPID, read-only roots, capabilities, tolerations, resources, RBAC only pods get/list/watch for the agent, no token for the collector, 0400 secrets" \
 	python3 "$here/k8s_agent_run.py" "$repo/deploy/k8s/base" --check
 if command -v kubectl >/dev/null && kubectl kustomize "$repo/deploy/k8s/base" >/dev/null 2>&1; then
 	check "kustomize builds the base and the ClickHouse overlay" \
