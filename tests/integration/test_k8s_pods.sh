@@ -35,13 +35,17 @@ track_pid $!
 inside=$!
 track_pid "$inside"
 id=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
+# the kubelet's layout (systemd driver): the pod's slice, named after its
+# uid, holds the container's scope
+uid=$(cat /proc/sys/kernel/random/uuid)
 slice=$root/edgeprof-k8s-$$.slice
-ct=$slice/libpod-$id.scope
+podcg=$slice/kubepods-pod${uid//-/_}.slice
+ct=$podcg/libpod-$id.scope
 mkdir -p "$ct"
 echo "$inside" >"$ct/cgroup.procs"
 cleanup_cgroup() {
 	echo "$inside" >"$root/cgroup.procs" 2>/dev/null
-	rmdir "$ct" "$slice" 2>/dev/null
+	rmdir "$ct" "$podcg" "$slice" 2>/dev/null
 }
 
 # the fake API server: 403 without the token, 400 without a fieldSelector,
@@ -52,10 +56,10 @@ printf '%s\n' "$token" >"$TEST_TMP/k8s-token"
 chmod 600 "$TEST_TMP/k8s-token"
 cat >"$TEST_TMP/fake_api.py" <<'EOF'
 import http.server, json, sys, urllib.parse
-token, cid, portfile, log = sys.argv[1:5]
+token, cid, uid, portfile, log = sys.argv[1:6]
 pods = {"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": "1"}, "items": [
     {"metadata": {"name": "web-7d9f", "namespace": "shop",
-                  "uid": "5f4b0c58-3a8b-4b3e-9b8e-3c2f6f8d9a11"},
+                  "uid": uid},
      "spec": {"nodeName": "node-a"},
      "status": {"phase": "Running",
                 "initContainerStatuses": [{"name": "init", "containerID": "containerd://" + "1" * 64}],
@@ -91,7 +95,7 @@ s = http.server.HTTPServer(("127.0.0.1", 0), H)
 open(portfile, "w").write(str(s.server_address[1]))
 s.serve_forever()
 EOF
-python3 "$TEST_TMP/fake_api.py" "$token" "$id" "$TEST_TMP/api.port" "$TEST_TMP/api.log" &
+python3 "$TEST_TMP/fake_api.py" "$token" "$id" "$uid" "$TEST_TMP/api.port" "$TEST_TMP/api.log" &
 api=$!
 track_pid "$api"
 for _ in $(seq 1 50); do [ -s "$TEST_TMP/api.port" ] && break; sleep 0.1; done
@@ -145,6 +149,8 @@ check "  its counts are labelled with the session, the pod and its namespace" \
 		jq -r '[.binaries[].labels[] | "\(.session_id) \(.namespace)/\(.pod)"] | unique | join(",")')" = "$sid shop/web-7d9f"
 check "  GET /v1/sessions/ID names the pod" \
 	test "$(curl -s "$url/v1/sessions/$sid" | jq -r '"\(.pod) \(.state)"')" = "shop/web-7d9f done"
+check "  the agent sampled the pod's cgroup (found from its uid), not one container's" \
+	grep -q "session $sid: sampling pod shop/web-7d9f, cgroup /$(basename "$slice")/$(basename "$podcg") for" "$TEST_TMP/agent.err"
 "$EDGEPROF" profile --pod shop/nope --duration 2 --collector "$url" 2>"$TEST_TMP/s2.err"
 check "profile --pod shop/nope: fails, 'not on this node'" \
 	bash -c "[ $? -eq 1 ] && grep -q 'failed: pod shop/nope is on none of the 1 nodes reporting (node node-a: pod shop/nope: not on this node)' '$TEST_TMP/s2.err'"
