@@ -607,7 +607,10 @@ static Edgeprof__V1__BinaryProfile *build_binary(struct ep_aggregator *a, uint32
 {
 	struct bin_counts *c = &a->bins[index];
 	struct ep_binary *bin = ep_binreg_at(a->binaries, index);
-	struct ep_decoder *dec = ep_reconstructor_decoder(a->reconstructor, index);
+	/* decoding a binary costs memory and time: only for one that has
+	 * counted branches or ranges (an IP-only profile has none) */
+	bool counted = c->site_cap || c->range_cap || c->nlists || c->from_external.count;
+	struct ep_decoder *dec = counted ? ep_reconstructor_decoder(a->reconstructor, index) : NULL;
 	Edgeprof__V1__BinaryProfile *bp = malloc(sizeof(*bp));
 	if (!bp)
 		return NULL;

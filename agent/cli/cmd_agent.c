@@ -833,6 +833,10 @@ int ep_cmd_agent(int argc, char **argv)
 		ep_error("out of memory");
 		return 1;
 	}
+	/* binaries met before the first sample (exec events come first) keep
+	 * their code on disk until it is decoded: without a branch-stack PMU it
+	 * never is; the first branch stack makes later opens read it at once */
+	ep_binreg_set_lazy_code(reg, true);
 	struct ep_sink sink = {.event = "cpu-clock"};
 	snprintf(sink.source, sizeof(sink.source), "bpf");
 	int rc = 0;

@@ -21,6 +21,7 @@ struct ep_pipeline {
 	struct ep_procmap *procmap;
 	struct ep_reconstructor *reconstructor;
 	struct ep_aggregator *aggregator; /* the unlabelled set's, sets[0] */
+	bool branches_seen, lazy_code;	  /* see ep_pipeline_sample() */
 	/* Label sets (containers): counts kept apart per set, each with its
 	 * own aggregator; pid -> set index, absent = 0 (unlabelled). A set no
 	 * process uses any more is freed once its counts were taken. */
@@ -330,6 +331,19 @@ void ep_pipeline_sample(struct ep_pipeline *p, const struct ep_sample_record *re
 	if (rec->nr_entries > p->max_entries)
 		p->max_entries = rec->nr_entries > EP_MAX_BRANCH_ENTRIES ? EP_MAX_BRANCH_ENTRIES
 									 : rec->nr_entries;
+	/* Samples without branch stacks (no PMU for them) never need a
+	 * binary's code: read it only if it is asked for. The first stack
+	 * seen makes every later binary read whole at once again, so code is
+	 * there even if its process is gone by the time it is decoded. */
+	if (rec->flags & EP_SAMPLE_HAS_BRANCHES) {
+		if (!p->branches_seen) {
+			p->branches_seen = true;
+			ep_binreg_set_lazy_code(p->binaries, false);
+		}
+	} else if (!p->branches_seen && !p->lazy_code) {
+		p->lazy_code = true;
+		ep_binreg_set_lazy_code(p->binaries, true);
+	}
 	struct ep_aggregator *agg = p->sets[set_of_pid(p, rec->pid)]->agg;
 	if (!(rec->flags & EP_SAMPLE_IP_KERNEL)) {
 		struct ep_resolved res;

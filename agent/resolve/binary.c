@@ -35,6 +35,10 @@ struct ep_binary {
 	size_t nloads;
 	struct ep_code_segment *code;
 	size_t ncode;
+	/* opened without its code (ep_binreg_set_lazy_code): where the code
+	 * segments lie in the file, read at the first ep_binary_code_segments() */
+	uint64_t *code_offsets;
+	bool code_pending;
 	struct ep_symbol *syms;
 	size_t nsyms;
 	char *names; /* every symbol name, back to back */
@@ -52,6 +56,7 @@ struct ep_binary_registry {
 	uint32_t *explicit_files;
 	size_t nexplicit;
 	char *symfs;
+	bool lazy_code;
 	/* Every lookup's answer, found or not, so each mapping event costs one
 	 * hash lookup and warnings are said once. */
 	struct ep_u64map lookup_index; /* key hash -> index in lookups */
@@ -83,6 +88,7 @@ static void binary_free(struct ep_binary *b)
 	for (size_t i = 0; i < b->ncode; i++)
 		free((void *)b->code[i].bytes);
 	free(b->code);
+	free(b->code_offsets);
 	free(b->loads);
 	free(b->syms);
 	free(b->names);
@@ -153,8 +159,55 @@ bool ep_binary_is_pie(const struct ep_binary *bin)
 	return bin->pie;
 }
 
+void ep_binreg_set_lazy_code(struct ep_binary_registry *reg, bool lazy)
+{
+	reg->lazy_code = lazy;
+}
+
+static int read_at(int fd, const char *path, uint8_t *buf, size_t n, uint64_t offset, char *err,
+		   size_t errlen);
+
+/* The code of a binary opened lazily, read now from the same file: the
+ * one opened then (device, inode, size and mtime unchanged), or none. */
+static void load_code(struct ep_binary *b)
+{
+	b->code_pending = false;
+	int fd = open(b->path, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	bool same = fd >= 0 && fstat(fd, &st) == 0 && st.st_dev == b->dev && st.st_ino == b->ino &&
+		    st.st_size == b->size && st.st_mtim.tv_sec == b->mtime.tv_sec &&
+		    st.st_mtim.tv_nsec == b->mtime.tv_nsec;
+	size_t ok = 0;
+	char err[256];
+	for (size_t i = 0; same && i < b->ncode; i++, ok++) {
+		uint8_t *bytes = malloc(b->code[i].size);
+		if (!bytes || read_at(fd, b->path, bytes, b->code[i].size, b->code_offsets[i], err,
+				      sizeof(err)) != 0) {
+			free(bytes);
+			break;
+		}
+		b->code[i].bytes = bytes;
+	}
+	if (fd >= 0)
+		close(fd);
+	if (ok < b->ncode) {
+		/* gone or changed since: its branches go unresolved, counted */
+		for (size_t i = 0; i < ok; i++)
+			free((void *)b->code[i].bytes);
+		for (size_t i = 0; i < b->ncode; i++)
+			b->code[i].bytes = NULL;
+		b->ncode = 0;
+		ep_warn("%s: its code cannot be read any more (%s): its branches are skipped",
+			b->path, same ? err : "file gone or changed");
+	}
+}
+
 const struct ep_code_segment *ep_binary_code_segments(const struct ep_binary *bin, size_t *count)
 {
+	/* reading the code on first use changes nothing a caller sees but the
+	 * bytes' arrival: the registry owns the binary */
+	if (bin->code_pending)
+		load_code((struct ep_binary *)bin);
 	*count = bin->ncode;
 	return bin->code;
 }
@@ -347,54 +400,48 @@ static int read_symbols(Elf *elf, struct ep_binary *b)
 	return 0;
 }
 
-static int read_file(const char *path, uint8_t **buf, size_t *size, struct stat *st, char *err,
-		     size_t errlen)
+/* Reads exactly n bytes at offset, or fails saying why. */
+static int read_at(int fd, const char *path, uint8_t *buf, size_t n, uint64_t offset, char *err,
+		   size_t errlen)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-		return -1;
-	}
-	if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode)) {
-		snprintf(err, errlen, "%s: not a regular file", path);
-		close(fd);
-		return -1;
-	}
-	*size = (size_t)st->st_size;
-	*buf = malloc(*size ? *size : 1);
-	if (!*buf) {
-		snprintf(err, errlen, "%s: out of memory reading %zu bytes", path, *size);
-		close(fd);
-		return -1;
-	}
 	size_t got = 0;
-	while (got < *size) {
-		ssize_t r = pread(fd, *buf + got, *size - got, (off_t)got);
+	while (got < n) {
+		ssize_t r = pread(fd, buf + got, n - got, (off_t)(offset + got));
+		if (r < 0 && errno == EINTR)
+			continue;
 		if (r <= 0) {
-			snprintf(err, errlen, "%s: read failed at byte %zu: %s", path, got,
+			snprintf(err, errlen, "%s: read failed at byte %llu: %s", path,
+				 (unsigned long long)(offset + got),
 				 r < 0 ? strerror(errno) : "file shrank while reading");
-			free(*buf);
-			close(fd);
 			return -1;
 		}
 		got += (size_t)r;
 	}
-	close(fd);
 	return 0;
 }
 
-/* Reads the whole file into memory and keeps copies of what we need:
- * mapping it instead would SIGBUS the agent when the binary is replaced or
- * truncated on disk while we hold it. */
-static struct ep_binary *binary_open(const char *path, char *err, size_t errlen)
+/* Reads what we keep and nothing else: libelf on the descriptor
+ * (ELF_C_READ) fetches headers, notes, .dynamic and the symbol tables as
+ * they are asked for, and the executable segments are read straight into
+ * their copies. The whole file in memory would cost its size at every
+ * open (debug info included: often several times the code), and mapping it
+ * would SIGBUS the agent when the binary is truncated on disk meanwhile. */
+static struct ep_binary *binary_open(const char *path, bool lazy_code, char *err, size_t errlen)
 {
-	uint8_t *buf;
-	size_t size;
 	struct stat st;
-	if (read_file(path, &buf, &size, &st, err, errlen) != 0)
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
 		return NULL;
+	}
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		snprintf(err, errlen, "%s: not a regular file", path);
+		close(fd);
+		return NULL;
+	}
+	uint64_t size = (uint64_t)st.st_size;
 	struct ep_binary *b = calloc(1, sizeof(*b));
-	Elf *elf = b ? elf_memory((char *)buf, size) : NULL;
+	Elf *elf = b ? elf_begin(fd, ELF_C_READ, NULL) : NULL;
 	GElf_Ehdr eh;
 	int rc = -1;
 	if (!b) {
@@ -427,7 +474,9 @@ static struct ep_binary *binary_open(const char *path, char *err, size_t errlen)
 	}
 	b->loads = calloc(nphdr, sizeof(*b->loads));
 	b->code = calloc(nphdr, sizeof(*b->code));
-	if (!b->path || !b->loads || !b->code) {
+	b->code_offsets = lazy_code ? calloc(nphdr, sizeof(*b->code_offsets)) : NULL;
+	b->code_pending = lazy_code;
+	if (!b->path || !b->loads || !b->code || (lazy_code && !b->code_offsets)) {
 		snprintf(err, errlen, "%s: out of memory", path);
 		goto out;
 	}
@@ -449,13 +498,20 @@ static struct ep_binary *binary_open(const char *path, char *err, size_t errlen)
 								 .vaddr = ph.p_vaddr,
 								 .filesz = filesz,
 								 .flags = ph.p_flags};
-		if ((ph.p_flags & PF_X) && filesz > 0) {
+		if ((ph.p_flags & PF_X) && filesz > 0 && lazy_code) {
+			b->code_offsets[b->ncode] = ph.p_offset;
+			b->code[b->ncode++] =
+			    (struct ep_code_segment){.vaddr = ph.p_vaddr, .size = filesz};
+		} else if ((ph.p_flags & PF_X) && filesz > 0) {
 			uint8_t *bytes = malloc(filesz);
 			if (!bytes) {
 				snprintf(err, errlen, "%s: out of memory", path);
 				goto out;
 			}
-			memcpy(bytes, buf + ph.p_offset, filesz);
+			if (read_at(fd, path, bytes, filesz, ph.p_offset, err, errlen) != 0) {
+				free(bytes);
+				goto out;
+			}
 			b->code[b->ncode++] = (struct ep_code_segment){
 			    .vaddr = ph.p_vaddr, .bytes = bytes, .size = filesz};
 		}
@@ -474,7 +530,7 @@ static struct ep_binary *binary_open(const char *path, char *err, size_t errlen)
 out:
 	if (elf)
 		elf_end(elf);
-	free(buf);
+	close(fd);
 	if (rc != 0) {
 		binary_free(b);
 		return NULL;
@@ -502,7 +558,7 @@ static struct ep_binary *open_registered(struct ep_binary_registry *reg, const c
 	struct ep_binary *b = find_loaded(reg, path);
 	if (b)
 		return b;
-	b = binary_open(path, err, errlen);
+	b = binary_open(path, reg->lazy_code, err, errlen);
 	if (!b)
 		return NULL;
 	if (reg->n == reg->cap) {

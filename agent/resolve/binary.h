@@ -39,6 +39,11 @@ void ep_binreg_free(struct ep_binary_registry *reg);
 int ep_binreg_add_file(struct ep_binary_registry *reg, const char *path, char *err, size_t errlen);
 /* --symfs DIR: recorded paths are looked up under DIR first. */
 void ep_binreg_set_symfs(struct ep_binary_registry *reg, const char *dir);
+/* Binaries opened from now on keep only where their code lies, and read it
+ * at the first ep_binary_code_segments() (from the same file: same device,
+ * inode, size and mtime, else none). For profiles that never decode (IP
+ * samples only), whose code copies would be memory for nothing. */
+void ep_binreg_set_lazy_code(struct ep_binary_registry *reg, bool lazy);
 
 /*
  * The binary behind a mapping of recorded_path (as the recording names it)

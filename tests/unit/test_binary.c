@@ -3,6 +3,8 @@
  * and a system library. */
 #include "test_util.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -145,6 +147,58 @@ static void test_errors_and_misses(void **state)
 	ep_binreg_free(reg);
 }
 
+/* Copies src to dst (a test's own file, free to replace). */
+static void copy_file(const char *src, const char *dst)
+{
+	char cmd[1024];
+	snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", src, dst);
+	assert_int_equal(system(cmd), 0);
+}
+
+/* Lazily opened binaries (IP-only profiles never decode): the code is read
+ * at first use, byte for byte what an eager open reads; from a file changed
+ * since the open, no code at all rather than other code. */
+static void test_lazy_code(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/ep-test-lazy-XXXXXX", path[256], err[256];
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/test.binary", dir);
+	copy_file(ep_test_fixture("test.binary"), path);
+
+	struct ep_binary_registry *eager = ep_binreg_new(), *lazy = ep_binreg_new();
+	ep_binreg_set_lazy_code(lazy, true);
+	assert_int_equal(ep_binreg_add_file(eager, path, err, sizeof(err)), 0);
+	assert_int_equal(ep_binreg_add_file(lazy, path, err, sizeof(err)), 0);
+	size_t ne, nl;
+	const struct ep_code_segment *se = ep_binary_code_segments(ep_binreg_at(eager, 0), &ne);
+	const struct ep_code_segment *sl = ep_binary_code_segments(ep_binreg_at(lazy, 0), &nl);
+	assert_int_equal(nl, ne);
+	assert_int_equal(nl, 1);
+	assert_int_equal(sl[0].vaddr, se[0].vaddr);
+	assert_int_equal(sl[0].size, se[0].size);
+	assert_non_null(sl[0].bytes);
+	assert_memory_equal(sl[0].bytes, se[0].bytes, se[0].size);
+
+	/* opened lazily, then the file is replaced before the code is asked for */
+	struct ep_binary_registry *late = ep_binreg_new();
+	ep_binreg_set_lazy_code(late, true);
+	assert_int_equal(ep_binreg_add_file(late, path, err, sizeof(err)), 0);
+	char tmp[300];
+	snprintf(tmp, sizeof(tmp), "%s.new", path);
+	copy_file(ep_test_fixture("test.binary"), tmp);
+	assert_int_equal(rename(tmp, path), 0); /* same bytes, another inode */
+	size_t nlate = 9;
+	ep_binary_code_segments(ep_binreg_at(late, 0), &nlate);
+	assert_int_equal(nlate, 0);
+
+	ep_binreg_free(eager);
+	ep_binreg_free(lazy);
+	ep_binreg_free(late);
+	unlink(path);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -152,6 +206,7 @@ int main(void)
 	    cmocka_unit_test(test_pie_with_short_build_id),
 	    cmocka_unit_test(test_system_library_build_id_matches_readelf),
 	    cmocka_unit_test(test_errors_and_misses),
+	    cmocka_unit_test(test_lazy_code),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -363,10 +363,16 @@ static int on_record(void *ctx, void *data, size_t size)
 
 /* Ring buffer bytes: record size x samples per second x drain interval,
  * four times over for bursts, a power of two as the kernel wants. */
-static uint32_t ring_size(unsigned ncpus, double per_cpu_rate, unsigned drain_ms)
+static uint32_t ring_size(unsigned ncpus, double per_cpu_rate, unsigned drain_ms,
+			  bool branch_stacks)
 {
-	double bytes =
-	    sizeof(struct ep_sample_record) * per_cpu_rate * ncpus * drain_ms / 1000.0 * 4;
+	/* the bytes a record really takes (the program copies out only the
+	 * entries read; 32, Intel's LBR, when stacks come) plus the ring's 8-byte
+	 * header: the whole struct (1.6 KB) would make an IP-only ring 20 times
+	 * too big, and every page of it is mapped twice into the agent */
+	double record = offsetof(struct ep_sample_record, entries) + 8 +
+			(branch_stacks ? 32 * sizeof(struct ep_branch_entry) : 0);
+	double bytes = record * per_cpu_rate * ncpus * drain_ms / 1000.0 * 4;
 	uint32_t size = 1u << 18;
 	while (size < bytes && size < (1u << 30))
 		size <<= 1;
@@ -465,7 +471,8 @@ struct ep_live *ep_live_open(const struct ep_live_config *cfg, char *err, size_t
 	l->skel->rodata->step = l->step;
 	double rate = l->branch_stacks ? 2e9 / (double)(cfg->period ? cfg->period : 1)
 				       : (double)(cfg->ip_hz ? cfg->ip_hz : 1);
-	uint32_t ring = ring_size(l->ncpus, rate, cfg->drain_ms ? cfg->drain_ms : 100);
+	uint32_t ring =
+	    ring_size(l->ncpus, rate, cfg->drain_ms ? cfg->drain_ms : 100, l->branch_stacks);
 	if (cfg->ring_kib) {
 		/* the kernel wants a power of two of at least a page */
 		ring = 4096;
