@@ -298,8 +298,8 @@ static void refresh(struct ep_k8s *k, uint64_t min_age_ns)
 	char err[sizeof(k->last_error)];
 	if (fetch(k, err, sizeof(err)) != 0) {
 		if (!k->failing)
-			ep_warn("kubernetes: %s; labelling with container ids only, retrying "
-				"every 30 s",
+			ep_warn("kubernetes: %s; labelling with container ids only, asking "
+				"again at most every 30 s",
 				err);
 		k->failing = true;
 		snprintf(k->last_error, sizeof(k->last_error), "%s", err);

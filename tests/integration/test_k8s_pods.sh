@@ -57,6 +57,7 @@ chmod 600 "$TEST_TMP/k8s-token"
 cat >"$TEST_TMP/fake_api.py" <<'EOF'
 import http.server, json, sys, urllib.parse
 token, cid, uid, portfile, log = sys.argv[1:6]
+cert = sys.argv[6] if len(sys.argv) > 6 else None
 pods = {"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": "1"}, "items": [
     {"metadata": {"name": "web-7d9f", "namespace": "shop",
                   "uid": uid},
@@ -92,6 +93,11 @@ class H(http.server.BaseHTTPRequestHandler):
     def log_message(self, *a):
         pass
 s = http.server.HTTPServer(("127.0.0.1", 0), H)
+if cert:  # as in a cluster: https, the server's certificate signed by the CA given to the agent
+    import ssl
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(cert + ".crt", cert + ".key")
+    s.socket = ctx.wrap_socket(s.socket, server_side=True)
 open(portfile, "w").write(str(s.server_address[1]))
 s.serve_forever()
 EOF
@@ -132,17 +138,18 @@ check "  the program outside the container has no pod label" \
 		select(.pod != "" or .namespace != "")] | length' "$TEST_TMP/bin.json")" = 0
 check "  the agent said how many pods it read" grep -q "kubernetes: 2 pods, 3 containers on this node" "$TEST_TMP/agent.err"
 sleep 2
+# the paths as JSON, so that an empty one shows
 paths=$(curl -s "$url/v1/profile?namespace=shop&pod=web-7d9f&format=json" |
-	jq -r '[.profiles[] | select(.samples > 0) | .path] | unique | join(" ")')
+	jq -c '[.profiles[] | select(.samples > 0) | .path] | unique')
 check "/v1/profile?namespace=shop&pod=web-7d9f holds only the pod's program ($paths)" \
-	test "$paths" = "$TEST_TMP/random_branches"
+	test "$paths" = "[\"$TEST_TMP/random_branches\"]"
 
 "$EDGEPROF" profile --pod shop/web-7d9f --duration 2 --collector "$url" -o "$TEST_TMP/s1.prof" 2>"$TEST_TMP/s1.err"
 check "profile --pod shop/web-7d9f: done" \
 	bash -c "[ $? -eq 0 ] && grep -Eq 'session [0-9a-f]+: done on node node-a, [1-9][0-9]* samples' '$TEST_TMP/s1.err'"
 paths=$("$EDGEPROF" export "$TEST_TMP/s1.prof" --format json |
-	jq -r '[.profiles[] | select(.samples > 0) | .path] | unique | join(" ")')
-check "  its profile holds only the pod's program ($paths)" test "$paths" = "$TEST_TMP/random_branches"
+	jq -c '[.profiles[] | select(.samples > 0) | .path] | unique')
+check "  its profile holds only the pod's program ($paths)" test "$paths" = "[\"$TEST_TMP/random_branches\"]"
 sid=$(sed -n 's/.*session \([0-9a-f]\{16\}\): done.*/\1/p' "$TEST_TMP/s1.err")
 check "  its counts are labelled with the session, the pod and its namespace" \
 	test "$(curl -s "$url/v1/binaries?session=$sid" |
@@ -181,6 +188,38 @@ warnings=$(grep -c "kubernetes: GET $api_url/api/v1/pods?fieldSelector=spec.node
 check "  and logged one warning naming the URL ($warnings)" test "$warnings" = 1
 stop_pid "$agent"
 stop_pid "$COLLECTOR_PID"
+
+# in-cluster configuration: the API's address from KUBERNETES_SERVICE_HOST
+# and _PORT, https checked against the CA, the node from NODE_NAME
+for n in api other; do
+	openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 \
+		-addext subjectAltName=IP:127.0.0.1 -keyout "$TEST_TMP/$n.key" -out "$TEST_TMP/$n.crt" 2>/dev/null
+done
+rm -f "$TEST_TMP/api.port"
+python3 "$TEST_TMP/fake_api.py" "$token" "$id" "$uid" "$TEST_TMP/api.port" "$TEST_TMP/api-tls.log" "$TEST_TMP/api" &
+track_pid $!
+for _ in $(seq 1 50); do [ -s "$TEST_TMP/api.port" ] && break; sleep 0.1; done
+tls_port=$(cat "$TEST_TMP/api.port")
+in_cluster() { # CA NAME: a short agent run with the in-cluster environment
+	KUBERNETES_SERVICE_HOST=127.0.0.1 KUBERNETES_SERVICE_PORT=$tls_port NODE_NAME=node-a \
+		"$EDGEPROF" agent --duration 2 -o "$TEST_TMP/$2.prof" --k8s-token-file "$TEST_TMP/k8s-token" \
+		--k8s-ca "$1" 2>"$TEST_TMP/$2.err"
+}
+in_cluster "$TEST_TMP/api.crt" incluster
+check "in-cluster: https://\$KUBERNETES_SERVICE_HOST:\$KUBERNETES_SERVICE_PORT, the CA checked, NODE_NAME's pods read" \
+	grep -q "kubernetes: 2 pods, 3 containers on this node (https://127.0.0.1:$tls_port/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-a)" "$TEST_TMP/incluster.err"
+in_cluster "$TEST_TMP/other.crt" wrongca
+check "in-cluster with a CA that did not sign the server's certificate: one warning naming the URL, exit 0" \
+	bash -c "[ $? -eq 0 ] && [ \$(grep -c 'warn: kubernetes: GET https://127.0.0.1:$tls_port/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-a: .*certificate' '$TEST_TMP/wrongca.err') = 1 ]"
+"$EDGEPROF" agent --duration 1 -o "$TEST_TMP/outside.prof" 2>"$TEST_TMP/outside.err"
+check "outside a cluster (no KUBERNETES_SERVICE_HOST, no --k8s-api): pod names off, nothing said" \
+	bash -c "[ $? -eq 0 ] && ! grep -qi kubernetes '$TEST_TMP/outside.err'"
+KUBERNETES_SERVICE_HOST=127.0.0.1 "$EDGEPROF" agent --duration 1 -o "$TEST_TMP/nonode.prof" 2>"$TEST_TMP/nonode.err"
+check "in a cluster without a node name: it profiles, and one warning says what is missing" \
+	bash -c "[ $? -eq 0 ] && grep -q 'warn: kubernetes: pod names need this node.s name (--node, or NODE_NAME' '$TEST_TMP/nonode.err'"
+"$EDGEPROF" agent --duration 1 -o "$TEST_TMP/badurl.prof" --k8s-api ftp://x --node n 2>"$TEST_TMP/badurl.err"
+check "--k8s-api of another scheme: exit 2 naming it" \
+	bash -c "[ $? -eq 2 ] && grep -q 'k8s-api ftp://x: expected an http:// or https:// URL' '$TEST_TMP/badurl.err'"
 check "the agent and the collector exited cleanly, no sanitizer report or error line" \
 	bash -c "! grep -E 'error:|Sanitizer|runtime error|leak' '$TEST_TMP/agent.err' '$TEST_TMP/c.log'"
 cleanup_cgroup
