@@ -27,14 +27,17 @@ if [ -z "$root" ]; then
 	finish
 fi
 here=$(dirname "$0")
-cc -O1 -g -o "$TEST_TMP/hot_cold" "$here/../workloads/hot_cold.c"
-cc -O1 -g -o "$TEST_TMP/random_branches" "$here/../workloads/random_branches.c"
+id=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
+# build-ids of this run only: a binary is named by the first path seen with
+# its build-id, and another run of this test beside this one (a CI run)
+# would otherwise lend its copies' paths
+cc -O1 -g -Wl,--build-id=0x${id:0:40} -o "$TEST_TMP/hot_cold" "$here/../workloads/hot_cold.c"
+cc -O1 -g -Wl,--build-id=0x${id:24:40} -o "$TEST_TMP/random_branches" "$here/../workloads/random_branches.c"
 "$TEST_TMP/hot_cold" 100000000000 >/dev/null &
 track_pid $!
 "$TEST_TMP/random_branches" 100000000000 >/dev/null &
 inside=$!
 track_pid "$inside"
-id=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
 # the kubelet's layout (systemd driver): the pod's slice, named after its
 # uid, holds the container's scope
 uid=$(cat /proc/sys/kernel/random/uuid)
@@ -101,11 +104,20 @@ if cert:  # as in a cluster: https, the server's certificate signed by the CA gi
 open(portfile, "w").write(str(s.server_address[1]))
 s.serve_forever()
 EOF
-python3 "$TEST_TMP/fake_api.py" "$token" "$id" "$uid" "$TEST_TMP/api.port" "$TEST_TMP/api.log" &
-api=$!
-track_pid "$api"
-for _ in $(seq 1 50); do [ -s "$TEST_TMP/api.port" ] && break; sleep 0.1; done
-api_url="http://127.0.0.1:$(cat "$TEST_TMP/api.port")"
+start_api() { # LOG [CERT]: the fake API server, in the background; sets api and api_port
+	rm -f "$TEST_TMP/api.port"
+	python3 "$TEST_TMP/fake_api.py" "$token" "$id" "$uid" "$TEST_TMP/api.port" "$@" 2>>"$TEST_TMP/api.err" &
+	api=$!
+	track_pid "$api"
+	for _ in $(seq 1 200); do [ -s "$TEST_TMP/api.port" ] && break; sleep 0.1; done
+	api_port=$(cat "$TEST_TMP/api.port" 2>/dev/null)
+	[ -n "$api_port" ] && return 0
+	echo "# the fake API server did not start:"
+	sed 's/^/#   /' "$TEST_TMP/api.err"
+	return 1
+}
+start_api "$TEST_TMP/api.log" || not_ok "fake API server started"
+api_url="http://127.0.0.1:$api_port"
 check "fake API: 403 without the token" \
 	test "$(curl -s -A probe -o /dev/null -w '%{http_code}' "$api_url/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-a")" = 403
 check "fake API: 400 without a fieldSelector" \
@@ -195,11 +207,8 @@ for n in api other; do
 	openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 \
 		-addext subjectAltName=IP:127.0.0.1 -keyout "$TEST_TMP/$n.key" -out "$TEST_TMP/$n.crt" 2>/dev/null
 done
-rm -f "$TEST_TMP/api.port"
-python3 "$TEST_TMP/fake_api.py" "$token" "$id" "$uid" "$TEST_TMP/api.port" "$TEST_TMP/api-tls.log" "$TEST_TMP/api" &
-track_pid $!
-for _ in $(seq 1 50); do [ -s "$TEST_TMP/api.port" ] && break; sleep 0.1; done
-tls_port=$(cat "$TEST_TMP/api.port")
+start_api "$TEST_TMP/api-tls.log" "$TEST_TMP/api" || not_ok "fake API server (https) started"
+tls_port=$api_port
 in_cluster() { # CA NAME: a short agent run with the in-cluster environment
 	KUBERNETES_SERVICE_HOST=127.0.0.1 KUBERNETES_SERVICE_PORT=$tls_port NODE_NAME=node-a \
 		"$EDGEPROF" agent --duration 2 -o "$TEST_TMP/$2.prof" --k8s-token-file "$TEST_TMP/k8s-token" \
