@@ -168,15 +168,26 @@ static void forget_exited(struct agent_ctx *c)
  * pod's name and namespace when the API server lists it. Host processes
  * stay unlabelled (a set per systemd service would cost memory for
  * little). */
-static void label_process(struct agent_ctx *c, uint32_t pid)
+/* The kubelet reports a container's id to the API server only once the
+ * container runs, after its first exec: processes of containers not listed
+ * yet are labelled again at each interval until they are, for a while. */
+#define POD_PENDING_MAX 256
+#define POD_PENDING_NS	(120ULL * 1000000000ULL)
+static struct pod_pending {
+	uint32_t pid;
+	uint64_t since;
+} pod_pending[POD_PENDING_MAX];
+static size_t npod_pending;
+
+/* true when the process is labelled for good (or gone), false when its
+ * container's pod is not known yet */
+static bool label_process_once(struct agent_ctx *c, uint32_t pid)
 {
-	if (c->session)
-		return;
 	char path[64], text[4096], cgroup[PATH_MAX];
 	snprintf(path, sizeof(path), "/proc/%u/cgroup", pid);
 	FILE *f = fopen(path, "r");
 	if (!f)
-		return;
+		return true;
 	size_t n = fread(text, 1, sizeof(text) - 1, f);
 	fclose(f);
 	text[n] = '\0';
@@ -184,7 +195,7 @@ static void label_process(struct agent_ctx *c, uint32_t pid)
 	if (!ep_cgroup_from_proc(text, cgroup, sizeof(cgroup)) ||
 	    !ep_container_from_cgroup(cgroup, &ref) || ref.monitor) {
 		ep_pipeline_label_pid(c->pipeline, pid, NULL);
-		return;
+		return true;
 	}
 	Edgeprof__V1__Labels labels = EDGEPROF__V1__LABELS__INIT;
 	labels.container_id = ref.id;
@@ -195,6 +206,31 @@ static void label_process(struct agent_ctx *c, uint32_t pid)
 		labels.namespace_ = (char *)pod->ns;
 	}
 	ep_pipeline_label_pid(c->pipeline, pid, &labels);
+	return pod || !k8s;
+}
+
+static void label_process(struct agent_ctx *c, uint32_t pid)
+{
+	if (c->session || label_process_once(c, pid))
+		return;
+	for (size_t i = 0; i < npod_pending; i++)
+		if (pod_pending[i].pid == pid)
+			return;
+	if (npod_pending < POD_PENDING_MAX)
+		pod_pending[npod_pending++] = (struct pod_pending){pid, now_ns()};
+}
+
+/* At each interval: the processes whose pods were not known yet. */
+static void label_pending(struct agent_ctx *c)
+{
+	uint64_t now = now_ns();
+	for (size_t i = 0; i < npod_pending;) {
+		if (now - pod_pending[i].since > POD_PENDING_NS ||
+		    label_process_once(c, pod_pending[i].pid))
+			pod_pending[i] = pod_pending[--npod_pending];
+		else
+			i++;
+	}
 }
 
 /* exec, fork and exit as they happen: a forked child starts with its
@@ -743,6 +779,7 @@ static int run_live(struct ep_live_config *cfg, bool jitter_set, struct ep_binar
 			break;
 		bool emit = now - last_write >= (uint64_t)interval * 1000000000ULL;
 		if (emit) {
+			label_pending(&ctx);
 			ep_live_counters(live, &lc);
 			ep_pipeline_add_lost(ctx.pipeline, lc.reserve_failed - lost_added);
 			lost_added = lc.reserve_failed;

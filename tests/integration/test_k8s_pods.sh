@@ -48,17 +48,19 @@ mkdir -p "$ct"
 echo "$inside" >"$ct/cgroup.procs"
 cleanup_cgroup() {
 	echo "$inside" >"$root/cgroup.procs" 2>/dev/null
-	rmdir "$ct" "$podcg" "$slice" 2>/dev/null
+	rmdir "$ct" "$podcg" "$slice/libpod-$late_id.scope" "$slice" 2>/dev/null
 }
 
 # the fake API server: 403 without the token, 400 without a fieldSelector,
 # this node's PodList otherwise; every request logged as
 # "UA<TAB>token-ok<TAB>fieldSelector"
+late_id=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
+export LATE_ID=$late_id LATE_FLAG=$TEST_TMP/late-listed
 token=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
 printf '%s\n' "$token" >"$TEST_TMP/k8s-token"
 chmod 600 "$TEST_TMP/k8s-token"
 cat >"$TEST_TMP/fake_api.py" <<'EOF'
-import http.server, json, sys, urllib.parse
+import http.server, json, os, sys, urllib.parse
 token, cid, uid, portfile, log = sys.argv[1:6]
 cert = sys.argv[6] if len(sys.argv) > 6 else None
 pods = {"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": "1"}, "items": [
@@ -86,7 +88,13 @@ class H(http.server.BaseHTTPRequestHandler):
             code, body = 400, {"kind": "Status", "reason": "BadRequest"}
         else:
             node = sel.split("=", 1)[1] if sel.startswith("spec.nodeName=") else ""
-            code, body = 200, dict(pods, items=[p for p in pods["items"] if node == "node-a"])
+            items = list(pods["items"])
+            if os.path.exists(os.environ["LATE_FLAG"]):  # a pod the kubelet has just reported
+                items.append({"metadata": {"name": "late-1", "namespace": "shop",
+                                           "uid": "0a1b2c3d-0000-4000-8000-000000000002"},
+                              "status": {"containerStatuses": [
+                                  {"name": "late", "containerID": "containerd://" + os.environ["LATE_ID"]}]}})
+            code, body = 200, dict(pods, items=[p for p in items if node == "node-a"])
         data = json.dumps(body).encode()
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
@@ -149,6 +157,34 @@ check "  the program outside the container has no pod label" \
 	test "$(jq -r --arg p "$TEST_TMP/hot_cold" '[.binaries[] | select(.paths | index($p)) | .labels[] |
 		select(.pod != "" or .namespace != "")] | length' "$TEST_TMP/bin.json")" = 0
 check "  the agent said how many pods it read" grep -q "kubernetes: 2 pods, 3 containers on this node" "$TEST_TMP/agent.err"
+
+# a container whose first process runs before the API server lists it (the
+# kubelet reports a container's id once it started): labelled with its
+# container id first, with its pod once the API lists it
+ct2=$slice/libpod-$late_id.scope
+mkdir -p "$ct2"
+cc -O1 -g -Wl,--build-id=0x${late_id:0:40} -o "$TEST_TMP/late_prog" "$here/../workloads/random_branches.c"
+sh -c "echo \$\$ >'$ct2/cgroup.procs' && exec '$TEST_TMP/late_prog' 100000000000" >/dev/null &
+late=$!
+track_pid "$late"
+label_of_late() { # the label sets of the late container's counts: "pod" or "-"
+	curl -s "$url/v1/binaries" | jq -r --arg id "$late_id" \
+		'[.binaries[].labels[] | select(.container_id == $id) | if .pod == "" then "-" else .pod end] | unique | join(",")'
+}
+wait_label() { # WANT
+	local until=$((SECONDS + 30))
+	while [ "$SECONDS" -lt "$until" ]; do
+		[ "$(label_of_late)" = "$1" ] && return 0
+		sleep 0.5
+	done
+	return 1
+}
+check "a container not listed yet: its counts carry its container id, no pod" wait_label "-"
+touch "$LATE_FLAG"
+check "  once the API lists it, its new counts carry the pod (shop/late-1)" wait_label "-,late-1"
+kill "$late"
+wait "$late" 2>/dev/null
+rm -f "$LATE_FLAG"
 sleep 2
 # the paths as JSON, so that an empty one shows
 paths=$(curl -s "$url/v1/profile?namespace=shop&pod=web-7d9f&format=json" |
@@ -157,8 +193,13 @@ check "/v1/profile?namespace=shop&pod=web-7d9f holds only the pod's program ($pa
 	test "$paths" = "[\"$TEST_TMP/random_branches\"]"
 
 "$EDGEPROF" profile --pod shop/web-7d9f --duration 2 --collector "$url" -o "$TEST_TMP/s1.prof" 2>"$TEST_TMP/s1.err"
-check "profile --pod shop/web-7d9f: done" \
-	bash -c "[ $? -eq 0 ] && grep -Eq 'session [0-9a-f]+: done on node node-a, [1-9][0-9]* samples' '$TEST_TMP/s1.err'"
+if [ $? -eq 0 ] && grep -Eq 'session [0-9a-f]+: done on node node-a, [1-9][0-9]* samples' "$TEST_TMP/s1.err"; then
+	ok "profile --pod shop/web-7d9f: done"
+else
+	not_ok "profile --pod shop/web-7d9f: done"
+	sed 's/^/#   profile: /' "$TEST_TMP/s1.err"
+	grep -i 'session\|kubernetes' "$TEST_TMP/agent.err" | sed 's/^/#   agent: /'
+fi
 paths=$("$EDGEPROF" export "$TEST_TMP/s1.prof" --format json |
 	jq -c '[.profiles[] | select(.samples > 0) | .path] | unique')
 check "  its profile holds only the pod's program ($paths)" test "$paths" = "[\"$TEST_TMP/random_branches\"]"
