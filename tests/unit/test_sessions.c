@@ -66,12 +66,12 @@ static void close_all(struct fixture *f)
 	unlink(p);
 }
 
-/* One batch from an agent: its identity, capability and reports; returns
- * the ids of the sessions the answer hands it (comma-separated). */
-static const char *batch(struct ep_sessions *ss, const char *node, const char *agent, bool capable,
-			 Edgeprof__V1__SessionReport **reports, size_t nreports)
+/* One batch from an agent, with its identity, capability and reports, as
+ * the ingest hands it over; resp gets the answer's instructions. */
+static void batch_answer(struct ep_sessions *ss, const char *node, const char *agent, bool capable,
+			 Edgeprof__V1__SessionReport **reports, size_t nreports,
+			 Edgeprof__V1__IngestResponse *resp)
 {
-	static char handed[512];
 	Edgeprof__V1__AgentIdentity id = EDGEPROF__V1__AGENT_IDENTITY__INIT;
 	id.node = (char *)node;
 	id.agent_id = (char *)agent;
@@ -83,8 +83,16 @@ static const char *batch(struct ep_sessions *ss, const char *node, const char *a
 	b.n_capabilities = capable ? 1 : 0;
 	b.sessions = reports;
 	b.n_sessions = nreports;
+	ep_sessions_on_batch(ss, &b, resp);
+}
+
+/* The same, returning the ids of the sessions handed over (comma-separated). */
+static const char *batch(struct ep_sessions *ss, const char *node, const char *agent, bool capable,
+			 Edgeprof__V1__SessionReport **reports, size_t nreports)
+{
+	static char handed[512];
 	Edgeprof__V1__IngestResponse resp = EDGEPROF__V1__INGEST_RESPONSE__INIT;
-	ep_sessions_on_batch(ss, &b, &resp);
+	batch_answer(ss, node, agent, capable, reports, nreports, &resp);
 	handed[0] = '\0';
 	for (size_t i = 0; i < resp.n_instructions; i++) {
 		assert_int_equal(resp.instructions[i]->kind_case,
@@ -270,17 +278,8 @@ static void test_restarts_of_collector_and_agent(void **state)
 	assert_string_equal(batch(f.ss, "n1", "agent-1", true, NULL, 0), pending);
 	/* the agent restarts: the new one on the node gets the running
 	 * session with its original deadline */
-	Edgeprof__V1__AgentIdentity id = EDGEPROF__V1__AGENT_IDENTITY__INIT;
-	id.node = (char *)"n1";
-	id.agent_id = (char *)"agent-1b";
-	id.version = (char *)"0.1.0";
-	Edgeprof__V1__Batch b = EDGEPROF__V1__BATCH__INIT;
-	b.agent = &id;
-	char *caps[] = {(char *)"profile-session"};
-	b.capabilities = caps;
-	b.n_capabilities = 1;
 	Edgeprof__V1__IngestResponse resp = EDGEPROF__V1__INGEST_RESPONSE__INIT;
-	ep_sessions_on_batch(f.ss, &b, &resp);
+	batch_answer(f.ss, "n1", "agent-1b", true, NULL, 0, &resp);
 	bool resumed = false;
 	for (size_t i = 0; i < resp.n_instructions; i++) {
 		const Edgeprof__V1__ProfileSession *ps = resp.instructions[i]->profile_session;
