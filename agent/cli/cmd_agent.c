@@ -842,6 +842,7 @@ int ep_cmd_agent(int argc, char **argv)
 	    {"log-level", required_argument, NULL, 'l'},
 	    {"event", required_argument, NULL, 'e'},
 	    {"mode", required_argument, NULL, 'm'},
+	    {"watch-mmaps", no_argument, NULL, 'W'},
 	    {"container", required_argument, NULL, 'c'},
 	    {"replay", required_argument, NULL, 'R'},
 	    {"binary", required_argument, NULL, 'b'},
@@ -940,6 +941,9 @@ int ep_cmd_agent(int argc, char **argv)
 			cfg.event = optarg;
 			break;
 		}
+		case 'W':
+			cfg.watch_mmaps = true;
+			break;
 		case 'm':
 			if (strcmp(optarg, "edges") != 0 && strcmp(optarg, "calls") != 0) {
 				ep_error("--mode: '%s' is not edges or calls", optarg);
@@ -1032,7 +1036,9 @@ int ep_cmd_agent(int argc, char **argv)
 			    "         [--interval S] [--event branches|taken|rHEX] [--period P]\n"
 			    "         [--mode edges|calls] (calls: call-graph mode, the branch\n"
 			    "          stack keeps calls and returns only)\n"
-			    "         [--ip-hz HZ] [--kernel]\n"
+			    "         [--ip-hz HZ] [--kernel] [--watch-mmaps] (libraries mapped "
+			    "later\n"
+			    "          found at once, by a probe on every system call)\n"
 			    "         [-o PROFILE] [--collector URL [--spool DIR] [--spool-max-mib "
 			    "N]\n"
 			    "          [--token-file F] [--cacert F] [--cert F --key F] [--node "

@@ -223,7 +223,7 @@ cc -O1 -g -o "$TEST_TMP/dlopen_spin" "$here/../workloads/dlopen_spin.c" -ldl
 dl=$!
 track_pid "$dl"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 "$EDGEPROF_ASAN" agent --pid "$dl" --duration 4 \
-	-o "$TEST_TMP/dl.prof" --log-level debug 2>"$TEST_TMP/dl.err"
+	--watch-mmaps -o "$TEST_TMP/dl.prof" --log-level debug 2>"$TEST_TMP/dl.err"
 check "dlopen: ASan agent exits 0, no sanitizer report" \
 	bash -c "[ $? -eq 0 ] && ! grep -qE 'Sanitizer|runtime error' '$TEST_TMP/dl.err'"
 wait "$dl"
@@ -238,6 +238,19 @@ check "dlopen: the mmap event made the agent re-read that pid's maps" \
 	grep -q "pid $dl mapped executable code: its maps read again" "$TEST_TMP/dl.err"
 check "dlopen: only the watched pid's mmaps are sent (1 to 4, got ${mm_events:-?})" \
 	test "${mm_events:-0}" -ge 1 -a "${mm_events:-9}" -le 4
+# without --watch-mmaps (the default: the probe costs every system call) the
+# library is found by the once-a-second maps re-read, and no probe runs
+"$TEST_TMP/dlopen_spin" "$TEST_TMP/libspin.so" 1500 4 >/dev/null &
+dl=$!
+track_pid "$dl"
+"$EDGEPROF" agent --pid "$dl" --duration 4 -o "$TEST_TMP/dl2.prof" 2>"$TEST_TMP/dl2.err"
+wait "$dl"
+lib2=$("$EDGEPROF" export "$TEST_TMP/dl2.prof" --format json |
+	jq -r --arg p "$TEST_TMP/libspin.so" '[.profiles[] | select(.path == $p) | "\(.samples) \([.functions[].name] | join(","))"][0] // "0 none"')
+read -r mm2_events _ < <(sed -n 's/.*executable mmaps: \([0-9]*\) events, \([0-9]*\) maps re-reads.*/\1 \2/p' "$TEST_TMP/dl2.err")
+echo "# dlopen without --watch-mmaps: libspin.so: $lib2; mmap events: ${mm2_events:-?}"
+check "dlopen, default: the library still resolves (re-read), no mmap probe ran" \
+	bash -c "set -- $lib2; [ \$1 -gt 20 ] && [ \$2 = lib_spin ] && [ '${mm2_events:-x}' = 0 ]"
 
 # A binary replaced on disk under its running process (an upgrade), and one
 # deleted: the agent reads the code actually mapped (/proc/PID/map_files),

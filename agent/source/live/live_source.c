@@ -515,7 +515,12 @@ struct ep_live *ep_live_open(const struct ep_live_config *cfg, char *err, size_t
 	l->last_scan_ns = monotonic_ns();
 	struct bpf_program *proc_progs[4] = {l->skel->progs.on_exec, l->skel->progs.on_fork,
 					     l->skel->progs.on_exit, l->skel->progs.on_mmap};
-	for (int i = 0; i < 4; i++) {
+	/* the mmap probe runs on every system call of the machine: measured
+	 * here (bench/run.sh, mmap_probe_ns_per_syscall) at ~0.7 us of BPF per
+	 * call and several times a cheap call's cost, so it is opt-in; without
+	 * it a library mapped later is found by the once-a-second maps re-read */
+	int nprogs = cfg->watch_mmaps ? 4 : 3;
+	for (int i = 0; i < nprogs; i++) {
 		l->proc_links[i] = bpf_program__attach(proc_progs[i]);
 		if (!l->proc_links[i] && i == 3) {
 			/* still usable: unresolved addresses make the agent re-read */

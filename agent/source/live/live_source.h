@@ -26,7 +26,10 @@ struct ep_live_config {
 	unsigned ip_hz;	   /* samples per second per CPU (IP-only fallback) */
 	unsigned steps;	   /* overflows per sample (0: 16, or 4 when IP-only) */
 	bool want_kernel;
-	bool calls_only;   /* call-graph mode: branch stacks keep calls and returns only */
+	bool calls_only; /* call-graph mode: branch stacks keep calls and returns only */
+	/* executable mmaps reported at once (dlopen) by a probe on every system
+	 * call; off: found by the once-a-second maps re-read (see live_source.c) */
+	bool watch_mmaps;
 	unsigned drain_ms; /* how often the agent drains the ring buffer */
 	unsigned ring_kib; /* ring buffer size; 0: sized from the sampling rate */
 };
