@@ -27,19 +27,21 @@ GEN_H    := $(PROTO_H) $(BPF_SKEL)
 .SECONDARY: $(PROTO_C) $(PROTO_H)
 
 # The LBR emulator plugin is loaded by QEMU, not linked into edgeprof.
-PLUGIN_SRCS := $(wildcard agent/source/emulator/plugin/*.c) agent/decode/decoder_x86.c agent/util/u64map.c
-# The collector shares the library (profile types, exports) and the binary.
-AGENT_SRCS := $(filter-out agent/cli/main.c agent/source/emulator/plugin/%,$(shell find agent collector -name '*.c' | sort))
-MAIN_SRC   := agent/cli/main.c
+PLUGIN_SRCS := $(wildcard agent/source/emulator/plugin/*.c) agent/decode/decoder_x86.c common/util/u64map.c
+# One library holds every folder; the folders' include rules (README, Layout)
+# are checked by tests/integration/test_layout.sh.
+LIB_SRCS   := $(filter-out cli/main.c agent/source/emulator/plugin/%,$(shell find common agent collector cli -name '*.c' | sort))
+MAIN_SRC   := cli/main.c
 TEST_SRCS  := $(sort $(wildcard tests/unit/test_*.c))
-INCLUDES   := -I. -Iagent -I$(GEN) $(PKG_CFLAGS)
+# includes are written from the repository root: "agent/decode/decoder.h"
+INCLUDES   := -I. -I$(GEN) $(PKG_CFLAGS)
 
 # Two flavours share the rules: the normal one, and ASan+UBSan for tests.
 SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
 define flavour
 $(1)_DIR   := $(BUILD)/$(2)
-$(1)_OBJS  := $$(patsubst %.c,$$($(1)_DIR)/%.o,$$(AGENT_SRCS)) \
+$(1)_OBJS  := $$(patsubst %.c,$$($(1)_DIR)/%.o,$$(LIB_SRCS)) \
               $$(patsubst $(GEN)/%.c,$$($(1)_DIR)/gen/%.o,$$(PROTO_C))
 $(1)_LIB   := $$($(1)_DIR)/libedgeprof.a
 $(1)_TESTS := $$(patsubst tests/unit/%.c,$$($(1)_DIR)/tests/%,$$(TEST_SRCS))
@@ -76,7 +78,7 @@ $(eval $(call flavour,SAN,asan,$(SAN_FLAGS)))
 
 all: $(BUILD)/edgeprof $(BUILD)/edgeprof-lbr.so
 
-$(BUILD)/edgeprof-lbr.so: $(PLUGIN_SRCS) $(wildcard agent/source/emulator/*.h agent/decode/*.h)
+$(BUILD)/edgeprof-lbr.so: $(PLUGIN_SRCS) $(wildcard agent/source/emulator/*.h agent/source/emulator/plugin/*.h agent/decode/*.h common/util/*.h)
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(STD_FLAGS) $(CFLAGS) -fPIC -shared -fvisibility=hidden $(INCLUDES) $(PLUGIN_SRCS) \
@@ -135,7 +137,7 @@ bench: deps
 	@$(MAKE) --no-print-directory all $(BENCH_BINS)
 	@bench/run.sh $(BUILD)
 
-FORMAT_FILES = $(shell find agent bpf tests bench collector -name '*.[ch]' 2>/dev/null)
+FORMAT_FILES = $(shell find common agent bpf collector cli tests bench -name '*.[ch]' 2>/dev/null)
 format:
 	clang-format -i $(FORMAT_FILES)
 format-check:

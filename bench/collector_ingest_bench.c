@@ -16,9 +16,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../collector/ingest/ingest.h"
-#include "../collector/store/store.h"
-#include "stream/wire.h"
+#include "collector/ingest/ingest.h"
+#include "collector/store/store.h"
+#include "common/wire/wire.h"
 
 struct agent_job {
 	struct ep_ingest *ingest;

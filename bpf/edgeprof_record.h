@@ -21,6 +21,8 @@
 
 /* Arm BRBE has up to 64 entries; Intel LBR 32; AMD LbrExtV2 16. */
 #define EP_MAX_BRANCH_ENTRIES 64
+/* A GNU build-id as perf and the kernel carry it (BUILD_ID_SIZE_MAX). */
+#define EP_BUILD_ID_MAX 20
 
 /* Bits of ep_branch_entry.flags, same positions as perf_branch_entry's
  * bitfields on little-endian (x86-64, arm64). */

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "aggregate.h"
+#include "agent/aggregate/aggregate.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "../util/u64map.h"
+#include "common/profile/model.h"
+#include "common/util/u64map.h"
 
 /* Targets of one site that has no fixed target (indirect jumps and calls,
  * returns, branches into other binaries). Kept as a short unsorted list:
@@ -349,44 +350,6 @@ Edgeprof__V1__BranchKind ep_proto_branch_kind(uint8_t kind)
 	}
 }
 
-int ep_edge_cmp(const void *pa, const void *pb)
-{
-	const Edgeprof__V1__Edge *a = *(Edgeprof__V1__Edge *const *)pa;
-	const Edgeprof__V1__Edge *b = *(Edgeprof__V1__Edge *const *)pb;
-	if (a->from != b->from)
-		return a->from < b->from ? -1 : 1;
-	if (a->to != b->to)
-		return a->to < b->to ? -1 : 1;
-	if (a->taken != b->taken)
-		return a->taken ? 1 : -1;
-	return (int)a->to_external - (int)b->to_external;
-}
-
-int ep_range_cmp(const void *pa, const void *pb)
-{
-	const Edgeprof__V1__Range *a = *(Edgeprof__V1__Range *const *)pa;
-	const Edgeprof__V1__Range *b = *(Edgeprof__V1__Range *const *)pb;
-	if (a->start != b->start)
-		return a->start < b->start ? -1 : 1;
-	if (a->end != b->end)
-		return a->end < b->end ? -1 : 1;
-	return 0;
-}
-
-int ep_ip_cmp(const void *pa, const void *pb)
-{
-	const Edgeprof__V1__IpCount *a = *(Edgeprof__V1__IpCount *const *)pa;
-	const Edgeprof__V1__IpCount *b = *(Edgeprof__V1__IpCount *const *)pb;
-	return a->ip < b->ip ? -1 : a->ip > b->ip;
-}
-
-static int cmp_function(const void *pa, const void *pb)
-{
-	const Edgeprof__V1__Function *a = *(Edgeprof__V1__Function *const *)pa;
-	const Edgeprof__V1__Function *b = *(Edgeprof__V1__Function *const *)pb;
-	return a->start < b->start ? -1 : a->start > b->start;
-}
-
 static int collect_edges(struct bin_counts *c, const struct ep_decoder *dec, struct edge_vec *v)
 {
 	uint32_t nsites = ep_decoder_site_count(dec);
@@ -579,7 +542,7 @@ static int collect_functions(const struct ep_binary *bin, Edgeprof__V1__BinaryPr
 			rc = -1;
 	}
 	ep_u64map_free(&seen);
-	qsort(bp->functions, bp->n_functions, sizeof(*bp->functions), cmp_function);
+	qsort(bp->functions, bp->n_functions, sizeof(*bp->functions), ep_function_cmp);
 	return rc;
 }
 

@@ -14,8 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../chop/chop.h"
-#include "../reconstruct/reconstruct.h"
+#include "agent/chop/chop.h"
+#include "agent/reconstruct/reconstruct.h"
 #include "profile.pb-c.h"
 
 enum ep_range_mode {
@@ -46,13 +46,6 @@ void ep_aggregator_reset(struct ep_aggregator *a);
 /* Edges, ranges and IPs counted so far (for logs and tests). */
 uint64_t ep_aggregator_branches(const struct ep_aggregator *a);
 uint64_t ep_aggregator_ranges(const struct ep_aggregator *a);
-
-/* The order of edges in a profile (by from, to, taken, external): a qsort
- * comparator over Edgeprof__V1__Edge pointers. */
-int ep_edge_cmp(const void *a, const void *b);
-/* Ranges by (start, end), IPs by address: comparators over pointers, unsigned. */
-int ep_range_cmp(const void *a, const void *b);
-int ep_ip_cmp(const void *a, const void *b);
 
 /* The proto's name for a decoder branch kind. */
 Edgeprof__V1__BranchKind ep_proto_branch_kind(uint8_t kind);

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "container.h"
+#include "agent/attribute/container.h"
 
 #include <ctype.h>
 #include <dirent.h>

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "k8s_pods.h"
+#include "agent/attribute/k8s_pods.h"
+#include "common/util/clock.h"
 
 #include <ctype.h>
 #include <curl/curl.h>
@@ -10,7 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "../util/log.h"
+#include "common/util/log.h"
 
 #define SA_DIR	   "/var/run/secrets/kubernetes.io/serviceaccount"
 #define REFRESH_NS (30ULL * 1000000000ULL)
@@ -32,13 +33,6 @@ struct ep_k8s {
 	bool failing; /* warned once; said again only when it answers again */
 	char last_error[4096];
 };
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
 
 void ep_k8s_pod_list_free(struct ep_k8s_pod_list *l)
 {
@@ -291,7 +285,7 @@ static int fetch(struct ep_k8s *k, char *err, size_t errlen)
  * it says is still true of the containers it names. */
 static void refresh(struct ep_k8s *k, uint64_t min_age_ns)
 {
-	uint64_t now = mono_ns();
+	uint64_t now = ep_mono_ns();
 	if (k->last_try_ns && now - k->last_try_ns < min_age_ns)
 		return;
 	k->last_try_ns = now;

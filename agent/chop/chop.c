@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "chop.h"
+#include "agent/chop/chop.h"
 
 size_t ep_chop(const struct ep_trace *trace, unsigned chop, struct ep_chop_stats *stats)
 {

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../reconstruct/reconstruct.h"
+#include "agent/reconstruct/reconstruct.h"
 
 struct ep_chop_stats {
 	uint64_t branches_kept;

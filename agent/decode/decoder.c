@@ -12,15 +12,15 @@
  *    reaches an older run's start takes that run's tail instead of decoding
  *    it again.
  */
-#include "decoder.h"
+#include "agent/decode/decoder.h"
 
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../util/u64map.h"
-#include "decoder_arch.h"
-#include "decoder_debug.h"
+#include "agent/decode/decoder_arch.h"
+#include "agent/decode/decoder_debug.h"
+#include "common/util/u64map.h"
 
 #define NO_RUN	     UINT32_MAX
 #define NO_RANGE     UINT32_MAX

@@ -14,8 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../resolve/binary.h"
-#include "../util/arch.h"
+#include "agent/resolve/binary.h"
+#include "common/util/arch.h"
 
 enum ep_branch_kind {
 	EP_BRANCH_NONE = 0,

@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "decoder.h"
+#include "agent/decode/decoder.h"
 
 struct ep_insn_info {
 	uint8_t kind; /* enum ep_branch_kind, EP_BRANCH_NONE for other instructions */

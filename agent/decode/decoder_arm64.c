@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* AArch64 classification. svc/hvc are ordinary instructions here for the
  * same reason as x86's syscall: execution resumes right after them. */
-#include "decoder_arch.h"
+#include "agent/decode/decoder_arch.h"
 
 /* The last operand of a direct branch is its target. */
 static uint64_t last_imm(const cs_insn *insn)

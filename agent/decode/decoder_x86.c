@@ -3,7 +3,7 @@
  * x86-64 classification. Also linked into the LBR emulator plugin on its own,
  * so it must not depend on the rest of the decoder.
  */
-#include "decoder_arch.h"
+#include "agent/decode/decoder_arch.h"
 
 static bool in_group(const cs_insn *insn, uint8_t group)
 {

@@ -1,13 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "pipeline.h"
+#include "agent/pipeline/pipeline.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "../aggregate/merge.h"
-#include "../source/perf_data.h"
-#include "../util/log.h"
-#include "../util/u64map.h"
+#include "common/profile/merge.h"
+#include "common/util/log.h"
+#include "common/util/u64map.h"
 
 struct noted_build_id {
 	char *path;

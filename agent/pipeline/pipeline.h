@@ -11,11 +11,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../aggregate/aggregate.h"
-#include "../chop/chop.h"
-#include "../reconstruct/reconstruct.h"
-#include "../resolve/binary.h"
-#include "../resolve/procmap.h"
+#include "agent/aggregate/aggregate.h"
+#include "agent/chop/chop.h"
+#include "agent/reconstruct/reconstruct.h"
+#include "agent/resolve/binary.h"
+#include "agent/resolve/procmap.h"
 #include "profile.pb-c.h"
 
 #define EP_CHOP_AUTO (-1)

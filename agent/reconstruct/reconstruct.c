@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "reconstruct.h"
+#include "agent/reconstruct/reconstruct.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "../util/log.h"
+#include "common/util/log.h"
 
 /* A gap holding more not-taken branches than this is treated as
  * inconsistent: real straight-line code between two taken branches is far

@@ -15,9 +15,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../../bpf/edgeprof_record.h"
-#include "../decode/decoder.h"
-#include "../resolve/procmap.h"
+#include "agent/decode/decoder.h"
+#include "agent/resolve/procmap.h"
+#include "bpf/edgeprof_record.h"
 
 #define EP_NO_BIN   UINT32_MAX
 #define EP_NO_RANGE UINT32_MAX

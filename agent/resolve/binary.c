@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "binary.h"
+#include "agent/resolve/binary.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -12,8 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../util/log.h"
-#include "../util/u64map.h"
+#include "common/util/log.h"
+#include "common/util/u64map.h"
 
 #define BUILD_ID_MAX 64
 

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../util/arch.h"
+#include "common/util/arch.h"
 
 struct ep_binary;
 struct ep_binary_registry;

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "procmap.h"
+#include "agent/resolve/procmap.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "../util/u64map.h"
+#include "common/util/u64map.h"
 
 struct mapping {
 	uint64_t start, end, pgoff;

@@ -9,7 +9,7 @@
 
 #include <stdint.h>
 
-#include "binary.h"
+#include "agent/resolve/binary.h"
 
 struct ep_procmap;
 

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "spool.h"
+#include "agent/stream/spool.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../util/log.h"
+#include "common/util/log.h"
 
 #define SUFFIX ".batch"
 

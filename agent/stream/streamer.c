@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "streamer.h"
+#include "agent/stream/streamer.h"
+#include "common/util/clock.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -13,11 +14,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../util/http_body.h"
-#include "../util/log.h"
-#include "../util/pb_copy.h"
-#include "../util/secret.h"
-#include "wire.h"
+#include "common/profile/pb_copy.h"
+#include "common/util/http_body.h"
+#include "common/util/log.h"
+#include "common/util/secret.h"
+#include "common/wire/wire.h"
 
 #ifndef EDGEPROF_VERSION
 #define EDGEPROF_VERSION "0.1.0"
@@ -161,23 +162,9 @@ static enum send_result post_batch(struct ep_streamer *s, CURL *curl, const uint
 	return result;
 }
 
-/* pthread_cond_timedwait() takes CLOCK_REALTIME deadlines */
-static struct timespec realtime_after_ms(unsigned ms)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += ms / 1000;
-	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
-	return ts;
-}
-
 static void wait_ms(struct ep_streamer *s, unsigned ms)
 {
-	struct timespec ts = realtime_after_ms(ms);
+	struct timespec ts = ep_realtime_after((uint64_t)ms * 1000000ULL);
 	pthread_mutex_lock(&s->lock);
 	while (!s->abandon && pthread_cond_timedwait(&s->wake, &s->lock, &ts) != ETIMEDOUT)
 		;
@@ -436,7 +423,7 @@ size_t ep_streamer_finish(struct ep_streamer *s, unsigned timeout_ms)
 {
 	if (!s->sender_running)
 		return 0;
-	struct timespec deadline = realtime_after_ms(timeout_ms);
+	struct timespec deadline = ep_realtime_after((uint64_t)timeout_ms * 1000000ULL);
 	pthread_mutex_lock(&s->lock);
 	s->stopping = true;
 	pthread_cond_broadcast(&s->wake);

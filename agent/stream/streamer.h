@@ -14,9 +14,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "agent/stream/spool.h"
 #include "ingest.pb-c.h"
 #include "profile.pb-c.h"
-#include "spool.h"
 
 struct ep_streamer_config {
 	const char *collector; /* base URL: http(s)://HOST:PORT */

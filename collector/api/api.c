@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "api.h"
+#include "collector/api/api.h"
 
 #include <stdarg.h>
 #include <stdbool.h>
@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../agent/export/export.h"
-#include "../../agent/profile/profile_file.h"
-#include "../sessions/sessions.h"
+#include "collector/sessions/sessions.h"
+#include "common/export/export.h"
+#include "common/profile/profile_file.h"
 
 static void set_error(struct ep_api_response *r, int status, const char *fmt, ...)
 {

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "ingest.h"
+#include "collector/ingest/ingest.h"
+#include "common/util/clock.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -9,9 +10,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "../../agent/aggregate/merge.h"
-#include "../../agent/stream/wire.h"
-#include "../../agent/util/log.h"
+#include "common/profile/merge.h"
+#include "common/util/log.h"
+#include "common/wire/wire.h"
 
 #define RESULTS 64 /* generations whose outcome waiters can still read */
 
@@ -49,13 +50,6 @@ struct ep_ingest {
 	pthread_t committer;
 	struct ep_ingest_counters counters;
 };
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
 
 static void keys_clear(struct key_list *k)
 {
@@ -164,19 +158,12 @@ static void *committer_main(void *arg)
 		 * next one, so the groups grow with the load by themselves;
 		 * commit_ms adds a wait for still more sharing */
 		uint64_t due = in->first_pending_ns + (uint64_t)in->cfg.commit_ms * 1000000ULL;
-		while (!in->stopping && mono_ns() < due &&
+		while (!in->stopping && ep_mono_ns() < due &&
 		       in->pending_rows < in->cfg.max_pending_rows / 2) {
-			struct timespec ts;
-			clock_gettime(CLOCK_REALTIME, &ts);
-			uint64_t left = due - mono_ns();
+			uint64_t left = due - ep_mono_ns();
 			if (left > due)
 				break;
-			ts.tv_sec += (time_t)(left / 1000000000ULL);
-			ts.tv_nsec += (long)(left % 1000000000ULL);
-			if (ts.tv_nsec >= 1000000000L) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000L;
-			}
+			struct timespec ts = ep_realtime_after(left);
 			if (pthread_cond_timedwait(&in->work, &in->lock, &ts) == ETIMEDOUT)
 				break;
 		}
@@ -194,11 +181,11 @@ static void *committer_main(void *arg)
 		pthread_mutex_unlock(&in->lock);
 
 		char err[512] = "out of memory merging a batch";
-		uint64_t t0 = mono_ns();
+		uint64_t t0 = ep_mono_ns();
 		int rc = poisoned
 			     ? -1
 			     : commit(in, in->committing, &in->committing_keys, err, sizeof(err));
-		double secs = (double)(mono_ns() - t0) / 1e9;
+		double secs = (double)(ep_mono_ns() - t0) / 1e9;
 		if (rc != 0)
 			ep_error("store write of %zu batches failed: %s", in->committing_keys.n,
 				 err);
@@ -400,7 +387,7 @@ enum ep_ingest_result ep_ingest_batch(struct ep_ingest *in, const uint8_t *body,
 		goto out;
 	}
 	if (in->pending_keys.n == 1)
-		in->first_pending_ns = mono_ns();
+		in->first_pending_ns = ep_mono_ns();
 	in->pending_rows =
 	    in->keeps_batches ? in->pending_rows + ep_merge_rows(own) : ep_merge_rows(in->pending);
 	in->counters.pending_rows = in->pending_rows;

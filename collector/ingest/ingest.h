@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Ingest stage: batches from agents into the store. Every accepted batch is
- * merged into an in-memory pre-aggregate (agent/aggregate/merge.h) and a
+ * merged into an in-memory pre-aggregate (common/profile/merge.h) and a
  * committer thread writes the pre-aggregate with the batches' ids in one
  * store write (group commit: what arrives during a write goes into the
  * next): many agents' identical edges become one row update. A batch is answered only once its
@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../store/store.h"
+#include "collector/store/store.h"
 
 struct ep_ingest_config {
 	unsigned commit_ms;	 /* extra wait before a commit, for more merging; 0: none */

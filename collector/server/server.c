@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "server.h"
+#include "collector/server/server.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -14,10 +14,10 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "../../agent/stream/wire.h"
-#include "../../agent/util/log.h"
-#include "../../agent/util/secret.h"
-#include "../api/api.h"
+#include "collector/api/api.h"
+#include "common/util/log.h"
+#include "common/util/secret.h"
+#include "common/wire/wire.h"
 
 #define DEFAULT_MAX_BODY (16u << 20)
 

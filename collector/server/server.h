@@ -24,9 +24,9 @@
 
 #include <stddef.h>
 
-#include "../ingest/ingest.h"
-#include "../sessions/sessions.h"
-#include "../store/store.h"
+#include "collector/ingest/ingest.h"
+#include "collector/sessions/sessions.h"
+#include "collector/store/store.h"
 
 struct ep_server_config {
 	const char *listen;		/* HOST:PORT, [V6]:PORT or :PORT; port 0 picks one */

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "sessions.h"
+#include "collector/sessions/sessions.h"
+#include "common/util/clock.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -12,8 +13,8 @@
 #include <sys/random.h>
 #include <time.h>
 
-#include "../../agent/util/log.h"
-#include "../../agent/util/pb_copy.h"
+#include "common/profile/pb_copy.h"
+#include "common/util/log.h"
 
 #define CAPABILITY "profile-session"
 
@@ -46,13 +47,6 @@ struct ep_sessions {
 static int64_t now_s(void)
 {
 	return (int64_t)time(NULL);
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
 const char *ep_session_state_name(Edgeprof__V1__SessionState state)
@@ -160,7 +154,7 @@ static const char *target_of(const Edgeprof__V1__Session *s, char *buf, size_t l
 static void tick(struct ep_sessions *ss)
 {
 	int64_t now = now_s();
-	uint64_t ns = now_ns();
+	uint64_t ns = ep_unix_ns();
 	for (size_t i = 0; i < ss->nact; i++) {
 		struct active *a = &ss->act[i];
 		Edgeprof__V1__Session *s = a->s;
@@ -199,7 +193,7 @@ static void flush(struct ep_sessions *ss)
 		struct active *a = &ss->act[i];
 		if (a->dirty) {
 			char err[512];
-			a->s->updated_ns = now_ns();
+			a->s->updated_ns = ep_unix_ns();
 			if (ep_store_session_put(ss->store, a->s, err, sizeof(err)) == 0)
 				a->dirty = false;
 			else
@@ -381,7 +375,7 @@ int ep_sessions_create(struct ep_sessions *ss, const Edgeprof__V1__Session *req,
 		s->created_s = now_s();
 		s->started_s = s->ended_s = 0;
 		s->deadline_ns = 0;
-		s->updated_ns = now_ns();
+		s->updated_ns = ep_unix_ns();
 		char err[512];
 		if (ep_store_session_put(ss->store, s, err, sizeof(err)) != 0) {
 			snprintf(why, whylen, "store: %s", err);
@@ -580,7 +574,7 @@ static bool should_offer(const struct active *a, const char *agent_id, const cha
 	/* the node's agent restarted: the new one runs the rest */
 	return s->state == EDGEPROF__V1__SESSION_STATE__SESSION_RUNNING &&
 	       strcmp(s->node, node) == 0 && strcmp(s->agent_id, agent_id) != 0 &&
-	       s->deadline_ns > now_ns() + 1000000000ULL;
+	       s->deadline_ns > ep_unix_ns() + 1000000000ULL;
 }
 
 void ep_sessions_on_batch(struct ep_sessions *ss, const Edgeprof__V1__Batch *b,

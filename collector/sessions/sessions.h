@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../store/store.h"
+#include "collector/store/store.h"
 
 struct ep_sessions_config {
 	unsigned max_duration_s; /* longer requests are refused; 0: 600 */

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "store.h"
+#include "collector/store/store.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "store_backend.h"
+#include "collector/store/store_backend.h"
 
 struct ep_store *ep_store_open(const char *spec, char *err, size_t errlen)
 {

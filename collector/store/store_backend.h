@@ -5,7 +5,7 @@
 
 #include <pthread.h>
 
-#include "store.h"
+#include "collector/store/store.h"
 
 struct ep_store_ops {
 	const char *kind;

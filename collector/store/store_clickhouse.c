@@ -26,9 +26,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../agent/aggregate/aggregate.h"
-#include "../../agent/util/http_body.h"
-#include "store_backend.h"
+#include "collector/store/store_backend.h"
+#include "common/profile/model.h"
+#include "common/util/http_body.h"
 
 struct ch_store {
 	struct ep_store base;
@@ -597,7 +597,8 @@ static Edgeprof__V1__BinaryList *ch_list(struct ep_store *base, const struct ep_
 		if (!b)
 			goto oom;
 		edgeprof__v1__binary_info__init(b);
-		PUSH(list->binaries, list->n_binaries, b);
+		if (EP_PB_APPEND(list->binaries, list->n_binaries, b) != 0)
+			goto oom;
 		b->build_id = strdup(fields[0]);
 		b->arch = strdup(fields[1]);
 		if (!b->build_id || !b->arch)
@@ -618,7 +619,8 @@ static Edgeprof__V1__BinaryList *ch_list(struct ep_store *base, const struct ep_
 			if (!l)
 				goto oom;
 			edgeprof__v1__labels__init(l);
-			PUSH(b->labels, b->n_labels, l);
+			if (EP_PB_APPEND(b->labels, b->n_labels, l) != 0)
+				goto oom;
 			l->container_id = strdup(fields[1]);
 			l->pod = strdup(fields[2]);
 			l->namespace_ = strdup(fields[3]);
@@ -682,7 +684,8 @@ static Edgeprof__V1__Profile *ch_profile(struct ep_store *base, const struct ep_
 		if (!e)
 			goto oom;
 		edgeprof__v1__edge__init(e);
-		PUSH(bp->edges, bp->n_edges, e);
+		if (EP_PB_APPEND(bp->edges, bp->n_edges, e) != 0)
+			goto oom;
 		e->from = strtoull(fields[0], NULL, 10);
 		e->to = strtoull(fields[1], NULL, 10);
 		int flags = atoi(fields[2]);
@@ -707,7 +710,8 @@ static Edgeprof__V1__Profile *ch_profile(struct ep_store *base, const struct ep_
 		if (!r)
 			goto oom;
 		edgeprof__v1__range__init(r);
-		PUSH(bp->ranges, bp->n_ranges, r);
+		if (EP_PB_APPEND(bp->ranges, bp->n_ranges, r) != 0)
+			goto oom;
 		r->start = strtoull(fields[0], NULL, 10);
 		r->end = strtoull(fields[1], NULL, 10);
 		r->count = strtoull(fields[2], NULL, 10);
@@ -725,7 +729,8 @@ static Edgeprof__V1__Profile *ch_profile(struct ep_store *base, const struct ep_
 		if (!c)
 			goto oom;
 		edgeprof__v1__ip_count__init(c);
-		PUSH(bp->ips, bp->n_ips, c);
+		if (EP_PB_APPEND(bp->ips, bp->n_ips, c) != 0)
+			goto oom;
 		c->ip = strtoull(fields[0], NULL, 10);
 		c->count = strtoull(fields[1], NULL, 10);
 	}
@@ -743,7 +748,8 @@ static Edgeprof__V1__Profile *ch_profile(struct ep_store *base, const struct ep_
 		if (!fn)
 			goto oom;
 		edgeprof__v1__function__init(fn);
-		PUSH(bp->functions, bp->n_functions, fn);
+		if (EP_PB_APPEND(bp->functions, bp->n_functions, fn) != 0)
+			goto oom;
 		fn->start = strtoull(fields[0], NULL, 10);
 		fn->size = strtoull(fields[2], NULL, 10);
 		if (!(fn->name = strdup(fields[1])))
@@ -760,7 +766,8 @@ static Edgeprof__V1__Profile *ch_profile(struct ep_store *base, const struct ep_
 		if (!g)
 			goto oom;
 		edgeprof__v1__load_segment__init(g);
-		PUSH(bp->segments, bp->n_segments, g);
+		if (EP_PB_APPEND(bp->segments, bp->n_segments, g) != 0)
+			goto oom;
 		g->vaddr = strtoull(fields[0], NULL, 10);
 		g->offset = strtoull(fields[1], NULL, 10);
 		g->size = strtoull(fields[2], NULL, 10);

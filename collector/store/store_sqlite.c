@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../agent/aggregate/aggregate.h"
-#include "store_backend.h"
+#include "collector/store/store_backend.h"
+#include "common/profile/model.h"
 
 /* 2: label_sets.session_id (in its UNIQUE key), the sessions table */
 #define SCHEMA_VERSION 2
@@ -437,16 +437,6 @@ static char *dup_col(sqlite3_stmt *st, int col)
 	return strdup(t ? (const char *)t : "");
 }
 
-/* Grows a protobuf repeated field (pointer array + count) by one. */
-#define PUSH(array, n, item)                                                                       \
-	do {                                                                                       \
-		void *grown_ = realloc((array), ((n) + 1) * sizeof(*(array)));                     \
-		if (!grown_)                                                                       \
-			goto oom;                                                                  \
-		(array) = grown_;                                                                  \
-		(array)[(n)++] = (item);                                                           \
-	} while (0)
-
 static Edgeprof__V1__BinaryList *sqlite_list(struct ep_store *base, const struct ep_store_filter *f,
 					     char *err, size_t errlen)
 {
@@ -486,7 +476,8 @@ static Edgeprof__V1__BinaryList *sqlite_list(struct ep_store *base, const struct
 		if (!b)
 			goto oom;
 		edgeprof__v1__binary_info__init(b);
-		PUSH(list->binaries, list->n_binaries, b);
+		if (EP_PB_APPEND(list->binaries, list->n_binaries, b) != 0)
+			goto oom;
 		int64_t id = sqlite3_column_int64(q, 0);
 		b->build_id = dup_col(q, 1);
 		b->arch = dup_col(q, 2);
@@ -501,7 +492,8 @@ static Edgeprof__V1__BinaryList *sqlite_list(struct ep_store *base, const struct
 			char *p = dup_col(paths, 0);
 			if (!p)
 				goto oom;
-			PUSH(b->paths, b->n_paths, p);
+			if (EP_PB_APPEND(b->paths, b->n_paths, p) != 0)
+				goto oom;
 		}
 		sqlite3_reset(labels);
 		sqlite3_bind_int64(labels, sqlite3_bind_parameter_index(labels, ":bin"), id);
@@ -510,7 +502,8 @@ static Edgeprof__V1__BinaryList *sqlite_list(struct ep_store *base, const struct
 			if (!l)
 				goto oom;
 			edgeprof__v1__labels__init(l);
-			PUSH(b->labels, b->n_labels, l);
+			if (EP_PB_APPEND(b->labels, b->n_labels, l) != 0)
+				goto oom;
 			l->container_id = dup_col(labels, 0);
 			l->pod = dup_col(labels, 1);
 			l->namespace_ = dup_col(labels, 2);
@@ -562,7 +555,8 @@ static Edgeprof__V1__Profile *sqlite_profile(struct ep_store *base, const struct
 		if (!e)
 			goto oom;
 		edgeprof__v1__edge__init(e);
-		PUSH(bp->edges, bp->n_edges, e);
+		if (EP_PB_APPEND(bp->edges, bp->n_edges, e) != 0)
+			goto oom;
 		e->from = (uint64_t)sqlite3_column_int64(q, 0);
 		e->to = (uint64_t)sqlite3_column_int64(q, 1);
 		int flags = sqlite3_column_int(q, 2);
@@ -588,7 +582,8 @@ static Edgeprof__V1__Profile *sqlite_profile(struct ep_store *base, const struct
 		if (!r)
 			goto oom;
 		edgeprof__v1__range__init(r);
-		PUSH(bp->ranges, bp->n_ranges, r);
+		if (EP_PB_APPEND(bp->ranges, bp->n_ranges, r) != 0)
+			goto oom;
 		r->start = (uint64_t)sqlite3_column_int64(q, 0);
 		r->end = (uint64_t)sqlite3_column_int64(q, 1);
 		r->count = (uint64_t)sqlite3_column_int64(q, 2);
@@ -609,7 +604,8 @@ static Edgeprof__V1__Profile *sqlite_profile(struct ep_store *base, const struct
 		if (!c)
 			goto oom;
 		edgeprof__v1__ip_count__init(c);
-		PUSH(bp->ips, bp->n_ips, c);
+		if (EP_PB_APPEND(bp->ips, bp->n_ips, c) != 0)
+			goto oom;
 		c->ip = (uint64_t)sqlite3_column_int64(q, 0);
 		c->count = (uint64_t)sqlite3_column_int64(q, 1);
 	}
@@ -630,7 +626,8 @@ static Edgeprof__V1__Profile *sqlite_profile(struct ep_store *base, const struct
 		if (!fn)
 			goto oom;
 		edgeprof__v1__function__init(fn);
-		PUSH(bp->functions, bp->n_functions, fn);
+		if (EP_PB_APPEND(bp->functions, bp->n_functions, fn) != 0)
+			goto oom;
 		fn->start = (uint64_t)sqlite3_column_int64(q, 0);
 		fn->name = dup_col(q, 1);
 		fn->size = (uint64_t)sqlite3_column_int64(q, 2);
@@ -653,7 +650,8 @@ static Edgeprof__V1__Profile *sqlite_profile(struct ep_store *base, const struct
 		if (!g)
 			goto oom;
 		edgeprof__v1__load_segment__init(g);
-		PUSH(bp->segments, bp->n_segments, g);
+		if (EP_PB_APPEND(bp->segments, bp->n_segments, g) != 0)
+			goto oom;
 		g->vaddr = (uint64_t)sqlite3_column_int64(q, 0);
 		g->offset = (uint64_t)sqlite3_column_int64(q, 1);
 		g->size = (uint64_t)sqlite3_column_int64(q, 2);

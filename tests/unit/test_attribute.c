@@ -8,7 +8,7 @@
 
 #include "test_util.h"
 
-#include "attribute/container.h"
+#include "agent/attribute/container.h"
 
 #define ID    "3f2a9c0e8d7b6a5f4e3d2c1b0a9f8e7d6c5b4a3f2e1d0c9b8a7f6e5d4c3b2a19"
 #define UID_  "5f4b0c58-3a8b-4b3e-9b8e-3c2f6f8d9a11"

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "resolve/binary.h"
+#include "agent/resolve/binary.h"
 
 /* First line of a shell command's output, or "" */
 static void run_line(const char *cmd, char *out, size_t len)

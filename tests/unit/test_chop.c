@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "test_util.h"
 
-#include "chop/chop.h"
+#include "agent/chop/chop.h"
 
 static struct ep_trace make_trace(struct ep_trace_branch *b, size_t n, size_t last_cut)
 {

@@ -8,7 +8,7 @@
 
 #include "test_util.h"
 
-#include "source/live/live_source.h"
+#include "agent/source/live/live_source.h"
 
 #define MAX 16
 

@@ -8,8 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "decode/decoder.h"
-#include "decode/decoder_debug.h"
+#include "agent/decode/decoder.h"
+#include "agent/decode/decoder_debug.h"
 
 /* 0x1000 cmp eax,1 | 0x1003 je 0x1007 | 0x1005 nop | 0x1006 nop |
  * 0x1007 jne 0x1000 | 0x1009 ret | 0x100a call 0x100f | 0x100f syscall |

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "export/export.h"
+#include "common/export/export.h"
 
 #define K(x) EDGEPROF__V1__BRANCH_KIND__BRANCH_##x
 

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "source/perf_data.h"
+#include "agent/source/perf_data/perf_data.h"
 
 struct counts {
 	uint64_t samples, full32, full16, entries, mmap, mmap2, build_ids;

@@ -7,7 +7,7 @@
 
 #include "test_util.h"
 
-#include "source/live/pmu_event.h"
+#include "agent/source/live/pmu_event.h"
 
 static void test_vendor_from_cpuinfo(void **state)
 {

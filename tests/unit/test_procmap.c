@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "test_util.h"
 
-#include "resolve/procmap.h"
-#include "util/u64map.h"
+#include "agent/resolve/procmap.h"
+#include "common/util/u64map.h"
 
 struct fixture {
 	struct ep_binary_registry *reg;

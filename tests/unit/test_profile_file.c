@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "profile/profile_file.h"
+#include "common/profile/profile_file.h"
 
 #define MAX_EDGES 64
 

@@ -11,8 +11,8 @@
 
 #include "test_util.h"
 
-#include "../../collector/sessions/sessions.h"
-#include "../../collector/store/store.h"
+#include "collector/sessions/sessions.h"
+#include "collector/store/store.h"
 
 static char dir[64];
 static char spec[128];

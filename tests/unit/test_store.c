@@ -13,9 +13,9 @@
 
 #include "test_util.h"
 
-#include "../../collector/api/api.h"
-#include "../../collector/store/store.h"
-#include "profile/profile_file.h"
+#include "collector/api/api.h"
+#include "collector/store/store.h"
+#include "common/profile/profile_file.h"
 
 static char tmpdir[64];
 static int test_number;

@@ -11,13 +11,13 @@
 
 #include "test_util.h"
 
-#include "aggregate/merge.h"
-#include "pipeline/perf_data_feed.h"
-#include "pipeline/pipeline.h"
-#include "profile/profile_file.h"
-#include "resolve/binary.h"
-#include "stream/spool.h"
-#include "stream/wire.h"
+#include "agent/pipeline/pipeline.h"
+#include "agent/resolve/binary.h"
+#include "agent/source/perf_data/perf_data_feed.h"
+#include "agent/stream/spool.h"
+#include "common/profile/merge.h"
+#include "common/profile/profile_file.h"
+#include "common/wire/wire.h"
 
 struct cut_ctx {
 	struct ep_pipeline *pipeline;

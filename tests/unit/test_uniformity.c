@@ -15,8 +15,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "pipeline/pipeline.h"
-#include "profile/profile_file.h"
+#include "agent/pipeline/pipeline.h"
+#include "common/profile/profile_file.h"
 
 #define LBR_SIZE    16
 #define BASE	    0x400000ULL

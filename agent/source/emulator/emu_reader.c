@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "emu_reader.h"
+#include "agent/source/emulator/emu_reader.h"
 
 #include <errno.h>
 #include <stdio.h>

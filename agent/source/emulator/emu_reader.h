@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "emu_stream.h"
+#include "agent/source/emulator/emu_stream.h"
 
 struct ep_emu_callbacks {
 	void *ctx;

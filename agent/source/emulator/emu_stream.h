@@ -10,7 +10,7 @@
 
 #include <stdint.h>
 
-#include "../../../bpf/edgeprof_record.h"
+#include "bpf/edgeprof_record.h"
 
 #define EP_EMU_MAGIC "EPEMU001"
 

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "live_source.h"
+#include "agent/source/live/live_source.h"
+#include "common/util/clock.h"
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -15,10 +16,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../util/log.h"
-#include "../../util/u64map.h"
+#include "agent/source/live/pmu_event.h"
+#include "common/util/log.h"
+#include "common/util/u64map.h"
 #include "edgeprof_bpf.skel.h"
-#include "pmu_event.h"
 
 #define MAX_CPUS 1024
 /* how often the poll loop looks at the online CPUs (hotplug) */
@@ -159,13 +160,6 @@ static int read_online(uint8_t *online)
 	return got ? ep_cpu_list_parse(buf, online, MAX_CPUS) : -1;
 }
 
-static uint64_t monotonic_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
 /* Opens the sampling event on one CPU and attaches the program to it. */
 static int cpu_attach(struct ep_live *l, int cpu, char *err, size_t errlen)
 {
@@ -202,7 +196,7 @@ static void cpu_detach(struct ep_live *l, int cpu)
  * its event, one that went offline loses it, one line each. */
 static void rescan_cpus(struct ep_live *l)
 {
-	uint64_t now = monotonic_ns();
+	uint64_t now = ep_mono_ns();
 	if (l->stopped || now - l->last_scan_ns < CPU_RESCAN_NS)
 		return;
 	l->last_scan_ns = now;
@@ -512,7 +506,7 @@ struct ep_live *ep_live_open(const struct ep_live_config *cfg, char *err, size_t
 	for (unsigned i = 0; i < l->ncpus; i++)
 		if (cpu_attach(l, cpus[i], err, errlen) != 0)
 			goto fail;
-	l->last_scan_ns = monotonic_ns();
+	l->last_scan_ns = ep_mono_ns();
 	struct bpf_program *proc_progs[4] = {l->skel->progs.on_exec, l->skel->progs.on_fork,
 					     l->skel->progs.on_exit, l->skel->progs.on_mmap};
 	/* the mmap probe runs on every system call of the machine: measured

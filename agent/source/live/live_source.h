@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../../../bpf/edgeprof_record.h"
+#include "bpf/edgeprof_record.h"
 
 struct ep_live_config {
 	const uint32_t *pids; /* none: every process */

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "pmu_event.h"
+#include "agent/source/live/pmu_event.h"
 
 #include <linux/perf_event.h>
 #include <stdio.h>

@@ -22,10 +22,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "../../../decode/decoder_arch.h"
-#include "../../../util/u64map.h"
-#include "../emu_stream.h"
-#include "../qemu_plugin_api.h"
+#include "agent/decode/decoder_arch.h"
+#include "agent/source/emulator/emu_stream.h"
+#include "agent/source/emulator/qemu_plugin_api.h"
+#include "common/util/u64map.h"
 
 EP_QEMU_PLUGIN_EXPORT int qemu_plugin_version = 1;
 

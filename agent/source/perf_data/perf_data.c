@@ -1,0 +1,841 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * perf.data reader. The layout (tools/perf/Documentation/perf.data-file-format.txt):
+ * a header, the attrs section (perf_event_attr + the ids section of each), the
+ * data section (the records), and after the data the feature sections,
+ * indexed by a table of perf_file_section for each bit set in the header's
+ * feature bitmap. We read the attrs and the features we need (build-ids,
+ * cpuid) first, then stream the records through a sliding window.
+ */
+#include "agent/source/perf_data/perf_data.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/perf_event.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/util/u64map.h"
+
+#define WINDOW_SIZE	(4u << 20)
+#define MAX_ATTRS	256
+#define HEADER_BUILD_ID 2
+#define HEADER_CPUID	9
+#define FEATURE_BITS	256
+#ifndef PERF_RECORD_MISC_MMAP_BUILD_ID
+#define PERF_RECORD_MISC_MMAP_BUILD_ID (1 << 14)
+#endif
+#define MISC_BUILD_ID_SIZE (1 << 15)
+/* perf tool records (not the kernel's): flush marker between buffer reads */
+#define PERF_RECORD_FINISHED_ROUND 68
+
+struct file_section {
+	uint64_t offset, size;
+};
+
+struct file_header {
+	char magic[8];
+	uint64_t size;
+	uint64_t attr_size;
+	struct file_section attrs, data, event_types;
+	uint64_t features[FEATURE_BITS / 64];
+};
+
+struct attr_info {
+	struct ep_perf_event_desc desc;
+	uint64_t *ids;
+	size_t nids;
+};
+
+struct reader {
+	const char *path;
+	int fd;
+	uint64_t file_size;
+	char *err;
+	size_t errlen;
+	struct file_header h;
+	struct attr_info attrs[MAX_ATTRS];
+	size_t nattrs;
+	int id_pos;		     /* u64 index of PERF_SAMPLE_ID in a sample, -1 when absent */
+	struct ep_u64map attr_by_id; /* sample id -> attrs index */
+	char cpuid[128];
+	/* the window: file bytes [win_off, win_off + win_len) */
+	uint8_t *win;
+	uint64_t win_off;
+	size_t win_len;
+	struct ep_sample_record rec;
+};
+
+static int fail(struct reader *r, uint64_t offset, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int fail(struct reader *r, uint64_t offset, const char *fmt, ...)
+{
+	int n = snprintf(r->err, r->errlen, "%s: byte %llu: ", r->path, (unsigned long long)offset);
+	if (n < 0 || (size_t)n >= r->errlen)
+		return -1;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(r->err + n, r->errlen - (size_t)n, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+static int read_at(struct reader *r, uint64_t offset, void *buf, size_t len)
+{
+	size_t got = 0;
+	while (got < len) {
+		ssize_t n = pread(r->fd, (char *)buf + got, len - got, (off_t)(offset + got));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		got += (size_t)n;
+	}
+	return 0;
+}
+
+/* Makes [offset, offset + len) available in the window; NULL past EOF. */
+static const uint8_t *window(struct reader *r, uint64_t offset, size_t len)
+{
+	if (offset >= r->win_off && offset + len <= r->win_off + r->win_len)
+		return r->win + (offset - r->win_off);
+	if (offset + len > r->file_size || len > WINDOW_SIZE)
+		return NULL;
+	size_t want = WINDOW_SIZE;
+	if (offset + want > r->file_size)
+		want = (size_t)(r->file_size - offset);
+	if (read_at(r, offset, r->win, want) != 0)
+		return NULL;
+	r->win_off = offset;
+	r->win_len = want;
+	return r->win;
+}
+
+static const char *hw_event_name(uint64_t config)
+{
+	static const char *const names[] = {"cycles",
+					    "instructions",
+					    "cache-references",
+					    "cache-misses",
+					    "branches",
+					    "branch-misses",
+					    "bus-cycles",
+					    "stalled-cycles-frontend",
+					    "stalled-cycles-backend",
+					    "ref-cycles"};
+	return config < sizeof(names) / sizeof(names[0]) ? names[config] : NULL;
+}
+
+/* Events that count every completed branch, taken or not: the sample IP
+ * then follows the branch that overflowed the counter (SPEC step 3). Raw
+ * event codes are per vendor; the vendor comes from the recording's cpuid
+ * feature (GenuineIntel, AuthenticAMD, or an Arm MIDR). */
+static bool counts_all_branches(const struct reader *r, uint32_t type, uint64_t config)
+{
+	if (type == PERF_TYPE_HARDWARE)
+		return config == PERF_COUNT_HW_BRANCH_INSTRUCTIONS;
+	if (type != PERF_TYPE_RAW)
+		return false;
+	if (strncmp(r->cpuid, "GenuineIntel", 12) == 0)
+		return (config & 0xffff) == 0x00c4; /* BR_INST_RETIRED.ALL_BRANCHES */
+	if (strncmp(r->cpuid, "AuthenticAMD", 12) == 0)
+		return (config & 0xff) == 0xc2; /* retired branch instructions */
+	if (r->cpuid[0] == '0' && r->cpuid[1] == 'x')
+		return config == 0x21; /* Arm BR_RETIRED */
+	return false;
+}
+
+static int read_attrs(struct reader *r)
+{
+	const struct file_header *h = &r->h;
+	if (h->attr_size < 16 + 64 || h->attrs.size % h->attr_size != 0)
+		return fail(r, 16, "attribute size %llu does not divide the attrs section (%llu)",
+			    (unsigned long long)h->attr_size, (unsigned long long)h->attrs.size);
+	size_t n = h->attrs.size / h->attr_size;
+	if (n == 0 || n > MAX_ATTRS)
+		return fail(r, h->attrs.offset, "%zu event attributes (1 to %d supported)", n,
+			    MAX_ATTRS);
+	uint8_t buf[512];
+	if (h->attr_size > sizeof(buf))
+		return fail(r, 16, "attribute size %llu too large",
+			    (unsigned long long)h->attr_size);
+	for (size_t i = 0; i < n; i++) {
+		uint64_t off = h->attrs.offset + i * h->attr_size;
+		if (read_at(r, off, buf, h->attr_size) != 0)
+			return fail(r, off, "event attribute %zu cut off by the end of the file",
+				    i);
+		struct perf_event_attr attr;
+		memset(&attr, 0, sizeof(attr));
+		size_t attr_len = h->attr_size - 16;
+		memcpy(&attr, buf, attr_len < sizeof(attr) ? attr_len : sizeof(attr));
+		struct file_section ids;
+		memcpy(&ids, buf + attr_len, sizeof(ids));
+		struct attr_info *a = &r->attrs[i];
+		struct ep_perf_event_desc *d = &a->desc;
+		d->type = attr.type;
+		d->config = attr.config;
+		d->sample_type = attr.sample_type;
+		d->branch_sample_type = attr_len >= 80 ? attr.branch_sample_type : 0;
+		d->read_format = attr.read_format;
+		d->sample_period = attr.sample_period;
+		d->freq = attr.freq;
+		d->sample_id_all = attr.sample_id_all;
+		d->exclude_kernel = attr.exclude_kernel;
+		d->exclude_user = attr.exclude_user;
+		d->branch_hw_index = (d->branch_sample_type & PERF_SAMPLE_BRANCH_HW_INDEX) != 0;
+		const char *hw =
+		    attr.type == PERF_TYPE_HARDWARE ? hw_event_name(attr.config) : NULL;
+		if (hw)
+			snprintf(d->name, sizeof(d->name), "%s", hw);
+		else
+			snprintf(d->name, sizeof(d->name), "%s 0x%llx",
+				 attr.type == PERF_TYPE_RAW ? "raw" : "event",
+				 (unsigned long long)attr.config);
+		if (ids.size % 8 != 0 || ids.size > (1u << 20))
+			return fail(r, off, "event attribute %zu has a bad ids section", i);
+		a->nids = ids.size / 8;
+		if (a->nids) {
+			a->ids = malloc(ids.size);
+			if (!a->ids)
+				return fail(r, off, "out of memory");
+			if (read_at(r, ids.offset, a->ids, ids.size) != 0)
+				return fail(r, ids.offset,
+					    "event ids cut off by the end of the file");
+		}
+		for (size_t j = 0; j < a->nids; j++) {
+			uint64_t *slot = ep_u64map_upsert(&r->attr_by_id, a->ids[j], NULL);
+			if (!slot)
+				return fail(r, off, "out of memory");
+			*slot = i;
+		}
+		r->nattrs++;
+	}
+	/* perf keeps the id at the same place in every attr's samples */
+	uint64_t st = r->attrs[0].desc.sample_type;
+	r->id_pos = -1;
+	if (st & PERF_SAMPLE_IDENTIFIER)
+		r->id_pos = 0;
+	else if (st & PERF_SAMPLE_ID)
+		r->id_pos = !!(st & PERF_SAMPLE_IP) + !!(st & PERF_SAMPLE_TID) +
+			    !!(st & PERF_SAMPLE_TIME) + !!(st & PERF_SAMPLE_ADDR);
+	return 0;
+}
+
+static bool feature_set(const struct reader *r, int bit)
+{
+	return (r->h.features[bit / 64] >> (bit % 64)) & 1;
+}
+
+/* Where the feature section for bit is described, or -1 when absent. */
+static int feature_section(struct reader *r, int bit, struct file_section *out)
+{
+	if (!feature_set(r, bit))
+		return 1;
+	int index = 0;
+	for (int b = 0; b < bit; b++)
+		index += feature_set(r, b);
+	uint64_t off = r->h.data.offset + r->h.data.size + (uint64_t)index * sizeof(*out);
+	if (read_at(r, off, out, sizeof(*out)) != 0 || out->offset + out->size > r->file_size)
+		return fail(r, off, "feature section table cut off by the end of the file");
+	return 0;
+}
+
+static int read_cpuid(struct reader *r)
+{
+	struct file_section s;
+	int rc = feature_section(r, HEADER_CPUID, &s);
+	if (rc != 0)
+		return rc < 0 ? -1 : 0;
+	uint32_t len;
+	if (s.size < 4 || read_at(r, s.offset, &len, 4) != 0)
+		return 0;
+	if (len >= sizeof(r->cpuid))
+		len = sizeof(r->cpuid) - 1;
+	if (len > s.size - 4)
+		len = (uint32_t)(s.size - 4);
+	if (read_at(r, s.offset + 4, r->cpuid, len) != 0)
+		return 0;
+	r->cpuid[len] = '\0';
+	return 0;
+}
+
+static int read_build_ids(struct reader *r, const struct ep_perf_data_callbacks *cb)
+{
+	struct file_section s;
+	int rc = feature_section(r, HEADER_BUILD_ID, &s);
+	if (rc != 0)
+		return rc < 0 ? -1 : 0;
+	uint8_t buf[8 + 4 + 24 + 4096 + 8];
+	for (uint64_t off = s.offset; off + 8 <= s.offset + s.size;) {
+		struct perf_event_header eh;
+		if (read_at(r, off, &eh, sizeof(eh)) != 0)
+			return fail(r, off, "build-id entry cut off");
+		if (eh.size < 8 + 4 + 24 || off + eh.size > s.offset + s.size ||
+		    eh.size > sizeof(buf))
+			return fail(r, off, "build-id entry of bad size %u", eh.size);
+		if (read_at(r, off, buf, eh.size) != 0)
+			return fail(r, off, "build-id entry cut off");
+		buf[eh.size] = '\0';
+		struct ep_perf_build_id bid = {0};
+		memcpy(&bid.pid, buf + 8, 4);
+		uint8_t len = EP_BUILD_ID_MAX;
+		if (eh.misc & MISC_BUILD_ID_SIZE) {
+			len = buf[12 + 20];
+			if (len > EP_BUILD_ID_MAX)
+				len = EP_BUILD_ID_MAX;
+		} else {
+			/* Without the size flag perf pads every id to 20 bytes with
+			 * zeros. Ids shorter than 20 bytes (xxHash: 8) are only
+			 * recognisable by trimming the padding; a real SHA-1 id ending
+			 * in zero bytes is still matched, since build-ids compare
+			 * equal up to trailing zeros. */
+			while (len > 0 && buf[12 + len - 1] == 0)
+				len--;
+		}
+		memcpy(bid.build_id, buf + 12, len);
+		bid.build_id_len = len;
+		uint16_t cpumode = eh.misc & PERF_RECORD_MISC_CPUMODE_MASK;
+		bid.kernel =
+		    cpumode == PERF_RECORD_MISC_KERNEL || cpumode == PERF_RECORD_MISC_GUEST_KERNEL;
+		bid.filename = (const char *)buf + 12 + 24;
+		if (cb->on_build_id) {
+			int crc = cb->on_build_id(cb->ctx, &bid);
+			if (crc)
+				return crc;
+		}
+		off += eh.size;
+	}
+	return 0;
+}
+
+static struct attr_info *attr_for(struct reader *r, const uint64_t *u, size_t nu)
+{
+	if (r->nattrs == 1 || r->id_pos < 0 || (size_t)r->id_pos >= nu)
+		return &r->attrs[0];
+	const uint64_t *index = ep_u64map_get(&r->attr_by_id, u[r->id_pos]);
+	return index ? &r->attrs[*index] : &r->attrs[0];
+}
+
+static int parse_sample(struct reader *r, uint64_t off, const struct perf_event_header *eh,
+			const uint8_t *p, const struct ep_perf_data_callbacks *cb,
+			struct ep_perf_data_stats *stats)
+{
+	size_t nu = (eh->size - sizeof(*eh)) / 8;
+	const uint64_t *u = (const uint64_t *)(const void *)(p + sizeof(*eh));
+	struct attr_info *a = attr_for(r, u, nu);
+	uint64_t st = a->desc.sample_type;
+	struct ep_sample_record *rec = &r->rec;
+	size_t i = 0;
+#define NEED(n)                                                                                    \
+	do {                                                                                       \
+		if (i + (n) > nu)                                                                  \
+			return fail(r, off,                                                        \
+				    "sample of %u bytes too short for its sample_type 0x%llx",     \
+				    eh->size, (unsigned long long)st);                             \
+	} while (0)
+	rec->flags = 0;
+	rec->ip = rec->time_ns = rec->period = rec->hw_index = rec->cgroup_id = 0;
+	rec->pid = rec->tid = rec->cpu = 0;
+	rec->nr_entries = 0;
+	rec->branch_error = 0;
+	if (st & PERF_SAMPLE_IDENTIFIER) {
+		NEED(1);
+		i++;
+	}
+	if (st & PERF_SAMPLE_IP) {
+		NEED(1);
+		rec->ip = u[i++];
+	}
+	if (st & PERF_SAMPLE_TID) {
+		NEED(1);
+		rec->pid = (uint32_t)u[i];
+		rec->tid = (uint32_t)(u[i] >> 32);
+		i++;
+	}
+	if (st & PERF_SAMPLE_TIME) {
+		NEED(1);
+		rec->time_ns = u[i++];
+	}
+	if (st & PERF_SAMPLE_ADDR) {
+		NEED(1);
+		i++;
+	}
+	if (st & PERF_SAMPLE_ID) {
+		NEED(1);
+		i++;
+	}
+	if (st & PERF_SAMPLE_STREAM_ID) {
+		NEED(1);
+		i++;
+	}
+	if (st & PERF_SAMPLE_CPU) {
+		NEED(1);
+		rec->cpu = (uint32_t)u[i++];
+	}
+	if (st & PERF_SAMPLE_PERIOD) {
+		NEED(1);
+		rec->period = u[i++];
+	}
+	if (st & PERF_SAMPLE_READ) {
+		uint64_t rf = a->desc.read_format;
+		size_t per_value = 1 + !!(rf & PERF_FORMAT_ID) + !!(rf & PERF_FORMAT_LOST);
+		size_t times = !!(rf & PERF_FORMAT_TOTAL_TIME_ENABLED) +
+			       !!(rf & PERF_FORMAT_TOTAL_TIME_RUNNING);
+		if (rf & PERF_FORMAT_GROUP) {
+			NEED(1);
+			uint64_t nr = u[i++];
+			if (nr > 4096)
+				return fail(r, off, "sample read group of %llu values",
+					    (unsigned long long)nr);
+			NEED(times + nr * per_value);
+			i += times + nr * per_value;
+		} else {
+			NEED(per_value + times);
+			i += per_value + times;
+		}
+	}
+	if (st & PERF_SAMPLE_CALLCHAIN) {
+		NEED(1);
+		uint64_t nr = u[i++];
+		if (nr > nu)
+			return fail(r, off, "callchain of %llu entries in a %u-byte sample",
+				    (unsigned long long)nr, eh->size);
+		NEED(nr);
+		i += nr;
+	}
+	if (st & PERF_SAMPLE_RAW) {
+		NEED(1);
+		uint32_t size;
+		memcpy(&size, &u[i], 4);
+		/* u32 size + data, padded to 8 bytes */
+		size_t words = (4 + (size_t)size + 7) / 8;
+		NEED(words);
+		i += words;
+	}
+	if (st & PERF_SAMPLE_BRANCH_STACK) {
+		NEED(1);
+		uint64_t nr = u[i++];
+		if (a->desc.branch_hw_index) {
+			NEED(1);
+			rec->hw_index = u[i++];
+			rec->flags |= EP_SAMPLE_HAS_HW_INDEX;
+		}
+		if (nr > nu)
+			return fail(r, off, "branch stack of %llu entries in a %u-byte sample",
+				    (unsigned long long)nr, eh->size);
+		NEED(nr * 3);
+		rec->flags |= EP_SAMPLE_HAS_BRANCHES;
+		uint64_t keep = nr;
+		if (keep > EP_MAX_BRANCH_ENTRIES) {
+			keep = EP_MAX_BRANCH_ENTRIES; /* the newest ones come first */
+			stats->samples_truncated_stack++;
+		}
+		memcpy(rec->entries, &u[i], keep * sizeof(struct ep_branch_entry));
+		rec->nr_entries = (uint32_t)keep;
+		i += nr * 3;
+		stats->samples_with_branches++;
+	}
+#undef NEED
+	uint16_t cpumode = eh->misc & PERF_RECORD_MISC_CPUMODE_MASK;
+	if (cpumode == PERF_RECORD_MISC_KERNEL || cpumode == PERF_RECORD_MISC_GUEST_KERNEL)
+		rec->flags |= EP_SAMPLE_IP_KERNEL;
+	if (a->desc.counts_all_branches)
+		rec->flags |= EP_SAMPLE_TRIGGER_IS_BRANCH;
+	stats->samples++;
+	return cb->on_sample ? cb->on_sample(cb->ctx, rec) : 0;
+}
+
+/* NUL-terminated string at p within [p, end), or NULL. */
+static const char *string_in(const uint8_t *p, const uint8_t *end)
+{
+	const uint8_t *nul = memchr(p, '\0', (size_t)(end - p));
+	return nul ? (const char *)p : NULL;
+}
+
+static int parse_record(struct reader *r, uint64_t off, const uint8_t *p,
+			const struct ep_perf_data_callbacks *cb, struct ep_perf_data_stats *stats)
+{
+	struct perf_event_header eh;
+	memcpy(&eh, p, sizeof(eh));
+	const uint8_t *end = p + eh.size;
+	const uint8_t *body = p + sizeof(eh);
+	uint32_t w[4];
+	uint64_t q[4];
+	uint16_t cpumode = eh.misc & PERF_RECORD_MISC_CPUMODE_MASK;
+	bool kernel =
+	    cpumode == PERF_RECORD_MISC_KERNEL || cpumode == PERF_RECORD_MISC_GUEST_KERNEL;
+	switch (eh.type) {
+	case PERF_RECORD_SAMPLE:
+		return parse_sample(r, off, &eh, p, cb, stats);
+	case PERF_RECORD_MMAP:
+	case PERF_RECORD_MMAP2: {
+		bool two = eh.type == PERF_RECORD_MMAP2;
+		size_t fixed = 8 + 24 + (two ? 24 + 8 : 0);
+		if (eh.size < sizeof(eh) + fixed + 1)
+			return fail(r, off, "mmap record of %u bytes too short", eh.size);
+		struct ep_mmap_event ev = {0};
+		memcpy(w, body, 8);
+		memcpy(q, body + 8, 24);
+		ev.pid = w[0];
+		ev.tid = w[1];
+		ev.start = q[0];
+		ev.len = q[1];
+		ev.pgoff = q[2];
+		ev.is_mmap2 = two;
+		ev.kernel = kernel;
+		if (two) {
+			const uint8_t *x = body + 32;
+			if (eh.misc & PERF_RECORD_MISC_MMAP_BUILD_ID) {
+				ev.build_id_len = x[0] > EP_BUILD_ID_MAX ? EP_BUILD_ID_MAX : x[0];
+				memcpy(ev.build_id, x + 4, ev.build_id_len);
+			} else {
+				memcpy(&ev.maj, x, 4);
+				memcpy(&ev.min, x + 4, 4);
+				memcpy(&ev.ino, x + 8, 8);
+			}
+			memcpy(&ev.prot, x + 24, 4);
+			memcpy(&ev.flags, x + 28, 4);
+			ev.executable = (ev.prot & PROT_EXEC) != 0;
+		} else {
+			ev.executable = !(eh.misc & PERF_RECORD_MISC_MMAP_DATA);
+		}
+		ev.filename = string_in(body + fixed, end);
+		if (!ev.filename)
+			return fail(r, off, "mmap record without a file name");
+		stats->mmaps++;
+		return cb->on_mmap ? cb->on_mmap(cb->ctx, &ev) : 0;
+	}
+	case PERF_RECORD_COMM: {
+		if (eh.size < sizeof(eh) + 9)
+			return fail(r, off, "comm record of %u bytes too short", eh.size);
+		memcpy(w, body, 8);
+		const char *comm = string_in(body + 8, end);
+		if (!comm)
+			return fail(r, off, "comm record without a name");
+		stats->comms++;
+		return cb->on_comm ? cb->on_comm(cb->ctx, w[0], w[1], comm,
+						 (eh.misc & PERF_RECORD_MISC_COMM_EXEC) != 0)
+				   : 0;
+	}
+	case PERF_RECORD_FORK:
+	case PERF_RECORD_EXIT:
+		if (eh.size < sizeof(eh) + 16)
+			return fail(r, off, "fork/exit record of %u bytes too short", eh.size);
+		memcpy(w, body, 16);
+		if (eh.type == PERF_RECORD_FORK) {
+			stats->forks++;
+			return cb->on_fork ? cb->on_fork(cb->ctx, w[0], w[1], w[2], w[3]) : 0;
+		}
+		stats->exits++;
+		return cb->on_exit ? cb->on_exit(cb->ctx, w[0], w[1], w[2], w[3]) : 0;
+	case PERF_RECORD_LOST:
+		if (eh.size < sizeof(eh) + 16)
+			return fail(r, off, "lost record of %u bytes too short", eh.size);
+		memcpy(q, body, 16);
+		stats->lost_records += q[1];
+		return 0;
+	default:
+		stats->other_records++;
+		return 0;
+	}
+}
+
+/* ---- time order ----
+ * perf writes each CPU's buffer in turn, so a process's MMAP can follow its
+ * first samples in the file. Like perf, records are put back in time order:
+ * they are held until a FINISHED_ROUND marker, then every held record older
+ * than the previous marker's newest time is delivered, sorted by (time, file
+ * position). Everything left is delivered, sorted, at the end. */
+
+struct held {
+	uint64_t time;
+	uint64_t offset; /* in the file, for errors and as the tie-break */
+	size_t buf_pos;	 /* where its bytes are in the hold buffer */
+};
+
+struct hold {
+	uint8_t *buf;
+	size_t len, cap;
+	struct held *recs;
+	size_t n, cap_recs;
+	uint64_t max_time;    /* newest time held so far */
+	uint64_t flush_limit; /* newest time when the last round ended */
+};
+
+#define HOLD_MAX_BYTES (256u << 20)
+
+/* The record's time, from the sample itself or the sample_id trailer that
+ * sample_id_all puts after other records; false when it has none. */
+static bool record_time(const struct reader *r, const uint8_t *p, uint64_t *time)
+{
+	struct perf_event_header eh;
+	memcpy(&eh, p, sizeof(eh));
+	const struct ep_perf_event_desc *d = &r->attrs[0].desc;
+	uint64_t st = d->sample_type;
+	if (!(st & PERF_SAMPLE_TIME))
+		return false;
+	size_t pos;
+	if (eh.type == PERF_RECORD_SAMPLE) {
+		pos = sizeof(eh) + 8 * (!!(st & PERF_SAMPLE_IDENTIFIER) + !!(st & PERF_SAMPLE_IP) +
+					!!(st & PERF_SAMPLE_TID));
+	} else if (eh.type < PERF_RECORD_MAX && d->sample_id_all) {
+		size_t trailer = 8 * (!!(st & PERF_SAMPLE_TID) + 1 + !!(st & PERF_SAMPLE_ID) +
+				      !!(st & PERF_SAMPLE_STREAM_ID) + !!(st & PERF_SAMPLE_CPU) +
+				      !!(st & PERF_SAMPLE_IDENTIFIER));
+		if (trailer > eh.size - sizeof(eh))
+			return false;
+		pos = eh.size - trailer + 8 * !!(st & PERF_SAMPLE_TID);
+	} else {
+		return false;
+	}
+	if (pos + 8 > eh.size)
+		return false;
+	memcpy(time, p + pos, 8);
+	return true;
+}
+
+static int cmp_held(const void *pa, const void *pb)
+{
+	const struct held *a = pa, *b = pb;
+	if (a->time != b->time)
+		return a->time < b->time ? -1 : 1;
+	return a->offset < b->offset ? -1 : a->offset > b->offset;
+}
+
+static int cmp_buf_pos(const void *pa, const void *pb)
+{
+	const struct held *a = pa, *b = pb;
+	return a->buf_pos < b->buf_pos ? -1 : a->buf_pos > b->buf_pos;
+}
+
+/* Delivers held records with time <= limit (all with limit UINT64_MAX). */
+static int flush_held(struct reader *r, struct hold *h, uint64_t limit,
+		      const struct ep_perf_data_callbacks *cb, struct ep_perf_data_stats *stats)
+{
+	qsort(h->recs, h->n, sizeof(*h->recs), cmp_held);
+	size_t done = 0;
+	int rc = 0;
+	while (done < h->n && h->recs[done].time <= limit) {
+		const struct held *x = &h->recs[done++];
+		rc = parse_record(r, x->offset, h->buf + x->buf_pos, cb, stats);
+		if (rc)
+			return rc;
+	}
+	/* keep the rest, their bytes moved to the front in buffer order so no
+	 * record is overwritten before it has moved */
+	size_t keep = h->n - done;
+	memmove(h->recs, h->recs + done, keep * sizeof(*h->recs));
+	qsort(h->recs, keep, sizeof(*h->recs), cmp_buf_pos);
+	size_t len = 0;
+	for (size_t i = 0; i < keep; i++) {
+		struct held *x = &h->recs[i];
+		uint16_t size;
+		memcpy(&size, h->buf + x->buf_pos + 6, 2);
+		memmove(h->buf + len, h->buf + x->buf_pos, size);
+		x->buf_pos = len;
+		len += size;
+	}
+	h->n = keep;
+	h->len = len;
+	return rc;
+}
+
+static int hold_record(struct hold *h, const uint8_t *p, uint16_t size, uint64_t time,
+		       uint64_t offset)
+{
+	if (h->len + size > h->cap) {
+		size_t cap = h->cap ? h->cap * 2 : (1u << 20);
+		while (cap < h->len + size)
+			cap *= 2;
+		uint8_t *buf = realloc(h->buf, cap);
+		if (!buf)
+			return -1;
+		h->buf = buf;
+		h->cap = cap;
+	}
+	if (h->n == h->cap_recs) {
+		size_t cap = h->cap_recs ? h->cap_recs * 2 : 4096;
+		struct held *recs = realloc(h->recs, cap * sizeof(*recs));
+		if (!recs)
+			return -1;
+		h->recs = recs;
+		h->cap_recs = cap;
+	}
+	memcpy(h->buf + h->len, p, size);
+	h->recs[h->n++] = (struct held){.time = time, .offset = offset, .buf_pos = h->len};
+	h->len += size;
+	if (time > h->max_time)
+		h->max_time = time;
+	return 0;
+}
+
+static int read_records(struct reader *r, const struct ep_perf_data_callbacks *cb,
+			struct ep_perf_data_stats *stats, struct hold *h)
+{
+	uint64_t off = r->h.data.offset;
+	uint64_t end = r->h.data.offset + r->h.data.size;
+	bool ordered = (r->attrs[0].desc.sample_type & PERF_SAMPLE_TIME) != 0;
+	uint64_t last_time = 0;
+	while (off < end) {
+		const uint8_t *p = window(r, off, sizeof(struct perf_event_header));
+		if (!p)
+			return fail(r, off,
+				    "record header cut off by the end of the file "
+				    "(truncated file?)");
+		struct perf_event_header eh;
+		memcpy(&eh, p, sizeof(eh));
+		if (eh.size < sizeof(eh) || eh.size % 8 != 0)
+			return fail(r, off, "record of impossible size %u (corrupt file)", eh.size);
+		if (off + eh.size > end)
+			return fail(r, off,
+				    "record of %u bytes runs past the end of the data section",
+				    eh.size);
+		p = window(r, off, eh.size);
+		if (!p)
+			return fail(r, off,
+				    "record of %u bytes cut off by the end of the file "
+				    "(truncated file?)",
+				    eh.size);
+		int rc = 0;
+		if (!ordered) {
+			rc = parse_record(r, off, p, cb, stats);
+		} else if (eh.type == PERF_RECORD_FINISHED_ROUND) {
+			rc = flush_held(r, h, h->flush_limit, cb, stats);
+			h->flush_limit = h->max_time;
+		} else {
+			uint64_t time;
+			if (!record_time(r, p, &time))
+				time = last_time; /* keeps its place after its predecessor */
+			last_time = time;
+			if (hold_record(h, p, eh.size, time, off) != 0)
+				return fail(r, off,
+					    "out of memory holding records for time ordering");
+			if (h->len > HOLD_MAX_BYTES) /* rounds this long: order what we have */
+				rc = flush_held(r, h, UINT64_MAX, cb, stats);
+		}
+		if (rc)
+			return rc;
+		stats->records++;
+		off += eh.size;
+		stats->bytes_read = off;
+	}
+	return ordered ? flush_held(r, h, UINT64_MAX, cb, stats) : 0;
+}
+
+int ep_perf_data_read(const char *path, const struct ep_perf_data_callbacks *cb,
+		      struct ep_perf_data_stats *stats, char *err, size_t errlen)
+{
+	memset(stats, 0, sizeof(*stats));
+	struct reader *r = calloc(1, sizeof(*r));
+	if (!r) {
+		snprintf(err, errlen, "%s: out of memory", path);
+		return -1;
+	}
+	r->path = path;
+	r->err = err;
+	r->errlen = errlen;
+	r->fd = open(path, O_RDONLY | O_CLOEXEC);
+	int rc = -1;
+	if (r->fd < 0) {
+		snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+		free(r);
+		return -1;
+	}
+	struct stat st;
+	if (fstat(r->fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		snprintf(err, errlen, "%s: not a regular file", path);
+		goto out;
+	}
+	r->file_size = stats->file_size = (uint64_t)st.st_size;
+	if (r->file_size < 8 || read_at(r, 0, r->h.magic, 8) != 0) {
+		snprintf(err, errlen,
+			 "%s: byte 0: file too short for a perf.data header (%llu bytes)", path,
+			 (unsigned long long)r->file_size);
+		goto out;
+	}
+	if (memcmp(r->h.magic, "PERFILE2", 8) != 0) {
+		snprintf(err, errlen, "%s: not a perf.data file", path);
+		goto out;
+	}
+	if (r->file_size < sizeof(r->h) || read_at(r, 0, &r->h, sizeof(r->h)) != 0) {
+		uint64_t size = 0;
+		if (r->file_size >= 16)
+			read_at(r, 8, &size, 8);
+		if (size == 16)
+			snprintf(err, errlen,
+				 "%s: a pipe-mode perf.data (perf record -o -): record "
+				 "to a file instead",
+				 path);
+		else
+			fail(r, 0, "file too short for a perf.data header (%llu bytes)",
+			     (unsigned long long)r->file_size);
+		goto out;
+	}
+	if (r->h.size != sizeof(r->h)) {
+		fail(r, 8, "unexpected header size %llu", (unsigned long long)r->h.size);
+		goto out;
+	}
+	/* perf killed before it finished writing leaves the data size at 0 */
+	if (r->h.data.size == 0 && r->file_size > r->h.data.offset)
+		r->h.data.size = r->file_size - r->h.data.offset;
+	r->win = malloc(WINDOW_SIZE);
+	if (!r->win) {
+		snprintf(err, errlen, "%s: out of memory", path);
+		goto out;
+	}
+	if (read_attrs(r) != 0)
+		goto out;
+	/* Feature sections follow the data: in a truncated file they are gone.
+	 * Keep going without them and report the damage after the records. */
+	char feature_err[512] = "";
+	r->err = feature_err;
+	r->errlen = sizeof(feature_err);
+	int frc = read_cpuid(r);
+	r->err = err;
+	r->errlen = errlen;
+	for (size_t i = 0; i < r->nattrs; i++) {
+		struct ep_perf_event_desc *d = &r->attrs[i].desc;
+		d->counts_all_branches = counts_all_branches(r, d->type, d->config);
+		if (cb->on_event_desc && (rc = cb->on_event_desc(cb->ctx, d)) != 0)
+			goto out;
+	}
+	if (frc == 0) {
+		r->err = feature_err;
+		r->errlen = sizeof(feature_err);
+		frc = read_build_ids(r, cb);
+		r->err = err;
+		r->errlen = errlen;
+		if (frc > 0) {
+			rc = frc;
+			goto out;
+		}
+	}
+	struct hold hold = {0};
+	rc = read_records(r, cb, stats, &hold);
+	if (rc != 0 && hold.n > 0) {
+		/* deliver what was read before the damage, then report it */
+		char saved[512];
+		snprintf(saved, sizeof(saved), "%s", err);
+		if (flush_held(r, &hold, UINT64_MAX, cb, stats) == 0)
+			snprintf(err, errlen, "%s", saved);
+	}
+	free(hold.buf);
+	free(hold.recs);
+	if (rc == 0 && frc != 0) {
+		snprintf(err, errlen, "%s", feature_err);
+		rc = -1;
+	}
+out:
+	for (size_t i = 0; i < r->nattrs; i++)
+		free(r->attrs[i].ids);
+	ep_u64map_free(&r->attr_by_id);
+	free(r->win);
+	close(r->fd);
+	free(r);
+	return rc;
+}

@@ -1,0 +1,21 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* What several commands share beyond common/util/options. */
+#ifndef EP_CLI_UTIL_H
+#define EP_CLI_UTIL_H
+
+#include "common/util/options.h"
+#include "profile.pb-c.h"
+
+struct ep_binary_registry;
+
+/* The options every command that reads recordings takes: --binary FILE
+ * (repeatable) and --symfs DIR, into reg. Fills out[0..2] (the last is the
+ * table's end). */
+void ep_cli_binary_options(struct ep_option out[3], struct ep_binary_registry *reg);
+
+/* The profile in an export format (enum ep_export_format) to output, or
+ * stdout when NULL; errors logged. 0 or 1 (the exit code). */
+int ep_cli_write_export(const Edgeprof__V1__Profile *profile, int format, const char *build_id,
+			const char *output);
+
+#endif

@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "cli/cmd_dump.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "agent/source/perf_data/perf_data.h"
+#include "common/util/log.h"
+
+static int print_sample(void *ctx, const struct ep_sample_record *rec)
+{
+	FILE *out = ctx;
+	fprintf(out, " %16llx ", (unsigned long long)rec->ip);
+	for (uint32_t i = 0; i < rec->nr_entries; i++) {
+		const struct ep_branch_entry *e = &rec->entries[i];
+		char pred = (e->flags & EP_BR_MISPRED)	   ? 'M'
+			    : (e->flags & EP_BR_PREDICTED) ? 'P'
+							   : '-';
+		fprintf(out, "0x%llx/0x%llx/%c/%c/%c/%u/  ", (unsigned long long)e->from,
+			(unsigned long long)e->to, pred, (e->flags & EP_BR_IN_TX) ? 'X' : '-',
+			(e->flags & EP_BR_ABORT) ? 'A' : '-',
+			(unsigned)((e->flags & EP_BR_CYCLES_MASK) >> EP_BR_CYCLES_SHIFT));
+	}
+	fputc('\n', out);
+	return 0;
+}
+
+int ep_cmd_dump(int argc, char **argv)
+{
+	if (argc != 2) {
+		ep_error("usage: edgeprof dump PERF.DATA");
+		return 2;
+	}
+	struct ep_perf_data_callbacks cb = {.ctx = stdout, .on_sample = print_sample};
+	struct ep_perf_data_stats stats;
+	char err[512];
+	if (ep_perf_data_read(argv[1], &cb, &stats, err, sizeof(err)) != 0) {
+		ep_error("%s", err);
+		return 1;
+	}
+	return 0;
+}

@@ -1,0 +1,162 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* edgeprof import: perf.data -> edge profile, through the same pipeline the
+ * live agent uses. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/pipeline/pipeline.h"
+#include "agent/source/perf_data/perf_data_feed.h"
+#include "cli/cli_util.h"
+#include "cli/commands.h"
+#include "common/export/export.h"
+#include "common/profile/profile_file.h"
+#include "common/util/log.h"
+
+static void import_usage(FILE *out)
+{
+	fprintf(
+	    out,
+	    "usage: edgeprof import PERF.DATA [options]\n"
+	    "  --binary FILE     a profiled binary (repeatable); matched by build-id, else path\n"
+	    "  --symfs DIR       look up recorded paths under DIR\n"
+	    "  --chop C          count the last C branches of each trace (default: the\n"
+	    "                    hardware's stack size); 0 counts whole stacks like\n"
+	    "                    perf2bolt/AutoFDO (biased, for comparison)\n"
+	    "  --ranges MODE     split (default: ranges end at every branch) or gap\n"
+	    "                    (AutoFDO's whole gaps between taken branches; needs --chop 0)\n"
+	    "  --no-trigger      do not extend traces to the sample IP\n"
+	    "  -o PROFILE        write the profile (protobuf); without it print a report\n"
+	    "  --top N           report length (default 10)\n");
+}
+
+/* --chop C: a number of branches, or auto (the recording's stack size). */
+static int parse_chop(void *chop, const char *arg, char *err, size_t errlen)
+{
+	unsigned v;
+	if (strcmp(arg, "auto") == 0) {
+		*(int *)chop = EP_CHOP_AUTO;
+		return 0;
+	}
+	if (ep_parse_uint(arg, 0, 4096, &v) != 0) {
+		snprintf(err, errlen, "'%s' is not a number of branches (0-4096 or auto)", arg);
+		return -1;
+	}
+	*(int *)chop = (int)v;
+	return 0;
+}
+
+static const char *const range_modes[] = {"split", "gap", NULL};
+
+int ep_cmd_import(int argc, char **argv)
+{
+	struct ep_pipeline_config cfg;
+	ep_pipeline_config_default(&cfg);
+	const char *output = NULL;
+	unsigned top = 10;
+	int range_mode = 0;
+	char err[512];
+	int rc = 2;
+	struct ep_binary_registry *reg = ep_binreg_new();
+	struct ep_pipeline *pipeline = NULL;
+	Edgeprof__V1__Profile *profile = NULL;
+	if (!reg) {
+		ep_error("out of memory");
+		return 1;
+	}
+
+	struct ep_option binary_opts[3];
+	ep_cli_binary_options(binary_opts, reg);
+	const struct ep_option import_opts[] = {
+	    EP_OPTION("chop", 0, EP_OPT_CALL, &cfg.chop, .call = parse_chop),
+	    EP_OPTION("ranges", 0, EP_OPT_CHOICE, &range_mode, .choices = range_modes),
+	    EP_OPTION("no-trigger", 0, EP_OPT_FALSE, &cfg.append_trigger),
+	    EP_OPTION("output", 'o', EP_OPT_STRING, &output),
+	    EP_OPTION("top", 0, EP_OPT_UINT, &top, .min = 1, .max = 100000),
+	    EP_OPTION_END,
+	};
+	const struct ep_option *const tables[] = {binary_opts, import_opts, NULL};
+	int first = ep_options_parse("import", argc, argv, tables, import_usage);
+	if (first < 0) {
+		rc = ep_options_exit_code(first);
+		goto out;
+	}
+	cfg.range_mode = range_mode ? EP_RANGES_GAP : EP_RANGES_SPLIT;
+	if (first != argc - 1) {
+		ep_error("import needs exactly one perf.data file");
+		import_usage(stderr);
+		goto out;
+	}
+	if (cfg.range_mode == EP_RANGES_GAP && cfg.chop != 0) {
+		ep_error("--ranges gap counts whole gaps between taken branches, AutoFDO's rule: "
+			 "it needs --chop 0");
+		goto out;
+	}
+	const char *input = argv[first];
+
+	pipeline = ep_pipeline_new(&cfg, reg);
+	if (!pipeline) {
+		ep_error("out of memory");
+		rc = 1;
+		goto out;
+	}
+	struct ep_perf_data_feed_info info;
+	int read_rc = ep_feed_perf_data(input, pipeline, &info, err, sizeof(err));
+	rc = 0;
+	if (read_rc != 0) {
+		/* what was read before the damage is still worth keeping */
+		ep_error("%s", err);
+		ep_error("%s: keeping the %llu samples read before the error", input,
+			 (unsigned long long)info.stats.samples);
+		rc = 1;
+	}
+
+	profile = ep_pipeline_profile(pipeline);
+	if (!profile) {
+		ep_error("out of memory building the profile");
+		rc = 1;
+		goto out;
+	}
+	char source[4200];
+	snprintf(source, sizeof(source), "perf.data:%s", input);
+	free(profile->config->source);
+	profile->config->source = strdup(source);
+	free(profile->config->event);
+	profile->config->event = strdup(info.event);
+	if (!profile->config->source || !profile->config->event) {
+		ep_error("out of memory");
+		rc = 1;
+		goto out;
+	}
+
+	const Edgeprof__V1__Stats *st = profile->stats;
+	ep_info("%s: %llu samples (%llu with branch stacks), %llu entries (%llu user), %llu gaps "
+		"(%llu inconsistent, %llu unknown code), %llu branches counted (chop %u)",
+		input, (unsigned long long)st->samples,
+		(unsigned long long)st->samples_with_branches,
+		(unsigned long long)st->branch_entries, (unsigned long long)st->branch_entries_user,
+		(unsigned long long)st->gaps, (unsigned long long)st->gaps_inconsistent,
+		(unsigned long long)st->gaps_unknown_code, (unsigned long long)st->branches_counted,
+		ep_pipeline_chop_used(pipeline));
+	if (info.branch_stacks && st->branch_entries_user > 0 && st->branches_counted == 0) {
+		ep_error("%s: no branch could be matched to a binary's code: pass the profiled "
+			 "binaries with --binary or --symfs (see the warnings above)",
+			 input);
+		rc = 1;
+	}
+
+	if (output) {
+		if (ep_profile_write(output, profile, err, sizeof(err)) != 0) {
+			ep_error("%s", err);
+			rc = 1;
+		}
+	} else {
+		ep_report(profile, top, stdout);
+	}
+out:
+	if (profile)
+		ep_profile_free(profile);
+	ep_pipeline_free(pipeline);
+	ep_binreg_free(reg);
+	return rc;
+}

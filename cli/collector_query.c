@@ -1,0 +1,172 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "cli/collector_query.h"
+
+#include <curl/curl.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util/http_body.h"
+#include "common/util/log.h"
+#include "common/util/secret.h"
+
+static const char *const label_keys[] = {"container_id", "pod", "namespace", "cgroup", "process"};
+
+int ep_collector_query_option(struct ep_collector_query *q, int ch, const char *arg)
+{
+	switch (ch) {
+	case EP_QUERY_OPT_COLLECTOR:
+		q->url = arg;
+		return 1;
+	case EP_QUERY_OPT_TOKEN:
+		q->token_file = arg;
+		return 1;
+	case EP_QUERY_OPT_CACERT:
+		q->ca_file = arg;
+		return 1;
+	case EP_QUERY_OPT_CERT:
+		q->cert_file = arg;
+		return 1;
+	case EP_QUERY_OPT_KEY:
+		q->key_file = arg;
+		return 1;
+	case EP_QUERY_OPT_FROM:
+		q->from = arg;
+		return 1;
+	case EP_QUERY_OPT_TO:
+		q->to = arg;
+		return 1;
+	case EP_QUERY_OPT_SESSION:
+		q->session = arg;
+		return 1;
+	case EP_QUERY_OPT_LABEL: {
+		const char *eq = strchr(arg, '=');
+		bool known = false;
+		for (size_t i = 0; eq && i < sizeof(label_keys) / sizeof(label_keys[0]); i++)
+			known |= strlen(label_keys[i]) == (size_t)(eq - arg) &&
+				 strncmp(arg, label_keys[i], (size_t)(eq - arg)) == 0;
+		if (!known || q->nlabels == 8) {
+			ep_error("--label '%s': expected KEY=VALUE with KEY one of container_id, "
+				 "pod, namespace, cgroup, process",
+				 arg);
+			return -1;
+		}
+		q->labels[q->nlabels++] = arg;
+		return 1;
+	}
+	default:
+		return 0;
+	}
+}
+
+int ep_url_append_arg(char **url, const char *key, const char *value)
+{
+	char *esc = curl_easy_escape(NULL, value, 0);
+	char *next = NULL;
+	int rc = esc && asprintf(&next, "%s&%s=%s", *url, key, esc) >= 0 ? 0 : -1;
+	curl_free(esc);
+	if (rc == 0) {
+		free(*url);
+		*url = next;
+	}
+	return rc;
+}
+
+int ep_collector_request(const struct ep_collector_query *q, const char *method, const char *path,
+			 struct ep_http_body *body, long *status)
+{
+	char token[512], err[512];
+	*status = 0;
+	memset(body, 0, sizeof(*body));
+	if (q->token_file &&
+	    ep_read_token_file(q->token_file, token, sizeof(token), err, sizeof(err)) != 0) {
+		ep_error("%s", err);
+		return -1;
+	}
+	CURL *curl = curl_easy_init();
+	char *url = NULL;
+	size_t base = strlen(q->url);
+	while (base && q->url[base - 1] == '/')
+		base--;
+	if (!curl || asprintf(&url, "%.*s%s", (int)base, q->url, path) < 0) {
+		ep_error("out of memory");
+		curl_easy_cleanup(curl);
+		return -1;
+	}
+	struct curl_slist *headers = NULL;
+	char auth[600];
+	if (q->token_file) {
+		snprintf(auth, sizeof(auth), "Authorization: Bearer %s", token);
+		headers = curl_slist_append(headers, auth);
+	}
+	curl_easy_setopt(curl, CURLOPT_URL, url);
+	curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+	if (strcmp(method, "POST") == 0) {
+		curl_easy_setopt(curl, CURLOPT_POSTFIELDS, "");
+		curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, 0L);
+	}
+	curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, ep_http_body_write);
+	curl_easy_setopt(curl, CURLOPT_WRITEDATA, body);
+	curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
+	curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, 300000L);
+	if (q->ca_file)
+		curl_easy_setopt(curl, CURLOPT_CAINFO, q->ca_file);
+	if (q->cert_file)
+		curl_easy_setopt(curl, CURLOPT_SSLCERT, q->cert_file);
+	if (q->key_file)
+		curl_easy_setopt(curl, CURLOPT_SSLKEY, q->key_file);
+	CURLcode cc = curl_easy_perform(curl);
+	curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, status);
+	if (cc != CURLE_OK)
+		ep_error("collector %s: %s", q->url, curl_easy_strerror(cc));
+	free(url);
+	curl_slist_free_all(headers);
+	curl_easy_cleanup(curl);
+	if (cc != CURLE_OK) {
+		free(body->data);
+		body->data = NULL;
+		return -1;
+	}
+	return 0;
+}
+
+Edgeprof__V1__Profile *ep_collector_fetch_profile(const struct ep_collector_query *q)
+{
+	char *path = strdup("/v1/profile?format=proto");
+	int rc = path ? 0 : -1;
+	if (q->build_id)
+		rc |= ep_url_append_arg(&path, "build_id", q->build_id);
+	if (q->from)
+		rc |= ep_url_append_arg(&path, "from", q->from);
+	if (q->to)
+		rc |= ep_url_append_arg(&path, "to", q->to);
+	if (q->session)
+		rc |= ep_url_append_arg(&path, "session", q->session);
+	for (int i = 0; i < q->nlabels; i++) {
+		const char *eq = strchr(q->labels[i], '=');
+		char key[32];
+		snprintf(key, sizeof(key), "%.*s", (int)(eq - q->labels[i]), q->labels[i]);
+		rc |= ep_url_append_arg(&path, key, eq + 1);
+	}
+	if (rc != 0) {
+		ep_error("out of memory");
+		free(path);
+		return NULL;
+	}
+	struct ep_http_body body;
+	long status;
+	Edgeprof__V1__Profile *p = NULL;
+	if (ep_collector_request(q, "GET", path, &body, &status) != 0) {
+		free(path);
+		return NULL;
+	}
+	if (status != 200)
+		ep_error("collector %s: HTTP %ld: %s", q->url, status,
+			 body.data ? strtok(body.data, "\n") : "");
+	else if (!(p = edgeprof__v1__profile__unpack(NULL, body.len, (uint8_t *)body.data)))
+		ep_error("collector %s: the answer is not a profile (%zu bytes)", q->url, body.len);
+	free(body.data);
+	free(path);
+	return p;
+}

@@ -1,0 +1,252 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * edgeprof's own JSON schema (README.md):
+ *   {"stats": {...}, "config": {...}, "profiles": [{"build_id", "path", "paths",
+ *    "arch", "samples", "branches": [...], "ranges": [...], "ips": [...],
+ *    "functions": [...]}]}
+ * Addresses are "0x..." strings (ELF virtual addresses; JSON numbers lose
+ * precision past 2^53), counts are numbers. Stats and config carry every
+ * field of their proto message under its proto name, read from the
+ * descriptor so a field added to the proto shows up here untouched.
+ * Branches are sorted by from, to, taken; ranges by start, end; ips and
+ * functions by address: the same profile always gives the same bytes.
+ * Paths are bytes on Linux: invalid UTF-8 becomes U+FFFD so the document
+ * stays valid JSON.
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+
+#include "common/export/export_internal.h"
+
+/* Length of the valid UTF-8 sequence at s, or 0 (overlong forms,
+ * surrogates and code points past U+10FFFF are invalid too). */
+static size_t utf8_len(const unsigned char *s)
+{
+	size_t n;
+	uint32_t cp;
+	if (s[0] < 0x80)
+		return 1;
+	if ((s[0] & 0xe0) == 0xc0)
+		n = 2, cp = s[0] & 0x1f;
+	else if ((s[0] & 0xf0) == 0xe0)
+		n = 3, cp = s[0] & 0x0f;
+	else if ((s[0] & 0xf8) == 0xf0)
+		n = 4, cp = s[0] & 0x07;
+	else
+		return 0;
+	for (size_t i = 1; i < n; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (s[i] & 0x3f);
+	}
+	static const uint32_t min[] = {0, 0, 0x80, 0x800, 0x10000};
+	if (cp < min[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return n;
+}
+
+static void json_string(FILE *out, const char *str)
+{
+	const unsigned char *s = (const unsigned char *)(str ? str : "");
+	fputc('"', out);
+	while (*s) {
+		size_t n = utf8_len(s);
+		if (n == 0) {
+			fputs("\\ufffd", out);
+			s++;
+			continue;
+		}
+		switch (*s) {
+		case '"':
+			fputs("\\\"", out);
+			break;
+		case '\\':
+			fputs("\\\\", out);
+			break;
+		case '\n':
+			fputs("\\n", out);
+			break;
+		case '\t':
+			fputs("\\t", out);
+			break;
+		default:
+			if (*s < 0x20)
+				fprintf(out, "\\u%04x", *s);
+			else
+				fwrite(s, 1, n, out);
+		}
+		s += n;
+	}
+	fputc('"', out);
+}
+
+static void json_hex(FILE *out, uint64_t v)
+{
+	fprintf(out, "\"0x%" PRIx64 "\"", v);
+}
+
+static void json_bool(FILE *out, bool v)
+{
+	fputs(v ? "true" : "false", out);
+}
+
+/* Every singular scalar field of a message by its proto name. */
+static void json_message(FILE *out, const ProtobufCMessage *m)
+{
+	fputc('{', out);
+	if (!m) {
+		fputc('}', out);
+		return;
+	}
+	const ProtobufCMessageDescriptor *d = m->descriptor;
+	bool first = true;
+	for (unsigned i = 0; i < d->n_fields; i++) {
+		const ProtobufCFieldDescriptor *f = &d->fields[i];
+		const void *v = (const char *)m + f->offset;
+		if (f->label == PROTOBUF_C_LABEL_REPEATED)
+			continue;
+		fputs(first ? "" : ", ", out);
+		first = false;
+		json_string(out, f->name);
+		fputs(": ", out);
+		switch (f->type) {
+		case PROTOBUF_C_TYPE_UINT64:
+		case PROTOBUF_C_TYPE_FIXED64:
+			fprintf(out, "%" PRIu64, *(const uint64_t *)v);
+			break;
+		case PROTOBUF_C_TYPE_INT64:
+		case PROTOBUF_C_TYPE_SINT64:
+		case PROTOBUF_C_TYPE_SFIXED64:
+			fprintf(out, "%" PRId64, *(const int64_t *)v);
+			break;
+		case PROTOBUF_C_TYPE_UINT32:
+		case PROTOBUF_C_TYPE_FIXED32:
+			fprintf(out, "%" PRIu32, *(const uint32_t *)v);
+			break;
+		case PROTOBUF_C_TYPE_INT32:
+		case PROTOBUF_C_TYPE_SINT32:
+		case PROTOBUF_C_TYPE_SFIXED32:
+		case PROTOBUF_C_TYPE_ENUM:
+			fprintf(out, "%" PRId32, *(const int32_t *)v);
+			break;
+		case PROTOBUF_C_TYPE_BOOL:
+			json_bool(out, *(const protobuf_c_boolean *)v);
+			break;
+		case PROTOBUF_C_TYPE_STRING:
+			json_string(out, *(char *const *)v);
+			break;
+		case PROTOBUF_C_TYPE_FLOAT:
+			fprintf(out, "%.9g", (double)*(const float *)v);
+			break;
+		case PROTOBUF_C_TYPE_DOUBLE:
+			fprintf(out, "%.17g", *(const double *)v);
+			break;
+		default:
+			fputs("null", out);
+		}
+	}
+	fputc('}', out);
+}
+
+static int cmp_ip(const void *pa, const void *pb)
+{
+	const Edgeprof__V1__IpCount *a = *(const Edgeprof__V1__IpCount *const *)pa;
+	const Edgeprof__V1__IpCount *b = *(const Edgeprof__V1__IpCount *const *)pb;
+	return a->ip < b->ip ? -1 : a->ip > b->ip;
+}
+
+static int json_binary(FILE *out, const Edgeprof__V1__BinaryProfile *bp)
+{
+	const Edgeprof__V1__Edge **edges = ep_export_sorted_edges(bp);
+	const Edgeprof__V1__Range **ranges = ep_export_sorted_ranges(bp);
+	const Edgeprof__V1__IpCount **ips = malloc((bp->n_ips ? bp->n_ips : 1) * sizeof(*ips));
+	struct ep_func_index fx = {0};
+	int rc = -1;
+	if (!edges || !ranges || !ips || ep_func_index_init(&fx, bp) != 0)
+		goto out;
+	for (size_t i = 0; i < bp->n_ips; i++)
+		ips[i] = bp->ips[i];
+	qsort(ips, bp->n_ips, sizeof(*ips), cmp_ip);
+
+	fputs("{\"build_id\": ", out);
+	json_string(out, bp->build_id);
+	fputs(", \"path\": ", out);
+	json_string(out, bp->n_paths ? bp->paths[0] : "");
+	fputs(", \"paths\": [", out);
+	for (size_t i = 0; i < bp->n_paths; i++) {
+		fputs(i ? ", " : "", out);
+		json_string(out, bp->paths[i]);
+	}
+	fputs("], \"arch\": ", out);
+	json_string(out, bp->arch);
+	fprintf(out, ", \"samples\": %" PRIu64 ",\n  \"branches\": [", bp->samples);
+	for (size_t i = 0; i < bp->n_edges; i++) {
+		const Edgeprof__V1__Edge *e = edges[i];
+		fputs(i ? ",\n    {\"from\": " : "\n    {\"from\": ", out);
+		json_hex(out, e->from);
+		fputs(", \"to\": ", out);
+		json_hex(out, e->to);
+		fputs(", \"taken\": ", out);
+		json_bool(out, e->taken);
+		fprintf(out, ", \"count\": %" PRIu64 ", \"mispredicted\": %" PRIu64 ", \"kind\": ",
+			e->count, e->mispredicted);
+		json_string(out, ep_export_kind_name(e->kind));
+		/* without these "to": "0x0" would be ambiguous */
+		fputs(", \"to_external\": ", out);
+		json_bool(out, e->to_external);
+		fputs(", \"from_external\": ", out);
+		json_bool(out, e->from_external);
+		fputc('}', out);
+	}
+	fputs("],\n  \"ranges\": [", out);
+	for (size_t i = 0; i < bp->n_ranges; i++) {
+		fputs(i ? ",\n    {\"start\": " : "\n    {\"start\": ", out);
+		json_hex(out, ranges[i]->start);
+		fputs(", \"end\": ", out);
+		json_hex(out, ranges[i]->end);
+		fprintf(out, ", \"count\": %" PRIu64 "}", ranges[i]->count);
+	}
+	fputs("],\n  \"ips\": [", out);
+	for (size_t i = 0; i < bp->n_ips; i++) {
+		fputs(i ? ", {\"ip\": " : "{\"ip\": ", out);
+		json_hex(out, ips[i]->ip);
+		fprintf(out, ", \"count\": %" PRIu64 "}", ips[i]->count);
+	}
+	fputs("],\n  \"functions\": [", out);
+	for (size_t i = 0; i < fx.n; i++) {
+		fputs(i ? ",\n    {\"name\": " : "\n    {\"name\": ", out);
+		json_string(out, fx.f[i]->name);
+		fputs(", \"start\": ", out);
+		json_hex(out, fx.f[i]->start);
+		fprintf(out, ", \"size\": %" PRIu64 "}", fx.f[i]->size);
+	}
+	fputs("]}", out);
+	rc = 0;
+out:
+	ep_func_index_free(&fx);
+	free(edges);
+	free(ranges);
+	free(ips);
+	return rc;
+}
+
+int ep_export_json(const Edgeprof__V1__Profile *p, const Edgeprof__V1__BinaryProfile *only,
+		   FILE *out, char *err, size_t errlen)
+{
+	fputs("{\"stats\": ", out);
+	json_message(out, p->stats ? &p->stats->base : NULL);
+	fputs(",\n \"config\": ", out);
+	json_message(out, p->config ? &p->config->base : NULL);
+	fputs(",\n \"profiles\": [", out);
+	bool first = true;
+	for (size_t i = 0; i < p->n_binaries; i++) {
+		if (only && p->binaries[i] != only)
+			continue;
+		fputs(first ? "\n " : ",\n ", out);
+		first = false;
+		if (json_binary(out, p->binaries[i]) != 0)
+			return ep_export_oom(err, errlen);
+	}
+	fputs("]}\n", out);
+	return ep_export_finish(out, err, errlen);
+}

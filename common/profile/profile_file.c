@@ -1,0 +1,347 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The profile file, little-endian:
+ *
+ *   offset size
+ *        0    8  magic "EDGEPROF"
+ *        8    4  format version, 1 (bumped when the layout or the meaning of
+ *                the payload changes incompatibly; proto fields are only ever
+ *                added, which needs no bump)
+ *       12    4  reserved, 0 (keeps the length 8-byte aligned)
+ *       16    8  payload length in bytes
+ *       24  ...  payload: one packed edgeprof.v1.Profile (proto/profile.proto)
+ *
+ * Nothing follows the payload. The magic tells a profile from a perf.data
+ * or anything else before protobuf sees it (protobuf would accept many
+ * random files as some message); the length tells a truncated file (a
+ * crash during a copy, a full disk elsewhere) from a corrupt one.
+ *
+ * Writing goes to a temporary file beside the target, fsync'd, then renamed
+ * over it: a reader sees the old profile or the new one, never half of one,
+ * and a failed write leaves the old one alone. The message is streamed
+ * through a small buffer, so writing needs no second copy of the profile.
+ *
+ * Reading takes the whole payload into one buffer of the declared size:
+ * profiles are small next to memory, and protobuf-c unpacks from one
+ * buffer. The declared size is checked against the file's size first, so
+ * a damaged length cannot make us allocate gigabytes for a small file, and
+ * is capped at 4 GiB.
+ */
+#include "common/profile/profile_file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MAGIC	       "EDGEPROF"
+#define MAGIC_SIZE     8
+#define FORMAT_VERSION 1u
+#define HEADER_SIZE    24
+#define MAX_PAYLOAD    (4ULL << 30)
+
+static void put_le(uint8_t *p, uint64_t v, int n)
+{
+	for (int i = 0; i < n; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t get_le(const uint8_t *p, int n)
+{
+	uint64_t v = 0;
+	for (int i = n - 1; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+
+/* Writes to fd through a buffer; the first error sticks and later output
+ * is dropped, since protobuf-c's append callback cannot fail. */
+struct fd_writer {
+	ProtobufCBuffer base;
+	int fd;
+	int error; /* errno of the first failure, 0 while all is well */
+	uint64_t written;
+	size_t used;
+	uint8_t buf[1 << 16];
+};
+
+static void fd_flush(struct fd_writer *w)
+{
+	const uint8_t *p = w->buf;
+	while (w->used > 0 && !w->error) {
+		ssize_t n = write(w->fd, p, w->used);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			w->error = n < 0 ? errno : EIO;
+			break;
+		}
+		p += n;
+		w->used -= (size_t)n;
+		w->written += (uint64_t)n;
+	}
+	w->used = 0;
+}
+
+static void fd_append(ProtobufCBuffer *buffer, size_t len, const uint8_t *data)
+{
+	struct fd_writer *w = (struct fd_writer *)buffer;
+	while (len > 0 && !w->error) {
+		size_t n = sizeof(w->buf) - w->used;
+		if (n > len)
+			n = len;
+		memcpy(w->buf + w->used, data, n);
+		w->used += n;
+		data += n;
+		len -= n;
+		if (w->used == sizeof(w->buf))
+			fd_flush(w);
+	}
+}
+
+/* A new file beside path that no one else uses: the rename must stay within
+ * one file system, and the mode must follow the umask like any new file. */
+static int create_temp(const char *path, char **tmp_out)
+{
+	size_t len = strlen(path) + 48;
+	char *tmp = malloc(len);
+	if (!tmp) {
+		errno = ENOMEM;
+		return -1;
+	}
+	for (unsigned attempt = 0; attempt < 100; attempt++) {
+		snprintf(tmp, len, "%s.tmp.%ld.%u", path, (long)getpid(), attempt);
+		int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+		if (fd >= 0) {
+			*tmp_out = tmp;
+			return fd;
+		}
+		if (errno != EEXIST)
+			break;
+	}
+	int saved = errno;
+	free(tmp);
+	errno = saved;
+	return -1;
+}
+
+/* Makes the rename itself durable; a file system that cannot sync a
+ * directory still has the new profile in place, so errors are ignored. */
+static void sync_parent(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : NULL;
+	int fd = open(dir ? dir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	free(dir);
+	if (fd >= 0) {
+		(void)fsync(fd);
+		close(fd);
+	}
+}
+
+int ep_profile_write(const char *path, const Edgeprof__V1__Profile *profile, char *err,
+		     size_t errlen)
+{
+	size_t len = protobuf_c_message_get_packed_size(&profile->base);
+	uint8_t header[HEADER_SIZE] = {0};
+	memcpy(header, MAGIC, MAGIC_SIZE);
+	put_le(header + 8, FORMAT_VERSION, 4);
+	put_le(header + 16, len, 8);
+
+	struct fd_writer *w = calloc(1, sizeof(*w));
+	char *tmp = NULL;
+	int fd = w ? create_temp(path, &tmp) : -1;
+	if (fd < 0) {
+		snprintf(err, errlen, "%s: write failed: %s", path, strerror(w ? errno : ENOMEM));
+		free(w);
+		return -1;
+	}
+	w->base.append = fd_append;
+	w->fd = fd;
+	fd_append(&w->base, HEADER_SIZE, header);
+	protobuf_c_message_pack_to_buffer(&profile->base, &w->base);
+	fd_flush(w);
+	int error = w->error;
+	if (!error && w->written != HEADER_SIZE + (uint64_t)len)
+		error = EIO; /* the packer and the size it announced disagree */
+	if (!error && fsync(fd) != 0)
+		error = errno;
+	if (close(fd) != 0 && !error)
+		error = errno;
+	if (!error && rename(tmp, path) != 0)
+		error = errno;
+	if (error) {
+		unlink(tmp);
+		snprintf(err, errlen, "%s: write failed: %s", path, strerror(error));
+	} else {
+		sync_parent(path);
+	}
+	free(tmp);
+	free(w);
+	return error ? -1 : 0;
+}
+
+/* Reads up to len bytes; returns how many (fewer only at the end of the
+ * file), or -1 with errno set. */
+static ssize_t read_full(int fd, uint8_t *buf, size_t len)
+{
+	size_t got = 0;
+	while (got < len) {
+		ssize_t n = read(fd, buf + got, len - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -1;
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	return (ssize_t)got;
+}
+
+/* Fills *buf with the payload. A regular file's size is known, so the
+ * buffer is allocated once; a pipe's is not, so the buffer grows as bytes
+ * arrive, never past the declared length. Returns the bytes read (fewer
+ * than len when the input ends early), or -1 with errno set. */
+static ssize_t read_payload(int fd, bool regular, size_t len, uint8_t **buf)
+{
+	size_t cap = regular || len < (1u << 20) ? len : (1u << 20);
+	size_t got = 0;
+	*buf = malloc(cap ? cap : 1);
+	if (!*buf)
+		return -1;
+	for (;;) {
+		ssize_t n = read_full(fd, *buf + got, cap - got);
+		if (n < 0)
+			return -1;
+		got += (size_t)n;
+		if (got < cap || cap == len)
+			return (ssize_t)got;
+		cap = cap > len / 2 ? len : cap * 2;
+		uint8_t *bigger = realloc(*buf, cap);
+		if (!bigger)
+			return -1;
+		*buf = bigger;
+	}
+}
+
+static int read_profile(int fd, const char *path, Edgeprof__V1__Profile **out, char *err,
+			size_t errlen)
+{
+	struct stat st;
+	if (fstat(fd, &st) != 0) {
+		snprintf(err, errlen, "%s: read failed: %s", path, strerror(errno));
+		return -1;
+	}
+	if (S_ISDIR(st.st_mode)) {
+		snprintf(err, errlen, "%s: is a directory, not a profile", path);
+		return -1;
+	}
+	bool regular = S_ISREG(st.st_mode);
+	uint8_t header[HEADER_SIZE];
+	ssize_t got = read_full(fd, header, HEADER_SIZE);
+	if (got < 0) {
+		snprintf(err, errlen, "%s: read failed: %s", path, strerror(errno));
+		return -1;
+	}
+	if (got == 0) {
+		snprintf(err, errlen, "%s: not an edgeprof profile (empty file)", path);
+		return -1;
+	}
+	if (memcmp(header, MAGIC, got < MAGIC_SIZE ? (size_t)got : MAGIC_SIZE) != 0) {
+		snprintf(err, errlen, "%s: not an edgeprof profile (no %s header)", path, MAGIC);
+		return -1;
+	}
+	if (got < HEADER_SIZE) {
+		snprintf(err, errlen, "%s: truncated profile (%zd of %d header bytes)", path, got,
+			 HEADER_SIZE);
+		return -1;
+	}
+	uint32_t version = (uint32_t)get_le(header + 8, 4);
+	uint32_t reserved = (uint32_t)get_le(header + 12, 4);
+	uint64_t length = get_le(header + 16, 8);
+	if (version == 0 || reserved != 0) {
+		snprintf(err, errlen, "%s: corrupt profile header (version %u, reserved %#x)", path,
+			 version, reserved);
+		return -1;
+	}
+	if (version > FORMAT_VERSION) {
+		snprintf(err, errlen,
+			 "%s: profile format version %u is newer than this edgeprof reads (%u)",
+			 path, version, FORMAT_VERSION);
+		return -1;
+	}
+	if (length > MAX_PAYLOAD || length > SIZE_MAX - 1) {
+		snprintf(err, errlen,
+			 "%s: corrupt profile: declared payload of %llu bytes is over the 4 GiB "
+			 "limit",
+			 path, (unsigned long long)length);
+		return -1;
+	}
+	unsigned long long total = HEADER_SIZE + length;
+	if (regular && (unsigned long long)st.st_size < total) {
+		snprintf(err, errlen, "%s: truncated profile (%lld of %llu bytes)", path,
+			 (long long)st.st_size, total);
+		return -1;
+	}
+	uint8_t *buf = NULL;
+	got = read_payload(fd, regular, (size_t)length, &buf);
+	if (got < 0) {
+		snprintf(err, errlen, "%s: read failed: %s", path, strerror(errno));
+		free(buf);
+		return -1;
+	}
+	if ((uint64_t)got < length) {
+		snprintf(err, errlen, "%s: truncated profile (%llu of %llu bytes)", path,
+			 (unsigned long long)(HEADER_SIZE + got), total);
+		free(buf);
+		return -1;
+	}
+	/* bytes past the payload mean a damaged file or two glued together */
+	uint8_t extra[4096];
+	ssize_t more = read_full(fd, extra, sizeof(extra));
+	if (more != 0) {
+		if (more < 0)
+			snprintf(err, errlen, "%s: read failed: %s", path, strerror(errno));
+		else
+			snprintf(err, errlen,
+				 "%s: corrupt profile: data after the %llu bytes declared", path,
+				 total);
+		free(buf);
+		return -1;
+	}
+	*out = edgeprof__v1__profile__unpack(NULL, (size_t)length, buf);
+	free(buf);
+	if (!*out) {
+		snprintf(err, errlen,
+			 "%s: corrupt profile: the %llu-byte payload is not an edgeprof.v1.Profile "
+			 "message",
+			 path, (unsigned long long)length);
+		return -1;
+	}
+	return 0;
+}
+
+int ep_profile_read(const char *path, Edgeprof__V1__Profile **out, char *err, size_t errlen)
+{
+	*out = NULL;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+		return -1;
+	}
+	int rc = read_profile(fd, path, out, err, errlen);
+	close(fd);
+	return rc;
+}
+
+void ep_profile_free(Edgeprof__V1__Profile *profile)
+{
+	if (profile)
+		protobuf_c_message_free_unpacked(&profile->base, NULL);
+}
