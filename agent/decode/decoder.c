@@ -14,11 +14,11 @@
  */
 #include "agent/decode/decoder.h"
 
+#include <capstone.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/decode/decoder_arch.h"
 #include "agent/decode/decoder_debug.h"
 #include "common/util/u64map.h"
 

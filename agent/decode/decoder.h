@@ -14,19 +14,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "agent/decode/branch_class.h"
 #include "agent/resolve/binary.h"
 #include "common/util/arch.h"
-
-enum ep_branch_kind {
-	EP_BRANCH_NONE = 0,
-	EP_BRANCH_COND,		 /* conditional direct: taken or not taken */
-	EP_BRANCH_JUMP,		 /* unconditional direct jump */
-	EP_BRANCH_JUMP_INDIRECT, /* jmp *reg/mem, br */
-	EP_BRANCH_CALL,		 /* direct call */
-	EP_BRANCH_CALL_INDIRECT,
-	EP_BRANCH_RETURN,
-	EP_BRANCH_OTHER, /* leaves straight-line flow some other way: ud2, hlt, int3, iret... */
-};
 
 const char *ep_branch_kind_name(enum ep_branch_kind kind);
 

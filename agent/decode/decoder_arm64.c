@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* AArch64 classification. svc/hvc are ordinary instructions here for the
  * same reason as x86's syscall: execution resumes right after them. */
-#include "agent/decode/decoder_arch.h"
+#include "agent/decode/branch_class.h"
+
+#include <capstone.h>
+#include <stdbool.h>
 
 /* The last operand of a direct branch is its target. */
 static uint64_t last_imm(const cs_insn *insn)

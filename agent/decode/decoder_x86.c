@@ -3,7 +3,10 @@
  * x86-64 classification. Also linked into the LBR emulator plugin on its own,
  * so it must not depend on the rest of the decoder.
  */
-#include "agent/decode/decoder_arch.h"
+#include "agent/decode/branch_class.h"
+
+#include <capstone.h>
+#include <stdbool.h>
 
 static bool in_group(const cs_insn *insn, uint8_t group)
 {

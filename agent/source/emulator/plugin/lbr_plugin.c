@@ -22,7 +22,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "agent/decode/decoder_arch.h"
+#include "agent/decode/branch_class.h"
 #include "agent/source/emulator/emu_stream.h"
 #include "agent/source/emulator/qemu_plugin_api.h"
 #include "common/util/u64map.h"
