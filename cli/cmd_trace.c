@@ -15,7 +15,7 @@
 #define MAX_LINE_INSNS 65536
 
 struct trace_ctx {
-	struct ep_reconstructor *reconstructor;
+	struct ep_decoder_cache *decoders;
 	uint64_t *insns;
 	FILE *out;
 };
@@ -28,7 +28,7 @@ static void print_gap(void *ctx, const struct ep_gap_report *g)
 		fprintf(c->out, " cut %s\n", g->why);
 		return;
 	}
-	struct ep_decoder *dec = ep_reconstructor_decoder(c->reconstructor, g->bin);
+	struct ep_decoder *dec = ep_decoder_cache_get(c->decoders, g->bin);
 	size_t n = 0;
 	enum ep_walk_status ws =
 	    ep_decoder_line_insns(dec, g->start_vaddr, g->end_vaddr, c->insns, MAX_LINE_INSNS, &n);
@@ -76,8 +76,8 @@ int ep_cmd_trace(int argc, char **argv)
 		rc = 1;
 		goto out;
 	}
-	ctx.reconstructor = ep_pipeline_reconstructor(pipeline);
-	ep_reconstructor_set_gap_observer(ctx.reconstructor, print_gap, &ctx);
+	ctx.decoders = ep_pipeline_decoders(pipeline);
+	ep_reconstructor_set_gap_observer(ep_pipeline_reconstructor(pipeline), print_gap, &ctx);
 	struct ep_perf_data_feed_info info;
 	rc = 0;
 	if (ep_feed_perf_data(argv[first], pipeline, &info, err, sizeof(err)) != 0) {

@@ -40,7 +40,7 @@ struct bin_counts {
 };
 
 struct ep_aggregator {
-	struct ep_reconstructor *reconstructor;
+	struct ep_decoder_cache *decoders;
 	struct ep_binary_registry *binaries;
 	enum ep_range_mode range_mode;
 	struct bin_counts *bins;
@@ -49,14 +49,14 @@ struct ep_aggregator {
 	uint64_t ranges;
 };
 
-struct ep_aggregator *ep_aggregator_new(struct ep_reconstructor *r,
+struct ep_aggregator *ep_aggregator_new(struct ep_decoder_cache *decoders,
 					struct ep_binary_registry *binaries,
 					enum ep_range_mode range_mode)
 {
 	struct ep_aggregator *a = calloc(1, sizeof(*a));
 	if (!a)
 		return NULL;
-	a->reconstructor = r;
+	a->decoders = decoders;
 	a->binaries = binaries;
 	a->range_mode = range_mode;
 	return a;
@@ -279,8 +279,8 @@ void ep_aggregate_trace(struct ep_aggregator *a, const struct ep_trace *trace, s
 		} else if (b->taken && b->range != EP_NO_RANGE) {
 			/* whole gap: from where the previous taken branch landed up
 			 * to this taken branch */
-			const struct ep_site *s = ep_decoder_site(
-			    ep_reconstructor_decoder(a->reconstructor, b->bin), b->site);
+			const struct ep_site *s =
+			    ep_decoder_site(ep_decoder_cache_get(a->decoders, b->bin), b->site);
 			struct target_list *l = list_for(c, &c->gap_ranges, b->gap_start);
 			if (l)
 				list_add(l, s->addr, false, false);
@@ -573,7 +573,7 @@ static Edgeprof__V1__BinaryProfile *build_binary(struct ep_aggregator *a, uint32
 	/* decoding a binary costs memory and time: only for one that has
 	 * counted branches or ranges (an IP-only profile has none) */
 	bool counted = c->site_cap || c->range_cap || c->nlists || c->from_external.count;
-	struct ep_decoder *dec = counted ? ep_reconstructor_decoder(a->reconstructor, index) : NULL;
+	struct ep_decoder *dec = counted ? ep_decoder_cache_get(a->decoders, index) : NULL;
 	Edgeprof__V1__BinaryProfile *bp = malloc(sizeof(*bp));
 	if (!bp)
 		return NULL;

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "agent/chop/chop.h"
+#include "agent/decode/decoder_cache.h"
 #include "agent/reconstruct/reconstruct.h"
 #include "profile.pb-c.h"
 
@@ -25,7 +26,9 @@ enum ep_range_mode {
 
 struct ep_aggregator;
 
-struct ep_aggregator *ep_aggregator_new(struct ep_reconstructor *r,
+/* decoders and binaries are borrowed: the pipeline owns them, and the
+ * reconstructor gave the traces' site and range ids from the same decoders. */
+struct ep_aggregator *ep_aggregator_new(struct ep_decoder_cache *decoders,
 					struct ep_binary_registry *binaries,
 					enum ep_range_mode range_mode);
 void ep_aggregator_free(struct ep_aggregator *a);

@@ -18,6 +18,8 @@ struct ep_pipeline {
 	struct ep_pipeline_config cfg;
 	struct ep_binary_registry *binaries;
 	struct ep_procmap *procmap;
+	/* one per binary, shared by reconstruct and every label set's aggregator */
+	struct ep_decoder_cache *decoders;
 	struct ep_reconstructor *reconstructor;
 	struct ep_aggregator *aggregator; /* the unlabelled set's, sets[0] */
 	bool branches_seen, lazy_code;	  /* see ep_pipeline_sample() */
@@ -116,7 +118,7 @@ static size_t set_for(struct ep_pipeline *p, const Edgeprof__V1__Labels *l)
 	set->labels.namespace_ = strdup(label_or_empty(l->namespace_));
 	set->labels.cgroup = strdup(label_or_empty(l->cgroup));
 	set->labels.process = strdup(label_or_empty(l->process));
-	set->agg = ep_aggregator_new(p->reconstructor, p->binaries, p->cfg.range_mode);
+	set->agg = ep_aggregator_new(p->decoders, p->binaries, p->cfg.range_mode);
 	if (!set->agg || !set->labels.container_id || !set->labels.pod || !set->labels.namespace_ ||
 	    !set->labels.cgroup || !set->labels.process) {
 		free_set(set);
@@ -188,10 +190,11 @@ struct ep_pipeline *ep_pipeline_new(const struct ep_pipeline_config *cfg,
 	p->binaries = binaries;
 	edgeprof__v1__stats__init(&p->sent);
 	p->procmap = ep_procmap_new();
-	p->reconstructor = p->procmap ? ep_reconstructor_new(p->procmap, binaries) : NULL;
-	p->aggregator = p->reconstructor
-			    ? ep_aggregator_new(p->reconstructor, binaries, cfg->range_mode)
-			    : NULL;
+	p->decoders = ep_decoder_cache_new(binaries);
+	p->reconstructor =
+	    p->procmap && p->decoders ? ep_reconstructor_new(p->procmap, p->decoders) : NULL;
+	p->aggregator =
+	    p->reconstructor ? ep_aggregator_new(p->decoders, binaries, cfg->range_mode) : NULL;
 	p->sets[0] = p->aggregator ? calloc(1, sizeof(*p->sets[0])) : NULL;
 	if (!p->sets[0]) {
 		ep_pipeline_free(p);
@@ -215,6 +218,7 @@ void ep_pipeline_free(struct ep_pipeline *p)
 	ep_u64map_free(&p->pid_set);
 	ep_aggregator_free(p->aggregator);
 	ep_reconstructor_free(p->reconstructor);
+	ep_decoder_cache_free(p->decoders);
 	ep_procmap_free(p->procmap);
 	ep_trace_free(&p->trace);
 	for (size_t i = 0; i < p->nnoted; i++)
@@ -318,6 +322,11 @@ void ep_pipeline_add_lost(struct ep_pipeline *p, uint64_t lost)
 struct ep_reconstructor *ep_pipeline_reconstructor(struct ep_pipeline *p)
 {
 	return p->reconstructor;
+}
+
+struct ep_decoder_cache *ep_pipeline_decoders(struct ep_pipeline *p)
+{
+	return p->decoders;
 }
 
 unsigned ep_pipeline_chop_used(const struct ep_pipeline *p)

@@ -13,6 +13,7 @@
 
 #include "agent/aggregate/aggregate.h"
 #include "agent/chop/chop.h"
+#include "agent/decode/decoder_cache.h"
 #include "agent/reconstruct/reconstruct.h"
 #include "agent/resolve/binary.h"
 #include "agent/resolve/procmap.h"
@@ -88,8 +89,10 @@ Edgeprof__V1__Profile *ep_pipeline_profile(struct ep_pipeline *p);
  * counts since the last one (stats stay totals). */
 Edgeprof__V1__Profile *ep_pipeline_take_delta(struct ep_pipeline *p);
 
-/* The reconstructor, for observers (debugging, oracle tests) and decoders. */
+/* The reconstructor, for gap observers (debugging, oracle tests). */
 struct ep_reconstructor *ep_pipeline_reconstructor(struct ep_pipeline *p);
+/* The decoders the stages share, to look at a reconstructed gap's code. */
+struct ep_decoder_cache *ep_pipeline_decoders(struct ep_pipeline *p);
 
 unsigned ep_pipeline_chop_used(const struct ep_pipeline *p);
 

@@ -19,10 +19,7 @@
 
 struct ep_reconstructor {
 	struct ep_procmap *procmap;
-	struct ep_binary_registry *binaries;
-	struct ep_decoder **decoders;
-	uint8_t *decoder_tried;
-	size_t ndecoders;
+	struct ep_decoder_cache *decoders;
 	bool append_trigger;
 	bool calls_only; /* entries are calls and returns: no straight lines between them */
 	bool cut_pending;
@@ -50,14 +47,14 @@ struct endpoint {
 };
 
 struct ep_reconstructor *ep_reconstructor_new(struct ep_procmap *procmap,
-					      struct ep_binary_registry *binaries)
+					      struct ep_decoder_cache *decoders)
 {
 	struct ep_reconstructor *r = calloc(1, sizeof(*r));
 	if (!r)
 		return NULL;
 	r->procmap = procmap;
 	r->generation = ep_procmap_generation(procmap);
-	r->binaries = binaries;
+	r->decoders = decoders;
 	r->append_trigger = true;
 	return r;
 }
@@ -66,10 +63,6 @@ void ep_reconstructor_free(struct ep_reconstructor *r)
 {
 	if (!r)
 		return;
-	for (size_t i = 0; i < r->ndecoders; i++)
-		ep_decoder_free(r->decoders[i]);
-	free(r->decoders);
-	free(r->decoder_tried);
 	free(r);
 }
 
@@ -94,40 +87,6 @@ const struct ep_reconstruct_stats *ep_reconstructor_stats(const struct ep_recons
 	return &r->stats;
 }
 
-struct ep_decoder *ep_reconstructor_decoder(struct ep_reconstructor *r, uint32_t bin_index)
-{
-	if (bin_index >= r->ndecoders) {
-		size_t n = ep_binreg_count(r->binaries);
-		if (bin_index >= n)
-			return NULL;
-		struct ep_decoder **decoders = realloc(r->decoders, n * sizeof(*decoders));
-		if (!decoders)
-			return NULL;
-		r->decoders = decoders;
-		uint8_t *tried = realloc(r->decoder_tried, n);
-		if (!tried)
-			return NULL;
-		r->decoder_tried = tried;
-		for (size_t i = r->ndecoders; i < n; i++) {
-			r->decoders[i] = NULL;
-			r->decoder_tried[i] = 0;
-		}
-		r->ndecoders = n;
-	}
-	if (!r->decoder_tried[bin_index]) {
-		r->decoder_tried[bin_index] = 1;
-		struct ep_binary *bin = ep_binreg_at(r->binaries, bin_index);
-		size_t nsegs = 0;
-		const struct ep_code_segment *segs = ep_binary_code_segments(bin, &nsegs);
-		r->decoders[bin_index] = ep_decoder_new(ep_binary_arch(bin), segs, nsegs);
-		if (!r->decoders[bin_index])
-			ep_warn("%s: cannot decode its code (architecture %s): its branches are "
-				"skipped",
-				ep_binary_path(bin), ep_arch_name(ep_binary_arch(bin)));
-	}
-	return r->decoders[bin_index];
-}
-
 static void __attribute__((noinline))
 resolve_slow(struct ep_reconstructor *r, uint32_t pid, uint64_t addr, struct endpoint *ep)
 {
@@ -141,7 +100,7 @@ resolve_slow(struct ep_reconstructor *r, uint32_t pid, uint64_t addr, struct end
 	}
 	ep->bin = ep_binary_index(res.bin);
 	ep->vaddr = res.vaddr;
-	ep->dec = ep_reconstructor_decoder(r, ep->bin);
+	ep->dec = ep_decoder_cache_get(r->decoders, ep->bin);
 	if (res.map_end > res.map_start) {
 		r->cache_valid = true;
 		r->cache_pid = pid;

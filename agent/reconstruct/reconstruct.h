@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "agent/decode/decoder.h"
+#include "agent/decode/decoder_cache.h"
 #include "agent/resolve/procmap.h"
 #include "bpf/edgeprof_record.h"
 
@@ -63,8 +64,10 @@ struct ep_reconstruct_stats {
 
 struct ep_reconstructor;
 
+/* procmap and decoders are borrowed: the pipeline owns them (aggregate
+ * reads the same decoders' sites and ranges). */
 struct ep_reconstructor *ep_reconstructor_new(struct ep_procmap *procmap,
-					      struct ep_binary_registry *binaries);
+					      struct ep_decoder_cache *decoders);
 void ep_reconstructor_free(struct ep_reconstructor *r);
 
 /* Whether to extend traces to the sample IP for branch-counting events
@@ -80,10 +83,6 @@ void ep_reconstructor_set_calls_only(struct ep_reconstructor *r, bool calls_only
  * branches (0 for a sample without a usable stack). */
 size_t ep_reconstruct(struct ep_reconstructor *r, const struct ep_sample_record *rec,
 		      struct ep_trace *trace);
-
-/* The decoder of binary bin_index (created on first use), NULL when the
- * binary has no code we can decode. */
-struct ep_decoder *ep_reconstructor_decoder(struct ep_reconstructor *r, uint32_t bin_index);
 
 /* Debugging and oracle tests: called for every gap with its runtime ends,
  * the binary and ELF addresses when both ends resolved to one binary
