@@ -120,14 +120,16 @@ static int apply(const struct ep_option *o, const char *arg, char *err, size_t e
 
 enum { OPT_LOG_LEVEL = 0x10000, OPT_HELP, OPT_TABLE_BASE = 0x20000 };
 
-int ep_options_parse(const char *command, int argc, char **argv,
-		     const struct ep_option *const *tables, void (*usage)(FILE *out))
+static int parse(const char *command, int argc, char **argv, const struct ep_option *const *tables,
+		 void (*usage)(FILE *out), bool stop_at_operand)
 {
 	struct option longs[MAX_OPTIONS + 3];
 	const struct ep_option *by_index[MAX_OPTIONS];
-	char shorts[2 * MAX_OPTIONS + 3];
+	char shorts[2 * MAX_OPTIONS + 4];
 	size_t n = 0, ns = 0;
-	shorts[ns++] = ':'; /* missing arguments reported as ':' */
+	if (stop_at_operand)
+		shorts[ns++] = '+'; /* getopt's "stop at the first operand" */
+	shorts[ns++] = ':';	    /* missing arguments reported as ':' */
 	for (size_t t = 0; tables[t]; t++) {
 		for (const struct ep_option *o = tables[t]; o->kind != EP_OPT_END; o++) {
 			if (n == MAX_OPTIONS) {
@@ -155,7 +157,9 @@ int ep_options_parse(const char *command, int argc, char **argv,
 	longs[n++] = (struct option){"help", no_argument, NULL, OPT_HELP};
 	longs[n] = (struct option){0};
 
-	optind = 1;
+	/* 0, not 1: glibc then starts afresh, ordering ('+') included, even when
+	 * an earlier parse in this process left its state behind */
+	optind = 0;
 	opterr = 0;
 	int ch, idx = -1;
 	while ((idx = -1, ch = getopt_long(argc, argv, shorts, longs, &idx)) != -1) {
@@ -202,4 +206,16 @@ int ep_options_parse(const char *command, int argc, char **argv,
 			*o->given = true;
 	}
 	return optind;
+}
+
+int ep_options_parse(const char *command, int argc, char **argv,
+		     const struct ep_option *const *tables, void (*usage)(FILE *out))
+{
+	return parse(command, argc, argv, tables, usage, false);
+}
+
+int ep_options_parse_command(const char *command, int argc, char **argv,
+			     const struct ep_option *const *tables, void (*usage)(FILE *out))
+{
+	return parse(command, argc, argv, tables, usage, true);
 }

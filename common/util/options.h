@@ -63,6 +63,12 @@ enum { EP_OPTIONS_HELP = -1, EP_OPTIONS_ERROR = -2 };
 int ep_options_parse(const char *command, int argc, char **argv,
 		     const struct ep_option *const *tables, void (*usage)(FILE *out));
 
+/* The same for a command that runs another program (record -- CMD ARGS):
+ * options end at the first operand, so the program's own options are left
+ * to it. */
+int ep_options_parse_command(const char *command, int argc, char **argv,
+			     const struct ep_option *const *tables, void (*usage)(FILE *out));
+
 /* The exit code for ep_options_parse's negative results. */
 static inline int ep_options_exit_code(int parsed)
 {
