@@ -49,12 +49,19 @@ int ep_function_cmp(const void *pa, const void *pb)
 	return c ? c : strcmp(a->name ? a->name : "", b->name ? b->name : "");
 }
 
+/* An empty repeated field is a NULL array, which qsort must not be given. */
+static void sort_field(void *array, size_t n, int (*cmp)(const void *, const void *))
+{
+	if (n > 1)
+		qsort(array, n, sizeof(void *), cmp);
+}
+
 void ep_binary_profile_sort(Edgeprof__V1__BinaryProfile *bp)
 {
-	qsort(bp->edges, bp->n_edges, sizeof(*bp->edges), ep_edge_cmp);
-	qsort(bp->ranges, bp->n_ranges, sizeof(*bp->ranges), ep_range_cmp);
-	qsort(bp->ips, bp->n_ips, sizeof(*bp->ips), ep_ip_cmp);
-	qsort(bp->functions, bp->n_functions, sizeof(*bp->functions), ep_function_cmp);
+	sort_field(bp->edges, bp->n_edges, ep_edge_cmp);
+	sort_field(bp->ranges, bp->n_ranges, ep_range_cmp);
+	sort_field(bp->ips, bp->n_ips, ep_ip_cmp);
+	sort_field(bp->functions, bp->n_functions, ep_function_cmp);
 }
 
 int ep_pb_append(void ***array, size_t *n, void *item)
