@@ -1,0 +1,261 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "agent/source/emulator/emu_feed.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/profile/model.h"
+#include "common/profile/profile_file.h"
+#include "common/util/log.h"
+
+struct emu_feed {
+	struct ep_pipeline *pipeline;
+	uint32_t pid;
+	struct ep_emu_result *out;
+};
+
+/* A file whose first bytes are an ELF header: only those can be code. */
+static bool is_elf(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	char magic[4];
+	bool elf = read(fd, magic, 4) == 4 && memcmp(magic, "\177ELF", 4) == 0;
+	close(fd);
+	return elf;
+}
+
+/* The guest's mappings, as /proc/self/maps lines: guest addresses are host
+ * addresses in user-mode QEMU, and every file-backed ELF mapping may hold
+ * code (QEMU maps guest code without execute permission). */
+static void on_maps(void *ctx, const char *text, size_t len)
+{
+	struct emu_feed *f = ctx;
+	const char *end = text + len;
+	for (const char *line = text; line < end;) {
+		const char *nl = memchr(line, '\n', (size_t)(end - line));
+		size_t n = nl ? (size_t)(nl - line) : (size_t)(end - line);
+		char buf[PATH_MAX + 256];
+		if (n < sizeof(buf)) {
+			memcpy(buf, line, n);
+			buf[n] = '\0';
+			unsigned long long start, stop, offset;
+			int path_at = 0;
+			if (sscanf(buf, "%llx-%llx %*s %llx %*s %*s %n", &start, &stop, &offset,
+				   &path_at) == 3 &&
+			    path_at > 0 && buf[path_at] == '/' && !strstr(buf, " (deleted)") &&
+			    is_elf(buf + path_at))
+				ep_pipeline_mmap(f->pipeline, f->pid, start, stop - start, offset,
+						 buf + path_at, NULL, 0);
+		}
+		line = nl ? nl + 1 : end;
+	}
+}
+
+static void on_sample(void *ctx, const struct ep_sample_record *rec)
+{
+	struct emu_feed *f = ctx;
+	ep_pipeline_sample(f->pipeline, rec);
+}
+
+/* The exact profile's BinaryProfile of bin, added on its first edge. */
+static Edgeprof__V1__BinaryProfile *exact_binary(Edgeprof__V1__Profile *p, struct ep_binary *bin)
+{
+	const char *path = ep_binary_recorded_path(bin);
+	for (size_t i = 0; i < p->n_binaries; i++)
+		if (strcmp(p->binaries[i]->paths[0], path) == 0)
+			return p->binaries[i];
+	Edgeprof__V1__BinaryProfile *bp = malloc(sizeof(*bp));
+	if (!bp)
+		return NULL;
+	edgeprof__v1__binary_profile__init(bp);
+	bp->build_id = strdup(ep_binary_build_id_hex(bin));
+	bp->arch = strdup(ep_arch_name(ep_binary_arch(bin)));
+	char *copy = strdup(path);
+	/* the lookup above reads paths[0]: a BinaryProfile without it is not kept */
+	if (!copy || EP_PB_APPEND(bp->paths, bp->n_paths, copy) != 0 ||
+	    EP_PB_APPEND(p->binaries, p->n_binaries, bp) != 0) {
+		if (!bp->n_paths)
+			free(copy);
+		edgeprof__v1__binary_profile__free_unpacked(bp, NULL);
+		return NULL;
+	}
+	return bp;
+}
+
+/* Ground truth: every edge of the run, resolved like the samples. */
+static void on_exact(void *ctx, const struct ep_emu_exact *edges, size_t n)
+{
+	struct emu_feed *f = ctx;
+	for (size_t i = 0; i < n; i++) {
+		struct ep_resolved from, to;
+		if (ep_pipeline_resolve(f->pipeline, f->pid, edges[i].from, &from) !=
+		    EP_RESOLVE_OK) {
+			f->out->exact_unresolved++;
+			continue;
+		}
+		bool to_ok =
+		    ep_pipeline_resolve(f->pipeline, f->pid, edges[i].to, &to) == EP_RESOLVE_OK &&
+		    to.bin == from.bin;
+		Edgeprof__V1__BinaryProfile *bp = exact_binary(f->out->exact, from.bin);
+		Edgeprof__V1__Edge *e = bp ? malloc(sizeof(*e)) : NULL;
+		if (!e)
+			continue;
+		edgeprof__v1__edge__init(e);
+		e->from = from.vaddr;
+		e->to = to_ok ? to.vaddr : 0;
+		e->to_external = !to_ok;
+		e->taken = edges[i].taken != 0;
+		e->count = edges[i].count;
+		e->kind = ep_proto_branch_kind((uint8_t)edges[i].kind);
+		if (EP_PB_APPEND(bp->edges, bp->n_edges, e) != 0)
+			free(e);
+	}
+}
+
+char *ep_emu_find_program(const char *name)
+{
+	if (strchr(name, '/'))
+		return access(name, X_OK) == 0 ? strdup(name) : NULL;
+	const char *path = getenv("PATH");
+	if (!path)
+		path = "/usr/bin:/bin";
+	char buf[PATH_MAX];
+	for (const char *p = path; *p;) {
+		const char *colon = strchr(p, ':');
+		size_t n = colon ? (size_t)(colon - p) : strlen(p);
+		if (snprintf(buf, sizeof(buf), "%.*s/%s", (int)n, p, name) < (int)sizeof(buf) &&
+		    access(buf, X_OK) == 0)
+			return strdup(buf);
+		p += n + (colon ? 1 : 0);
+		if (!colon)
+			break;
+	}
+	return NULL;
+}
+
+/* The plugin beside this edgeprof binary, or $EDGEPROF_LBR_PLUGIN. */
+static char *find_plugin(void)
+{
+	const char *env = getenv("EDGEPROF_LBR_PLUGIN");
+	if (env)
+		return strdup(env);
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 32);
+	if (n <= 0)
+		return NULL;
+	self[n] = '\0';
+	char *slash = strrchr(self, '/');
+	if (!slash)
+		return NULL;
+	strcpy(slash + 1, "edgeprof-lbr.so");
+	return access(self, R_OK) == 0 ? strdup(self) : NULL;
+}
+
+/* Starts qemu with the plugin writing to stream and waits for it; 0, or -1
+ * (logged). */
+static int run_emulated(const struct ep_emu_config *cfg, char *const *cmd, const char *stream,
+			pid_t *child_out, int *status)
+{
+	char *qemu = ep_emu_find_program("qemu-x86_64");
+	char *plugin = find_plugin();
+	int rc = -1;
+	if (!qemu) {
+		ep_error("qemu-x86_64 not found: install Debian's qemu-user (make deps does)");
+		goto out;
+	}
+	if (!plugin) {
+		ep_error("edgeprof-lbr.so not found beside edgeprof (or $EDGEPROF_LBR_PLUGIN)");
+		goto out;
+	}
+	char plugin_arg[PATH_MAX * 2 + 200];
+	snprintf(plugin_arg, sizeof(plugin_arg),
+		 "%s,out=%s,event=%s,period=%u,jitter=%u,lbr=%u,seed=%u,filter=%s", plugin, stream,
+		 cfg->event, cfg->period, cfg->jitter, cfg->lbr, cfg->seed,
+		 cfg->calls_only ? "calls" : "any");
+	size_t nargs = 0;
+	while (cmd[nargs])
+		nargs++;
+	char **argv = calloc(nargs + 4, sizeof(*argv));
+	if (!argv)
+		goto out;
+	argv[0] = qemu;
+	argv[1] = "-plugin";
+	argv[2] = plugin_arg;
+	for (size_t i = 0; i < nargs; i++)
+		argv[3 + i] = cmd[i];
+	pid_t pid = fork();
+	if (pid < 0) {
+		ep_error("cannot start %s: %s", cmd[0], strerror(errno));
+		free(argv);
+		goto out;
+	}
+	if (pid == 0) {
+		execv(qemu, argv);
+		fprintf(stderr, "edgeprof: error: cannot run %s: %s\n", qemu, strerror(errno));
+		_exit(127);
+	}
+	free(argv);
+	*child_out = pid;
+	while (waitpid(pid, status, 0) < 0) {
+		if (errno != EINTR) {
+			ep_error("waiting for %s: %s", cmd[0], strerror(errno));
+			goto out;
+		}
+	}
+	rc = 0;
+out:
+	free(qemu);
+	free(plugin);
+	return rc;
+}
+
+int ep_feed_emulated(const struct ep_emu_config *cfg, char *const *cmd,
+		     struct ep_pipeline *pipeline, struct ep_emu_result *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->exact = malloc(sizeof(*out->exact));
+	if (!out->exact) {
+		ep_error("out of memory");
+		return -1;
+	}
+	edgeprof__v1__profile__init(out->exact);
+	out->exact->format_version = 1;
+
+	/* the plugin writes the whole run to a file, read once QEMU is done */
+	char stream[] = "/tmp/edgeprof-emu-XXXXXX";
+	int fd = mkstemp(stream);
+	if (fd < 0) {
+		ep_error("cannot create a temporary file: %s", strerror(errno));
+		return -1;
+	}
+	close(fd);
+	pid_t child = 0;
+	int rc = run_emulated(cfg, cmd, stream, &child, &out->status);
+	if (rc == 0) {
+		struct emu_feed f = {.pipeline = pipeline, .pid = (uint32_t)child, .out = out};
+		struct ep_emu_callbacks cb = {
+		    .ctx = &f, .on_maps = on_maps, .on_sample = on_sample, .on_exact = on_exact};
+		char err[512];
+		if (ep_emu_read(stream, &cb, &out->stats, err, sizeof(err)) != 0)
+			ep_error("%s", err);
+		for (size_t i = 0; i < out->exact->n_binaries; i++)
+			ep_binary_profile_sort(out->exact->binaries[i]);
+	}
+	unlink(stream);
+	return rc;
+}
+
+void ep_emu_result_free(struct ep_emu_result *r)
+{
+	if (r->exact)
+		ep_profile_free(r->exact);
+	r->exact = NULL;
+}
