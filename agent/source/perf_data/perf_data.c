@@ -321,6 +321,152 @@ static struct attr_info *attr_for(struct reader *r, const uint64_t *u, size_t nu
 	return index ? &r->attrs[*index] : &r->attrs[0];
 }
 
+/* A sample's u64 words, read field by field in sample_type's order. */
+struct sample_cursor {
+	struct reader *r;
+	uint64_t off;
+	const struct perf_event_header *eh;
+	uint64_t sample_type;
+	const uint64_t *u;
+	size_t nu, i;
+};
+
+static int __attribute__((noinline, cold)) sample_too_short(const struct sample_cursor *c)
+{
+	return fail(c->r, c->off, "sample of %u bytes too short for its sample_type 0x%llx",
+		    c->eh->size, (unsigned long long)c->sample_type);
+}
+
+/* Returns from the calling step when the sample holds fewer than n more words. */
+#define NEED(c, n)                                                                                 \
+	do {                                                                                       \
+		if ((c)->i + (n) > (c)->nu)                                                        \
+			return sample_too_short(c);                                                \
+	} while (0)
+
+/* The fixed-size fields before PERF_SAMPLE_READ: the ones a record keeps,
+ * and the ids it does not. */
+static inline int read_fixed_fields(struct sample_cursor *c, struct ep_sample_record *rec)
+{
+	uint64_t st = c->sample_type;
+	const uint64_t *u = c->u;
+	if (st & PERF_SAMPLE_IDENTIFIER) {
+		NEED(c, 1);
+		c->i++;
+	}
+	if (st & PERF_SAMPLE_IP) {
+		NEED(c, 1);
+		rec->ip = u[c->i++];
+	}
+	if (st & PERF_SAMPLE_TID) {
+		NEED(c, 1);
+		rec->pid = (uint32_t)u[c->i];
+		rec->tid = (uint32_t)(u[c->i] >> 32);
+		c->i++;
+	}
+	if (st & PERF_SAMPLE_TIME) {
+		NEED(c, 1);
+		rec->time_ns = u[c->i++];
+	}
+	if (st & PERF_SAMPLE_ADDR) {
+		NEED(c, 1);
+		c->i++;
+	}
+	if (st & PERF_SAMPLE_ID) {
+		NEED(c, 1);
+		c->i++;
+	}
+	if (st & PERF_SAMPLE_STREAM_ID) {
+		NEED(c, 1);
+		c->i++;
+	}
+	if (st & PERF_SAMPLE_CPU) {
+		NEED(c, 1);
+		rec->cpu = (uint32_t)u[c->i++];
+	}
+	if (st & PERF_SAMPLE_PERIOD) {
+		NEED(c, 1);
+		rec->period = u[c->i++];
+	}
+	return 0;
+}
+
+/* PERF_SAMPLE_READ: counter values, skipped. */
+static inline int skip_read_values(struct sample_cursor *c, uint64_t read_format)
+{
+	uint64_t rf = read_format;
+	size_t per_value = 1 + !!(rf & PERF_FORMAT_ID) + !!(rf & PERF_FORMAT_LOST);
+	size_t times =
+	    !!(rf & PERF_FORMAT_TOTAL_TIME_ENABLED) + !!(rf & PERF_FORMAT_TOTAL_TIME_RUNNING);
+	if (rf & PERF_FORMAT_GROUP) {
+		NEED(c, 1);
+		uint64_t nr = c->u[c->i++];
+		if (nr > 4096)
+			return fail(c->r, c->off, "sample read group of %llu values",
+				    (unsigned long long)nr);
+		NEED(c, times + nr * per_value);
+		c->i += times + nr * per_value;
+	} else {
+		NEED(c, per_value + times);
+		c->i += per_value + times;
+	}
+	return 0;
+}
+
+/* PERF_SAMPLE_CALLCHAIN: skipped. */
+static inline int skip_callchain(struct sample_cursor *c)
+{
+	NEED(c, 1);
+	uint64_t nr = c->u[c->i++];
+	if (nr > c->nu)
+		return fail(c->r, c->off, "callchain of %llu entries in a %u-byte sample",
+			    (unsigned long long)nr, c->eh->size);
+	NEED(c, nr);
+	c->i += nr;
+	return 0;
+}
+
+/* PERF_SAMPLE_RAW: skipped. */
+static inline int skip_raw(struct sample_cursor *c)
+{
+	NEED(c, 1);
+	uint32_t size;
+	memcpy(&size, &c->u[c->i], 4);
+	/* u32 size + data, padded to 8 bytes */
+	size_t words = (4 + (size_t)size + 7) / 8;
+	NEED(c, words);
+	c->i += words;
+	return 0;
+}
+
+static inline int read_branch_stack(struct sample_cursor *c, bool has_hw_index,
+				    struct ep_sample_record *rec, struct ep_perf_data_stats *stats)
+{
+	NEED(c, 1);
+	uint64_t nr = c->u[c->i++];
+	if (has_hw_index) {
+		NEED(c, 1);
+		rec->hw_index = c->u[c->i++];
+		rec->flags |= EP_SAMPLE_HAS_HW_INDEX;
+	}
+	if (nr > c->nu)
+		return fail(c->r, c->off, "branch stack of %llu entries in a %u-byte sample",
+			    (unsigned long long)nr, c->eh->size);
+	NEED(c, nr * 3);
+	rec->flags |= EP_SAMPLE_HAS_BRANCHES;
+	uint64_t keep = nr;
+	if (keep > EP_MAX_BRANCH_ENTRIES) {
+		keep = EP_MAX_BRANCH_ENTRIES; /* the newest ones come first */
+		stats->samples_truncated_stack++;
+	}
+	memcpy(rec->entries, &c->u[c->i], keep * sizeof(struct ep_branch_entry));
+	rec->nr_entries = (uint32_t)keep;
+	c->i += nr * 3;
+	stats->samples_with_branches++;
+	return 0;
+}
+#undef NEED
+
 static int parse_sample(struct reader *r, uint64_t off, const struct perf_event_header *eh,
 			const uint8_t *p, const struct ep_perf_data_callbacks *cb,
 			struct ep_perf_data_stats *stats)
@@ -329,118 +475,25 @@ static int parse_sample(struct reader *r, uint64_t off, const struct perf_event_
 	const uint64_t *u = (const uint64_t *)(const void *)(p + sizeof(*eh));
 	struct attr_info *a = attr_for(r, u, nu);
 	uint64_t st = a->desc.sample_type;
+	struct sample_cursor c = {
+	    .r = r, .off = off, .eh = eh, .sample_type = st, .u = u, .nu = nu, .i = 0};
 	struct ep_sample_record *rec = &r->rec;
-	size_t i = 0;
-#define NEED(n)                                                                                    \
-	do {                                                                                       \
-		if (i + (n) > nu)                                                                  \
-			return fail(r, off,                                                        \
-				    "sample of %u bytes too short for its sample_type 0x%llx",     \
-				    eh->size, (unsigned long long)st);                             \
-	} while (0)
 	rec->flags = 0;
 	rec->ip = rec->time_ns = rec->period = rec->hw_index = rec->cgroup_id = 0;
 	rec->pid = rec->tid = rec->cpu = 0;
 	rec->nr_entries = 0;
 	rec->branch_error = 0;
-	if (st & PERF_SAMPLE_IDENTIFIER) {
-		NEED(1);
-		i++;
-	}
-	if (st & PERF_SAMPLE_IP) {
-		NEED(1);
-		rec->ip = u[i++];
-	}
-	if (st & PERF_SAMPLE_TID) {
-		NEED(1);
-		rec->pid = (uint32_t)u[i];
-		rec->tid = (uint32_t)(u[i] >> 32);
-		i++;
-	}
-	if (st & PERF_SAMPLE_TIME) {
-		NEED(1);
-		rec->time_ns = u[i++];
-	}
-	if (st & PERF_SAMPLE_ADDR) {
-		NEED(1);
-		i++;
-	}
-	if (st & PERF_SAMPLE_ID) {
-		NEED(1);
-		i++;
-	}
-	if (st & PERF_SAMPLE_STREAM_ID) {
-		NEED(1);
-		i++;
-	}
-	if (st & PERF_SAMPLE_CPU) {
-		NEED(1);
-		rec->cpu = (uint32_t)u[i++];
-	}
-	if (st & PERF_SAMPLE_PERIOD) {
-		NEED(1);
-		rec->period = u[i++];
-	}
-	if (st & PERF_SAMPLE_READ) {
-		uint64_t rf = a->desc.read_format;
-		size_t per_value = 1 + !!(rf & PERF_FORMAT_ID) + !!(rf & PERF_FORMAT_LOST);
-		size_t times = !!(rf & PERF_FORMAT_TOTAL_TIME_ENABLED) +
-			       !!(rf & PERF_FORMAT_TOTAL_TIME_RUNNING);
-		if (rf & PERF_FORMAT_GROUP) {
-			NEED(1);
-			uint64_t nr = u[i++];
-			if (nr > 4096)
-				return fail(r, off, "sample read group of %llu values",
-					    (unsigned long long)nr);
-			NEED(times + nr * per_value);
-			i += times + nr * per_value;
-		} else {
-			NEED(per_value + times);
-			i += per_value + times;
-		}
-	}
-	if (st & PERF_SAMPLE_CALLCHAIN) {
-		NEED(1);
-		uint64_t nr = u[i++];
-		if (nr > nu)
-			return fail(r, off, "callchain of %llu entries in a %u-byte sample",
-				    (unsigned long long)nr, eh->size);
-		NEED(nr);
-		i += nr;
-	}
-	if (st & PERF_SAMPLE_RAW) {
-		NEED(1);
-		uint32_t size;
-		memcpy(&size, &u[i], 4);
-		/* u32 size + data, padded to 8 bytes */
-		size_t words = (4 + (size_t)size + 7) / 8;
-		NEED(words);
-		i += words;
-	}
-	if (st & PERF_SAMPLE_BRANCH_STACK) {
-		NEED(1);
-		uint64_t nr = u[i++];
-		if (a->desc.branch_hw_index) {
-			NEED(1);
-			rec->hw_index = u[i++];
-			rec->flags |= EP_SAMPLE_HAS_HW_INDEX;
-		}
-		if (nr > nu)
-			return fail(r, off, "branch stack of %llu entries in a %u-byte sample",
-				    (unsigned long long)nr, eh->size);
-		NEED(nr * 3);
-		rec->flags |= EP_SAMPLE_HAS_BRANCHES;
-		uint64_t keep = nr;
-		if (keep > EP_MAX_BRANCH_ENTRIES) {
-			keep = EP_MAX_BRANCH_ENTRIES; /* the newest ones come first */
-			stats->samples_truncated_stack++;
-		}
-		memcpy(rec->entries, &u[i], keep * sizeof(struct ep_branch_entry));
-		rec->nr_entries = (uint32_t)keep;
-		i += nr * 3;
-		stats->samples_with_branches++;
-	}
-#undef NEED
+	int rc = read_fixed_fields(&c, rec);
+	if (rc == 0 && (st & PERF_SAMPLE_READ))
+		rc = skip_read_values(&c, a->desc.read_format);
+	if (rc == 0 && (st & PERF_SAMPLE_CALLCHAIN))
+		rc = skip_callchain(&c);
+	if (rc == 0 && (st & PERF_SAMPLE_RAW))
+		rc = skip_raw(&c);
+	if (rc == 0 && (st & PERF_SAMPLE_BRANCH_STACK))
+		rc = read_branch_stack(&c, a->desc.branch_hw_index, rec, stats);
+	if (rc != 0)
+		return rc;
 	uint16_t cpumode = eh->misc & PERF_RECORD_MISC_CPUMODE_MASK;
 	if (cpumode == PERF_RECORD_MISC_KERNEL || cpumode == PERF_RECORD_MISC_GUEST_KERNEL)
 		rec->flags |= EP_SAMPLE_IP_KERNEL;
