@@ -48,6 +48,41 @@ static int parse_chop(void *chop, const char *arg, char *err, size_t errlen)
 
 static const char *const range_modes[] = {"split", "gap", NULL};
 
+/* config.source and config.event of what was read; 0, or -1 out of memory. */
+static int name_source(Edgeprof__V1__Profile *profile, const char *input, const char *event)
+{
+	char source[4200];
+	snprintf(source, sizeof(source), "perf.data:%s", input);
+	free(profile->config->source);
+	profile->config->source = strdup(source);
+	free(profile->config->event);
+	profile->config->event = strdup(event);
+	return profile->config->source && profile->config->event ? 0 : -1;
+}
+
+/* One line of what the import saw; -1 when branch stacks were recorded but
+ * none could be counted (the binaries were not found), said how to fix. */
+static int summarize(const Edgeprof__V1__Profile *profile, const char *input,
+		     const struct ep_perf_data_feed_info *info, unsigned chop_used)
+{
+	const Edgeprof__V1__Stats *st = profile->stats;
+	ep_info("%s: %llu samples (%llu with branch stacks), %llu entries (%llu user), %llu gaps "
+		"(%llu inconsistent, %llu unknown code), %llu branches counted (chop %u)",
+		input, (unsigned long long)st->samples,
+		(unsigned long long)st->samples_with_branches,
+		(unsigned long long)st->branch_entries, (unsigned long long)st->branch_entries_user,
+		(unsigned long long)st->gaps, (unsigned long long)st->gaps_inconsistent,
+		(unsigned long long)st->gaps_unknown_code, (unsigned long long)st->branches_counted,
+		chop_used);
+	if (info->branch_stacks && st->branch_entries_user > 0 && st->branches_counted == 0) {
+		ep_error("%s: no branch could be matched to a binary's code: pass the profiled "
+			 "binaries with --binary or --symfs (see the warnings above)",
+			 input);
+		return -1;
+	}
+	return 0;
+}
+
 int ep_cmd_import(int argc, char **argv)
 {
 	struct ep_pipeline_config cfg;
@@ -117,33 +152,13 @@ int ep_cmd_import(int argc, char **argv)
 		rc = 1;
 		goto out;
 	}
-	char source[4200];
-	snprintf(source, sizeof(source), "perf.data:%s", input);
-	free(profile->config->source);
-	profile->config->source = strdup(source);
-	free(profile->config->event);
-	profile->config->event = strdup(info.event);
-	if (!profile->config->source || !profile->config->event) {
+	if (name_source(profile, input, info.event) != 0) {
 		ep_error("out of memory");
 		rc = 1;
 		goto out;
 	}
-
-	const Edgeprof__V1__Stats *st = profile->stats;
-	ep_info("%s: %llu samples (%llu with branch stacks), %llu entries (%llu user), %llu gaps "
-		"(%llu inconsistent, %llu unknown code), %llu branches counted (chop %u)",
-		input, (unsigned long long)st->samples,
-		(unsigned long long)st->samples_with_branches,
-		(unsigned long long)st->branch_entries, (unsigned long long)st->branch_entries_user,
-		(unsigned long long)st->gaps, (unsigned long long)st->gaps_inconsistent,
-		(unsigned long long)st->gaps_unknown_code, (unsigned long long)st->branches_counted,
-		ep_pipeline_chop_used(pipeline));
-	if (info.branch_stacks && st->branch_entries_user > 0 && st->branches_counted == 0) {
-		ep_error("%s: no branch could be matched to a binary's code: pass the profiled "
-			 "binaries with --binary or --symfs (see the warnings above)",
-			 input);
+	if (summarize(profile, input, &info, ep_pipeline_chop_used(pipeline)) != 0)
 		rc = 1;
-	}
 
 	if (output) {
 		if (ep_profile_write(output, profile, err, sizeof(err)) != 0) {
