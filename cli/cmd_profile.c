@@ -49,16 +49,9 @@ static const char *reason(struct ep_http_body *b)
 /* Asks for the session: NULL with the collector's reason logged. */
 static Edgeprof__V1__Session *ask(const struct ep_collector_query *q, const char *const *args)
 {
-	char *path = strdup("/v1/sessions?format=proto");
-	int rc = path ? 0 : -1;
-	for (size_t i = 0; rc == 0 && args[i]; i += 2)
-		if (args[i + 1])
-			rc = ep_url_append_arg(&path, args[i], args[i + 1]);
-	if (rc != 0) {
-		ep_error("out of memory");
-		free(path);
+	char *path = ep_collector_path("/v1/sessions?format=proto", args);
+	if (!path)
 		return NULL;
-	}
 	struct ep_http_body body;
 	long status;
 	Edgeprof__V1__Session *s = NULL;

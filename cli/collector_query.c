@@ -121,29 +121,38 @@ int ep_collector_request(const struct ep_collector_query *q, const char *method,
 	return 0;
 }
 
-Edgeprof__V1__Profile *ep_collector_fetch_profile(const struct ep_collector_query *q)
+char *ep_collector_path(const char *base, const char *const *args)
 {
-	char *path = strdup("/v1/profile?format=proto");
+	char *path = strdup(base);
 	int rc = path ? 0 : -1;
-	if (q->build_id)
-		rc |= ep_url_append_arg(&path, "build_id", q->build_id);
-	if (q->from)
-		rc |= ep_url_append_arg(&path, "from", q->from);
-	if (q->to)
-		rc |= ep_url_append_arg(&path, "to", q->to);
-	if (q->session)
-		rc |= ep_url_append_arg(&path, "session", q->session);
-	for (int i = 0; i < q->nlabels; i++) {
-		const char *eq = strchr(q->labels[i], '=');
-		char key[32];
-		snprintf(key, sizeof(key), "%.*s", (int)(eq - q->labels[i]), q->labels[i]);
-		rc |= ep_url_append_arg(&path, key, eq + 1);
-	}
+	for (size_t i = 0; rc == 0 && args[i]; i += 2)
+		if (args[i + 1])
+			rc = ep_url_append_arg(&path, args[i], args[i + 1]);
 	if (rc != 0) {
 		ep_error("out of memory");
 		free(path);
 		return NULL;
 	}
+	return path;
+}
+
+Edgeprof__V1__Profile *ep_collector_fetch_profile(const struct ep_collector_query *q)
+{
+	/* the labels' keys, cut from their KEY=VALUE */
+	char keys[sizeof(q->labels) / sizeof(q->labels[0])][32];
+	const char *args[2 * (4 + sizeof(keys) / sizeof(keys[0])) + 1] = {
+	    "build_id", q->build_id, "from", q->from, "to", q->to, "session", q->session};
+	size_t n = 8;
+	for (int i = 0; i < q->nlabels; i++) {
+		const char *eq = strchr(q->labels[i], '=');
+		snprintf(keys[i], sizeof(keys[i]), "%.*s", (int)(eq - q->labels[i]), q->labels[i]);
+		args[n++] = keys[i];
+		args[n++] = eq + 1;
+	}
+	args[n] = NULL;
+	char *path = ep_collector_path("/v1/profile?format=proto", args);
+	if (!path)
+		return NULL;
 	struct ep_http_body body;
 	long status;
 	Edgeprof__V1__Profile *p = NULL;

@@ -43,6 +43,11 @@ Edgeprof__V1__Profile *ep_cli_read_profile(const struct ep_collector_query *q, c
 int ep_collector_request(const struct ep_collector_query *q, const char *method, const char *path,
 			 struct ep_http_body *body, long *status);
 
+/* base ("/v1/sessions?format=proto") and &key=value, escaped, for each
+ * pair of args (key, value, ..., NULL) whose value is not NULL. malloc'd;
+ * NULL with "out of memory" logged. */
+char *ep_collector_path(const char *base, const char *const *args);
+
 /* value escaped for a URL's query (curl's rules), appended as &key=value to
  * *url (realloc'd). 0 or -1 (out of memory). */
 int ep_url_append_arg(char **url, const char *key, const char *value);
