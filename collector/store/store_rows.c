@@ -14,16 +14,24 @@ static char *text_copy(const struct ep_store_row *row, int column)
 	return t ? strdup(t) : NULL;
 }
 
+/* A new message of size bytes at the end of a repeated field, for its
+ * caller to initialise; NULL when out of memory. */
+static void *append_new(void ***array, size_t *n, size_t size)
+{
+	void *m = malloc(size);
+	if (m && ep_pb_append(array, n, m) != 0) {
+		free(m);
+		m = NULL;
+	}
+	return m;
+}
+
 static int add_edge(Edgeprof__V1__BinaryProfile *bp, const struct ep_store_row *row)
 {
-	Edgeprof__V1__Edge *e = malloc(sizeof(*e));
+	Edgeprof__V1__Edge *e = append_new((void ***)&bp->edges, &bp->n_edges, sizeof(*e));
 	if (!e)
 		return -1;
 	edgeprof__v1__edge__init(e);
-	if (EP_PB_APPEND(bp->edges, bp->n_edges, e) != 0) {
-		free(e);
-		return -1;
-	}
 	e->from = row->number(row->ctx, 0);
 	e->to = row->number(row->ctx, 1);
 	uint64_t flags = row->number(row->ctx, 2);
@@ -38,14 +46,10 @@ static int add_edge(Edgeprof__V1__BinaryProfile *bp, const struct ep_store_row *
 
 static int add_range(Edgeprof__V1__BinaryProfile *bp, const struct ep_store_row *row)
 {
-	Edgeprof__V1__Range *r = malloc(sizeof(*r));
+	Edgeprof__V1__Range *r = append_new((void ***)&bp->ranges, &bp->n_ranges, sizeof(*r));
 	if (!r)
 		return -1;
 	edgeprof__v1__range__init(r);
-	if (EP_PB_APPEND(bp->ranges, bp->n_ranges, r) != 0) {
-		free(r);
-		return -1;
-	}
 	r->start = row->number(row->ctx, 0);
 	r->end = row->number(row->ctx, 1);
 	r->count = row->number(row->ctx, 2);
@@ -54,14 +58,10 @@ static int add_range(Edgeprof__V1__BinaryProfile *bp, const struct ep_store_row 
 
 static int add_ip(Edgeprof__V1__BinaryProfile *bp, const struct ep_store_row *row)
 {
-	Edgeprof__V1__IpCount *c = malloc(sizeof(*c));
+	Edgeprof__V1__IpCount *c = append_new((void ***)&bp->ips, &bp->n_ips, sizeof(*c));
 	if (!c)
 		return -1;
 	edgeprof__v1__ip_count__init(c);
-	if (EP_PB_APPEND(bp->ips, bp->n_ips, c) != 0) {
-		free(c);
-		return -1;
-	}
 	c->ip = row->number(row->ctx, 0);
 	c->count = row->number(row->ctx, 1);
 	return 0;
@@ -69,14 +69,11 @@ static int add_ip(Edgeprof__V1__BinaryProfile *bp, const struct ep_store_row *ro
 
 static int add_function(Edgeprof__V1__BinaryProfile *bp, const struct ep_store_row *row)
 {
-	Edgeprof__V1__Function *fn = malloc(sizeof(*fn));
+	Edgeprof__V1__Function *fn =
+	    append_new((void ***)&bp->functions, &bp->n_functions, sizeof(*fn));
 	if (!fn)
 		return -1;
 	edgeprof__v1__function__init(fn);
-	if (EP_PB_APPEND(bp->functions, bp->n_functions, fn) != 0) {
-		free(fn);
-		return -1;
-	}
 	fn->start = row->number(row->ctx, 0);
 	fn->size = row->number(row->ctx, 2);
 	return (fn->name = text_copy(row, 1)) ? 0 : -1;
@@ -84,14 +81,11 @@ static int add_function(Edgeprof__V1__BinaryProfile *bp, const struct ep_store_r
 
 static int add_segment(Edgeprof__V1__BinaryProfile *bp, const struct ep_store_row *row)
 {
-	Edgeprof__V1__LoadSegment *g = malloc(sizeof(*g));
+	Edgeprof__V1__LoadSegment *g =
+	    append_new((void ***)&bp->segments, &bp->n_segments, sizeof(*g));
 	if (!g)
 		return -1;
 	edgeprof__v1__load_segment__init(g);
-	if (EP_PB_APPEND(bp->segments, bp->n_segments, g) != 0) {
-		free(g);
-		return -1;
-	}
 	g->vaddr = row->number(row->ctx, 0);
 	g->offset = row->number(row->ctx, 1);
 	g->size = row->number(row->ctx, 2);
@@ -113,14 +107,11 @@ int ep_store_add_row(Edgeprof__V1__BinaryProfile *bp, enum ep_store_part part,
 int ep_store_add_binary(Edgeprof__V1__BinaryList *list, const struct ep_store_row *row,
 			Edgeprof__V1__BinaryInfo **added)
 {
-	Edgeprof__V1__BinaryInfo *b = malloc(sizeof(*b));
+	Edgeprof__V1__BinaryInfo *b =
+	    append_new((void ***)&list->binaries, &list->n_binaries, sizeof(*b));
 	if (!b)
 		return -1;
 	edgeprof__v1__binary_info__init(b);
-	if (EP_PB_APPEND(list->binaries, list->n_binaries, b) != 0) {
-		free(b);
-		return -1;
-	}
 	b->build_id = text_copy(row, 0);
 	b->arch = text_copy(row, 1);
 	b->samples = row->number(row->ctx, 2);
@@ -132,14 +123,10 @@ int ep_store_add_binary(Edgeprof__V1__BinaryList *list, const struct ep_store_ro
 
 int ep_store_add_labels(Edgeprof__V1__BinaryInfo *b, const struct ep_store_row *row)
 {
-	Edgeprof__V1__Labels *l = malloc(sizeof(*l));
+	Edgeprof__V1__Labels *l = append_new((void ***)&b->labels, &b->n_labels, sizeof(*l));
 	if (!l)
 		return -1;
 	edgeprof__v1__labels__init(l);
-	if (EP_PB_APPEND(b->labels, b->n_labels, l) != 0) {
-		free(l);
-		return -1;
-	}
 	l->container_id = text_copy(row, 0);
 	l->pod = text_copy(row, 1);
 	l->namespace_ = text_copy(row, 2);
