@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "cli/cmd_dump.h"
+#include "cli/commands.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 
 #include "agent/source/perf_data/perf_data.h"
 #include "common/util/log.h"
+#include "common/util/options.h"
 
 static int print_sample(void *ctx, const struct ep_sample_record *rec)
 {
@@ -25,16 +26,26 @@ static int print_sample(void *ctx, const struct ep_sample_record *rec)
 	return 0;
 }
 
+static void dump_usage(FILE *out)
+{
+	fprintf(out, "usage: edgeprof dump PERF.DATA\n");
+}
+
 int ep_cmd_dump(int argc, char **argv)
 {
-	if (argc != 2) {
+	const struct ep_option no_options[] = {EP_OPTION_END};
+	const struct ep_option *const tables[] = {no_options, NULL};
+	int first = ep_options_parse("dump", argc, argv, tables, dump_usage);
+	if (first < 0)
+		return ep_options_exit_code(first);
+	if (first != argc - 1) {
 		ep_error("usage: edgeprof dump PERF.DATA");
 		return 2;
 	}
 	struct ep_perf_data_callbacks cb = {.ctx = stdout, .on_sample = print_sample};
 	struct ep_perf_data_stats stats;
 	char err[512];
-	if (ep_perf_data_read(argv[1], &cb, &stats, err, sizeof(err)) != 0) {
+	if (ep_perf_data_read(argv[first], &cb, &stats, err, sizeof(err)) != 0) {
 		ep_error("%s", err);
 		return 1;
 	}

@@ -6,8 +6,8 @@
  * its profile, which holds only what ran in the target.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +20,7 @@
 #include "common/export/export.h"
 #include "common/profile/profile_file.h"
 #include "common/util/log.h"
+#include "common/util/options.h"
 
 static void usage(FILE *out)
 {
@@ -48,16 +49,9 @@ static const char *reason(struct ep_http_body *b)
 /* Asks for the session: NULL with the collector's reason logged. */
 static Edgeprof__V1__Session *ask(const struct ep_collector_query *q, const char *const *args)
 {
-	char *path = strdup("/v1/sessions?format=proto");
-	int rc = path ? 0 : -1;
-	for (size_t i = 0; rc == 0 && args[i]; i += 2)
-		if (args[i + 1])
-			rc = ep_url_append_arg(&path, args[i], args[i + 1]);
-	if (rc != 0) {
-		ep_error("out of memory");
-		free(path);
+	char *path = ep_collector_path("/v1/sessions?format=proto", args);
+	if (!path)
 		return NULL;
-	}
 	struct ep_http_body body;
 	long status;
 	Edgeprof__V1__Session *s = NULL;
@@ -114,139 +108,91 @@ static int write_profile(const struct ep_collector_query *q, const char *output,
 	return rc;
 }
 
-int ep_cmd_profile_session(int argc, char **argv)
+/* What the command line asks for. */
+struct profile_request {
+	struct ep_collector_query q;
+	const char *container, *cgroup, *pod, *node, *duration, *output;
+	unsigned pid, period, top;
+	bool pid_given, period_given;
+	int mode, format;
+};
+
+static const char *const modes[] = {"edges", "calls", NULL};
+
+static int check_pod(void *value, const char *arg, char *err, size_t errlen)
 {
-	enum { O_CONTAINER = 1300, O_CGROUP, O_PID, O_POD, O_NODE, O_DURATION, O_PERIOD, O_MODE };
-	static const struct option opts[] = {
-	    {"container", required_argument, NULL, O_CONTAINER},
-	    {"cgroup", required_argument, NULL, O_CGROUP},
-	    {"pid", required_argument, NULL, O_PID},
-	    {"pod", required_argument, NULL, O_POD},
-	    {"node", required_argument, NULL, O_NODE},
-	    {"duration", required_argument, NULL, O_DURATION},
-	    {"period", required_argument, NULL, O_PERIOD},
-	    {"mode", required_argument, NULL, O_MODE},
-	    {"output", required_argument, NULL, 'o'},
-	    {"format", required_argument, NULL, 'f'},
-	    {"top", required_argument, NULL, 't'},
-	    {"help", no_argument, NULL, 'h'},
-	    EP_COLLECTOR_QUERY_OPTIONS,
-	    {0},
-	};
-	struct ep_collector_query q = {0};
-	const char *container = NULL, *cgroup = NULL, *pid = NULL, *pod = NULL, *node = NULL,
-		   *duration = NULL, *period = NULL, *mode = NULL, *output = NULL;
-	int format = -1;
-	unsigned top = 10, v;
-	optind = 1;
-	int ch;
-	while ((ch = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
-		int qo = ep_collector_query_option(&q, ch, optarg);
-		if (qo < 0)
-			return 2;
-		if (qo > 0)
-			continue;
-		switch (ch) {
-		case O_CONTAINER:
-			container = optarg;
-			break;
-		case O_CGROUP:
-			cgroup = optarg;
-			break;
-		case O_PID:
-			if (ep_parse_uint(optarg, 1, 1u << 30, &v) != 0) {
-				ep_error("--pid: '%s' is not a process id", optarg);
-				return 2;
-			}
-			pid = optarg;
-			break;
-		case O_POD: {
-			const char *slash = strchr(optarg, '/');
-			if (!slash || slash == optarg || !slash[1] || strchr(slash + 1, '/')) {
-				ep_error("--pod: '%s' is not NAMESPACE/NAME", optarg);
-				return 2;
-			}
-			pod = optarg;
-			break;
-		}
-		case O_NODE:
-			node = optarg;
-			break;
-		case O_DURATION:
-			duration = optarg;
-			break;
-		case O_PERIOD:
-			if (ep_parse_uint(optarg, 1, 1u << 31, &v) != 0) {
-				ep_error("--period: '%s' is not a positive number", optarg);
-				return 2;
-			}
-			period = optarg;
-			break;
-		case O_MODE:
-			if (strcmp(optarg, "edges") != 0 && strcmp(optarg, "calls") != 0) {
-				ep_error("--mode: '%s' is not edges or calls", optarg);
-				return 2;
-			}
-			mode = optarg;
-			break;
-		case 'o':
-			output = optarg;
-			break;
-		case 'f':
-			format = ep_export_parse_format(optarg);
-			if (format < 0) {
-				ep_error("--format: '%s' is not json, fdata, preagg or afdo",
-					 optarg);
-				return 2;
-			}
-			break;
-		case 't':
-			if (ep_parse_uint(optarg, 1, 100000, &top) != 0) {
-				ep_error("--top: '%s' is not a positive number", optarg);
-				return 2;
-			}
-			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		default:
-			usage(stderr);
-			return 2;
-		}
+	const char *slash = strchr(arg, '/');
+	if (!slash || slash == arg || !slash[1] || strchr(slash + 1, '/')) {
+		snprintf(err, errlen, "'%s' is not NAMESPACE/NAME", arg);
+		return -1;
 	}
-	int targets = (container != NULL) + (cgroup != NULL) + (pid != NULL) + (pod != NULL);
-	if (targets != 1 || !duration || !q.url || optind != argc) {
+	*(const char **)value = arg;
+	return 0;
+}
+
+/* The request from argv: 0, or -1 when the command ends here with
+ * *exit_code (0 after --help, 2 after a usage error). */
+static int parse_request(int argc, char **argv, struct profile_request *r, int *exit_code)
+{
+	*r = (struct profile_request){.top = 10, .mode = -1, .format = -1};
+	const struct ep_option profile_opts[] = {
+	    EP_OPTION("container", 0, EP_OPT_STRING, &r->container),
+	    EP_OPTION("cgroup", 0, EP_OPT_STRING, &r->cgroup),
+	    EP_OPTION("pid", 0, EP_OPT_UINT, &r->pid, .min = 1, .max = 1u << 30,
+		      .given = &r->pid_given),
+	    EP_OPTION("pod", 0, EP_OPT_CALL, &r->pod, .call = check_pod),
+	    EP_OPTION("node", 0, EP_OPT_STRING, &r->node),
+	    EP_OPTION("duration", 0, EP_OPT_STRING, &r->duration),
+	    EP_OPTION("period", 0, EP_OPT_UINT, &r->period, .min = 1, .max = 1u << 31,
+		      .given = &r->period_given),
+	    EP_OPTION("mode", 0, EP_OPT_CHOICE, &r->mode, .choices = modes),
+	    EP_OPTION("output", 'o', EP_OPT_STRING, &r->output),
+	    EP_OPTION("format", 0, EP_OPT_CHOICE, &r->format, .choices = ep_export_format_names),
+	    EP_OPTION("top", 0, EP_OPT_UINT, &r->top, .min = 1, .max = 100000),
+	    EP_OPTION_END,
+	};
+	struct ep_option query_opts[EP_COLLECTOR_QUERY_OPTION_COUNT + 1];
+	ep_collector_query_options(query_opts, &r->q);
+	const struct ep_option *const tables[] = {profile_opts, query_opts, NULL};
+	int first = ep_options_parse("profile", argc, argv, tables, usage);
+	if (first < 0) {
+		*exit_code = ep_options_exit_code(first);
+		return -1;
+	}
+	int targets =
+	    (r->container != NULL) + (r->cgroup != NULL) + r->pid_given + (r->pod != NULL);
+	if (targets != 1 || !r->duration || !r->q.url || first != argc) {
 		ep_error("profile needs one target (--container, --cgroup, --pid or --pod), "
 			 "--duration and "
 			 "--collector URL");
-		return 2;
+		*exit_code = 2;
+		return -1;
 	}
-	if (format >= 0 && !output) {
+	if (r->format >= 0 && !r->output) {
 		ep_error("--format needs -o OUT");
-		return 2;
+		*exit_code = 2;
+		return -1;
 	}
-	const char *args[] = {"container_id", container, "cgroup", cgroup, "pid",	 pid,
-			      "pod",	      pod,	 "node",   node,   "duration_s", duration,
-			      "period",	      period,	 "mode",   mode,   NULL};
-	Edgeprof__V1__Session *s = ask(&q, args);
-	if (!s)
-		return 1;
-	char id[64];
-	snprintf(id, sizeof(id), "%s", s->id);
-	uint64_t duration_s = s->duration_ms / 1000;
-	ep_info("session %s: asked for %" PRIu64 " s on %s", id, duration_s,
-		s->node[0] ? s->node : "the node that has the target");
+	return 0;
+}
+
+/* Polls the session until it ends (or the collector stops answering about
+ * it): the last state seen, NULL when it was lost; *waited in seconds. */
+static Edgeprof__V1__Session *wait_for_end(const struct ep_collector_query *q, const char *id,
+					   Edgeprof__V1__Session *s, unsigned *waited)
+{
 	/* the collector fails a session nobody takes, or whose agent goes
 	 * quiet; this bound only guards against a collector that stops answering
 	 * about it */
-	unsigned waited = 0, give_up = (unsigned)duration_s + 600;
+	unsigned give_up = (unsigned)(s->duration_ms / 1000) + 600;
 	Edgeprof__V1__SessionState last = s->state;
+	*waited = 0;
 	while (s && s->state != EDGEPROF__V1__SESSION_STATE__SESSION_DONE &&
-	       s->state != EDGEPROF__V1__SESSION_STATE__SESSION_FAILED && waited < give_up) {
+	       s->state != EDGEPROF__V1__SESSION_STATE__SESSION_FAILED && *waited < give_up) {
 		sleep(1);
-		waited++;
+		(*waited)++;
 		edgeprof__v1__session__free_unpacked(s, NULL);
-		s = poll_session(&q, id);
+		s = poll_session(q, id);
 		if (s && s->state != last) {
 			if (s->state == EDGEPROF__V1__SESSION_STATE__SESSION_RUNNING)
 				ep_info("session %s: running on node %s (%s)", id, s->node,
@@ -254,7 +200,45 @@ int ep_cmd_profile_session(int argc, char **argv)
 			last = s->state;
 		}
 	}
-	int rc = 1;
+	return s;
+}
+
+int ep_cmd_profile(int argc, char **argv)
+{
+	struct profile_request r;
+	int rc;
+	if (parse_request(argc, argv, &r, &rc) != 0)
+		return rc;
+	char pid[16], period[16];
+	snprintf(pid, sizeof(pid), "%u", r.pid);
+	snprintf(period, sizeof(period), "%u", r.period);
+	const char *args[] = {"container_id",
+			      r.container,
+			      "cgroup",
+			      r.cgroup,
+			      "pid",
+			      r.pid_given ? pid : NULL,
+			      "pod",
+			      r.pod,
+			      "node",
+			      r.node,
+			      "duration_s",
+			      r.duration,
+			      "period",
+			      r.period_given ? period : NULL,
+			      "mode",
+			      r.mode >= 0 ? modes[r.mode] : NULL,
+			      NULL};
+	Edgeprof__V1__Session *s = ask(&r.q, args);
+	if (!s)
+		return 1;
+	char id[64];
+	snprintf(id, sizeof(id), "%s", s->id);
+	ep_info("session %s: asked for %" PRIu64 " s on %s", id, s->duration_ms / 1000,
+		s->node[0] ? s->node : "the node that has the target");
+	unsigned waited;
+	s = wait_for_end(&r.q, id, s, &waited);
+	rc = 1;
 	if (!s)
 		ep_error("session %s: lost track of it (the collector stopped answering)", id);
 	else if (s->state == EDGEPROF__V1__SESSION_STATE__SESSION_FAILED)
@@ -262,12 +246,12 @@ int ep_cmd_profile_session(int argc, char **argv)
 	else if (s->state != EDGEPROF__V1__SESSION_STATE__SESSION_DONE)
 		ep_error("session %s: still not done after %u s; its profile can be read later "
 			 "with: edgeprof export --collector %s --session %s",
-			 id, waited, q.url, id);
+			 id, waited, r.q.url, id);
 	else {
 		ep_info("session %s: done on node %s, %" PRIu64 " samples", id, s->node,
 			s->samples);
-		q.session = id;
-		rc = write_profile(&q, output, format, top);
+		r.q.session = id;
+		rc = write_profile(&r.q, r.output, r.format, r.top);
 	}
 	if (s)
 		edgeprof__v1__session__free_unpacked(s, NULL);

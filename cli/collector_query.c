@@ -2,62 +2,52 @@
 #include "cli/collector_query.h"
 
 #include <curl/curl.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/profile/profile_file.h"
 #include "common/util/http_body.h"
 #include "common/util/log.h"
 #include "common/util/secret.h"
 
 static const char *const label_keys[] = {"container_id", "pod", "namespace", "cgroup", "process"};
 
-int ep_collector_query_option(struct ep_collector_query *q, int ch, const char *arg)
+static int add_label(void *value, const char *arg, char *err, size_t errlen)
 {
-	switch (ch) {
-	case EP_QUERY_OPT_COLLECTOR:
-		q->url = arg;
-		return 1;
-	case EP_QUERY_OPT_TOKEN:
-		q->token_file = arg;
-		return 1;
-	case EP_QUERY_OPT_CACERT:
-		q->ca_file = arg;
-		return 1;
-	case EP_QUERY_OPT_CERT:
-		q->cert_file = arg;
-		return 1;
-	case EP_QUERY_OPT_KEY:
-		q->key_file = arg;
-		return 1;
-	case EP_QUERY_OPT_FROM:
-		q->from = arg;
-		return 1;
-	case EP_QUERY_OPT_TO:
-		q->to = arg;
-		return 1;
-	case EP_QUERY_OPT_SESSION:
-		q->session = arg;
-		return 1;
-	case EP_QUERY_OPT_LABEL: {
-		const char *eq = strchr(arg, '=');
-		bool known = false;
-		for (size_t i = 0; eq && i < sizeof(label_keys) / sizeof(label_keys[0]); i++)
-			known |= strlen(label_keys[i]) == (size_t)(eq - arg) &&
-				 strncmp(arg, label_keys[i], (size_t)(eq - arg)) == 0;
-		if (!known || q->nlabels == 8) {
-			ep_error("--label '%s': expected KEY=VALUE with KEY one of container_id, "
-				 "pod, namespace, cgroup, process",
-				 arg);
-			return -1;
-		}
-		q->labels[q->nlabels++] = arg;
-		return 1;
+	struct ep_collector_query *q = value;
+	const char *eq = strchr(arg, '=');
+	bool known = false;
+	for (size_t i = 0; eq && i < sizeof(label_keys) / sizeof(label_keys[0]); i++)
+		known |= strlen(label_keys[i]) == (size_t)(eq - arg) &&
+			 strncmp(arg, label_keys[i], (size_t)(eq - arg)) == 0;
+	if (!known || q->nlabels == 8) {
+		snprintf(err, errlen,
+			 "'%s': expected KEY=VALUE with KEY one of container_id, pod, namespace, "
+			 "cgroup, process",
+			 arg);
+		return -1;
 	}
-	default:
-		return 0;
-	}
+	q->labels[q->nlabels++] = arg;
+	return 0;
+}
+
+void ep_collector_query_options(struct ep_option out[EP_COLLECTOR_QUERY_OPTION_COUNT + 1],
+				struct ep_collector_query *q)
+{
+	const struct ep_option table[EP_COLLECTOR_QUERY_OPTION_COUNT + 1] = {
+	    EP_OPTION("collector", 0, EP_OPT_STRING, &q->url),
+	    EP_OPTION("token-file", 0, EP_OPT_STRING, &q->token_file),
+	    EP_OPTION("cacert", 0, EP_OPT_STRING, &q->ca_file),
+	    EP_OPTION("cert", 0, EP_OPT_STRING, &q->cert_file),
+	    EP_OPTION("key", 0, EP_OPT_STRING, &q->key_file),
+	    EP_OPTION("from", 0, EP_OPT_STRING, &q->from),
+	    EP_OPTION("to", 0, EP_OPT_STRING, &q->to),
+	    EP_OPTION("session", 0, EP_OPT_STRING, &q->session),
+	    EP_OPTION("label", 0, EP_OPT_CALL, q, .call = add_label),
+	    EP_OPTION_END,
+	};
+	memcpy(out, table, sizeof(table));
 }
 
 int ep_url_append_arg(char **url, const char *key, const char *value)
@@ -131,29 +121,38 @@ int ep_collector_request(const struct ep_collector_query *q, const char *method,
 	return 0;
 }
 
-Edgeprof__V1__Profile *ep_collector_fetch_profile(const struct ep_collector_query *q)
+char *ep_collector_path(const char *base, const char *const *args)
 {
-	char *path = strdup("/v1/profile?format=proto");
+	char *path = strdup(base);
 	int rc = path ? 0 : -1;
-	if (q->build_id)
-		rc |= ep_url_append_arg(&path, "build_id", q->build_id);
-	if (q->from)
-		rc |= ep_url_append_arg(&path, "from", q->from);
-	if (q->to)
-		rc |= ep_url_append_arg(&path, "to", q->to);
-	if (q->session)
-		rc |= ep_url_append_arg(&path, "session", q->session);
-	for (int i = 0; i < q->nlabels; i++) {
-		const char *eq = strchr(q->labels[i], '=');
-		char key[32];
-		snprintf(key, sizeof(key), "%.*s", (int)(eq - q->labels[i]), q->labels[i]);
-		rc |= ep_url_append_arg(&path, key, eq + 1);
-	}
+	for (size_t i = 0; rc == 0 && args[i]; i += 2)
+		if (args[i + 1])
+			rc = ep_url_append_arg(&path, args[i], args[i + 1]);
 	if (rc != 0) {
 		ep_error("out of memory");
 		free(path);
 		return NULL;
 	}
+	return path;
+}
+
+Edgeprof__V1__Profile *ep_collector_fetch_profile(const struct ep_collector_query *q)
+{
+	/* the labels' keys, cut from their KEY=VALUE */
+	char keys[sizeof(q->labels) / sizeof(q->labels[0])][32];
+	const char *args[2 * (4 + sizeof(keys) / sizeof(keys[0])) + 1] = {
+	    "build_id", q->build_id, "from", q->from, "to", q->to, "session", q->session};
+	size_t n = 8;
+	for (int i = 0; i < q->nlabels; i++) {
+		const char *eq = strchr(q->labels[i], '=');
+		snprintf(keys[i], sizeof(keys[i]), "%.*s", (int)(eq - q->labels[i]), q->labels[i]);
+		args[n++] = keys[i];
+		args[n++] = eq + 1;
+	}
+	args[n] = NULL;
+	char *path = ep_collector_path("/v1/profile?format=proto", args);
+	if (!path)
+		return NULL;
 	struct ep_http_body body;
 	long status;
 	Edgeprof__V1__Profile *p = NULL;
@@ -169,4 +168,15 @@ Edgeprof__V1__Profile *ep_collector_fetch_profile(const struct ep_collector_quer
 	free(body.data);
 	free(path);
 	return p;
+}
+
+Edgeprof__V1__Profile *ep_cli_read_profile(const struct ep_collector_query *q, const char *path)
+{
+	if (q->url)
+		return ep_collector_fetch_profile(q);
+	char err[512];
+	Edgeprof__V1__Profile *profile = NULL;
+	if (ep_profile_read(path, &profile, err, sizeof(err)) != 0)
+		ep_error("%s", err);
+	return profile;
 }

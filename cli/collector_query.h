@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* `report --collector` and `export --collector`: a profile from the
- * collector's API (GET /v1/profile?format=proto) instead of a file. */
+/* `report --collector`, `export --collector` and `profile`: a profile from
+ * the collector's API (GET /v1/profile?format=proto) instead of a file, and
+ * requests to the collector with its token and TLS files. */
 #ifndef EP_COLLECTOR_QUERY_H
 #define EP_COLLECTOR_QUERY_H
 
 #include <stdbool.h>
 
 #include "common/util/http_body.h"
+#include "common/util/options.h"
 #include "profile.pb-c.h"
 
 struct ep_collector_query {
@@ -19,36 +21,20 @@ struct ep_collector_query {
 	const char *session; /* an on-demand session's counts instead of the continuous ones */
 };
 
-/* The options shared by report and export. Returns 1 when ch was one of
- * them, -1 on a bad value (logged), 0 otherwise. */
-int ep_collector_query_option(struct ep_collector_query *q, int ch, const char *arg);
-
-enum {
-	EP_QUERY_OPT_COLLECTOR = 1200,
-	EP_QUERY_OPT_TOKEN,
-	EP_QUERY_OPT_CACERT,
-	EP_QUERY_OPT_CERT,
-	EP_QUERY_OPT_KEY,
-	EP_QUERY_OPT_FROM,
-	EP_QUERY_OPT_TO,
-	EP_QUERY_OPT_LABEL,
-	EP_QUERY_OPT_SESSION,
-};
-#define EP_COLLECTOR_QUERY_OPTIONS                                                                 \
-	{"collector", required_argument, NULL, EP_QUERY_OPT_COLLECTOR},                            \
-	    {"token-file", required_argument, NULL, EP_QUERY_OPT_TOKEN},                           \
-	    {"cacert", required_argument, NULL, EP_QUERY_OPT_CACERT},                              \
-	    {"cert", required_argument, NULL, EP_QUERY_OPT_CERT},                                  \
-	    {"key", required_argument, NULL, EP_QUERY_OPT_KEY},                                    \
-	    {"from", required_argument, NULL, EP_QUERY_OPT_FROM},                                  \
-	    {"to", required_argument, NULL, EP_QUERY_OPT_TO},                                      \
-	    {"session", required_argument, NULL, EP_QUERY_OPT_SESSION},                            \
-	{                                                                                          \
-		"label", required_argument, NULL, EP_QUERY_OPT_LABEL                               \
-	}
+/* The options that say which collector and which of its profiles: --collector,
+ * --token-file, --cacert, --cert, --key, --from, --to, --session and
+ * --label K=V (repeatable), as an option table into q; the last entry ends
+ * it. */
+#define EP_COLLECTOR_QUERY_OPTION_COUNT 9
+void ep_collector_query_options(struct ep_option out[EP_COLLECTOR_QUERY_OPTION_COUNT + 1],
+				struct ep_collector_query *q);
 
 /* NULL with the reason logged (HTTP status and the collector's message). */
 Edgeprof__V1__Profile *ep_collector_fetch_profile(const struct ep_collector_query *q);
+
+/* What report and export read: the profile from the collector when q->url
+ * is set, else the profile file at path. NULL with the reason logged. */
+Edgeprof__V1__Profile *ep_cli_read_profile(const struct ep_collector_query *q, const char *path);
 
 /* One request to the collector named by q (its token and TLS files):
  * method "GET" or "POST", path with its query ("/v1/sessions?pid=1").
@@ -56,6 +42,11 @@ Edgeprof__V1__Profile *ep_collector_fetch_profile(const struct ep_collector_quer
  * -1 with the reason logged (no answer at all). */
 int ep_collector_request(const struct ep_collector_query *q, const char *method, const char *path,
 			 struct ep_http_body *body, long *status);
+
+/* base ("/v1/sessions?format=proto") and &key=value, escaped, for each
+ * pair of args (key, value, ..., NULL) whose value is not NULL. malloc'd;
+ * NULL with "out of memory" logged. */
+char *ep_collector_path(const char *base, const char *const *args);
 
 /* value escaped for a URL's query (curl's rules), appended as &key=value to
  * *url (realloc'd). 0 or -1 (out of memory). */

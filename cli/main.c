@@ -2,7 +2,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli/cmd_dump.h"
 #include "cli/commands.h"
 
 #ifndef EDGEPROF_VERSION
@@ -60,7 +59,7 @@ int main(int argc, char **argv)
 	if (strcmp(cmd, "collector") == 0)
 		return ep_cmd_collector(argc - 1, argv + 1);
 	if (strcmp(cmd, "profile") == 0)
-		return ep_cmd_profile_session(argc - 1, argv + 1);
+		return ep_cmd_profile(argc - 1, argv + 1);
 	if (strcmp(cmd, "record") == 0)
 		return ep_cmd_record(argc - 1, argv + 1);
 	if (strcmp(cmd, "trace") == 0)

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "collector/store/store_backend.h"
+#include "common/profile/model.h"
 
 struct ep_store *ep_store_open(const char *spec, char *err, size_t errlen)
 {
@@ -78,15 +79,6 @@ void ep_store_free_list(Edgeprof__V1__BinaryList *list)
 {
 	if (list)
 		protobuf_c_message_free_unpacked(&list->base, NULL);
-}
-
-Edgeprof__V1__Profile *ep_store_profile(struct ep_store *s, const struct ep_store_filter *f,
-					char *err, size_t errlen)
-{
-	pthread_mutex_lock(&s->lock);
-	Edgeprof__V1__Profile *r = s->ops->profile(s, f, err, errlen);
-	pthread_mutex_unlock(&s->lock);
-	return r;
 }
 
 int ep_store_session_put(struct ep_store *s, const Edgeprof__V1__Session *session, char *err,
@@ -194,9 +186,14 @@ void ep_store_free_session_list(Edgeprof__V1__SessionList *list)
 		protobuf_c_message_free_unpacked(&list->base, NULL);
 }
 
-Edgeprof__V1__Profile *ep_store_profile_start(struct ep_store *s, const struct ep_store_filter *f,
-					      Edgeprof__V1__BinaryProfile **bp, char *err,
-					      size_t errlen)
+/* Where every profile starts: a Profile (config.source "collector") and,
+ * when the listing finds f->build_id under f, its one BinaryProfile (*bp)
+ * with build-id, arch, paths and samples from the listing, for the parts'
+ * rows to be added to; *bp = NULL when there are none. NULL with err.
+ * Called with the store's lock held. */
+static Edgeprof__V1__Profile *profile_start(struct ep_store *s, const struct ep_store_filter *f,
+					    Edgeprof__V1__BinaryProfile **bp, char *err,
+					    size_t errlen)
 {
 	*bp = NULL;
 	if (!f->build_id) {
@@ -263,4 +260,31 @@ fail:
 	ep_store_free_list(info);
 	protobuf_c_message_free_unpacked(&p->base, NULL);
 	return NULL;
+}
+
+Edgeprof__V1__Profile *ep_store_profile(struct ep_store *s, const struct ep_store_filter *f,
+					char *err, size_t errlen)
+{
+	Edgeprof__V1__BinaryProfile *bp;
+	pthread_mutex_lock(&s->lock);
+	Edgeprof__V1__Profile *p = profile_start(s, f, &bp, err, errlen);
+	for (int part = 0; p && bp && part < EP_STORE_NPARTS; part++) {
+		if (s->ops->read_part(s, f, (enum ep_store_part)part, bp, err, errlen) != 0) {
+			protobuf_c_message_free_unpacked(&p->base, NULL);
+			p = NULL;
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
+	/* the backends sum counts by GROUP BY, which leaves no order; sorted
+	 * here in the model's (unsigned) order, which SQLite's int64 ORDER BY
+	 * would not give for addresses >= 2^63 */
+	if (p && bp) {
+		if (bp->n_edges > 1)
+			qsort(bp->edges, bp->n_edges, sizeof(*bp->edges), ep_edge_cmp);
+		if (bp->n_ranges > 1)
+			qsort(bp->ranges, bp->n_ranges, sizeof(*bp->ranges), ep_range_cmp);
+		if (bp->n_ips > 1)
+			qsort(bp->ips, bp->n_ips, sizeof(*bp->ips), ep_ip_cmp);
+	}
+	return p;
 }

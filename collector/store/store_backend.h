@@ -7,6 +7,17 @@
 
 #include "collector/store/store.h"
 
+/* The parts of a profile a backend reads as rows; each row's columns in order. */
+enum ep_store_part {
+	EP_PART_EDGES,	   /* from, to, flags (1 taken, 2 from external, 4 to external),
+			      kind, count, mispredicted */
+	EP_PART_RANGES,	   /* start, end, count */
+	EP_PART_IPS,	   /* ip, count */
+	EP_PART_FUNCTIONS, /* start, name, size */
+	EP_PART_SEGMENTS,  /* vaddr, file offset, size */
+	EP_STORE_NPARTS
+};
+
 struct ep_store_ops {
 	const char *kind;
 	bool keeps_batches;
@@ -18,8 +29,12 @@ struct ep_store_ops {
 	Edgeprof__V1__BinaryList *(*list_binaries)(struct ep_store *s,
 						   const struct ep_store_filter *f, char *err,
 						   size_t errlen);
-	Edgeprof__V1__Profile *(*profile)(struct ep_store *s, const struct ep_store_filter *f,
-					  char *err, size_t errlen);
+	/* Calls ep_store_add_row(bp, part, row) for each row of part under f
+	 * (counts summed over buckets, labels and batches; functions and
+	 * segments of f->build_id ordered by address); 0, or -1 with err. */
+	int (*read_part)(struct ep_store *s, const struct ep_store_filter *f,
+			 enum ep_store_part part, Edgeprof__V1__BinaryProfile *bp, char *err,
+			 size_t errlen);
 	/* record: the session serialised (len bytes), session: the same decoded */
 	int (*session_put)(struct ep_store *s, const Edgeprof__V1__Session *session,
 			   const uint8_t *record, size_t len, char *err, size_t errlen);
@@ -40,14 +55,24 @@ struct ep_store {
 	pthread_mutex_t lock; /* set up by store.c: backends need not be thread-safe */
 };
 
-/* Where every backend's profile starts: a Profile (config.source
- * "collector") and, when the listing finds f->build_id under f, its one
- * BinaryProfile (*bp) with build-id, arch, paths and samples from the
- * listing, for the backend to add counts to; *bp = NULL when there are
- * none. NULL with err. Called with the store's lock held. */
-Edgeprof__V1__Profile *ep_store_profile_start(struct ep_store *s, const struct ep_store_filter *f,
-					      Edgeprof__V1__BinaryProfile **bp, char *err,
-					      size_t errlen);
+/* One row of a backend's answer, read column by column (from 0): both
+ * backends' rows become the same messages through the same code. */
+struct ep_store_row {
+	void *ctx;
+	uint64_t (*number)(void *ctx, int column);
+	const char *(*text)(void *ctx, int column); /* NULL when out of memory */
+};
+
+/* Adds the message that row describes to bp; 0, or -1 (out of memory). */
+int ep_store_add_row(Edgeprof__V1__BinaryProfile *bp, enum ep_store_part part,
+		     const struct ep_store_row *row);
+/* Adds the binary that row describes (build_id, arch, samples,
+ * first_seen_s, last_seen_s) to list, *added = it; 0, or -1. */
+int ep_store_add_binary(Edgeprof__V1__BinaryList *list, const struct ep_store_row *row,
+			Edgeprof__V1__BinaryInfo **added);
+/* Adds the label set that row describes (container_id, pod, namespace,
+ * cgroup, process, session_id) to b; 0, or -1. */
+int ep_store_add_labels(Edgeprof__V1__BinaryInfo *b, const struct ep_store_row *row);
 
 /* location: what follows "sqlite:" / "clickhouse:" in the spec */
 struct ep_store *ep_store_sqlite_open(const char *location, char *err, size_t errlen);

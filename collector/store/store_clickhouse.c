@@ -18,101 +18,20 @@
  * place. Compacting old buckets into one summed row per key (a rollup) is
  * the follow-up for long retention.
  */
-#include <curl/curl.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "collector/store/clickhouse_query.h"
 #include "collector/store/store_backend.h"
 #include "common/profile/model.h"
-#include "common/util/http_body.h"
 
 struct ch_store {
 	struct ep_store base;
-	CURL *curl;
-	char *base_url; /* http://host:port */
-	char *database;
+	struct ch_conn conn;
 };
-
-/* Runs one statement. query goes in the URL (with the database) when body
- * carries data (INSERT ... FORMAT TabSeparated), else in the body. The
- * answer is returned in *out when out is not NULL. */
-static int ch_request(struct ch_store *s, bool with_db, const char *query, const char *body,
-		      size_t body_len, struct ep_http_body *out, char *err, size_t errlen)
-{
-	char *url = NULL;
-	char *q = body ? curl_easy_escape(s->curl, query, 0) : NULL;
-	char *db = with_db ? curl_easy_escape(s->curl, s->database, 0) : NULL;
-	int n = asprintf(&url, "%s/?%s%s%s%s", s->base_url, db ? "database=" : "", db ? db : "",
-			 q ? (db ? "&query=" : "query=") : "", q ? q : "");
-	curl_free(q);
-	curl_free(db);
-	if (n < 0) {
-		snprintf(err, errlen, "out of memory");
-		return -1;
-	}
-	struct ep_http_body answer = {0};
-	curl_easy_setopt(s->curl, CURLOPT_URL, url);
-	curl_easy_setopt(s->curl, CURLOPT_POSTFIELDS, body ? body : query);
-	curl_easy_setopt(s->curl, CURLOPT_POSTFIELDSIZE_LARGE,
-			 (curl_off_t)(body ? body_len : strlen(query)));
-	curl_easy_setopt(s->curl, CURLOPT_WRITEFUNCTION, ep_http_body_write);
-	curl_easy_setopt(s->curl, CURLOPT_WRITEDATA, &answer);
-	CURLcode cc = curl_easy_perform(s->curl);
-	long status = 0;
-	curl_easy_getinfo(s->curl, CURLINFO_RESPONSE_CODE, &status);
-	int rc = 0;
-	if (cc != CURLE_OK) {
-		snprintf(err, errlen, "clickhouse %s: %s", s->base_url, curl_easy_strerror(cc));
-		rc = -1;
-	} else if (status != 200) {
-		snprintf(err, errlen, "clickhouse %s: HTTP %ld: %.300s", s->base_url, status,
-			 answer.data ? answer.data : "");
-		err[strcspn(err, "\n")] = '\0';
-		rc = -1;
-	}
-	free(url);
-	if (rc == 0 && out)
-		*out = answer;
-	else
-		free(answer.data);
-	return rc;
-}
-
-/* TabSeparated escaping: the format's own, so paths with tabs survive. */
-static void tsv_string(FILE *f, const char *s)
-{
-	for (const char *p = s ? s : ""; *p; p++) {
-		switch (*p) {
-		case '\t':
-			fputs("\\t", f);
-			break;
-		case '\n':
-			fputs("\\n", f);
-			break;
-		case '\\':
-			fputs("\\\\", f);
-			break;
-		default:
-			fputc(*p, f);
-		}
-	}
-}
-
-/* SQL string literal for the filters (single quotes, backslashes). */
-static void sql_string(FILE *f, const char *s)
-{
-	fputc('\'', f);
-	for (const char *p = s; *p; p++) {
-		if (*p == '\'' || *p == '\\')
-			fputc('\\', f);
-		fputc(*p, f);
-	}
-	fputc('\'', f);
-}
 
 static const char *const tables[] = {
     "CREATE TABLE IF NOT EXISTS batches (agent_id String, sequence UInt64, node String,"
@@ -177,152 +96,140 @@ static const char *const insert_sql[NT] = {
     "INSERT INTO segments FORMAT TabSeparated",
 };
 
-static void labels_tsv(FILE *f, const Edgeprof__V1__Labels *l)
+/* One row's key head in a count table: build-id, bucket, the labels. */
+static void count_key(FILE *f, const char *build_id, int64_t bucket_s,
+		      const Edgeprof__V1__Labels *l)
 {
+	ch_tsv_string(f, build_id);
+	fprintf(f, "\t%" PRId64 "\t", bucket_s);
 	const char *v[5] = {l ? l->container_id : "", l ? l->pod : "", l ? l->namespace_ : "",
 			    l ? l->cgroup : "", l ? l->process : ""};
 	for (int i = 0; i < 5; i++) {
-		tsv_string(f, v[i]);
+		ch_tsv_string(f, v[i]);
 		fputc('\t', f);
 	}
+}
+
+/* A slice's count rows; tail ends each: its batch and session, newline. */
+static void count_rows(FILE *const f[NT], const Edgeprof__V1__BinaryProfile *bp, int64_t bucket_s,
+		       const Edgeprof__V1__Labels *l, const char *tail)
+{
+	if (bp->samples) {
+		/* samples carry the arch between build-id and bucket */
+		ch_tsv_string(f[T_SAMPLES], bp->build_id);
+		fputc('\t', f[T_SAMPLES]);
+		count_key(f[T_SAMPLES], bp->arch, bucket_s, l);
+		fprintf(f[T_SAMPLES], "%" PRIu64 "\t%s", bp->samples, tail);
+	}
+	for (size_t j = 0; j < bp->n_edges; j++) {
+		const Edgeprof__V1__Edge *e = bp->edges[j];
+		count_key(f[T_EDGES], bp->build_id, bucket_s, l);
+		fprintf(f[T_EDGES],
+			"%" PRIu64 "\t%" PRIu64 "\t%d\t%d\t%" PRIu64 "\t%" PRIu64 "\t%s", e->from,
+			e->to,
+			(e->taken ? 1 : 0) | (e->from_external ? 2 : 0) | (e->to_external ? 4 : 0),
+			(int)e->kind, e->count, e->mispredicted, tail);
+	}
+	for (size_t j = 0; j < bp->n_ranges; j++) {
+		count_key(f[T_RANGES], bp->build_id, bucket_s, l);
+		fprintf(f[T_RANGES], "%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t%s",
+			bp->ranges[j]->start, bp->ranges[j]->end, bp->ranges[j]->count, tail);
+	}
+	for (size_t j = 0; j < bp->n_ips; j++) {
+		count_key(f[T_IPS], bp->build_id, bucket_s, l);
+		fprintf(f[T_IPS], "%" PRIu64 "\t%" PRIu64 "\t%s", bp->ips[j]->ip, bp->ips[j]->count,
+			tail);
+	}
+}
+
+/* A slice's metadata rows: paths, functions, segments. */
+static void metadata_rows(FILE *const f[NT], const Edgeprof__V1__BinaryProfile *bp)
+{
+	for (size_t j = 0; j < bp->n_paths; j++) {
+		ch_tsv_string(f[T_PATHS], bp->build_id);
+		fputc('\t', f[T_PATHS]);
+		ch_tsv_string(f[T_PATHS], bp->paths[j]);
+		fputc('\n', f[T_PATHS]);
+	}
+	for (size_t j = 0; j < bp->n_functions; j++) {
+		ch_tsv_string(f[T_FUNCTIONS], bp->build_id);
+		fprintf(f[T_FUNCTIONS], "\t%" PRIu64 "\t", bp->functions[j]->start);
+		ch_tsv_string(f[T_FUNCTIONS], bp->functions[j]->name);
+		fprintf(f[T_FUNCTIONS], "\t%" PRIu64 "\n", bp->functions[j]->size);
+	}
+	for (size_t j = 0; j < bp->n_segments; j++) {
+		ch_tsv_string(f[T_SEGMENTS], bp->build_id);
+		fprintf(f[T_SEGMENTS], "\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\n",
+			bp->segments[j]->vaddr, bp->segments[j]->offset, bp->segments[j]->size);
+	}
+}
+
+/* Writes a slice's rows into each table's rows. */
+static int slice_rows(struct ch_text rows[NT], const struct ep_store_commit *c,
+		      const struct ep_store_slice *sl, char *err, size_t errlen)
+{
+	if (sl->batch < 0 || (size_t)sl->batch >= c->nbatches) {
+		snprintf(err, errlen, "clickhouse store: a slice without its batch");
+		return -1;
+	}
+	const struct ep_store_batch_id *b = &c->batches[sl->batch];
+	const Edgeprof__V1__Labels *l = sl->delta->labels;
+	/* the row's key tail: which batch it came from, and the session */
+	struct ch_text tail;
+	if (ch_text_open(&tail, err, errlen) != 0)
+		return -1;
+	ch_tsv_string(tail.f, b->agent_id);
+	fprintf(tail.f, "\t%" PRIu64 "\t", b->sequence);
+	ch_tsv_string(tail.f, l ? l->session_id : "");
+	fputc('\n', tail.f);
+	int rc = ch_text_close(&tail, err, errlen);
+	if (rc == 0) {
+		FILE *f[NT];
+		for (int t = 0; t < NT; t++)
+			f[t] = rows[t].f;
+		count_rows(f, sl->delta->profile, sl->bucket_s, l, tail.data);
+		metadata_rows(f, sl->delta->profile);
+	}
+	ch_text_free(&tail);
+	return rc;
+}
+
+static int insert_batches(struct ch_store *s, const struct ep_store_commit *c, char *err,
+			  size_t errlen)
+{
+	struct ch_text rows;
+	if (ch_text_open(&rows, err, errlen) != 0)
+		return -1;
+	for (size_t i = 0; i < c->nbatches; i++) {
+		ch_tsv_string(rows.f, c->batches[i].agent_id);
+		fprintf(rows.f, "\t%" PRIu64 "\t", c->batches[i].sequence);
+		ch_tsv_string(rows.f, c->batches[i].node);
+		fprintf(rows.f, "\t%" PRId64 "\n", c->batches[i].received_s);
+	}
+	return ch_insert(&s->conn, "INSERT INTO batches FORMAT TabSeparated", &rows, err, errlen);
 }
 
 static int ch_write(struct ep_store *base, const struct ep_store_commit *c, char *err,
 		    size_t errlen)
 {
 	struct ch_store *s = (struct ch_store *)base;
-	char *data[NT] = {0};
-	size_t len[NT] = {0};
-	FILE *f[NT] = {0};
-	int rc = -1;
-	for (int t = 0; t < NT; t++) {
-		if (!(f[t] = open_memstream(&data[t], &len[t]))) {
-			snprintf(err, errlen, "out of memory");
-			goto out;
-		}
-	}
-	for (size_t i = 0; i < c->nslices; i++) {
-		const struct ep_store_slice *sl = &c->slices[i];
-		if (sl->batch < 0 || (size_t)sl->batch >= c->nbatches) {
-			snprintf(err, errlen, "clickhouse store: a slice without its batch");
-			goto out;
-		}
-		const struct ep_store_batch_id *b = &c->batches[sl->batch];
-		const Edgeprof__V1__BinaryProfile *bp = sl->delta->profile;
-		const Edgeprof__V1__Labels *l = sl->delta->labels;
-		/* the row's key tail: which batch it came from, and the session */
-		char *tail = NULL;
-		size_t tail_len = 0;
-		FILE *tf = open_memstream(&tail, &tail_len);
-		if (!tf) {
-			snprintf(err, errlen, "out of memory");
-			goto out;
-		}
-		tsv_string(tf, b->agent_id);
-		fprintf(tf, "\t%" PRIu64 "\t", b->sequence);
-		tsv_string(tf, l ? l->session_id : "");
-		fputc('\n', tf);
-		if (fclose(tf) != 0 || !tail) {
-			free(tail);
-			snprintf(err, errlen, "out of memory");
-			goto out;
-		}
-		if (bp->samples) {
-			tsv_string(f[T_SAMPLES], bp->build_id);
-			fputc('\t', f[T_SAMPLES]);
-			tsv_string(f[T_SAMPLES], bp->arch);
-			fprintf(f[T_SAMPLES], "\t%" PRId64 "\t", sl->bucket_s);
-			labels_tsv(f[T_SAMPLES], l);
-			fprintf(f[T_SAMPLES], "%" PRIu64 "\t%s", bp->samples, tail);
-		}
-		for (size_t j = 0; j < bp->n_edges; j++) {
-			const Edgeprof__V1__Edge *e = bp->edges[j];
-			tsv_string(f[T_EDGES], bp->build_id);
-			fprintf(f[T_EDGES], "\t%" PRId64 "\t", sl->bucket_s);
-			labels_tsv(f[T_EDGES], l);
-			fprintf(f[T_EDGES],
-				"%" PRIu64 "\t%" PRIu64 "\t%d\t%d\t%" PRIu64 "\t%" PRIu64 "\t%s",
-				e->from, e->to,
-				(e->taken ? 1 : 0) | (e->from_external ? 2 : 0) |
-				    (e->to_external ? 4 : 0),
-				(int)e->kind, e->count, e->mispredicted, tail);
-		}
-		for (size_t j = 0; j < bp->n_ranges; j++) {
-			tsv_string(f[T_RANGES], bp->build_id);
-			fprintf(f[T_RANGES], "\t%" PRId64 "\t", sl->bucket_s);
-			labels_tsv(f[T_RANGES], l);
-			fprintf(f[T_RANGES], "%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t%s",
-				bp->ranges[j]->start, bp->ranges[j]->end, bp->ranges[j]->count,
-				tail);
-		}
-		for (size_t j = 0; j < bp->n_ips; j++) {
-			tsv_string(f[T_IPS], bp->build_id);
-			fprintf(f[T_IPS], "\t%" PRId64 "\t", sl->bucket_s);
-			labels_tsv(f[T_IPS], l);
-			fprintf(f[T_IPS], "%" PRIu64 "\t%" PRIu64 "\t%s", bp->ips[j]->ip,
-				bp->ips[j]->count, tail);
-		}
-		for (size_t j = 0; j < bp->n_paths; j++) {
-			tsv_string(f[T_PATHS], bp->build_id);
-			fputc('\t', f[T_PATHS]);
-			tsv_string(f[T_PATHS], bp->paths[j]);
-			fputc('\n', f[T_PATHS]);
-		}
-		for (size_t j = 0; j < bp->n_functions; j++) {
-			tsv_string(f[T_FUNCTIONS], bp->build_id);
-			fprintf(f[T_FUNCTIONS], "\t%" PRIu64 "\t", bp->functions[j]->start);
-			tsv_string(f[T_FUNCTIONS], bp->functions[j]->name);
-			fprintf(f[T_FUNCTIONS], "\t%" PRIu64 "\n", bp->functions[j]->size);
-		}
-		for (size_t j = 0; j < bp->n_segments; j++) {
-			tsv_string(f[T_SEGMENTS], bp->build_id);
-			fprintf(f[T_SEGMENTS], "\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\n",
-				bp->segments[j]->vaddr, bp->segments[j]->offset,
-				bp->segments[j]->size);
-		}
-		free(tail);
-	}
-	for (int t = 0; t < NT; t++) {
-		fclose(f[t]);
-		f[t] = NULL;
-	}
+	struct ch_text rows[NT] = {0};
+	int rc = 0;
+	for (int t = 0; t < NT && rc == 0; t++)
+		rc = ch_text_open(&rows[t], err, errlen);
+	for (size_t i = 0; i < c->nslices && rc == 0; i++)
+		rc = slice_rows(rows, c, &c->slices[i], err, errlen);
 	/* metadata first, counts next, the batches that make counts visible last */
 	static const int order[NT] = {T_PATHS, T_FUNCTIONS, T_SEGMENTS, T_SAMPLES,
 				      T_EDGES, T_RANGES,    T_IPS};
-	for (int i = 0; i < NT; i++) {
-		int t = order[i];
-		if (len[t] &&
-		    ch_request(s, true, insert_sql[t], data[t], len[t], NULL, err, errlen) != 0)
-			goto out;
-	}
-	char *rows = NULL;
-	size_t rows_len = 0;
-	FILE *bf = open_memstream(&rows, &rows_len);
-	if (!bf) {
-		snprintf(err, errlen, "out of memory");
-		goto out;
-	}
-	for (size_t i = 0; i < c->nbatches; i++) {
-		tsv_string(bf, c->batches[i].agent_id);
-		fprintf(bf, "\t%" PRIu64 "\t", c->batches[i].sequence);
-		tsv_string(bf, c->batches[i].node);
-		fprintf(bf, "\t%" PRId64 "\n", c->batches[i].received_s);
-	}
-	fclose(bf);
-	rc = rows_len ? ch_request(s, true, "INSERT INTO batches FORMAT TabSeparated", rows,
-				   rows_len, NULL, err, errlen)
-		      : 0;
-	free(rows);
-out:
-	for (int t = 0; t < NT; t++) {
-		if (f[t])
-			fclose(f[t]);
-		free(data[t]);
-	}
+	for (int i = 0; i < NT && rc == 0; i++)
+		rc = ch_insert(&s->conn, insert_sql[order[i]], &rows[order[i]], err, errlen);
+	if (rc == 0)
+		rc = insert_batches(s, c, err, errlen);
+	for (int t = 0; t < NT; t++)
+		ch_text_free(&rows[t]);
 	return rc;
 }
-
-static int next_row(char **cursor, char **fields, int max);
 
 /* Finished sessions that ended before the cut (one that failed before it
  * started has no end: its creation counts). A mutation sees every version
@@ -333,44 +240,54 @@ static int next_row(char **cursor, char **fields, int max);
  * stay outside FINAL (a PREWHERE under FINAL would see old versions). */
 static int prune_sessions(struct ch_store *s, int64_t before_s, char *err, size_t errlen)
 {
-	char q[512];
-	snprintf(q, sizeof(q),
-		 "SELECT id FROM (SELECT id, state, created_s, ended_s FROM sessions FINAL)"
-		 " WHERE state IN (%d, %d) AND if(ended_s != 0, ended_s, created_s) < %lld"
-		 " FORMAT TabSeparated",
-		 EDGEPROF__V1__SESSION_STATE__SESSION_DONE,
-		 EDGEPROF__V1__SESSION_STATE__SESSION_FAILED, (long long)before_s);
 	struct ep_http_body out = {0};
-	if (ch_request(s, true, q, NULL, 0, &out, err, errlen) != 0)
+	if (ch_runf(&s->conn, CH_DATABASE, &out, err, errlen,
+		    "SELECT id FROM (SELECT id, state, created_s, ended_s FROM sessions FINAL)"
+		    " WHERE state IN (%d, %d) AND if(ended_s != 0, ended_s, created_s) < %lld"
+		    " FORMAT TabSeparated",
+		    EDGEPROF__V1__SESSION_STATE__SESSION_DONE,
+		    EDGEPROF__V1__SESSION_STATE__SESSION_FAILED, (long long)before_s) != 0)
 		return -1;
 	char *cur = out.data, *fields[1];
 	int rc = 0;
-	bool more = next_row(&cur, fields, 1) == 1;
+	bool more = ch_next_row(&cur, fields, 1) == 1;
 	while (rc == 0 && more) {
 		/* in pieces, well under max_query_size (256 KiB) */
-		char *del = NULL;
-		size_t len = 0;
-		FILE *f = open_memstream(&del, &len);
-		if (!f) {
-			snprintf(err, errlen, "out of memory");
-			rc = -1;
+		struct ch_text del;
+		if ((rc = ch_text_open(&del, err, errlen)) != 0)
 			break;
-		}
-		fputs("ALTER TABLE sessions DELETE WHERE id IN (", f);
-		for (int n = 0; more && ftell(f) < 64 * 1024; n++) {
+		fputs("ALTER TABLE sessions DELETE WHERE id IN (", del.f);
+		for (int n = 0; more && ftell(del.f) < 64 * 1024; n++) {
 			if (n)
-				fputs(", ", f);
-			sql_string(f, fields[0]);
-			more = next_row(&cur, fields, 1) == 1;
+				fputs(", ", del.f);
+			ch_sql_string(del.f, fields[0]);
+			more = ch_next_row(&cur, fields, 1) == 1;
 		}
-		fputc(')', f);
-		if (fclose(f) != 0 || !del) {
-			snprintf(err, errlen, "out of memory");
-			rc = -1;
-		} else {
-			rc = ch_request(s, true, del, NULL, 0, NULL, err, errlen);
-		}
-		free(del);
+		fputc(')', del.f);
+		rc = ch_run(&s->conn, CH_DATABASE, &del, NULL, err, errlen);
+	}
+	free(out.data);
+	return rc;
+}
+
+/* Drops table's weekly partitions that ended before the cut. */
+static int drop_weeks(struct ch_store *s, const char *table, int64_t before_s, char *err,
+		      size_t errlen)
+{
+	struct ep_http_body out = {0};
+	if (ch_runf(&s->conn, CH_SERVER, &out, err, errlen,
+		    "SELECT DISTINCT partition FROM system.parts WHERE database = '%s' AND "
+		    "table = '%s' AND active FORMAT TabSeparated",
+		    s->conn.database, table) != 0)
+		return -1;
+	char *cur = out.data, *fields[1];
+	int rc = 0;
+	while (rc == 0 && ch_next_row(&cur, fields, 1) == 1) {
+		long long week = strtoll(fields[0], NULL, 10);
+		if ((week + 1) * 604800LL > before_s)
+			continue;
+		rc = ch_runf(&s->conn, CH_DATABASE, NULL, err, errlen,
+			     "ALTER TABLE %s DROP PARTITION %lld", table, week);
 	}
 	free(out.data);
 	return rc;
@@ -382,33 +299,11 @@ static int prune_sessions(struct ch_store *s, int64_t before_s, char *err, size_
 static int ch_prune(struct ep_store *base, int64_t before_s, char *err, size_t errlen)
 {
 	struct ch_store *s = (struct ch_store *)base;
-	for (size_t t = 0; t < sizeof(count_tables) / sizeof(count_tables[0]); t++) {
-		char q[512];
-		snprintf(q, sizeof(q),
-			 "SELECT DISTINCT partition FROM system.parts WHERE database = '%s' AND "
-			 "table = '%s' AND active FORMAT TabSeparated",
-			 s->database, count_tables[t]);
-		struct ep_http_body out = {0};
-		if (ch_request(s, false, q, NULL, 0, &out, err, errlen) != 0)
+	for (size_t t = 0; t < sizeof(count_tables) / sizeof(count_tables[0]); t++)
+		if (drop_weeks(s, count_tables[t], before_s, err, errlen) != 0)
 			return -1;
-		char *cur = out.data, *fields[1];
-		int rc = 0;
-		while (rc == 0 && next_row(&cur, fields, 1) == 1) {
-			long long week = strtoll(fields[0], NULL, 10);
-			if ((week + 1) * 604800LL > before_s)
-				continue;
-			snprintf(q, sizeof(q), "ALTER TABLE %s DROP PARTITION %lld",
-				 count_tables[t], week);
-			rc = ch_request(s, true, q, NULL, 0, NULL, err, errlen);
-		}
-		free(out.data);
-		if (rc != 0)
-			return -1;
-	}
-	char q[256];
-	snprintf(q, sizeof(q), "ALTER TABLE batches DELETE WHERE received < %lld",
-		 (long long)before_s);
-	if (ch_request(s, true, q, NULL, 0, NULL, err, errlen) != 0)
+	if (ch_runf(&s->conn, CH_DATABASE, NULL, err, errlen,
+		    "ALTER TABLE batches DELETE WHERE received < %lld", (long long)before_s) != 0)
 		return -1;
 	return prune_sessions(s, before_s, err, errlen);
 }
@@ -417,23 +312,16 @@ static int ch_has_batch(struct ep_store *base, const char *agent_id, uint64_t se
 			size_t errlen)
 {
 	struct ch_store *s = (struct ch_store *)base;
-	char *q = NULL;
-	size_t qlen = 0;
-	FILE *f = open_memstream(&q, &qlen);
-	if (!f) {
-		snprintf(err, errlen, "out of memory");
+	struct ch_text q;
+	if (ch_text_open(&q, err, errlen) != 0)
 		return -1;
-	}
-	fputs("SELECT count() FROM batches WHERE agent_id = ", f);
-	sql_string(f, agent_id);
-	fprintf(f, " AND sequence = %" PRIu64, sequence);
-	fclose(f);
+	fputs("SELECT count() FROM batches WHERE agent_id = ", q.f);
+	ch_sql_string(q.f, agent_id);
+	fprintf(q.f, " AND sequence = %" PRIu64, sequence);
 	struct ep_http_body out = {0};
-	int rc = ch_request(s, true, q, NULL, 0, &out, err, errlen);
-	free(q);
-	if (rc != 0)
+	if (ch_run(&s->conn, CH_DATABASE, &q, &out, err, errlen) != 0)
 		return -1;
-	rc = out.data && strtoull(out.data, NULL, 10) > 0 ? 1 : 0;
+	int rc = out.data && strtoull(out.data, NULL, 10) > 0 ? 1 : 0;
 	free(out.data);
 	return rc;
 }
@@ -443,7 +331,7 @@ static void filter_sql(FILE *f, const struct ep_store_filter *flt)
 {
 	if (flt->build_id) {
 		fputs(" AND build_id = ", f);
-		sql_string(f, flt->build_id);
+		ch_sql_string(f, flt->build_id);
 	}
 	if (flt->from_s)
 		fprintf(f, " AND bucket >= %" PRId64, flt->from_s);
@@ -460,11 +348,11 @@ static void filter_sql(FILE *f, const struct ep_store_filter *flt)
 		if (!labels[i].value)
 			continue;
 		fprintf(f, " AND %s = ", labels[i].col);
-		sql_string(f, labels[i].value);
+		ch_sql_string(f, labels[i].value);
 	}
 	/* always one side: the continuous profile or one session */
 	fputs(" AND session_id = ", f);
-	sql_string(f, flt->session_id ? flt->session_id : "");
+	ch_sql_string(f, flt->session_id ? flt->session_id : "");
 	fputs(" AND (agent_id, sequence) IN (SELECT agent_id, sequence FROM batches)", f);
 }
 
@@ -474,102 +362,74 @@ static int query_rows(struct ch_store *s, const char *select, const char *table,
 		      const struct ep_store_filter *flt, const char *tail, struct ep_http_body *out,
 		      char *err, size_t errlen)
 {
-	char *q = NULL;
-	size_t qlen = 0;
-	FILE *f = open_memstream(&q, &qlen);
-	if (!f) {
-		snprintf(err, errlen, "out of memory");
+	struct ch_text q;
+	if (ch_text_open(&q, err, errlen) != 0)
 		return -1;
-	}
-	fprintf(f, "SELECT %s FROM %s FINAL WHERE 1", select, table);
-	filter_sql(f, flt);
-	fprintf(f, " %s FORMAT TabSeparated", tail);
-	fclose(f);
-	int rc = ch_request(s, true, q, NULL, 0, out, err, errlen);
-	free(q);
-	return rc;
+	fprintf(q.f, "SELECT %s FROM %s FINAL WHERE 1", select, table);
+	filter_sql(q.f, flt);
+	fprintf(q.f, " %s FORMAT TabSeparated", tail);
+	return ch_run(&s->conn, CH_DATABASE, &q, out, err, errlen);
 }
 
-/* Splits the next line of a TabSeparated answer into at most max fields,
- * unescaping in place. Returns the field count, 0 at the end. */
-static int next_row(char **cursor, char **fields, int max)
+/* Runs "SELECT DISTINCT ... FROM table WHERE build_id = ... ORDER BY ..."
+ * over a metadata table (paths, functions, segments). */
+static int metadata_query(struct ch_store *s, const char *select, const char *table,
+			  const char *build_id, const char *order, struct ep_http_body *out,
+			  char *err, size_t errlen)
 {
-	char *p = *cursor;
-	if (!p || !*p)
-		return 0;
-	char *end = strchr(p, '\n');
-	if (end)
-		*end = '\0';
-	*cursor = end ? end + 1 : p + strlen(p);
-	int n = 0;
-	char *field = p, *w = p;
-	for (;; p++) {
-		if (*p == '\\' && p[1]) {
-			p++;
-			*w++ = *p == 't' ? '\t' : *p == 'n' ? '\n' : *p == '0' ? '\0' : *p;
-			continue;
-		}
-		if (*p == '\t' || *p == '\0') {
-			bool last = *p == '\0';
-			*w = '\0';
-			if (n < max)
-				fields[n++] = field;
-			if (last)
-				break;
-			field = w = p + 1;
-			continue;
-		}
-		*w++ = *p;
-	}
-	return n;
+	struct ch_text q;
+	if (ch_text_open(&q, err, errlen) != 0)
+		return -1;
+	fprintf(q.f, "SELECT DISTINCT %s FROM %s WHERE build_id = ", select, table);
+	ch_sql_string(q.f, build_id);
+	fprintf(q.f, " ORDER BY %s FORMAT TabSeparated", order);
+	return ch_run(&s->conn, CH_DATABASE, &q, out, err, errlen);
 }
 
-#define PUSH(array, n, item)                                                                       \
-	do {                                                                                       \
-		void *grown_ = realloc((array), ((n) + 1) * sizeof(*(array)));                     \
-		if (!grown_)                                                                       \
-			goto oom;                                                                  \
-		(array) = grown_;                                                                  \
-		(array)[(n)++] = (item);                                                           \
-	} while (0)
+/* A TabSeparated row's fields as ep_store_row reads them. */
+static uint64_t field_number(void *ctx, int column)
+{
+	return strtoull(((char **)ctx)[column], NULL, 10);
+}
+
+static const char *field_text(void *ctx, int column)
+{
+	return ((char **)ctx)[column];
+}
 
 static int add_paths(struct ch_store *s, Edgeprof__V1__BinaryInfo *b, char *err, size_t errlen)
 {
-	char *q = NULL;
-	size_t qlen = 0;
-	FILE *f = open_memstream(&q, &qlen);
-	if (!f)
-		goto oom;
-	fputs("SELECT DISTINCT path FROM paths WHERE build_id = ", f);
-	sql_string(f, b->build_id);
-	fputs(" ORDER BY path FORMAT TabSeparated", f);
-	fclose(f);
 	struct ep_http_body out = {0};
-	int rc = ch_request(s, true, q, NULL, 0, &out, err, errlen);
-	free(q);
-	if (rc != 0)
+	if (metadata_query(s, "path", "paths", b->build_id, "path", &out, err, errlen) != 0)
 		return -1;
 	char *cur = out.data, *fields[1];
-	while (next_row(&cur, fields, 1) == 1) {
+	int rc = 0;
+	while (rc == 0 && ch_next_row(&cur, fields, 1) == 1) {
 		char *p = strdup(fields[0]);
-		if (!p) {
-			free(out.data);
-			goto oom;
-		}
-		void *grown = realloc(b->paths, (b->n_paths + 1) * sizeof(*b->paths));
-		if (!grown) {
+		if (!p || EP_PB_APPEND(b->paths, b->n_paths, p) != 0) {
 			free(p);
-			free(out.data);
-			goto oom;
+			snprintf(err, errlen, "out of memory");
+			rc = -1;
 		}
-		b->paths = grown;
-		b->paths[b->n_paths++] = p;
 	}
 	free(out.data);
+	return rc;
+}
+
+/* Adds the label sets in the answer lab to the binaries of list they name. */
+static int add_label_sets(Edgeprof__V1__BinaryList *list, char *lab)
+{
+	char *cur = lab, *fields[7];
+	struct ep_store_row row = {.ctx = &fields[1], .number = field_number, .text = field_text};
+	while (ch_next_row(&cur, fields, 7) == 7) {
+		for (size_t i = 0; i < list->n_binaries; i++) {
+			Edgeprof__V1__BinaryInfo *b = list->binaries[i];
+			if (strcmp(b->build_id, fields[0]) == 0 &&
+			    ep_store_add_labels(b, &row) != 0)
+				return -1;
+		}
+	}
 	return 0;
-oom:
-	snprintf(err, errlen, "out of memory");
-	return -1;
 }
 
 static Edgeprof__V1__BinaryList *ch_list(struct ep_store *base, const struct ep_store_filter *flt,
@@ -591,47 +451,17 @@ static Edgeprof__V1__BinaryList *ch_list(struct ep_store *base, const struct ep_
 		"ORDER BY build_id, container_id, pod, namespace, cgroup, process, session_id",
 		&lab, err, errlen) != 0)
 		goto fail;
-	char *cur = out.data, *fields[7];
-	while (next_row(&cur, fields, 5) == 5) {
-		Edgeprof__V1__BinaryInfo *b = malloc(sizeof(*b));
-		if (!b)
+	char *cur = out.data, *fields[5];
+	struct ep_store_row row = {.ctx = fields, .number = field_number, .text = field_text};
+	while (ch_next_row(&cur, fields, 5) == 5) {
+		Edgeprof__V1__BinaryInfo *b;
+		if (ep_store_add_binary(list, &row, &b) != 0)
 			goto oom;
-		edgeprof__v1__binary_info__init(b);
-		if (EP_PB_APPEND(list->binaries, list->n_binaries, b) != 0)
-			goto oom;
-		b->build_id = strdup(fields[0]);
-		b->arch = strdup(fields[1]);
-		if (!b->build_id || !b->arch)
-			goto oom;
-		b->samples = strtoull(fields[2], NULL, 10);
-		b->first_seen_s = strtoll(fields[3], NULL, 10);
-		b->last_seen_s = strtoll(fields[4], NULL, 10);
 		if (add_paths(s, b, err, errlen) != 0)
 			goto fail;
 	}
-	cur = lab.data;
-	while (next_row(&cur, fields, 7) == 7) {
-		for (size_t i = 0; i < list->n_binaries; i++) {
-			Edgeprof__V1__BinaryInfo *b = list->binaries[i];
-			if (strcmp(b->build_id, fields[0]) != 0)
-				continue;
-			Edgeprof__V1__Labels *l = malloc(sizeof(*l));
-			if (!l)
-				goto oom;
-			edgeprof__v1__labels__init(l);
-			if (EP_PB_APPEND(b->labels, b->n_labels, l) != 0)
-				goto oom;
-			l->container_id = strdup(fields[1]);
-			l->pod = strdup(fields[2]);
-			l->namespace_ = strdup(fields[3]);
-			l->cgroup = strdup(fields[4]);
-			l->process = strdup(fields[5]);
-			l->session_id = strdup(fields[6]);
-			if (!l->container_id || !l->pod || !l->namespace_ || !l->cgroup ||
-			    !l->process || !l->session_id)
-				goto oom;
-		}
-	}
+	if (add_label_sets(list, lab.data) != 0)
+		goto oom;
 	free(out.data);
 	free(lab.data);
 	return list;
@@ -644,174 +474,62 @@ fail:
 	return NULL;
 }
 
-static int metadata_rows(struct ch_store *s, const char *select, const char *table,
-			 const char *build_id, const char *order, struct ep_http_body *out,
-			 char *err, size_t errlen)
-{
-	char *q = NULL;
-	size_t qlen = 0;
-	FILE *f = open_memstream(&q, &qlen);
-	if (!f) {
-		snprintf(err, errlen, "out of memory");
-		return -1;
-	}
-	fprintf(f, "SELECT DISTINCT %s FROM %s WHERE build_id = ", select, table);
-	sql_string(f, build_id);
-	fprintf(f, " ORDER BY %s FORMAT TabSeparated", order);
-	fclose(f);
-	int rc = ch_request(s, true, q, NULL, 0, out, err, errlen);
-	free(q);
-	return rc;
-}
+/* Each part's query: counts summed under the filter, metadata by build-id. */
+static const struct {
+	const char *select, *table, *tail; /* tail: GROUP BY, or for metadata ORDER BY */
+	int columns;
+	bool metadata;
+} parts[EP_STORE_NPARTS] = {
+    [EP_PART_EDGES] = {"from_addr, to_addr, flags, max(kind), sum(count), sum(mispredicted)",
+		       "edges", "GROUP BY from_addr, to_addr, flags", 6, false},
+    [EP_PART_RANGES] = {"start_addr, end_addr, sum(count)", "ranges",
+			"GROUP BY start_addr, end_addr", 3, false},
+    [EP_PART_IPS] = {"ip, sum(count)", "ips", "GROUP BY ip", 2, false},
+    [EP_PART_FUNCTIONS] = {"start_addr, name, size", "functions", "start_addr, name", 3, true},
+    [EP_PART_SEGMENTS] = {"vaddr, file_offset, size", "segments", "vaddr", 3, true},
+};
 
-static Edgeprof__V1__Profile *ch_profile(struct ep_store *base, const struct ep_store_filter *flt,
-					 char *err, size_t errlen)
+static int ch_read_part(struct ep_store *base, const struct ep_store_filter *flt,
+			enum ep_store_part part, Edgeprof__V1__BinaryProfile *bp, char *err,
+			size_t errlen)
 {
 	struct ch_store *s = (struct ch_store *)base;
 	struct ep_http_body out = {0};
-	Edgeprof__V1__BinaryProfile *bp;
-	Edgeprof__V1__Profile *p = ep_store_profile_start(base, flt, &bp, err, errlen);
-	if (!p || !bp)
-		return p;
-
-	char *cur, *fields[6];
-	if (query_rows(s, "from_addr, to_addr, flags, max(kind), sum(count), sum(mispredicted)",
-		       "edges", flt, "GROUP BY from_addr, to_addr, flags", &out, err, errlen) != 0)
-		goto fail;
-	cur = out.data;
-	while (next_row(&cur, fields, 6) == 6) {
-		Edgeprof__V1__Edge *e = malloc(sizeof(*e));
-		if (!e)
-			goto oom;
-		edgeprof__v1__edge__init(e);
-		if (EP_PB_APPEND(bp->edges, bp->n_edges, e) != 0)
-			goto oom;
-		e->from = strtoull(fields[0], NULL, 10);
-		e->to = strtoull(fields[1], NULL, 10);
-		int flags = atoi(fields[2]);
-		e->taken = flags & 1;
-		e->from_external = (flags & 2) != 0;
-		e->to_external = (flags & 4) != 0;
-		e->kind = (Edgeprof__V1__BranchKind)atoi(fields[3]);
-		e->count = strtoull(fields[4], NULL, 10);
-		e->mispredicted = strtoull(fields[5], NULL, 10);
-	}
+	if ((parts[part].metadata
+		 ? metadata_query(s, parts[part].select, parts[part].table, flt->build_id,
+				  parts[part].tail, &out, err, errlen)
+		 : query_rows(s, parts[part].select, parts[part].table, flt, parts[part].tail, &out,
+			      err, errlen)) != 0)
+		return -1;
+	char *cur = out.data, *fields[6];
+	struct ep_store_row row = {.ctx = fields, .number = field_number, .text = field_text};
+	int rc = 0;
+	while (rc == 0 && ch_next_row(&cur, fields, parts[part].columns) == parts[part].columns)
+		rc = ep_store_add_row(bp, part, &row);
 	free(out.data);
-	out.data = NULL;
-	if (bp->n_edges > 1)
-		qsort(bp->edges, bp->n_edges, sizeof(*bp->edges), ep_edge_cmp);
-
-	if (query_rows(s, "start_addr, end_addr, sum(count)", "ranges", flt,
-		       "GROUP BY start_addr, end_addr", &out, err, errlen) != 0)
-		goto fail;
-	cur = out.data;
-	while (next_row(&cur, fields, 3) == 3) {
-		Edgeprof__V1__Range *r = malloc(sizeof(*r));
-		if (!r)
-			goto oom;
-		edgeprof__v1__range__init(r);
-		if (EP_PB_APPEND(bp->ranges, bp->n_ranges, r) != 0)
-			goto oom;
-		r->start = strtoull(fields[0], NULL, 10);
-		r->end = strtoull(fields[1], NULL, 10);
-		r->count = strtoull(fields[2], NULL, 10);
-	}
-	free(out.data);
-	out.data = NULL;
-	if (bp->n_ranges > 1)
-		qsort(bp->ranges, bp->n_ranges, sizeof(*bp->ranges), ep_range_cmp);
-
-	if (query_rows(s, "ip, sum(count)", "ips", flt, "GROUP BY ip", &out, err, errlen) != 0)
-		goto fail;
-	cur = out.data;
-	while (next_row(&cur, fields, 2) == 2) {
-		Edgeprof__V1__IpCount *c = malloc(sizeof(*c));
-		if (!c)
-			goto oom;
-		edgeprof__v1__ip_count__init(c);
-		if (EP_PB_APPEND(bp->ips, bp->n_ips, c) != 0)
-			goto oom;
-		c->ip = strtoull(fields[0], NULL, 10);
-		c->count = strtoull(fields[1], NULL, 10);
-	}
-	free(out.data);
-	out.data = NULL;
-	if (bp->n_ips > 1)
-		qsort(bp->ips, bp->n_ips, sizeof(*bp->ips), ep_ip_cmp);
-
-	if (metadata_rows(s, "start_addr, name, size", "functions", flt->build_id,
-			  "start_addr, name", &out, err, errlen) != 0)
-		goto fail;
-	cur = out.data;
-	while (next_row(&cur, fields, 3) == 3) {
-		Edgeprof__V1__Function *fn = malloc(sizeof(*fn));
-		if (!fn)
-			goto oom;
-		edgeprof__v1__function__init(fn);
-		if (EP_PB_APPEND(bp->functions, bp->n_functions, fn) != 0)
-			goto oom;
-		fn->start = strtoull(fields[0], NULL, 10);
-		fn->size = strtoull(fields[2], NULL, 10);
-		if (!(fn->name = strdup(fields[1])))
-			goto oom;
-	}
-	free(out.data);
-	out.data = NULL;
-	if (metadata_rows(s, "vaddr, file_offset, size", "segments", flt->build_id, "vaddr", &out,
-			  err, errlen) != 0)
-		goto fail;
-	cur = out.data;
-	while (next_row(&cur, fields, 3) == 3) {
-		Edgeprof__V1__LoadSegment *g = malloc(sizeof(*g));
-		if (!g)
-			goto oom;
-		edgeprof__v1__load_segment__init(g);
-		if (EP_PB_APPEND(bp->segments, bp->n_segments, g) != 0)
-			goto oom;
-		g->vaddr = strtoull(fields[0], NULL, 10);
-		g->offset = strtoull(fields[1], NULL, 10);
-		g->size = strtoull(fields[2], NULL, 10);
-	}
-	free(out.data);
-	return p;
-oom:
-	snprintf(err, errlen, "out of memory");
-fail:
-	free(out.data);
-	protobuf_c_message_free_unpacked(&p->base, NULL);
-	return NULL;
+	if (rc != 0)
+		snprintf(err, errlen, "out of memory");
+	return rc;
 }
 
 static int ch_session_put(struct ep_store *base, const Edgeprof__V1__Session *session,
 			  const uint8_t *record, size_t len, char *err, size_t errlen)
 {
 	struct ch_store *s = (struct ch_store *)base;
-	char *row = NULL;
-	size_t row_len = 0;
-	FILE *f = open_memstream(&row, &row_len);
-	if (!f) {
-		snprintf(err, errlen, "out of memory");
+	struct ch_text row;
+	if (ch_text_open(&row, err, errlen) != 0)
 		return -1;
-	}
-	tsv_string(f, session->id);
-	fprintf(f, "\t%d\t%" PRId64 "\t%" PRId64 "\t%" PRIu64 "\t", (int)session->state,
+	ch_tsv_string(row.f, session->id);
+	fprintf(row.f, "\t%d\t%" PRId64 "\t%" PRId64 "\t%" PRIu64 "\t", (int)session->state,
 		session->created_s, session->ended_s, session->updated_ns);
 	for (size_t i = 0; i < len; i++)
-		fprintf(f, "%02x", record[i]);
-	fputc('\n', f);
-	if (fclose(f) != 0 || !row) {
-		free(row);
-		snprintf(err, errlen, "out of memory");
-		return -1;
-	}
+		fprintf(row.f, "%02x", record[i]);
+	fputc('\n', row.f);
 	/* an older update is written too; FINAL keeps the highest updated_ns */
-	int rc =
-	    ch_request(s, true,
-		       "INSERT INTO sessions (id, state, created_s, ended_s, updated_ns, record)"
-		       " FORMAT TabSeparated",
-		       row, row_len, NULL, err, errlen);
-	free(row);
-	return rc;
+	return ch_insert(&s->conn,
+			 "INSERT INTO sessions (id, state, created_s, ended_s, updated_ns, record)"
+			 " FORMAT TabSeparated",
+			 &row, err, errlen);
 }
 
 static int hex_value(char c)
@@ -840,21 +558,22 @@ static long unhex_in_place(char *hex)
 	return (long)(n / 2);
 }
 
-/* Calls add with each record (first column, hex) of the answer to q. */
-static int session_records(struct ch_store *s, const char *q,
+/* Calls add with each record (first column, hex) of the answer to q, which
+ * is freed. */
+static int session_records(struct ch_store *s, struct ch_text *q,
 			   int (*add)(void *ctx, const uint8_t *record, size_t len), void *ctx,
 			   char *err, size_t errlen)
 {
 	struct ep_http_body out = {0};
-	if (ch_request(s, true, q, NULL, 0, &out, err, errlen) != 0)
+	if (ch_run(&s->conn, CH_DATABASE, q, &out, err, errlen) != 0)
 		return -1;
 	char *cur = out.data, *fields[1];
 	int rc = 0;
-	while (rc == 0 && next_row(&cur, fields, 1) == 1) {
+	while (rc == 0 && ch_next_row(&cur, fields, 1) == 1) {
 		long n = unhex_in_place(fields[0]);
 		if (n < 0) {
 			snprintf(err, errlen, "clickhouse %s: a session record is not hex",
-				 s->base_url);
+				 s->conn.base_url);
 			rc = -1;
 		} else if (add(ctx, (const uint8_t *)fields[0], (size_t)n) != 0) {
 			snprintf(err, errlen, "out of memory");
@@ -888,20 +607,14 @@ static int ch_session_get(struct ep_store *base, const char *id, uint8_t **recor
 			  char *err, size_t errlen)
 {
 	struct ch_store *s = (struct ch_store *)base;
-	char *q = NULL;
-	size_t qlen = 0;
-	FILE *f = open_memstream(&q, &qlen);
-	if (!f) {
-		snprintf(err, errlen, "out of memory");
+	struct ch_text q;
+	if (ch_text_open(&q, err, errlen) != 0)
 		return -1;
-	}
-	fputs("SELECT record FROM sessions FINAL WHERE id = ", f);
-	sql_string(f, id);
-	fputs(" FORMAT TabSeparated", f);
-	fclose(f);
+	fputs("SELECT record FROM sessions FINAL WHERE id = ", q.f);
+	ch_sql_string(q.f, id);
+	fputs(" FORMAT TabSeparated", q.f);
 	struct one_record o = {0};
-	int rc = session_records(s, q, keep_record, &o, err, errlen);
-	free(q);
+	int rc = session_records(s, &q, keep_record, &o, err, errlen);
 	if (rc != 0 || !o.found) {
 		free(o.record);
 		return rc;
@@ -915,21 +628,23 @@ static int ch_sessions_unfinished(struct ep_store *base,
 				  int (*add)(void *ctx, const uint8_t *record, size_t len),
 				  void *ctx, char *err, size_t errlen)
 {
+	struct ch_text q;
+	if (ch_text_open(&q, err, errlen) != 0)
+		return -1;
 	/* the filter on the non-key state stays outside FINAL (see ch_prune) */
-	return session_records((struct ch_store *)base,
-			       "SELECT record FROM (SELECT id, state, created_s, record FROM"
-			       " sessions FINAL) WHERE state IN (0, 1) ORDER BY created_s, id"
-			       " FORMAT TabSeparated",
-			       add, ctx, err, errlen);
+	fputs("SELECT record FROM (SELECT id, state, created_s, record FROM sessions FINAL)"
+	      " WHERE state IN (0, 1) ORDER BY created_s, id FORMAT TabSeparated",
+	      q.f);
+	return session_records((struct ch_store *)base, &q, add, ctx, err, errlen);
 }
 
 static void ch_close(struct ep_store *base)
 {
 	struct ch_store *s = (struct ch_store *)base;
-	if (s->curl)
-		curl_easy_cleanup(s->curl);
-	free(s->base_url);
-	free(s->database);
+	if (s->conn.curl)
+		curl_easy_cleanup(s->conn.curl);
+	free(s->conn.base_url);
+	free(s->conn.database);
 	free(s);
 }
 
@@ -941,59 +656,51 @@ static const struct ep_store_ops clickhouse_ops = {
     .write = ch_write,
     .prune = ch_prune,
     .list_binaries = ch_list,
-    .profile = ch_profile,
+    .read_part = ch_read_part,
     .session_put = ch_session_put,
     .session_get = ch_session_get,
     .sessions_unfinished = ch_sessions_unfinished,
 };
 
+/* 1 when table has a session_id column, 0 when not, -1 with err. */
+static int has_session_column(struct ch_store *s, const char *table, char *err, size_t errlen)
+{
+	struct ep_http_body n = {0};
+	if (ch_runf(&s->conn, CH_SERVER, &n, err, errlen,
+		    "SELECT count() FROM system.columns WHERE database = '%s'"
+		    " AND table = '%s' AND name = 'session_id'",
+		    s->conn.database, table) != 0)
+		return -1;
+	int rc = n.data && strtoul(n.data, NULL, 10) != 0 ? 1 : 0;
+	free(n.data);
+	return rc;
+}
+
 /* Count tables from before sessions: session_id added at the end of the
  * columns and of the sorting key (see count_tables). Several collectors may
  * start at once: an ALTER that fails because another one added the column
  * first is fine. */
-static int add_session_columns(struct ch_store *s, char *err, size_t errlen)
+static int add_session_column(struct ch_store *s, const char *table, char *err, size_t errlen)
 {
-	for (size_t t = 0; t < sizeof(count_tables) / sizeof(count_tables[0]); t++) {
-		char q[512];
-		snprintf(q, sizeof(q),
-			 "SELECT sorting_key, (SELECT count() FROM system.columns WHERE"
-			 " database = '%s' AND table = '%s' AND name = 'session_id') FROM"
-			 " system.tables WHERE database = '%s' AND name = '%s' FORMAT TabSeparated",
-			 s->database, count_tables[t], s->database, count_tables[t]);
-		struct ep_http_body out = {0};
-		if (ch_request(s, false, q, NULL, 0, &out, err, errlen) != 0)
-			return -1;
-		char *cur = out.data, *fields[2];
-		int rc = 0;
-		if (next_row(&cur, fields, 2) == 2 && strcmp(fields[1], "0") == 0) {
-			char *alter = NULL;
-			if (asprintf(&alter,
-				     "ALTER TABLE %s ADD COLUMN session_id String,"
-				     " MODIFY ORDER BY (%s, session_id)",
-				     count_tables[t], fields[0]) < 0) {
-				snprintf(err, errlen, "out of memory");
-				rc = -1;
-			} else if (ch_request(s, true, alter, NULL, 0, NULL, err, errlen) != 0) {
-				char again[512];
-				snprintf(again, sizeof(again),
-					 "SELECT count() FROM system.columns WHERE database = '%s'"
-					 " AND table = '%s' AND name = 'session_id'",
-					 s->database, count_tables[t]);
-				struct ep_http_body n = {0};
-				char ignored[64];
-				if (ch_request(s, false, again, NULL, 0, &n, ignored,
-					       sizeof(ignored)) != 0 ||
-				    !n.data || strtoul(n.data, NULL, 10) == 0)
-					rc = -1; /* err says why the ALTER failed */
-				free(n.data);
-			}
-			free(alter);
-		}
-		free(out.data);
-		if (rc != 0)
-			return -1;
+	struct ep_http_body out = {0};
+	if (ch_runf(&s->conn, CH_SERVER, &out, err, errlen,
+		    "SELECT sorting_key, (SELECT count() FROM system.columns WHERE"
+		    " database = '%s' AND table = '%s' AND name = 'session_id') FROM"
+		    " system.tables WHERE database = '%s' AND name = '%s' FORMAT TabSeparated",
+		    s->conn.database, table, s->conn.database, table) != 0)
+		return -1;
+	char *cur = out.data, *fields[2];
+	int rc = 0;
+	if (ch_next_row(&cur, fields, 2) == 2 && strcmp(fields[1], "0") == 0 &&
+	    ch_runf(&s->conn, CH_DATABASE, NULL, err, errlen,
+		    "ALTER TABLE %s ADD COLUMN session_id String, MODIFY ORDER BY (%s, session_id)",
+		    table, fields[0]) != 0) {
+		char ignored[64];
+		if (has_session_column(s, table, ignored, sizeof(ignored)) != 1)
+			rc = -1; /* err says why the ALTER failed */
 	}
-	return 0;
+	free(out.data);
+	return rc;
 }
 
 static bool valid_identifier(const char *s)
@@ -1005,6 +712,21 @@ static bool valid_identifier(const char *s)
 		      (*s >= '0' && *s <= '9') || *s == '_'))
 			return false;
 	return true;
+}
+
+/* Creates the database and its tables, or brings older tables up to date. */
+static int set_up_schema(struct ch_store *s, char *err, size_t errlen)
+{
+	if (ch_runf(&s->conn, CH_SERVER, NULL, err, errlen, "CREATE DATABASE IF NOT EXISTS %s",
+		    s->conn.database) != 0)
+		return -1;
+	for (size_t i = 0; i < sizeof(tables) / sizeof(tables[0]); i++)
+		if (ch_runf(&s->conn, CH_DATABASE, NULL, err, errlen, "%s", tables[i]) != 0)
+			return -1;
+	for (size_t t = 0; t < sizeof(count_tables) / sizeof(count_tables[0]); t++)
+		if (add_session_column(s, count_tables[t], err, errlen) != 0)
+			return -1;
+	return 0;
 }
 
 struct ep_store *ep_store_clickhouse_open(const char *location, char *err, size_t errlen)
@@ -1025,36 +747,24 @@ struct ep_store *ep_store_clickhouse_open(const char *location, char *err, size_
 	size_t base_len = q ? (size_t)(q - location) : strlen(location);
 	while (base_len && location[base_len - 1] == '/')
 		base_len--;
-	s->base_url = strndup(location, base_len);
-	s->database = db ? strndup(db + 9, strcspn(db + 9, "&")) : strdup("edgeprof");
-	s->curl = curl_easy_init();
-	if (!s->base_url || !s->database || !s->curl) {
+	s->conn.base_url = strndup(location, base_len);
+	s->conn.database = db ? strndup(db + 9, strcspn(db + 9, "&")) : strdup("edgeprof");
+	s->conn.curl = curl_easy_init();
+	if (!s->conn.base_url || !s->conn.database || !s->conn.curl) {
 		snprintf(err, errlen, "out of memory");
 		ch_close(&s->base);
 		return NULL;
 	}
-	if (!valid_identifier(s->database)) {
+	if (!valid_identifier(s->conn.database)) {
 		snprintf(err, errlen, "clickhouse '%s': database name '%s' must be [A-Za-z0-9_]+",
-			 location, s->database);
+			 location, s->conn.database);
 		ch_close(&s->base);
 		return NULL;
 	}
-	curl_easy_setopt(s->curl, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(s->curl, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
-	curl_easy_setopt(s->curl, CURLOPT_TIMEOUT_MS, 120000L);
-	char create[256];
-	snprintf(create, sizeof(create), "CREATE DATABASE IF NOT EXISTS %s", s->database);
-	if (ch_request(s, false, create, NULL, 0, NULL, err, errlen) != 0) {
-		ch_close(&s->base);
-		return NULL;
-	}
-	for (size_t i = 0; i < sizeof(tables) / sizeof(tables[0]); i++) {
-		if (ch_request(s, true, tables[i], NULL, 0, NULL, err, errlen) != 0) {
-			ch_close(&s->base);
-			return NULL;
-		}
-	}
-	if (add_session_columns(s, err, errlen) != 0) {
+	curl_easy_setopt(s->conn.curl, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(s->conn.curl, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
+	curl_easy_setopt(s->conn.curl, CURLOPT_TIMEOUT_MS, 120000L);
+	if (set_up_schema(s, err, errlen) != 0) {
 		ch_close(&s->base);
 		return NULL;
 	}

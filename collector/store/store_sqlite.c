@@ -431,10 +431,52 @@ static sqlite3_stmt *prepare_filtered(struct sqlite_store *s, const char *fmt,
 	return st;
 }
 
+/* A row of a statement as ep_store_row reads it, from column first on. */
+struct sqlite_row {
+	sqlite3_stmt *st;
+	int first;
+};
+
+static uint64_t row_number(void *ctx, int column)
+{
+	const struct sqlite_row *r = ctx;
+	return (uint64_t)sqlite3_column_int64(r->st, r->first + column);
+}
+
+static const char *row_text(void *ctx, int column)
+{
+	const struct sqlite_row *r = ctx;
+	const unsigned char *t = sqlite3_column_text(r->st, r->first + column);
+	return t ? (const char *)t : "";
+}
+
 static char *dup_col(sqlite3_stmt *st, int col)
 {
 	const unsigned char *t = sqlite3_column_text(st, col);
 	return strdup(t ? (const char *)t : "");
+}
+
+/* b's paths, and its label sets under the filter labels was prepared with. */
+static int list_paths_and_labels(Edgeprof__V1__BinaryInfo *b, int64_t id, sqlite3_stmt *paths,
+				 sqlite3_stmt *labels)
+{
+	sqlite3_reset(paths);
+	sqlite3_bind_int64(paths, 1, id);
+	while (sqlite3_step(paths) == SQLITE_ROW) {
+		char *p = dup_col(paths, 0);
+		if (!p || EP_PB_APPEND(b->paths, b->n_paths, p) != 0) {
+			free(p);
+			return -1;
+		}
+	}
+	sqlite3_reset(labels);
+	sqlite3_bind_int64(labels, sqlite3_bind_parameter_index(labels, ":bin"), id);
+	struct sqlite_row r = {.st = labels};
+	struct ep_store_row row = {.ctx = &r, .number = row_number, .text = row_text};
+	while (sqlite3_step(labels) == SQLITE_ROW)
+		if (ep_store_add_labels(b, &row) != 0)
+			return -1;
+	return 0;
 }
 
 static Edgeprof__V1__BinaryList *sqlite_list(struct ep_store *base, const struct ep_store_filter *f,
@@ -470,52 +512,16 @@ static Edgeprof__V1__BinaryList *sqlite_list(struct ep_store *base, const struct
 	    f, err, errlen);
 	if (!labels)
 		goto fail;
-	int r;
-	while ((r = sqlite3_step(q)) == SQLITE_ROW) {
-		Edgeprof__V1__BinaryInfo *b = malloc(sizeof(*b));
-		if (!b)
+	struct sqlite_row r = {.st = q, .first = 1}; /* column 0: the binary's id */
+	struct ep_store_row row = {.ctx = &r, .number = row_number, .text = row_text};
+	int step;
+	while ((step = sqlite3_step(q)) == SQLITE_ROW) {
+		Edgeprof__V1__BinaryInfo *b;
+		if (ep_store_add_binary(list, &row, &b) != 0 ||
+		    list_paths_and_labels(b, sqlite3_column_int64(q, 0), paths, labels) != 0)
 			goto oom;
-		edgeprof__v1__binary_info__init(b);
-		if (EP_PB_APPEND(list->binaries, list->n_binaries, b) != 0)
-			goto oom;
-		int64_t id = sqlite3_column_int64(q, 0);
-		b->build_id = dup_col(q, 1);
-		b->arch = dup_col(q, 2);
-		b->samples = (uint64_t)sqlite3_column_int64(q, 3);
-		b->first_seen_s = sqlite3_column_int64(q, 4);
-		b->last_seen_s = sqlite3_column_int64(q, 5);
-		if (!b->build_id || !b->arch)
-			goto oom;
-		sqlite3_reset(paths);
-		sqlite3_bind_int64(paths, 1, id);
-		while (sqlite3_step(paths) == SQLITE_ROW) {
-			char *p = dup_col(paths, 0);
-			if (!p)
-				goto oom;
-			if (EP_PB_APPEND(b->paths, b->n_paths, p) != 0)
-				goto oom;
-		}
-		sqlite3_reset(labels);
-		sqlite3_bind_int64(labels, sqlite3_bind_parameter_index(labels, ":bin"), id);
-		while (sqlite3_step(labels) == SQLITE_ROW) {
-			Edgeprof__V1__Labels *l = malloc(sizeof(*l));
-			if (!l)
-				goto oom;
-			edgeprof__v1__labels__init(l);
-			if (EP_PB_APPEND(b->labels, b->n_labels, l) != 0)
-				goto oom;
-			l->container_id = dup_col(labels, 0);
-			l->pod = dup_col(labels, 1);
-			l->namespace_ = dup_col(labels, 2);
-			l->cgroup = dup_col(labels, 3);
-			l->process = dup_col(labels, 4);
-			l->session_id = dup_col(labels, 5);
-			if (!l->container_id || !l->pod || !l->namespace_ || !l->cgroup ||
-			    !l->process || !l->session_id)
-				goto oom;
-		}
 	}
-	if (r != SQLITE_DONE) {
+	if (step != SQLITE_DONE) {
 		db_error(s, "list", err, errlen);
 		goto fail;
 	}
@@ -533,137 +539,46 @@ fail:
 	return NULL;
 }
 
-static Edgeprof__V1__Profile *sqlite_profile(struct ep_store *base, const struct ep_store_filter *f,
-					     char *err, size_t errlen)
+/* Each part's query: counts under the filter (prepare_filtered), metadata
+ * by build-id (?1). */
+static const char *const part_sql[EP_STORE_NPARTS] = {
+    [EP_PART_EDGES] = "SELECT t.from_addr, t.to_addr, t.flags, MAX(t.kind), SUM(t.count),"
+		      " SUM(t.mispredicted) FROM edges t JOIN label_sets l ON"
+		      " l.id = t.label_set WHERE 1%s GROUP BY 1, 2, 3",
+    [EP_PART_RANGES] = "SELECT t.start_addr, t.end_addr, SUM(t.count) FROM ranges t JOIN"
+		       " label_sets l ON l.id = t.label_set WHERE 1%s GROUP BY 1, 2",
+    [EP_PART_IPS] = "SELECT t.ip, SUM(t.count) FROM ips t JOIN label_sets l ON"
+		    " l.id = t.label_set WHERE 1%s GROUP BY 1 ORDER BY 1",
+    [EP_PART_FUNCTIONS] = "SELECT f.start_addr, f.name, f.size FROM functions f JOIN binaries b"
+			  " ON b.id = f.binary_id WHERE b.build_id = ?1 ORDER BY 1, 2",
+    [EP_PART_SEGMENTS] = "SELECT g.vaddr, g.file_offset, g.size FROM segments g JOIN binaries b"
+			 " ON b.id = g.binary_id WHERE b.build_id = ?1 ORDER BY 1",
+};
+
+static int sqlite_read_part(struct ep_store *base, const struct ep_store_filter *f,
+			    enum ep_store_part part, Edgeprof__V1__BinaryProfile *bp, char *err,
+			    size_t errlen)
 {
 	struct sqlite_store *s = (struct sqlite_store *)base;
 	sqlite3_stmt *q = NULL;
-	Edgeprof__V1__BinaryProfile *bp;
-	Edgeprof__V1__Profile *p = ep_store_profile_start(base, f, &bp, err, errlen);
-	if (!p || !bp)
-		return p;
-
-	q = prepare_filtered(s,
-			     "SELECT t.from_addr, t.to_addr, t.flags, MAX(t.kind), SUM(t.count),"
-			     " SUM(t.mispredicted) FROM edges t JOIN label_sets l ON"
-			     " l.id = t.label_set WHERE 1%s GROUP BY 1, 2, 3",
-			     f, err, errlen);
-	if (!q)
-		goto fail;
-	while (sqlite3_step(q) == SQLITE_ROW) {
-		Edgeprof__V1__Edge *e = malloc(sizeof(*e));
-		if (!e)
-			goto oom;
-		edgeprof__v1__edge__init(e);
-		if (EP_PB_APPEND(bp->edges, bp->n_edges, e) != 0)
-			goto oom;
-		e->from = (uint64_t)sqlite3_column_int64(q, 0);
-		e->to = (uint64_t)sqlite3_column_int64(q, 1);
-		int flags = sqlite3_column_int(q, 2);
-		e->taken = flags & 1;
-		e->from_external = (flags & 2) != 0;
-		e->to_external = (flags & 4) != 0;
-		e->kind = (Edgeprof__V1__BranchKind)sqlite3_column_int(q, 3);
-		e->count = (uint64_t)sqlite3_column_int64(q, 4);
-		e->mispredicted = (uint64_t)sqlite3_column_int64(q, 5);
+	if (part == EP_PART_FUNCTIONS || part == EP_PART_SEGMENTS) {
+		if (sqlite3_prepare_v2(s->db, part_sql[part], -1, &q, NULL) != SQLITE_OK) {
+			db_error(s, "query", err, errlen);
+			return -1;
+		}
+		bind_text(q, 1, f->build_id);
+	} else if (!(q = prepare_filtered(s, part_sql[part], f, err, errlen))) {
+		return -1;
 	}
+	struct sqlite_row r = {.st = q};
+	struct ep_store_row row = {.ctx = &r, .number = row_number, .text = row_text};
+	int rc = 0;
+	while (rc == 0 && sqlite3_step(q) == SQLITE_ROW)
+		rc = ep_store_add_row(bp, part, &row);
 	sqlite3_finalize(q);
-	if (bp->n_edges > 1)
-		qsort(bp->edges, bp->n_edges, sizeof(*bp->edges), ep_edge_cmp);
-
-	q = prepare_filtered(s,
-			     "SELECT t.start_addr, t.end_addr, SUM(t.count) FROM ranges t JOIN"
-			     " label_sets l ON l.id = t.label_set WHERE 1%s GROUP BY 1, 2",
-			     f, err, errlen);
-	if (!q)
-		goto fail;
-	while (sqlite3_step(q) == SQLITE_ROW) {
-		Edgeprof__V1__Range *r = malloc(sizeof(*r));
-		if (!r)
-			goto oom;
-		edgeprof__v1__range__init(r);
-		if (EP_PB_APPEND(bp->ranges, bp->n_ranges, r) != 0)
-			goto oom;
-		r->start = (uint64_t)sqlite3_column_int64(q, 0);
-		r->end = (uint64_t)sqlite3_column_int64(q, 1);
-		r->count = (uint64_t)sqlite3_column_int64(q, 2);
-	}
-	sqlite3_finalize(q);
-	/* unsigned order: int64 order puts addresses >= 2^63 first */
-	if (bp->n_ranges > 1)
-		qsort(bp->ranges, bp->n_ranges, sizeof(*bp->ranges), ep_range_cmp);
-
-	q = prepare_filtered(s,
-			     "SELECT t.ip, SUM(t.count) FROM ips t JOIN label_sets l ON"
-			     " l.id = t.label_set WHERE 1%s GROUP BY 1 ORDER BY 1",
-			     f, err, errlen);
-	if (!q)
-		goto fail;
-	while (sqlite3_step(q) == SQLITE_ROW) {
-		Edgeprof__V1__IpCount *c = malloc(sizeof(*c));
-		if (!c)
-			goto oom;
-		edgeprof__v1__ip_count__init(c);
-		if (EP_PB_APPEND(bp->ips, bp->n_ips, c) != 0)
-			goto oom;
-		c->ip = (uint64_t)sqlite3_column_int64(q, 0);
-		c->count = (uint64_t)sqlite3_column_int64(q, 1);
-	}
-	sqlite3_finalize(q);
-
-	q = NULL;
-	if (sqlite3_prepare_v2(
-		s->db,
-		"SELECT f.start_addr, f.name, f.size FROM functions f JOIN binaries b"
-		" ON b.id = f.binary_id WHERE b.build_id = ?1 ORDER BY 1, 2",
-		-1, &q, NULL) != SQLITE_OK) {
-		db_error(s, "query", err, errlen);
-		goto fail;
-	}
-	bind_text(q, 1, f->build_id);
-	while (sqlite3_step(q) == SQLITE_ROW) {
-		Edgeprof__V1__Function *fn = malloc(sizeof(*fn));
-		if (!fn)
-			goto oom;
-		edgeprof__v1__function__init(fn);
-		if (EP_PB_APPEND(bp->functions, bp->n_functions, fn) != 0)
-			goto oom;
-		fn->start = (uint64_t)sqlite3_column_int64(q, 0);
-		fn->name = dup_col(q, 1);
-		fn->size = (uint64_t)sqlite3_column_int64(q, 2);
-		if (!fn->name)
-			goto oom;
-	}
-	sqlite3_finalize(q);
-	q = NULL;
-	if (sqlite3_prepare_v2(
-		s->db,
-		"SELECT g.vaddr, g.file_offset, g.size FROM segments g JOIN binaries b"
-		" ON b.id = g.binary_id WHERE b.build_id = ?1 ORDER BY 1",
-		-1, &q, NULL) != SQLITE_OK) {
-		db_error(s, "query", err, errlen);
-		goto fail;
-	}
-	bind_text(q, 1, f->build_id);
-	while (sqlite3_step(q) == SQLITE_ROW) {
-		Edgeprof__V1__LoadSegment *g = malloc(sizeof(*g));
-		if (!g)
-			goto oom;
-		edgeprof__v1__load_segment__init(g);
-		if (EP_PB_APPEND(bp->segments, bp->n_segments, g) != 0)
-			goto oom;
-		g->vaddr = (uint64_t)sqlite3_column_int64(q, 0);
-		g->offset = (uint64_t)sqlite3_column_int64(q, 1);
-		g->size = (uint64_t)sqlite3_column_int64(q, 2);
-	}
-	sqlite3_finalize(q);
-	return p;
-oom:
-	snprintf(err, errlen, "out of memory");
-fail:
-	sqlite3_finalize(q);
-	protobuf_c_message_free_unpacked(&p->base, NULL);
-	return NULL;
+	if (rc != 0)
+		snprintf(err, errlen, "out of memory");
+	return rc;
 }
 
 static int sqlite_session_put(struct ep_store *base, const Edgeprof__V1__Session *session,
@@ -756,7 +671,7 @@ static const struct ep_store_ops sqlite_ops = {
     .write = sqlite_write,
     .prune = sqlite_prune,
     .list_binaries = sqlite_list,
-    .profile = sqlite_profile,
+    .read_part = sqlite_read_part,
     .session_put = sqlite_session_put,
     .session_get = sqlite_session_get,
     .sessions_unfinished = sqlite_sessions_unfinished,

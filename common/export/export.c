@@ -8,20 +8,16 @@
 #include "common/export/export_internal.h"
 #include "common/profile/model.h"
 
+const char *const ep_export_format_names[] = {
+    [EP_EXPORT_JSON] = "json", [EP_EXPORT_FDATA] = "fdata", [EP_EXPORT_PREAGG] = "preagg",
+    [EP_EXPORT_AFDO] = "afdo", [EP_EXPORT_AFDO + 1] = NULL,
+};
+
 int ep_export_parse_format(const char *name)
 {
-	static const struct {
-		const char *name;
-		enum ep_export_format format;
-	} formats[] = {
-	    {"json", EP_EXPORT_JSON},
-	    {"fdata", EP_EXPORT_FDATA},
-	    {"preagg", EP_EXPORT_PREAGG},
-	    {"afdo", EP_EXPORT_AFDO},
-	};
-	for (size_t i = 0; name && i < sizeof(formats) / sizeof(formats[0]); i++)
-		if (strcmp(name, formats[i].name) == 0)
-			return (int)formats[i].format;
+	for (int i = 0; name && ep_export_format_names[i]; i++)
+		if (strcmp(name, ep_export_format_names[i]) == 0)
+			return i;
 	return -1;
 }
 

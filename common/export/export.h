@@ -16,6 +16,10 @@
 
 enum ep_export_format { EP_EXPORT_JSON, EP_EXPORT_FDATA, EP_EXPORT_PREAGG, EP_EXPORT_AFDO };
 
+/* The formats' names in the enum's order, NULL-terminated (an option's
+ * choices). */
+extern const char *const ep_export_format_names[];
+
 /* "json", "fdata", "preagg", "afdo"; -1 for anything else. */
 int ep_export_parse_format(const char *name);
 

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 
 #include "common/export/export_internal.h"
+#include "common/profile/model.h"
 
 static bool file_offset(const Edgeprof__V1__BinaryProfile *bp, uint64_t vaddr, uint64_t *off)
 {
@@ -52,13 +53,6 @@ static bool edge_offsets(const Edgeprof__V1__BinaryProfile *bp, const Edgeprof__
 	       file_offset(bp, e->from, a) && file_offset(bp, e->to, b);
 }
 
-static int cmp_ip(const void *pa, const void *pb)
-{
-	const Edgeprof__V1__IpCount *a = *(const Edgeprof__V1__IpCount *const *)pa;
-	const Edgeprof__V1__IpCount *b = *(const Edgeprof__V1__IpCount *const *)pb;
-	return a->ip < b->ip ? -1 : a->ip > b->ip;
-}
-
 int ep_export_afdo(const Edgeprof__V1__BinaryProfile *bp, FILE *out, char *err, size_t errlen)
 {
 	if (bp->n_segments == 0) {
@@ -79,7 +73,7 @@ int ep_export_afdo(const Edgeprof__V1__BinaryProfile *bp, FILE *out, char *err, 
 	}
 	for (size_t i = 0; i < bp->n_ips; i++)
 		ips[i] = bp->ips[i];
-	qsort(ips, bp->n_ips, sizeof(*ips), cmp_ip);
+	qsort(ips, bp->n_ips, sizeof(*ips), ep_ip_cmp);
 
 	uint64_t a, b;
 	size_t n = 0;

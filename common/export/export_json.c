@@ -17,6 +17,7 @@
 #include <stdlib.h>
 
 #include "common/export/export_internal.h"
+#include "common/profile/model.h"
 
 /* Length of the valid UTF-8 sequence at s, or 0 (overlong forms,
  * surrogates and code points past U+10FFFF are invalid too). */
@@ -148,13 +149,6 @@ static void json_message(FILE *out, const ProtobufCMessage *m)
 	fputc('}', out);
 }
 
-static int cmp_ip(const void *pa, const void *pb)
-{
-	const Edgeprof__V1__IpCount *a = *(const Edgeprof__V1__IpCount *const *)pa;
-	const Edgeprof__V1__IpCount *b = *(const Edgeprof__V1__IpCount *const *)pb;
-	return a->ip < b->ip ? -1 : a->ip > b->ip;
-}
-
 static int json_binary(FILE *out, const Edgeprof__V1__BinaryProfile *bp)
 {
 	const Edgeprof__V1__Edge **edges = ep_export_sorted_edges(bp);
@@ -166,7 +160,7 @@ static int json_binary(FILE *out, const Edgeprof__V1__BinaryProfile *bp)
 		goto out;
 	for (size_t i = 0; i < bp->n_ips; i++)
 		ips[i] = bp->ips[i];
-	qsort(ips, bp->n_ips, sizeof(*ips), cmp_ip);
+	qsort(ips, bp->n_ips, sizeof(*ips), ep_ip_cmp);
 
 	fputs("{\"build_id\": ", out);
 	json_string(out, bp->build_id);

@@ -407,6 +407,145 @@ static char *dup_or_null(const char *s, bool *ok)
 	return d;
 }
 
+static int copy_labels(Edgeprof__V1__Labels *l, const struct slice *s)
+{
+	bool ok = true;
+	l->container_id = dup_or_null(s->labels[LABEL_CONTAINER], &ok);
+	l->pod = dup_or_null(s->labels[LABEL_POD], &ok);
+	l->namespace_ = dup_or_null(s->labels[LABEL_NAMESPACE], &ok);
+	l->cgroup = dup_or_null(s->labels[LABEL_CGROUP], &ok);
+	l->process = dup_or_null(s->labels[LABEL_PROCESS], &ok);
+	l->session_id = dup_or_null(s->labels[LABEL_SESSION], &ok);
+	return ok ? 0 : -1;
+}
+
+/* The copy_* steps fill one array of bp each; on failure what is in it is
+ * counted, for protobuf_c_message_free_unpacked(). */
+static int copy_paths(Edgeprof__V1__BinaryProfile *bp, const struct slice *s)
+{
+	if (!s->npaths)
+		return 0;
+	if (!(bp->paths = calloc(s->npaths, sizeof(*bp->paths))))
+		return -1;
+	for (; bp->n_paths < s->npaths; bp->n_paths++)
+		if (!(bp->paths[bp->n_paths] = strdup(s->paths[bp->n_paths])))
+			return -1;
+	return 0;
+}
+
+static int copy_edges(Edgeprof__V1__BinaryProfile *bp, const struct slice *s)
+{
+	if (!s->edges.n)
+		return 0;
+	if (!(bp->edges = calloc(s->edges.n, sizeof(*bp->edges))))
+		return -1;
+	const struct edge_sum *es = s->edges.items;
+	for (; bp->n_edges < s->edges.n; bp->n_edges++) {
+		const struct edge_sum *x = &es[bp->n_edges];
+		Edgeprof__V1__Edge *e = malloc(sizeof(*e));
+		if (!e)
+			return -1;
+		edgeprof__v1__edge__init(e);
+		e->from = x->from;
+		e->to = x->to;
+		e->taken = x->flags & EDGE_TAKEN;
+		e->from_external = x->flags & EDGE_FROM_EXTERNAL;
+		e->to_external = x->flags & EDGE_TO_EXTERNAL;
+		e->count = x->count;
+		e->mispredicted = x->mispredicted;
+		e->kind = (Edgeprof__V1__BranchKind)x->kind;
+		bp->edges[bp->n_edges] = e;
+	}
+	qsort(bp->edges, bp->n_edges, sizeof(*bp->edges), ep_edge_cmp);
+	return 0;
+}
+
+static int copy_ranges(Edgeprof__V1__BinaryProfile *bp, const struct slice *s)
+{
+	if (!s->ranges.n)
+		return 0;
+	if (!(bp->ranges = calloc(s->ranges.n, sizeof(*bp->ranges))))
+		return -1;
+	const struct range_sum *rs = s->ranges.items;
+	for (; bp->n_ranges < s->ranges.n; bp->n_ranges++) {
+		Edgeprof__V1__Range *r = malloc(sizeof(*r));
+		if (!r)
+			return -1;
+		edgeprof__v1__range__init(r);
+		r->start = rs[bp->n_ranges].start;
+		r->end = rs[bp->n_ranges].end;
+		r->count = rs[bp->n_ranges].count;
+		bp->ranges[bp->n_ranges] = r;
+	}
+	qsort(bp->ranges, bp->n_ranges, sizeof(*bp->ranges), ep_range_cmp);
+	return 0;
+}
+
+static int copy_ips(Edgeprof__V1__BinaryProfile *bp, const struct slice *s)
+{
+	if (!s->ips.count)
+		return 0;
+	if (!(bp->ips = calloc(s->ips.count, sizeof(*bp->ips))))
+		return -1;
+	for (size_t i = 0; i < s->ips.capacity; i++) {
+		if (!s->ips.used[i])
+			continue;
+		Edgeprof__V1__IpCount *c = malloc(sizeof(*c));
+		if (!c)
+			return -1;
+		edgeprof__v1__ip_count__init(c);
+		c->ip = s->ips.keys[i];
+		c->count = s->ips.values[i];
+		bp->ips[bp->n_ips++] = c;
+	}
+	qsort(bp->ips, bp->n_ips, sizeof(*bp->ips), ep_ip_cmp);
+	return 0;
+}
+
+static int copy_functions(Edgeprof__V1__BinaryProfile *bp, const struct slice *s)
+{
+	if (!s->functions.n)
+		return 0;
+	if (!(bp->functions = calloc(s->functions.n, sizeof(*bp->functions))))
+		return -1;
+	const struct function_info *fs = s->functions.items;
+	for (; bp->n_functions < s->functions.n; bp->n_functions++) {
+		Edgeprof__V1__Function *f = malloc(sizeof(*f));
+		if (!f)
+			return -1;
+		edgeprof__v1__function__init(f);
+		bp->functions[bp->n_functions] = f;
+		f->start = fs[bp->n_functions].start;
+		f->size = fs[bp->n_functions].size;
+		if (!(f->name = strdup(fs[bp->n_functions].name))) {
+			bp->n_functions++;
+			return -1;
+		}
+	}
+	qsort(bp->functions, bp->n_functions, sizeof(*bp->functions), ep_function_cmp);
+	return 0;
+}
+
+static int copy_segments(Edgeprof__V1__BinaryProfile *bp, const struct slice *s)
+{
+	if (!s->segments.n)
+		return 0;
+	if (!(bp->segments = calloc(s->segments.n, sizeof(*bp->segments))))
+		return -1;
+	const struct segment_info *gs = s->segments.items;
+	for (; bp->n_segments < s->segments.n; bp->n_segments++) {
+		Edgeprof__V1__LoadSegment *g = malloc(sizeof(*g));
+		if (!g)
+			return -1;
+		edgeprof__v1__load_segment__init(g);
+		g->vaddr = gs[bp->n_segments].vaddr;
+		g->offset = gs[bp->n_segments].offset;
+		g->size = gs[bp->n_segments].size;
+		bp->segments[bp->n_segments] = g;
+	}
+	return 0;
+}
+
 /* Each array gets one allocation of pointers and every message its own
  * malloc, so protobuf_c_message_free_unpacked() releases it all. */
 static Edgeprof__V1__BinaryDelta *build_slice(const struct slice *s)
@@ -425,123 +564,16 @@ static Edgeprof__V1__BinaryDelta *build_slice(const struct slice *s)
 	edgeprof__v1__labels__init(l);
 	d->profile = bp;
 	d->labels = l;
-	bool ok = true;
-	l->container_id = dup_or_null(s->labels[LABEL_CONTAINER], &ok);
-	l->pod = dup_or_null(s->labels[LABEL_POD], &ok);
-	l->namespace_ = dup_or_null(s->labels[LABEL_NAMESPACE], &ok);
-	l->cgroup = dup_or_null(s->labels[LABEL_CGROUP], &ok);
-	l->process = dup_or_null(s->labels[LABEL_PROCESS], &ok);
-	l->session_id = dup_or_null(s->labels[LABEL_SESSION], &ok);
+	bool ok = copy_labels(l, s) == 0;
 	bp->build_id = dup_or_null(s->build_id, &ok);
 	bp->arch = dup_or_null(s->arch, &ok);
 	bp->samples = s->samples;
-	if (!ok)
-		goto fail;
-	if (s->npaths) {
-		bp->paths = calloc(s->npaths, sizeof(*bp->paths));
-		if (!bp->paths)
-			goto fail;
-		for (; bp->n_paths < s->npaths; bp->n_paths++)
-			if (!(bp->paths[bp->n_paths] = strdup(s->paths[bp->n_paths])))
-				goto fail;
-	}
-	if (s->edges.n) {
-		bp->edges = calloc(s->edges.n, sizeof(*bp->edges));
-		if (!bp->edges)
-			goto fail;
-		const struct edge_sum *es = s->edges.items;
-		for (; bp->n_edges < s->edges.n; bp->n_edges++) {
-			const struct edge_sum *x = &es[bp->n_edges];
-			Edgeprof__V1__Edge *e = malloc(sizeof(*e));
-			if (!e)
-				goto fail;
-			edgeprof__v1__edge__init(e);
-			e->from = x->from;
-			e->to = x->to;
-			e->taken = x->flags & EDGE_TAKEN;
-			e->from_external = x->flags & EDGE_FROM_EXTERNAL;
-			e->to_external = x->flags & EDGE_TO_EXTERNAL;
-			e->count = x->count;
-			e->mispredicted = x->mispredicted;
-			e->kind = (Edgeprof__V1__BranchKind)x->kind;
-			bp->edges[bp->n_edges] = e;
-		}
-		qsort(bp->edges, bp->n_edges, sizeof(*bp->edges), ep_edge_cmp);
-	}
-	if (s->ranges.n) {
-		bp->ranges = calloc(s->ranges.n, sizeof(*bp->ranges));
-		if (!bp->ranges)
-			goto fail;
-		const struct range_sum *rs = s->ranges.items;
-		for (; bp->n_ranges < s->ranges.n; bp->n_ranges++) {
-			Edgeprof__V1__Range *r = malloc(sizeof(*r));
-			if (!r)
-				goto fail;
-			edgeprof__v1__range__init(r);
-			r->start = rs[bp->n_ranges].start;
-			r->end = rs[bp->n_ranges].end;
-			r->count = rs[bp->n_ranges].count;
-			bp->ranges[bp->n_ranges] = r;
-		}
-		qsort(bp->ranges, bp->n_ranges, sizeof(*bp->ranges), ep_range_cmp);
-	}
-	if (s->ips.count) {
-		bp->ips = calloc(s->ips.count, sizeof(*bp->ips));
-		if (!bp->ips)
-			goto fail;
-		for (size_t i = 0; i < s->ips.capacity; i++) {
-			if (!s->ips.used[i])
-				continue;
-			Edgeprof__V1__IpCount *c = malloc(sizeof(*c));
-			if (!c)
-				goto fail;
-			edgeprof__v1__ip_count__init(c);
-			c->ip = s->ips.keys[i];
-			c->count = s->ips.values[i];
-			bp->ips[bp->n_ips++] = c;
-		}
-		qsort(bp->ips, bp->n_ips, sizeof(*bp->ips), ep_ip_cmp);
-	}
-	if (s->functions.n) {
-		bp->functions = calloc(s->functions.n, sizeof(*bp->functions));
-		if (!bp->functions)
-			goto fail;
-		const struct function_info *fs = s->functions.items;
-		for (; bp->n_functions < s->functions.n; bp->n_functions++) {
-			Edgeprof__V1__Function *f = malloc(sizeof(*f));
-			if (!f)
-				goto fail;
-			edgeprof__v1__function__init(f);
-			bp->functions[bp->n_functions] = f;
-			f->start = fs[bp->n_functions].start;
-			f->size = fs[bp->n_functions].size;
-			if (!(f->name = strdup(fs[bp->n_functions].name))) {
-				bp->n_functions++;
-				goto fail;
-			}
-		}
-		qsort(bp->functions, bp->n_functions, sizeof(*bp->functions), ep_function_cmp);
-	}
-	if (s->segments.n) {
-		bp->segments = calloc(s->segments.n, sizeof(*bp->segments));
-		if (!bp->segments)
-			goto fail;
-		const struct segment_info *gs = s->segments.items;
-		for (; bp->n_segments < s->segments.n; bp->n_segments++) {
-			Edgeprof__V1__LoadSegment *g = malloc(sizeof(*g));
-			if (!g)
-				goto fail;
-			edgeprof__v1__load_segment__init(g);
-			g->vaddr = gs[bp->n_segments].vaddr;
-			g->offset = gs[bp->n_segments].offset;
-			g->size = gs[bp->n_segments].size;
-			bp->segments[bp->n_segments] = g;
-		}
+	if (!ok || copy_paths(bp, s) != 0 || copy_edges(bp, s) != 0 || copy_ranges(bp, s) != 0 ||
+	    copy_ips(bp, s) != 0 || copy_functions(bp, s) != 0 || copy_segments(bp, s) != 0) {
+		protobuf_c_message_free_unpacked(&d->base, NULL);
+		return NULL;
 	}
 	return d;
-fail:
-	protobuf_c_message_free_unpacked(&d->base, NULL);
-	return NULL;
 }
 
 static int cmp_slice(const void *pa, const void *pb)
