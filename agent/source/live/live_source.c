@@ -52,6 +52,10 @@ struct ep_live {
 	/* samples per CPU since it came online (or since the start) */
 	uint64_t cpu_samples[MAX_CPUS];
 	uint64_t hotplug_changes;
+	/* per CPU listed online whose event could not be opened yet: the
+	 * looks that failed (sysfs lists a CPU online before perf's hotplug
+	 * callback makes it usable, for seconds on a loaded machine) */
+	uint32_t attach_failures[MAX_CPUS];
 	struct bpf_link *proc_links[4];
 	ep_live_proc_cb proc_cb;
 	void *proc_ctx;
@@ -190,6 +194,29 @@ static void cpu_detach(struct ep_live *l, int cpu)
 	l->fds[cpu] = -1;
 }
 
+/* A CPU listed online: its event, one line when it is sampled. One not
+ * openable yet is tried again at each look, with one warning, not one a
+ * second. */
+static void cpu_came_online(struct ep_live *l, int cpu)
+{
+	char err[256];
+	l->cpu_samples[cpu] = 0;
+	if (cpu_attach(l, cpu, err, sizeof(err)) != 0) {
+		if (l->attach_failures[cpu]++ == 0)
+			ep_warn("CPU %d came online but %s; trying again every second", cpu, err);
+		return;
+	}
+	if (l->attach_failures[cpu])
+		ep_info("CPU %d came online: sampling it (its perf event opened at try %u)", cpu,
+			l->attach_failures[cpu] + 1);
+	else
+		ep_info("CPU %d came online: sampling it", cpu);
+	l->attach_failures[cpu] = 0;
+	l->ncpus++;
+	l->online[cpu] = 1;
+	l->hotplug_changes++;
+}
+
 /* CPU hotplug: the kernel does not move a per-CPU event to a CPU that
  * comes online, and one on a CPU gone offline never fires again. Looked at
  * from the poll loop at most once a second: a CPU that came online gets
@@ -204,25 +231,19 @@ static void rescan_cpus(struct ep_live *l)
 	if (read_online(online) <= 0)
 		return; /* unreadable for a moment: keep what there is */
 	for (int cpu = 0; cpu < MAX_CPUS; cpu++) {
-		if (online[cpu] == l->online[cpu])
+		if (online[cpu] == l->online[cpu]) {
+			if (!online[cpu])
+				l->attach_failures[cpu] = 0; /* offline again before it opened */
 			continue;
-		char err[256];
-		if (online[cpu]) {
-			l->cpu_samples[cpu] = 0;
-			if (cpu_attach(l, cpu, err, sizeof(err)) == 0) {
-				ep_info("CPU %d came online: sampling it", cpu);
-			} else {
-				/* tried again at the next look */
-				ep_warn("CPU %d came online but %s", cpu, err);
-				continue;
-			}
-			l->ncpus++;
-		} else {
-			cpu_detach(l, cpu);
-			l->ncpus--;
-			ep_info("CPU %d went offline: its event closed", cpu);
 		}
-		l->online[cpu] = online[cpu];
+		if (online[cpu]) {
+			cpu_came_online(l, cpu);
+			continue;
+		}
+		cpu_detach(l, cpu);
+		l->ncpus--;
+		ep_info("CPU %d went offline: its event closed", cpu);
+		l->online[cpu] = 0;
 		l->hotplug_changes++;
 	}
 }
