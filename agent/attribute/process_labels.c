@@ -18,9 +18,7 @@
 void ep_process_labeller_init(struct ep_process_labeller *l, struct ep_pipeline *pipeline,
 			      struct ep_k8s *k8s)
 {
-	memset(l, 0, sizeof(*l));
-	l->pipeline = pipeline;
-	l->k8s = k8s;
+	*l = (struct ep_process_labeller){.pipeline = pipeline, .k8s = k8s};
 }
 
 /* true when the process is labelled for good (or gone), false when its

@@ -45,13 +45,10 @@ struct ep_session_runner *ep_session_runner_new(struct ep_sink *main_sink,
 						const struct ep_live_config *main_cfg,
 						struct ep_binary_registry *reg, struct ep_k8s *k8s)
 {
-	struct ep_session_runner *r = calloc(1, sizeof(*r));
-	if (!r)
-		return NULL;
-	r->main_sink = main_sink;
-	r->main_cfg = main_cfg;
-	r->reg = reg;
-	r->k8s = k8s;
+	struct ep_session_runner *r = malloc(sizeof(*r));
+	if (r)
+		*r = (struct ep_session_runner){
+		    .main_sink = main_sink, .main_cfg = main_cfg, .reg = reg, .k8s = k8s};
 	return r;
 }
 

@@ -24,9 +24,7 @@
 void ep_live_feed_init(struct ep_live_feed *f, struct ep_pipeline *pipeline,
 		       struct ep_process_labeller *labeller)
 {
-	memset(f, 0, sizeof(*f));
-	f->pipeline = pipeline;
-	f->labeller = labeller;
+	*f = (struct ep_live_feed){.pipeline = pipeline, .labeller = labeller};
 }
 
 /* The process's executable mappings from /proc. Each file is opened
@@ -75,6 +73,15 @@ static void read_maps(struct ep_live_feed *f, uint32_t pid)
 static void read_maps_now(struct ep_live_feed *f, uint32_t pid, uint64_t *last)
 {
 	read_maps(f, pid);
+	if (last)
+		*last = ep_mono_ns();
+}
+
+/* The process's maps are known as of now: read, or a forked child's
+ * inherited from its parent. */
+static void maps_known_now(struct ep_live_feed *f, uint32_t pid)
+{
+	uint64_t *last = ep_u64map_upsert(&f->maps_read, pid, NULL);
 	if (last)
 		*last = ep_mono_ns();
 }
@@ -135,9 +142,7 @@ static void on_process_event(void *ctx, const struct ep_proc_record *rec)
 	case EP_PROC_FORK:
 		ep_u64map_remove(&f->exited, rec->pid); /* a reused pid is a new process */
 		ep_pipeline_fork(f->pipeline, rec->pid, rec->ppid);
-		last = ep_u64map_upsert(&f->maps_read, rec->pid, NULL);
-		if (last)
-			*last = ep_mono_ns();
+		maps_known_now(f, rec->pid);
 		break;
 	case EP_PROC_EXEC:
 		ep_pipeline_exec(f->pipeline, rec->pid);
@@ -145,9 +150,7 @@ static void on_process_event(void *ctx, const struct ep_proc_record *rec)
 		 * between fork and exec: look again */
 		label(f, rec->pid);
 		read_maps(f, rec->pid);
-		last = ep_u64map_upsert(&f->maps_read, rec->pid, NULL);
-		if (last)
-			*last = ep_mono_ns();
+		maps_known_now(f, rec->pid);
 		break;
 	case EP_PROC_EXIT:
 		ep_pipeline_exit(f->pipeline, rec->pid);
