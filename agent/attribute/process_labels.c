@@ -4,7 +4,6 @@
 #include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
-#include <string.h>
 
 #include "agent/attribute/container.h"
 #include "agent/attribute/k8s_pods.h"
