@@ -26,28 +26,59 @@ trap 'restore_cpu1; _cleanup' EXIT
 here=$(dirname "$0")
 cc -O1 -g -o "$TEST_TMP/hot_cold" "$here/../workloads/hot_cold.c"
 # one busy process per CPU, so CPU 1 has something to sample when it is back
+busy=()
 for i in 1 2; do
 	"$TEST_TMP/hot_cold" 100000000000 >/dev/null &
 	track_pid $!
+	busy+=($!)
 done
-ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 "$EDGEPROF_ASAN" agent --duration 9 \
+# Every step waits for what it needs, within a generous bound (a loaded
+# machine, an ASan agent): the agent runs until it is told to stop.
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 "$EDGEPROF_ASAN" agent --duration 600 \
 	-o "$TEST_TMP/hp.prof" --log-level info 2>"$TEST_TMP/hp.err" &
 agent=$!
 track_pid "$agent"
+# wait_log PATTERN SECONDS: until the agent's log has a line matching
+# PATTERN; 1 when the bound passes or the agent is gone
+wait_log() {
+	local i
+	for ((i = 0; i < $2 * 10; i++)); do
+		grep -q "$1" "$TEST_TMP/hp.err" && return 0
+		kill -0 "$agent" 2>/dev/null || return 1
+		sleep 0.1
+	done
+	return 1
+}
+# CPU time of a process, in clock ticks (utime + stime)
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 # the change must come once the agent samples (its start takes seconds
 # under ASan on a loaded machine): the mode line says it does
-for _ in $(seq 1 300); do
-	grep -q 'on [0-9]* CPUs' "$TEST_TMP/hp.err" && break
-	sleep 0.1
-done
-sleep 1
+wait_log 'on [0-9]* CPUs' 60
 if ! echo 0 >"$cpu1" 2>"$TEST_TMP/off.err"; then
 	echo "# skipped: CPU 1 cannot be taken offline here: $(cat "$TEST_TMP/off.err")"
+	kill -TERM "$agent"
 	wait "$agent"
 	finish
 fi
-sleep 2.5
+# the agent looks at the online CPUs once a second: back online once it saw
+# the CPU leave
+wait_log 'CPU 1 went offline' 60 || echo "# the agent did not log CPU 1 going offline in 60 s"
 restore_cpu1
+# perf may refuse a CPU for a while after sysfs lists it online: the agent
+# keeps trying; then CPU 1 gets one busy process to itself for a second of
+# CPU time, so that it has samples to count
+if wait_log 'CPU 1 came online: sampling it' 120; then
+	taskset -p -c 1 "${busy[0]}" >/dev/null
+	taskset -p -c 0 "${busy[1]}" >/dev/null
+	start=$(cpu_ticks "${busy[0]}")
+	for ((i = 0; i < 1200; i++)); do
+		[ $(($(cpu_ticks "${busy[0]}") - start)) -ge "$(getconf CLK_TCK)" ] && break
+		sleep 0.1
+	done
+else
+	echo "# the agent did not sample CPU 1 again within 120 s"
+fi
+kill -TERM "$agent"
 wait "$agent"
 rc=$?
 check "agent across CPU hotplug (ASan): exit 0, no sanitizer report" \

@@ -52,6 +52,10 @@ struct ep_live {
 	/* samples per CPU since it came online (or since the start) */
 	uint64_t cpu_samples[MAX_CPUS];
 	uint64_t hotplug_changes;
+	/* per CPU listed online whose event could not be opened yet: the
+	 * looks that failed (sysfs lists a CPU online before perf's hotplug
+	 * callback makes it usable, for seconds on a loaded machine) */
+	uint32_t attach_failures[MAX_CPUS];
 	struct bpf_link *proc_links[4];
 	ep_live_proc_cb proc_cb;
 	void *proc_ctx;
@@ -190,6 +194,29 @@ static void cpu_detach(struct ep_live *l, int cpu)
 	l->fds[cpu] = -1;
 }
 
+/* A CPU listed online: its event, one line when it is sampled. One not
+ * openable yet is tried again at each look, with one warning, not one a
+ * second. */
+static void cpu_came_online(struct ep_live *l, int cpu)
+{
+	char err[256];
+	l->cpu_samples[cpu] = 0;
+	if (cpu_attach(l, cpu, err, sizeof(err)) != 0) {
+		if (l->attach_failures[cpu]++ == 0)
+			ep_warn("CPU %d came online but %s; trying again every second", cpu, err);
+		return;
+	}
+	if (l->attach_failures[cpu])
+		ep_info("CPU %d came online: sampling it (its perf event opened at try %u)", cpu,
+			l->attach_failures[cpu] + 1);
+	else
+		ep_info("CPU %d came online: sampling it", cpu);
+	l->attach_failures[cpu] = 0;
+	l->ncpus++;
+	l->online[cpu] = 1;
+	l->hotplug_changes++;
+}
+
 /* CPU hotplug: the kernel does not move a per-CPU event to a CPU that
  * comes online, and one on a CPU gone offline never fires again. Looked at
  * from the poll loop at most once a second: a CPU that came online gets
@@ -204,25 +231,19 @@ static void rescan_cpus(struct ep_live *l)
 	if (read_online(online) <= 0)
 		return; /* unreadable for a moment: keep what there is */
 	for (int cpu = 0; cpu < MAX_CPUS; cpu++) {
-		if (online[cpu] == l->online[cpu])
+		if (online[cpu] == l->online[cpu]) {
+			if (!online[cpu])
+				l->attach_failures[cpu] = 0; /* offline again before it opened */
 			continue;
-		char err[256];
-		if (online[cpu]) {
-			l->cpu_samples[cpu] = 0;
-			if (cpu_attach(l, cpu, err, sizeof(err)) == 0) {
-				ep_info("CPU %d came online: sampling it", cpu);
-			} else {
-				/* tried again at the next look */
-				ep_warn("CPU %d came online but %s", cpu, err);
-				continue;
-			}
-			l->ncpus++;
-		} else {
-			cpu_detach(l, cpu);
-			l->ncpus--;
-			ep_info("CPU %d went offline: its event closed", cpu);
 		}
-		l->online[cpu] = online[cpu];
+		if (online[cpu]) {
+			cpu_came_online(l, cpu);
+			continue;
+		}
+		cpu_detach(l, cpu);
+		l->ncpus--;
+		ep_info("CPU %d went offline: its event closed", cpu);
+		l->online[cpu] = 0;
 		l->hotplug_changes++;
 	}
 }
@@ -377,73 +398,86 @@ static uint32_t ring_size(unsigned ncpus, double per_cpu_rate, unsigned drain_ms
 	return size;
 }
 
-struct ep_live *ep_live_open(const struct ep_live_config *cfg, char *err, size_t errlen)
+/* The online CPUs at start: a kernel hiding sysfs gets CPU 0 at least. */
+static void read_initial_cpus(struct ep_live *l)
 {
-	if (check_capabilities(err, errlen) != 0)
-		return NULL;
-	struct ep_live *l = calloc(1, sizeof(*l));
-	if (!l) {
-		snprintf(err, errlen, "out of memory");
-		return NULL;
-	}
-	for (unsigned i = 0; i < MAX_CPUS; i++)
-		l->fds[i] = -1;
 	int n = read_online(l->online);
 	if (n <= 0) {
-		/* a kernel hiding sysfs: CPU 0 at least */
 		memset(l->online, 0, sizeof(l->online));
 		l->online[0] = 1;
 		n = 1;
 	}
 	l->ncpus = (unsigned)n;
-	int cpus[MAX_CPUS];
-	for (int c = 0, k = 0; c < MAX_CPUS; c++)
-		if (l->online[c])
-			cpus[k++] = c;
+}
 
-	/* Which event: the branch stack where the PMU has one, else cpu-clock. */
-	enum ep_pmu_vendor vendor = ep_pmu_vendor_detect();
-	if (ep_pmu_branch_event(vendor, cfg->event ? cfg->event : "branches", &l->event, err,
-				errlen) != 0) {
-		free(l);
-		return NULL;
-	}
-	struct perf_event_attr attr;
-	plan_period(l, cfg->period, cfg->jitter, cfg->steps ? cfg->steps : 16);
+static int first_online_cpu(const struct ep_live *l)
+{
+	for (int c = 0; c < MAX_CPUS; c++)
+		if (l->online[c])
+			return c;
+	return 0;
+}
+
+/* The branch-stack event at the most precise level the PMU takes (like
+ * perf's :pp falling back to :p), tried on one CPU. 0 with l->attr set, or
+ * the errno that refused it. */
+static int try_branch_stacks(struct ep_live *l, const struct ep_live_config *cfg)
+{
 	long fd;
-	/* the most precise the PMU takes, like perf's :pp falling back to :p */
 	for (int precise = l->event.precise_ip;; precise--) {
 		l->event.precise_ip = (uint8_t)precise;
-		branch_attr(&attr, cfg, &l->event, l->step);
-		fd = perf_event_open(&attr, cpus[0]);
+		branch_attr(&l->attr, cfg, &l->event, l->step);
+		fd = perf_event_open(&l->attr, first_online_cpu(l));
 		if (fd >= 0 || precise == 0 || (errno != EINVAL && errno != EOPNOTSUPP))
 			break;
 	}
-	int branch_errno = fd < 0 ? errno : 0;
-	l->branch_stacks = fd >= 0;
+	if (fd < 0)
+		return errno;
+	close((int)fd);
+	return 0;
+}
+
+/* Without a branch stack: IPs on cpu-clock at cfg->ip_hz, the period's
+ * jitter scaled to nanoseconds. */
+static void plan_ip_sampling(struct ep_live *l, const struct ep_live_config *cfg)
+{
+	uint64_t period_ns = 1000000000ULL / (cfg->ip_hz ? cfg->ip_hz : 1);
+	uint64_t jitter_ns = cfg->jitter ? cfg->jitter * period_ns / cfg->period : 0;
+	/* by default just enough overflows per sample that the jitter is at
+	 * least one step: fewer and the period is not randomized at all (P/16
+	 * with 4 steps rounds to 0); more cost BPF runs */
+	unsigned steps = cfg->steps;
+	if (!steps) {
+		uint64_t need = jitter_ns ? (period_ns + jitter_ns - 1) / jitter_ns : 4;
+		steps = need < 4 ? 4 : need > 64 ? 64 : (unsigned)need;
+	}
+	plan_period(l, period_ns, jitter_ns, steps);
+	clock_attr(&l->attr, l->step);
+}
+
+/* Which event: the branch stack where the PMU has one, else cpu-clock; the
+ * period split into steps, and the operators' line saying so. */
+static int choose_event(struct ep_live *l, const struct ep_live_config *cfg, char *err,
+			size_t errlen)
+{
+	enum ep_pmu_vendor vendor = ep_pmu_vendor_detect();
+	if (ep_pmu_branch_event(vendor, cfg->event ? cfg->event : "branches", &l->event, err,
+				errlen) != 0)
+		return -1;
+	plan_period(l, cfg->period, cfg->jitter, cfg->steps ? cfg->steps : 16);
+	int branch_errno = try_branch_stacks(l, cfg);
+	l->branch_stacks = branch_errno == 0;
+	if (!l->branch_stacks)
+		plan_ip_sampling(l, cfg);
 	uint64_t mean, jitter;
-	if (fd >= 0) {
-		close((int)fd);
-		ep_live_period(l, &mean, &jitter);
+	ep_live_period(l, &mean, &jitter);
+	if (l->branch_stacks)
 		snprintf(l->mode, sizeof(l->mode),
 			 "branch stacks on %s (%s PMU, precise_ip %u), every %llu +- %llu events, "
 			 "on %u CPUs",
 			 l->event.name, ep_pmu_vendor_name(vendor), l->event.precise_ip,
 			 (unsigned long long)mean, (unsigned long long)jitter, l->ncpus);
-	} else {
-		uint64_t period_ns = 1000000000ULL / (cfg->ip_hz ? cfg->ip_hz : 1);
-		uint64_t jitter_ns = cfg->jitter ? cfg->jitter * period_ns / cfg->period : 0;
-		/* by default just enough overflows per sample that the jitter is
-		 * at least one step: fewer and the period is not randomized at
-		 * all (P/16 with 4 steps rounds to 0); more cost BPF runs */
-		unsigned steps = cfg->steps;
-		if (!steps) {
-			uint64_t need = jitter_ns ? (period_ns + jitter_ns - 1) / jitter_ns : 4;
-			steps = need < 4 ? 4 : need > 64 ? 64 : (unsigned)need;
-		}
-		plan_period(l, period_ns, jitter_ns, steps);
-		clock_attr(&attr, l->step);
-		ep_live_period(l, &mean, &jitter);
+	else
 		snprintf(
 		    l->mode, sizeof(l->mode),
 		    "no branch-stack PMU (%s; event %s, %s CPU): sampling IPs on cpu-clock every "
@@ -452,12 +486,17 @@ struct ep_live *ep_live_open(const struct ep_live_config *cfg, char *err, size_t
 		    (unsigned long long)mean, (unsigned long long)jitter, l->ncpus,
 		    cfg->calls_only ? "--mode calls needs a branch stack: IP-only profile"
 				    : "the profile is IP-only");
-	}
+	return 0;
+}
 
+/* The BPF program with its settings and its samples ring sized. */
+static int load_program(struct ep_live *l, const struct ep_live_config *cfg, char *err,
+			size_t errlen)
+{
 	l->skel = edgeprof_bpf__open();
 	if (!l->skel) {
 		snprintf(err, errlen, "cannot open the BPF program: %s", strerror(errno));
-		goto fail;
+		return -1;
 	}
 	l->skel->rodata->agent_tgid = (uint32_t)getpid();
 	l->skel->rodata->filter_pids = cfg->npids > 0;
@@ -482,8 +521,15 @@ struct ep_live *ep_live_open(const struct ep_live_config *cfg, char *err, size_t
 		snprintf(err, errlen,
 			 "cannot load the BPF program (verifier or kernel refused it): %s",
 			 strerror(errno));
-		goto fail;
+		return -1;
 	}
+	return 0;
+}
+
+/* The pids and cgroups asked for, into the program's maps. */
+static int set_targets(struct ep_live *l, const struct ep_live_config *cfg, char *err,
+		       size_t errlen)
+{
 	for (size_t i = 0; i < cfg->npids; i++) {
 		uint8_t one = 1;
 		bpf_map_update_elem(bpf_map__fd(l->skel->maps.target_pids), &cfg->pids[i], &one,
@@ -498,15 +544,26 @@ struct ep_live *ep_live_open(const struct ep_live_config *cfg, char *err, size_t
 				 cfg->cgroups[i], strerror(errno));
 			if (cg >= 0)
 				close(cg);
-			goto fail;
+			return -1;
 		}
 		close(cg);
 	}
-	l->attr = attr;
-	for (unsigned i = 0; i < l->ncpus; i++)
-		if (cpu_attach(l, cpus[i], err, errlen) != 0)
-			goto fail;
+	return 0;
+}
+
+static int attach_cpus(struct ep_live *l, char *err, size_t errlen)
+{
+	for (int cpu = 0; cpu < MAX_CPUS; cpu++)
+		if (l->online[cpu] && cpu_attach(l, cpu, err, errlen) != 0)
+			return -1;
 	l->last_scan_ns = ep_mono_ns();
+	return 0;
+}
+
+/* exec, fork, exit, and with cfg->watch_mmaps executable mmaps. */
+static int attach_process_probes(struct ep_live *l, const struct ep_live_config *cfg, char *err,
+				 size_t errlen)
+{
 	struct bpf_program *proc_progs[4] = {l->skel->progs.on_exec, l->skel->progs.on_fork,
 					     l->skel->progs.on_exit, l->skel->progs.on_mmap};
 	/* the mmap probe runs on every system call of the machine: measured
@@ -527,19 +584,43 @@ struct ep_live *ep_live_open(const struct ep_live_config *cfg, char *err, size_t
 		if (!l->proc_links[i]) {
 			snprintf(err, errlen, "cannot attach to the %s tracepoint: %s",
 				 bpf_program__name(proc_progs[i]), strerror(errno));
-			goto fail;
+			return -1;
 		}
 	}
+	return 0;
+}
+
+static int open_ring_buffers(struct ep_live *l, char *err, size_t errlen)
+{
 	l->rb = ring_buffer__new(bpf_map__fd(l->skel->maps.samples), on_record, l, NULL);
 	l->procs = ring_buffer__new(bpf_map__fd(l->skel->maps.procs), on_proc_record, l, NULL);
 	if (!l->rb || !l->procs) {
 		snprintf(err, errlen, "cannot map the ring buffers: %s", strerror(errno));
-		goto fail;
+		return -1;
+	}
+	return 0;
+}
+
+struct ep_live *ep_live_open(const struct ep_live_config *cfg, char *err, size_t errlen)
+{
+	if (check_capabilities(err, errlen) != 0)
+		return NULL;
+	struct ep_live *l = calloc(1, sizeof(*l));
+	if (!l) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	for (unsigned i = 0; i < MAX_CPUS; i++)
+		l->fds[i] = -1;
+	read_initial_cpus(l);
+	if (choose_event(l, cfg, err, errlen) != 0 || load_program(l, cfg, err, errlen) != 0 ||
+	    set_targets(l, cfg, err, errlen) != 0 || attach_cpus(l, err, errlen) != 0 ||
+	    attach_process_probes(l, cfg, err, errlen) != 0 ||
+	    open_ring_buffers(l, err, errlen) != 0) {
+		ep_live_close(l);
+		return NULL;
 	}
 	return l;
-fail:
-	ep_live_close(l);
-	return NULL;
 }
 
 void ep_live_stop(struct ep_live *l)

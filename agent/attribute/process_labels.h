@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The live agent's labels per process: which container a process runs in,
+ * from /proc/PID/cgroup, so that its counts are kept apart and labelled with
+ * the container's id and cgroup, and its pod's name and namespace when the
+ * API server lists it. Host processes stay unlabelled (a set per systemd
+ * service would cost memory for little).
+ */
+#ifndef EP_PROCESS_LABELS_H
+#define EP_PROCESS_LABELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct ep_pipeline;
+struct ep_k8s;
+
+/* The kubelet reports a container's id to the API server only once the
+ * container runs, after its first exec: processes of containers not listed
+ * yet are labelled again at each interval until they are, for a while. */
+#define EP_POD_PENDING_MAX 256
+
+struct ep_process_labeller {
+	struct ep_pipeline *pipeline; /* where the labels go */
+	struct ep_k8s *k8s;	      /* this node's pods; NULL outside a cluster */
+	struct ep_pod_pending {
+		uint32_t pid;
+		uint64_t since; /* monotonic ns */
+	} pending[EP_POD_PENDING_MAX];
+	size_t npending;
+};
+
+void ep_process_labeller_init(struct ep_process_labeller *l, struct ep_pipeline *pipeline,
+			      struct ep_k8s *k8s);
+/* Labels the process now; one whose container's pod is not listed yet is
+ * kept and looked at again by ep_process_label_pending. */
+void ep_process_label(struct ep_process_labeller *l, uint32_t pid);
+/* At each interval: the processes whose pods were not known yet. */
+void ep_process_label_pending(struct ep_process_labeller *l);
+
+#endif

@@ -1,0 +1,146 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "agent/daemon/daemon.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "agent/attribute/process_labels.h"
+#include "agent/daemon/session_runner.h"
+#include "agent/pipeline/pipeline.h"
+#include "agent/source/live/live_feed.h"
+#include "agent/stream/sink.h"
+#include "common/util/clock.h"
+#include "common/util/log.h"
+
+struct daemon {
+	struct ep_daemon_config *cfg;
+	struct ep_sink *sink;
+	struct ep_live *live;
+	struct ep_live_feed feed;
+	struct ep_process_labeller labeller;
+	struct ep_session_runner *sessions; /* NULL unless the sink streams */
+	uint64_t lost_added;		    /* ring buffer losses already counted in the pipeline */
+};
+
+/* Opens the sampling and says how it samples. 0, 1 or 2 (the exit code). */
+static int open_live(struct daemon *d)
+{
+	struct ep_live_config *cfg = &d->cfg->live;
+	if (!d->cfg->jitter_given)
+		cfg->jitter = cfg->period / 16; /* SPEC's example: D = P/16 */
+	if (cfg->jitter >= cfg->period) {
+		ep_error("--jitter must be smaller than --period");
+		return 2;
+	}
+	char err[512];
+	d->live = ep_live_open(cfg, err, sizeof(err));
+	if (!d->live) {
+		ep_error("%s", err);
+		return 1;
+	}
+	if (ep_live_has_branch_stacks(d->live))
+		ep_info("%s", ep_live_mode(d->live));
+	else
+		ep_warn("%s", ep_live_mode(d->live));
+	d->sink->event = ep_live_event(d->live);
+	return 0;
+}
+
+/* The ring buffer's losses since the last look go into the next counts. */
+static void count_lost(struct daemon *d, struct ep_live_counters *lc)
+{
+	ep_live_counters(d->live, lc);
+	ep_pipeline_add_lost(d->feed.pipeline, lc->reserve_failed - d->lost_added);
+	d->lost_added = lc->reserve_failed;
+}
+
+/* Drains, and sends the counts every interval, until stop or the end of
+ * the duration. 0, or 1 when the ring buffer cannot be read. */
+static int loop(struct daemon *d)
+{
+	const struct ep_daemon_config *cfg = d->cfg;
+	uint64_t start = ep_mono_ns(), last_write = start;
+	struct ep_live_counters lc;
+	while (!*cfg->stop) {
+		if (ep_live_feed_poll(&d->feed, d->live, (int)cfg->live.drain_ms) < 0) {
+			ep_error("reading the ring buffer failed: %s", strerror(errno));
+			return 1;
+		}
+		ep_live_feed_forget_exited(&d->feed);
+		uint64_t now = ep_mono_ns();
+		if (cfg->duration_s && now - start >= (uint64_t)cfg->duration_s * 1000000000ULL)
+			break;
+		bool emit = now - last_write >= (uint64_t)cfg->interval_s * 1000000000ULL;
+		if (emit) {
+			ep_process_label_pending(&d->labeller);
+			count_lost(d, &lc);
+			ep_sink_emit(d->sink, d->feed.pipeline);
+			last_write = now;
+		}
+		if (d->sessions)
+			ep_session_runner_turn(d->sessions, emit);
+	}
+	return 0;
+}
+
+static void log_summary(const struct daemon *d, const struct ep_live_counters *lc)
+{
+	ep_info("%s: %llu samples received (%llu filtered out, %llu kernel, %llu dropped: ring "
+		"buffer full), %llu process events (%llu lost), %llu processes gone before their "
+		"maps were read, %zu processes tracked, %llu forgotten after their exit",
+		d->sink->output ? d->sink->output : "agent", (unsigned long long)lc->received,
+		(unsigned long long)lc->filtered, (unsigned long long)lc->kernel,
+		(unsigned long long)lc->reserve_failed, (unsigned long long)lc->proc_events,
+		(unsigned long long)lc->proc_reserve_failed,
+		(unsigned long long)d->feed.unresolved_pids,
+		ep_pipeline_processes(d->feed.pipeline), (unsigned long long)d->feed.forgotten);
+	ep_live_feed_log_periods(&d->feed);
+	if (lc->reserve_failed)
+		ep_warn("%llu samples dropped because the ring buffer was full",
+			(unsigned long long)lc->reserve_failed);
+}
+
+/* Stops sampling, drains what the kernel still holds, then the final
+ * counts and the counters, which now agree. 0, or 1 when the last counts
+ * cannot be written. */
+static int finish(struct daemon *d)
+{
+	ep_session_runner_leave(d->sessions);
+	ep_live_stop(d->live);
+	ep_live_feed_poll(&d->feed, d->live, 0);
+	struct ep_live_counters lc;
+	count_lost(d, &lc);
+	int rc = ep_sink_emit(d->sink, d->feed.pipeline) != 0 ? 1 : 0;
+	log_summary(d, &lc);
+	return rc;
+}
+
+int ep_daemon_run(struct ep_daemon_config *cfg, struct ep_binary_registry *reg,
+		  struct ep_sink *sink)
+{
+	struct daemon d = {.cfg = cfg, .sink = sink};
+	int rc = open_live(&d);
+	if (rc != 0)
+		return rc;
+	struct ep_pipeline_config pcfg;
+	ep_pipeline_config_default(&pcfg);
+	/* only an event that counts every branch ends its trace at the sample IP */
+	pcfg.append_trigger = ep_live_counts_all_branches(d.live);
+	pcfg.calls_only = cfg->live.calls_only && ep_live_has_branch_stacks(d.live);
+	ep_live_feed_init(&d.feed, ep_pipeline_new(&pcfg, reg), &d.labeller);
+	ep_process_labeller_init(&d.labeller, d.feed.pipeline, cfg->k8s);
+	if (sink->streamer)
+		d.sessions = ep_session_runner_new(sink, &cfg->live, reg, cfg->k8s);
+	if (!d.feed.pipeline || (sink->streamer && !d.sessions)) {
+		ep_error("out of memory");
+		rc = 1;
+	} else {
+		ep_live_feed_attach(&d.feed, d.live);
+		int loop_rc = loop(&d);
+		rc = finish(&d) != 0 ? 1 : loop_rc;
+	}
+	ep_session_runner_free(d.sessions);
+	ep_live_feed_free(&d.feed);
+	ep_live_close(d.live);
+	return rc;
+}

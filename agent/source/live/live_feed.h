@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The live source's adapter: its samples and process events (exec, fork,
+ * exit, mmap) into a pipeline. The BPF program reports no mappings made
+ * before the agent started, so each process's mappings are read from /proc
+ * at its first sample or exec, and again when its addresses stop resolving;
+ * an exited process is forgotten a while later. The perf.data source's
+ * counterpart is agent/source/perf_data/perf_data_feed.h.
+ */
+#ifndef EP_LIVE_FEED_H
+#define EP_LIVE_FEED_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/util/u64map.h"
+
+struct ep_live;
+struct ep_pipeline;
+struct ep_process_labeller;
+
+/* The sampling periods as the samples report them. */
+struct ep_period_stats {
+	uint64_t n, min, max;
+	double sum, sumsq;
+};
+
+struct ep_live_feed {
+	struct ep_pipeline *pipeline; /* owned */
+	/* NULL: processes are not labelled one by one (an on-demand session's
+	 * counts carry the session's labels, not each process's container) */
+	struct ep_process_labeller *labeller;
+	struct ep_period_stats periods;
+	struct ep_u64map maps_read; /* pid -> monotonic ns of the last /proc read */
+	uint64_t unresolved_pids;   /* processes gone before their maps were read */
+	/* exited processes, forgotten a while later (their last samples may
+	 * still be in the other ring buffer): FIFO of pids by exit time, and
+	 * pid -> exit time to tell a reused pid from the one that exited */
+	struct ep_live_exit {
+		uint32_t pid;
+		uint64_t at;
+	} * exits;
+	size_t exits_head, exits_n, exits_cap;
+	struct ep_u64map exited;
+	uint64_t forgotten;
+};
+
+/* Zeroes f, which owns pipeline from now on (NULL is allowed: nothing to
+ * feed, only to free). */
+void ep_live_feed_init(struct ep_live_feed *f, struct ep_pipeline *pipeline,
+		       struct ep_process_labeller *labeller);
+/* The live source's process events go to the feed from now on. */
+void ep_live_feed_attach(struct ep_live_feed *f, struct ep_live *live);
+/* ep_live_poll into the feed: what is there, waiting up to timeout_ms. */
+int ep_live_feed_poll(struct ep_live_feed *f, struct ep_live *live, int timeout_ms);
+/* Drops the processes that exited long enough ago: memory stays bounded by
+ * the processes alive, not by all the machine ever ran. */
+void ep_live_feed_forget_exited(struct ep_live_feed *f);
+/* One info line on the sampling periods seen, when there are some. */
+void ep_live_feed_log_periods(const struct ep_live_feed *f);
+/* The process tables and the pipeline. */
+void ep_live_feed_free(struct ep_live_feed *f);
+
+#endif
