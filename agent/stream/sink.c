@@ -2,7 +2,6 @@
 #include "agent/stream/sink.h"
 #include "common/util/clock.h"
 
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,54 +36,6 @@ void ep_sink_option_table(struct ep_option out[EP_SINK_OPTION_COUNT + 1], struct
 	    EP_OPTION_END,
 	};
 	memcpy(out, table, sizeof(table));
-}
-
-int ep_sink_option(struct ep_sink_options *o, int ch, const char *arg)
-{
-	unsigned v;
-	switch (ch) {
-	case EP_SINK_OPT_COLLECTOR:
-		o->streamer.collector = arg;
-		return 1;
-	case EP_SINK_OPT_SPOOL:
-		o->streamer.spool_dir = arg;
-		return 1;
-	case EP_SINK_OPT_TOKEN:
-		o->streamer.token_file = arg;
-		return 1;
-	case EP_SINK_OPT_CACERT:
-		o->streamer.ca_file = arg;
-		return 1;
-	case EP_SINK_OPT_CERT:
-		o->streamer.cert_file = arg;
-		return 1;
-	case EP_SINK_OPT_KEY:
-		o->streamer.key_file = arg;
-		return 1;
-	case EP_SINK_OPT_NODE:
-		o->streamer.node = arg;
-		return 1;
-	case EP_SINK_OPT_SPOOL_MAX:
-	case EP_SINK_OPT_FLUSH:
-	case EP_SINK_OPT_RETRY_MAX:
-		if (ep_parse_uint(arg, 1, 1u << 30, &v) != 0) {
-			ep_error("--%s: '%s' is not a positive number",
-				 ch == EP_SINK_OPT_SPOOL_MAX ? "spool-max-mib"
-				 : ch == EP_SINK_OPT_FLUSH   ? "flush-timeout"
-							     : "retry-max-ms",
-				 arg);
-			return -1;
-		}
-		if (ch == EP_SINK_OPT_SPOOL_MAX)
-			o->spool_mib = v;
-		else if (ch == EP_SINK_OPT_FLUSH)
-			o->flush_s = v;
-		else
-			o->streamer.backoff_max_ms = v;
-		return 1;
-	default:
-		return 0;
-	}
 }
 
 int ep_sink_open(struct ep_sink *k, const char *output, struct ep_sink_options *o)

@@ -22,33 +22,6 @@ struct ep_sink_options {
 	unsigned flush_s; /* how long to wait for acknowledgements at exit */
 };
 
-/* Long options of the streaming side, with values no short option uses. */
-enum {
-	EP_SINK_OPT_COLLECTOR = 1100,
-	EP_SINK_OPT_SPOOL,
-	EP_SINK_OPT_SPOOL_MAX,
-	EP_SINK_OPT_TOKEN,
-	EP_SINK_OPT_CACERT,
-	EP_SINK_OPT_CERT,
-	EP_SINK_OPT_KEY,
-	EP_SINK_OPT_NODE,
-	EP_SINK_OPT_FLUSH,
-	EP_SINK_OPT_RETRY_MAX,
-};
-#define EP_SINK_OPTIONS                                                                            \
-	{"collector", required_argument, NULL, EP_SINK_OPT_COLLECTOR},                             \
-	    {"spool", required_argument, NULL, EP_SINK_OPT_SPOOL},                                 \
-	    {"spool-max-mib", required_argument, NULL, EP_SINK_OPT_SPOOL_MAX},                     \
-	    {"token-file", required_argument, NULL, EP_SINK_OPT_TOKEN},                            \
-	    {"cacert", required_argument, NULL, EP_SINK_OPT_CACERT},                               \
-	    {"cert", required_argument, NULL, EP_SINK_OPT_CERT},                                   \
-	    {"key", required_argument, NULL, EP_SINK_OPT_KEY},                                     \
-	    {"node", required_argument, NULL, EP_SINK_OPT_NODE},                                   \
-	    {"flush-timeout", required_argument, NULL, EP_SINK_OPT_FLUSH},                         \
-	{                                                                                          \
-		"retry-max-ms", required_argument, NULL, EP_SINK_OPT_RETRY_MAX                     \
-	}
-
 void ep_sink_options_init(struct ep_sink_options *o);
 
 /* The streaming side's options (--collector, --spool, --spool-max-mib,
@@ -57,8 +30,6 @@ void ep_sink_options_init(struct ep_sink_options *o);
 #define EP_SINK_OPTION_COUNT 10
 void ep_sink_option_table(struct ep_option out[EP_SINK_OPTION_COUNT + 1],
 			  struct ep_sink_options *o);
-/* 1 when ch was a streaming option, -1 on a bad value (logged), 0 otherwise. */
-int ep_sink_option(struct ep_sink_options *o, int ch, const char *arg);
 
 struct ep_sink {
 	const char *output;
