@@ -40,6 +40,10 @@ static void usage(FILE *out)
 	    "  --jitter D         period drawn from [P-D, P+D] (default P/16; 0 = fixed)\n"
 	    "  --lbr N            branch-stack entries, 1-64 (default 32)\n"
 	    "  --chop C           branches counted per sample (default N; 0 = whole stack)\n"
+	    "  --period-scheme S  how the live agent draws periods, modelled exactly: sample\n"
+	    "                     (default: a new period at every sample), steps:K (K\n"
+	    "                     overflows of a prime step per sample), rearm:E (one period\n"
+	    "                     until the agent re-arms the event, every ~E events)\n"
 	    "  --seed S           random seed: the same seed gives the same profile\n"
 	    "  --exact-out F      also write every edge's exact count (JSON export schema)\n"
 	    "  --mode M           edges (default): every taken branch; calls: the record keeps\n"
@@ -60,6 +64,25 @@ static int parse_mode(void *calls_only, const char *arg, char *err, size_t errle
 	return 0;
 }
 
+/* --period-scheme sample|steps:K|rearm:E, as the plugin's argument */
+static int parse_scheme(void *scheme, const char *arg, char *err, size_t errlen)
+{
+	unsigned long long v = 0;
+	char word[8];
+	char *out = scheme;
+	if (strcmp(arg, "sample") == 0) {
+		out[0] = '\0';
+		return 0;
+	}
+	if (sscanf(arg, "%7[a-z]:%llu", word, &v) == 2 && v >= 1 &&
+	    (strcmp(word, "steps") == 0 || strcmp(word, "rearm") == 0)) {
+		snprintf(out, EP_EMU_SCHEME_MAX, "%s=%llu", word, v);
+		return 0;
+	}
+	snprintf(err, errlen, "'%s' is not sample, steps:K or rearm:E", arg);
+	return -1;
+}
+
 static const char *const events[] = {"branches", "taken", "instructions", NULL};
 
 /* The options into o; the index of the program to run, or a negative
@@ -78,6 +101,7 @@ static int parse_options(int argc, char **argv, struct record_opts *o)
 		      .given = &o->jitter_given),
 	    EP_OPTION("lbr", 0, EP_OPT_UINT, &o->emu.lbr, .max = any),
 	    EP_OPTION("chop", 0, EP_OPT_UINT, &o->chop, .max = any, .given = &o->chop_given),
+	    EP_OPTION("period-scheme", 0, EP_OPT_CALL, o->emu.scheme, .call = parse_scheme),
 	    EP_OPTION("seed", 0, EP_OPT_UINT, &o->emu.seed, .max = any),
 	    EP_OPTION("exact-out", 0, EP_OPT_STRING, &o->exact_out),
 	    EP_OPTION("mode", 0, EP_OPT_CALL, &o->emu.calls_only, .call = parse_mode),

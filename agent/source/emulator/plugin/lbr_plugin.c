@@ -54,6 +54,8 @@ struct vcpu {
 	struct ep_branch_entry ring[MAX_LBR];
 	unsigned ring_n, ring_head;
 	uint64_t countdown;
+	uint64_t period;     /* scheme=rearm: the period until the next re-arm */
+	uint64_t rearm_left; /* scheme=rearm: events until the agent's next drain */
 	uint64_t rng;
 	uint64_t events;
 };
@@ -62,6 +64,16 @@ static struct {
 	int fd;
 	enum event event;
 	uint64_t period, jitter;
+	/* How the live agent randomizes the period, modelled exactly (see
+	 * bpf/edgeprof.bpf.c): SCHEME_SAMPLE draws a new period at every sample
+	 * (the ideal); SCHEME_STEPS overflows every `step` (a prime near
+	 * period/steps) and samples after a random number of overflows;
+	 * SCHEME_REARM keeps one period, drawn at random, until the agent's next
+	 * drain re-arms the event (PERF_EVENT_IOC_PERIOD restarts the count),
+	 * every `rearm` events on average, at a random moment. */
+	enum { SCHEME_SAMPLE, SCHEME_STEPS, SCHEME_REARM } scheme;
+	uint64_t steps, step, steps_jitter;
+	uint64_t rearm;
 	unsigned lbr;
 	bool calls_only; /* filter=calls: the record keeps calls and returns only */
 	uint64_t seed;
@@ -106,11 +118,53 @@ static uint64_t rng_next(uint64_t *s)
 	return z ^ (z >> 31);
 }
 
-static uint64_t next_period(struct vcpu *v)
+static uint64_t draw_period(struct vcpu *v)
 {
 	if (st.jitter == 0)
 		return st.period;
 	return st.period - st.jitter + rng_next(&v->rng) % (2 * st.jitter + 1);
+}
+
+static uint64_t next_period(struct vcpu *v)
+{
+	switch (st.scheme) {
+	case SCHEME_STEPS: {
+		uint64_t n = st.steps;
+		if (st.steps_jitter)
+			n = st.steps - st.steps_jitter +
+			    rng_next(&v->rng) % (2 * st.steps_jitter + 1);
+		return n * st.step;
+	}
+	case SCHEME_REARM:
+		return v->period;
+	case SCHEME_SAMPLE:
+		break;
+	}
+	return draw_period(v);
+}
+
+/* scheme=rearm: the agent drains at moments unrelated to the program,
+ * uniformly within [rearm/2, 3*rearm/2] events apart; the new period
+ * counts from the re-arm, whatever was left of the old one */
+static void maybe_rearm(struct vcpu *v, uint64_t n)
+{
+	if (v->rearm_left > n) {
+		v->rearm_left -= n;
+		return;
+	}
+	v->rearm_left = st.rearm / 2 + rng_next(&v->rng) % (st.rearm + 1);
+	v->period = draw_period(v);
+	v->countdown = v->period;
+}
+
+static bool is_prime(uint64_t n)
+{
+	if (n < 2)
+		return false;
+	for (uint64_t d = 2; d * d <= n; d++)
+		if (n % d == 0)
+			return false;
+	return true;
 }
 
 static void snapshot_maps_locked(void)
@@ -195,6 +249,8 @@ static void emit_sample(struct vcpu *v, unsigned vcpu_index, uint64_t ip)
 static void count_event(struct vcpu *v, unsigned vcpu_index, uint64_t n, uint64_t ip)
 {
 	v->events += n;
+	if (st.scheme == SCHEME_REARM)
+		maybe_rearm(v, n);
 	if (v->countdown > n) {
 		v->countdown -= n;
 		return;
@@ -413,6 +469,12 @@ EP_QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_in
 			ok = parse_u64(v, &st.period) && st.period > 0;
 		} else if (klen == 6 && strncmp(a, "jitter", 6) == 0) {
 			ok = parse_u64(v, &st.jitter);
+		} else if (klen == 5 && strncmp(a, "steps", 5) == 0) {
+			ok = parse_u64(v, &st.steps) && st.steps >= 1;
+			st.scheme = SCHEME_STEPS;
+		} else if (klen == 5 && strncmp(a, "rearm", 5) == 0) {
+			ok = parse_u64(v, &st.rearm) && st.rearm >= 2;
+			st.scheme = SCHEME_REARM;
 		} else if (klen == 3 && strncmp(a, "lbr", 3) == 0) {
 			ok = parse_u64(v, &lbr) && lbr >= 1 && lbr <= MAX_LBR;
 		} else if (klen == 4 && strncmp(a, "seed", 4) == 0) {
@@ -442,6 +504,16 @@ EP_QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_in
 		return -1;
 	}
 	st.lbr = (unsigned)lbr;
+	if (st.scheme == SCHEME_STEPS) {
+		/* as the live agent plans it (agent/source/live) */
+		st.step = st.period / st.steps ? st.period / st.steps : 1;
+		while (st.step > 2 && !is_prime(st.step))
+			st.step--;
+		st.steps = (st.period + st.step / 2) / st.step;
+		st.steps_jitter = (st.jitter + st.step / 2) / st.step;
+		if (st.steps_jitter >= st.steps)
+			st.steps_jitter = st.steps - 1;
+	}
 	st.fd = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (st.fd < 0) {
 		fprintf(stderr, "edgeprof-lbr: %s: %s\n", out, strerror(errno));
@@ -453,6 +525,8 @@ EP_QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_in
 	cs_option(st.cs, CS_OPT_DETAIL, CS_OPT_ON);
 	for (unsigned i = 0; i < MAX_VCPUS; i++) {
 		st.vcpus[i].rng = st.seed * 0x100000001b3ULL + i;
+		st.vcpus[i].period = draw_period(&st.vcpus[i]);
+		st.vcpus[i].rearm_left = st.rearm;
 		st.vcpus[i].countdown = next_period(&st.vcpus[i]);
 	}
 	qemu_plugin_register_vcpu_tb_trans_cb(id, on_translate);
