@@ -23,21 +23,34 @@ const volatile bool want_kernel = false;
 /* the perf events' branch filter is calls and returns (agent --mode calls) */
 const volatile bool calls_only = false;
 /*
- * The randomized period (SPEC step 1). The perf event overflows every
- * `step` events, and the program only samples every n-th overflow, n drawn
- * uniformly from [steps - steps_jitter, steps + steps_jitter] with
- * bpf_get_prandom_u32(), per CPU. The kernel cannot change a running
- * event's period from BPF, and re-arming it from the agent
- * (PERF_EVENT_IOC_PERIOD) would cost a system call per sample per CPU; the
- * countdown costs one cheap program run per overflow instead. The agent picks
- * step prime, so only loops a prime number of branches long (at least
- * P/steps) could still line up with it.
+ * The randomized period (SPEC step 1). By default (steps = 1) every overflow
+ * is a sample: one interrupt per sample. The agent draws each CPU's period
+ * from [P - D, P + D] and re-arms the event with it (PERF_EVENT_IOC_PERIOD,
+ * which also restarts the count) at every drain, at moments unrelated to
+ * the program: samples never lock onto a loop for longer than one drain,
+ * and the phase is new after each. The kernel cannot change a running
+ * event's period from BPF. With steps > 1 (agent --steps K) the event
+ * overflows every prime `step` and the program samples every n-th overflow,
+ * n drawn from [steps - steps_jitter, steps + steps_jitter] per CPU: the
+ * jitter within a drain at the cost of K interrupts per sample. The
+ * emulator models both exactly (record --emulate --period-scheme), and the
+ * uniformity of each is measured there (README, "Cost on the node").
  */
 const volatile __u32 steps = 1;
 const volatile __u32 steps_jitter = 0;
-const volatile __u64 step = 1;
 
 #define EP_MAX_CGROUPS 64
+#define EP_MAX_CPUS    1024
+
+/* The period each CPU's event is armed with, written by the agent when it
+ * draws one: a software event's context keeps reporting its first period
+ * after PERF_EVENT_IOC_PERIOD (hardware events report the right one). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, EP_MAX_CPUS);
+	__type(key, __u32);
+	__type(value, __u64);
+} cpu_period SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -119,6 +132,10 @@ struct {
  * interval is drawn. */
 static __always_inline bool sample_now(__u32 *elapsed)
 {
+	if (steps <= 1) {
+		*elapsed = 1;
+		return true;
+	}
 	__u32 zero = 0;
 	struct countdown *c = bpf_map_lookup_elem(&countdown, &zero);
 	*elapsed = 0;
@@ -184,7 +201,11 @@ int on_overflow(struct bpf_perf_event_data *ctx)
 	rec->time_ns = bpf_ktime_get_ns();
 	rec->cgroup_id = bpf_get_current_cgroup_id();
 	rec->ip = ip;
-	rec->period = overflows * step; /* events since this CPU's previous sample */
+	/* events since this CPU's previous sample (the period the event is
+	 * armed with now: re-arming restarts the count) */
+	__u32 cpu = rec->cpu;
+	__u64 *armed = bpf_map_lookup_elem(&cpu_period, &cpu);
+	rec->period = overflows * (armed && *armed ? *armed : ctx->sample_period);
 	rec->hw_index = 0;
 	rec->flags = kernel ? EP_SAMPLE_IP_KERNEL : 0;
 	long n = bpf_read_branch_records(ctx, rec->entries, sizeof(rec->entries), 0);
@@ -204,7 +225,13 @@ int on_overflow(struct bpf_perf_event_data *ctx)
 		     (__u64)rec->nr_entries * sizeof(struct ep_branch_entry);
 	if (size > sizeof(*rec))
 		size = sizeof(*rec);
-	if (bpf_ringbuf_output(&samples, rec, size, 0) != 0) {
+	/* No wake-up per sample: the agent drains on its own timer. Only a
+	 * ring past half full wakes it at once, so a burst is not dropped. */
+	__u64 wake = BPF_RB_NO_WAKEUP;
+	if (bpf_ringbuf_query(&samples, BPF_RB_AVAIL_DATA) + size >
+	    bpf_ringbuf_query(&samples, BPF_RB_RING_SIZE) / 2)
+		wake = BPF_RB_FORCE_WAKEUP;
+	if (bpf_ringbuf_output(&samples, rec, size, wake) != 0) {
 		count(EP_BPF_RESERVE_FAILED);
 		return 0;
 	}
@@ -212,6 +239,10 @@ int on_overflow(struct bpf_perf_event_data *ctx)
 	return 0;
 }
 
+/* Only an exec wakes the agent at once, forced: it reads the new program's
+ * maps while the process lives (a short-lived one may be gone by the next
+ * drain); the default, adaptive wake-up would not come, since the fork
+ * before it is still unread. Forks, exits and mmaps wait for the drain. */
 static __always_inline void proc_event(__u32 type, __u32 pid, __u32 ppid)
 {
 	struct ep_proc_record *r = bpf_ringbuf_reserve(&procs, sizeof(*r), 0);
@@ -224,7 +255,7 @@ static __always_inline void proc_event(__u32 type, __u32 pid, __u32 ppid)
 	r->ppid = ppid;
 	r->pad = 0;
 	r->time_ns = bpf_ktime_get_ns();
-	bpf_ringbuf_submit(r, 0);
+	bpf_ringbuf_submit(r, type == EP_PROC_EXEC ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
 }
 
 SEC("tp_btf/sched_process_exec")

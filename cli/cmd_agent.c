@@ -117,6 +117,7 @@ static void agent_usage(FILE *out)
 		     "         [--interval S] [--event branches|taken|rHEX] [--period P]\n"
 		     "         [--mode edges|calls] (calls: call-graph mode, the branch\n"
 		     "          stack keeps calls and returns only)\n"
+		     "         [--jitter D] [--steps K] [--drain-ms MS] [--ring-kib N]\n"
 		     "         [--ip-hz HZ] [--kernel] [--watch-mmaps] (libraries mapped later\n"
 		     "          found at once, by a probe on every system call)\n"
 		     "         [-o PROFILE] [--collector URL [--spool DIR] [--spool-max-mib N]\n"
@@ -146,6 +147,7 @@ static int parse_options(int argc, char **argv, struct agent_options *o,
 	    EP_OPTION("jitter", 0, EP_OPT_U64, &live->jitter, .max = most,
 		      .given = &o->daemon.jitter_given),
 	    EP_OPTION("steps", 0, EP_OPT_UINT, &live->steps, .min = 1, .max = most),
+	    EP_OPTION("drain-ms", 0, EP_OPT_UINT, &live->drain_ms, .min = 1, .max = 10000),
 	    EP_OPTION("ring-kib", 0, EP_OPT_UINT, &live->ring_kib, .min = 1, .max = most),
 	    EP_OPTION("kernel", 0, EP_OPT_TRUE, &live->want_kernel),
 	    EP_OPTION("output", 'o', EP_OPT_STRING, &o->output),
@@ -249,8 +251,11 @@ int ep_cmd_agent(int argc, char **argv)
 		ep_binreg_free(reg);
 		return 1;
 	}
-	o->daemon.live = (struct ep_live_config){
-	    .pids = o->pids, .cgroups = o->cgroups, .period = 20011, .ip_hz = 997, .drain_ms = 100};
+	o->daemon.live = (struct ep_live_config){.pids = o->pids,
+						 .cgroups = o->cgroups,
+						 .period = 1000003,
+						 .ip_hz = 997,
+						 .drain_ms = 200};
 	o->daemon.interval_s = 10;
 	o->daemon.stop = &stop_requested;
 	o->batch_samples = 10000;

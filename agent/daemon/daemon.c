@@ -20,6 +20,7 @@ struct daemon {
 	struct ep_process_labeller labeller;
 	struct ep_session_runner *sessions; /* NULL unless the sink streams */
 	uint64_t lost_added;		    /* ring buffer losses already counted in the pipeline */
+	uint64_t start_ns;
 };
 
 /* Opens the sampling and says how it samples. 0, 1 or 2 (the exit code). */
@@ -59,7 +60,7 @@ static void count_lost(struct daemon *d, struct ep_live_counters *lc)
 static int loop(struct daemon *d)
 {
 	const struct ep_daemon_config *cfg = d->cfg;
-	uint64_t start = ep_mono_ns(), last_write = start;
+	uint64_t start = d->start_ns = ep_mono_ns(), last_write = start;
 	struct ep_live_counters lc;
 	while (!*cfg->stop) {
 		if (ep_live_feed_poll(&d->feed, d->live, (int)cfg->live.drain_ms) < 0) {
@@ -83,6 +84,30 @@ static int loop(struct daemon *d)
 	return 0;
 }
 
+/* What the sampling cost and achieved, against what was asked: overflows
+ * (interrupts) per sample, the rate reached per CPU, the agent's wake-ups. */
+static void log_cost(const struct daemon *d, const struct ep_live_counters *lc)
+{
+	double s = (double)(ep_mono_ns() - d->start_ns) / 1e9;
+	unsigned ncpus = ep_live_cpus(d->live);
+	uint64_t samples = lc->seen - lc->between_samples;
+	if (s <= 0 || !ncpus || !samples)
+		return;
+	const struct ep_live_config *cfg = &d->cfg->live;
+	char asked[64];
+	if (ep_live_has_branch_stacks(d->live))
+		snprintf(asked, sizeof(asked), "one per %llu events",
+			 (unsigned long long)cfg->period);
+	else
+		snprintf(asked, sizeof(asked), "asked %u", cfg->ip_hz);
+	ep_info("sampling cost: %.0f samples/s per CPU (%s), %.2f overflows (interrupts) per "
+		"sample, %llu drains in %.1f s (%llu woken early by the kernel), %llu periods "
+		"drawn",
+		(double)samples / s / ncpus, asked, (double)lc->seen / (double)samples,
+		(unsigned long long)lc->drains, s, (unsigned long long)lc->early_wakeups,
+		(unsigned long long)lc->rearms);
+}
+
 static void log_summary(const struct daemon *d, const struct ep_live_counters *lc)
 {
 	ep_info("%s: %llu samples received (%llu filtered out, %llu kernel, %llu dropped: ring "
@@ -95,6 +120,7 @@ static void log_summary(const struct daemon *d, const struct ep_live_counters *l
 		(unsigned long long)d->feed.unresolved_pids,
 		ep_pipeline_processes(d->feed.pipeline), (unsigned long long)d->feed.forgotten);
 	ep_live_feed_log_periods(&d->feed);
+	log_cost(d, lc);
 	if (lc->reserve_failed)
 		ep_warn("%llu samples dropped because the ring buffer was full",
 			(unsigned long long)lc->reserve_failed);

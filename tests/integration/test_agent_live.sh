@@ -143,25 +143,53 @@ else
 	not_ok "cgroup filter: no writable cgroup v2 hierarchy to make a test cgroup in"
 fi
 
-# The randomized period: each sample's period is drawn uniformly from
-# [P - D, P + D] in whole steps. On cpu-clock here: 64 steps of a prime
-# number of ns per 1 ms, D a quarter of P; what the samples report must
-# have that mean, that range, and a uniform law's spread.
-"$EDGEPROF" agent --pid "$a" --duration 3 --steps 64 --period 20000 --jitter 5000 \
-	-o "$TEST_TMP/per.prof" --log-level info 2>"$TEST_TMP/per.err"
-read -r p d < <(sed -n 's/.*cpu-clock every \([0-9]*\) +- \([0-9]*\) ns.*/\1 \2/p' "$TEST_TMP/per.err")
-stats=$(sed -n 's/.*sampling periods: \(.*\)/\1/p' "$TEST_TMP/per.err")
-echo "# asked: $p +- $d ns; measured: $stats"
-check "randomized period: mean, range and spread of a uniform draw" python3 - "$p" "$d" "$stats" <<'PY'
+# The randomized period (SPEC step 1), both ways the agent draws it; what
+# the samples report must have the mean, the range and a uniform law's
+# spread. Bounds are in standard errors of the samples there are, so a
+# loaded machine (fewer samples) widens them instead of failing.
+uniform_draw() { # ERRFILE MIN_DRAWS: mean, range and spread of P +- D
+	read -r p d < <(sed -n 's/.*cpu-clock every \([0-9]*\) +- \([0-9]*\) ns.*/\1 \2/p' "$1")
+	stats=$(sed -n 's/.*sampling periods: \(.*\)/\1/p' "$1")
+	echo "# asked: $p +- $d ns; measured: $stats"
+	python3 - "$p" "$d" "$stats" "$2" <<'PY'
 import math, sys
-p, d = int(sys.argv[1]), int(sys.argv[2])
+p, d, draws = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[4])
 s = dict(kv.split("=") for kv in sys.argv[3].split())
 n, mean, lo, hi, sd = int(s["n"]), float(s["mean"]), int(s["min"]), int(s["max"]), float(s["stddev"])
 want_sd = d / math.sqrt(3)
-ok = (n >= 500 and abs(mean - p) < 0.02 * p and lo >= p - d and hi <= p + d
-      and abs(sd - want_sd) < 0.2 * want_sd)
+k = min(n, draws)  # independent draws: one per sample, or per CPU per drain
+ok = (n >= 200 and abs(mean - p) < 5 * want_sd / math.sqrt(k) and lo >= p - d
+      and hi <= p + d and abs(sd - want_sd) < max(0.2, 3 / math.sqrt(k)) * want_sd)
 sys.exit(0 if ok else 1)
 PY
+}
+# --steps 64: a countdown of 64 +- 16 overflows of a prime number of ns per
+# 1 ms sample (D a quarter of P), a new draw at every sample
+"$EDGEPROF" agent --pid "$a" --duration 3 --steps 64 --period 20000 --jitter 5000 \
+	-o "$TEST_TMP/per.prof" --log-level info 2>"$TEST_TMP/per.err"
+check "countdown period (--steps 64): mean, range and spread of a uniform draw" \
+	uniform_draw "$TEST_TMP/per.err" 1000000
+# the default: one overflow (interrupt) per sample, each CPU's period drawn
+# again at every drain (every 20 ms here: ~150 draws per CPU)
+"$EDGEPROF" agent --pid "$a" --duration 3 --drain-ms 20 --period 20000 --jitter 5000 \
+	-o "$TEST_TMP/rearm.prof" --log-level info 2>"$TEST_TMP/rearm.err"
+drawn=$(sed -n 's/.*, \([0-9]*\) periods drawn.*/\1/p' "$TEST_TMP/rearm.err")
+check "re-armed period: ${drawn:-0} periods drawn, mean, range and spread of a uniform draw" \
+	uniform_draw "$TEST_TMP/rearm.err" "${drawn:-0}"
+cost=$(grep 'sampling cost:' "$TEST_TMP/rearm.err")
+echo "# $cost"
+check "re-armed period: one overflow (interrupt) per sample" \
+	grep -q ' 1\.00 overflows (interrupts) per sample' <<<"$cost"
+# One wake-up per drain, not per sample: at the default 200 ms drains a
+# 3 s whole-machine run at 4 kHz per CPU takes ~24,000 samples in ~15
+# drains; the kernel wakes the agent early only for an exec or a half-full
+# ring.
+"$EDGEPROF" agent --duration 3 --ip-hz 4000 -o "$TEST_TMP/wake.prof" --log-level info \
+	2>"$TEST_TMP/wake.err"
+read -r rate drains early < <(sed -n 's/.*sampling cost: \([0-9]*\) samples\/s per CPU.* \([0-9]*\) drains in [0-9.]* s (\([0-9]*\) woken early.*/\1 \2 \3/p' "$TEST_TMP/wake.err")
+echo "# 4 kHz asked: ${rate:-?} samples/s per CPU, ${drains:-?} drains, ${early:-?} woken early"
+check "wake-ups: ${drains:-?} drains for ${rate:-?} samples/s per CPU over 3 s" \
+	test "${drains:-1000}" -le 60 -a "${rate:-0}" -gt 500
 
 # A stalled consumer: the agent is stopped (SIGSTOP) for 1.5 s with a
 # 64 KiB ring buffer filling at 4 kHz per CPU; the kernel side counts every

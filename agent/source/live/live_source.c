@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -69,14 +70,44 @@ struct ep_live {
 	unsigned ncpus;
 	bool branch_stacks;
 	struct ep_branch_event event;
+	/* steps > 1: a countdown of overflows of the prime `step` per sample.
+	 * steps == 1: every overflow a sample, each CPU's period drawn from
+	 * [period - jitter, period + jitter] and drawn again at every drain. */
 	uint64_t step;
 	uint32_t steps, steps_jitter;
+	uint64_t period, jitter;
+	bool rearm;
+	uint64_t rng;
+	uint64_t rearms, rearm_failures;
+	int epoll_fd; /* both rings: the agent sleeps until a drain is due */
+	uint64_t polls, early_wakeups;
+	uint64_t drain_ns;
 	char mode[320];
 	uint64_t received;
 	struct ep_sample_record rec;
 	ep_live_sample_cb cb;
 	void *cb_ctx;
 };
+
+/* xorshift64*: the periods need no secrecy, only independence from the
+ * program sampled */
+static uint64_t next_random(uint64_t *s)
+{
+	*s ^= *s >> 12;
+	*s ^= *s << 25;
+	*s ^= *s >> 27;
+	return *s * 0x2545f4914f6cdd1dULL;
+}
+
+/* The period of one CPU until its next re-arm. */
+static uint64_t draw_period(struct ep_live *l)
+{
+	if (!l->rearm)
+		return l->step;
+	if (!l->jitter)
+		return l->period;
+	return l->period - l->jitter + next_random(&l->rng) % (2 * l->jitter + 1);
+}
 
 static long perf_event_open(struct perf_event_attr *attr, int cpu)
 {
@@ -165,8 +196,18 @@ static int read_online(uint8_t *online)
 }
 
 /* Opens the sampling event on one CPU and attaches the program to it. */
+/* What the program reports as each sample's period (see cpu_period in
+ * bpf/edgeprof.bpf.c). */
+static void note_period(struct ep_live *l, int cpu, uint64_t period)
+{
+	uint32_t key = (uint32_t)cpu;
+	bpf_map_update_elem(bpf_map__fd(l->skel->maps.cpu_period), &key, &period, BPF_ANY);
+}
+
 static int cpu_attach(struct ep_live *l, int cpu, char *err, size_t errlen)
 {
+	l->attr.sample_period = draw_period(l);
+	note_period(l, cpu, l->attr.sample_period);
 	long fd = perf_event_open(&l->attr, cpu);
 	if (fd < 0) {
 		snprintf(err, errlen, "cannot open the perf event on CPU %d: %s", cpu,
@@ -263,6 +304,15 @@ static bool is_prime(uint64_t n)
  * period (see bpf/edgeprof.bpf.c). */
 static void plan_period(struct ep_live *l, uint64_t period, uint64_t jitter, unsigned steps)
 {
+	l->rearm = steps <= 1;
+	if (l->rearm) {
+		l->period = period ? period : 1;
+		l->jitter = jitter < l->period ? jitter : l->period - 1;
+		l->step = l->period;
+		l->steps = 1;
+		l->steps_jitter = 0;
+		return;
+	}
 	if (steps == 0 || steps > period)
 		steps = period < 2 ? 1 : (unsigned)(period < steps ? period : steps);
 	uint64_t step = period / steps;
@@ -277,6 +327,11 @@ static void plan_period(struct ep_live *l, uint64_t period, uint64_t jitter, uns
 
 void ep_live_period(const struct ep_live *l, uint64_t *mean, uint64_t *jitter)
 {
+	if (l->rearm) {
+		*mean = l->period;
+		*jitter = l->jitter;
+		return;
+	}
 	*mean = (uint64_t)l->steps * l->step;
 	*jitter = (uint64_t)l->steps_jitter * l->step;
 }
@@ -443,15 +498,7 @@ static void plan_ip_sampling(struct ep_live *l, const struct ep_live_config *cfg
 {
 	uint64_t period_ns = 1000000000ULL / (cfg->ip_hz ? cfg->ip_hz : 1);
 	uint64_t jitter_ns = cfg->jitter ? cfg->jitter * period_ns / cfg->period : 0;
-	/* by default just enough overflows per sample that the jitter is at
-	 * least one step: fewer and the period is not randomized at all (P/16
-	 * with 4 steps rounds to 0); more cost BPF runs */
-	unsigned steps = cfg->steps;
-	if (!steps) {
-		uint64_t need = jitter_ns ? (period_ns + jitter_ns - 1) / jitter_ns : 4;
-		steps = need < 4 ? 4 : need > 64 ? 64 : (unsigned)need;
-	}
-	plan_period(l, period_ns, jitter_ns, steps);
+	plan_period(l, period_ns, jitter_ns, cfg->steps);
 	clock_attr(&l->attr, l->step);
 }
 
@@ -464,26 +511,34 @@ static int choose_event(struct ep_live *l, const struct ep_live_config *cfg, cha
 	if (ep_pmu_branch_event(vendor, cfg->event ? cfg->event : "branches", &l->event, err,
 				errlen) != 0)
 		return -1;
-	plan_period(l, cfg->period, cfg->jitter, cfg->steps ? cfg->steps : 16);
+	plan_period(l, cfg->period, cfg->jitter, cfg->steps);
 	int branch_errno = try_branch_stacks(l, cfg);
 	l->branch_stacks = branch_errno == 0;
 	if (!l->branch_stacks)
 		plan_ip_sampling(l, cfg);
 	uint64_t mean, jitter;
 	ep_live_period(l, &mean, &jitter);
+	char how[96];
+	if (l->rearm)
+		snprintf(how, sizeof(how),
+			 "one overflow per sample, the period drawn again every %u ms",
+			 cfg->drain_ms);
+	else
+		snprintf(how, sizeof(how), "%u overflows of %llu per sample", l->steps,
+			 (unsigned long long)l->step);
 	if (l->branch_stacks)
 		snprintf(l->mode, sizeof(l->mode),
-			 "branch stacks on %s (%s PMU, precise_ip %u), every %llu +- %llu events, "
-			 "on %u CPUs",
+			 "branch stacks on %s (%s PMU, precise_ip %u), every %llu +- %llu events "
+			 "(%s), on %u CPUs",
 			 l->event.name, ep_pmu_vendor_name(vendor), l->event.precise_ip,
-			 (unsigned long long)mean, (unsigned long long)jitter, l->ncpus);
+			 (unsigned long long)mean, (unsigned long long)jitter, how, l->ncpus);
 	else
 		snprintf(
 		    l->mode, sizeof(l->mode),
 		    "no branch-stack PMU (%s; event %s, %s CPU): sampling IPs on cpu-clock every "
-		    "%llu +- %llu ns on %u CPUs; %s",
+		    "%llu +- %llu ns (%s) on %u CPUs; %s",
 		    strerror(branch_errno), l->event.name, ep_pmu_vendor_name(vendor),
-		    (unsigned long long)mean, (unsigned long long)jitter, l->ncpus,
+		    (unsigned long long)mean, (unsigned long long)jitter, how, l->ncpus,
 		    cfg->calls_only ? "--mode calls needs a branch stack: IP-only profile"
 				    : "the profile is IP-only");
 	return 0;
@@ -505,7 +560,6 @@ static int load_program(struct ep_live *l, const struct ep_live_config *cfg, cha
 	l->skel->rodata->calls_only = cfg->calls_only && l->branch_stacks;
 	l->skel->rodata->steps = l->steps;
 	l->skel->rodata->steps_jitter = l->steps_jitter;
-	l->skel->rodata->step = l->step;
 	double rate = l->branch_stacks ? 2e9 / (double)(cfg->period ? cfg->period : 1)
 				       : (double)(cfg->ip_hz ? cfg->ip_hz : 1);
 	uint32_t ring =
@@ -590,12 +644,28 @@ static int attach_process_probes(struct ep_live *l, const struct ep_live_config 
 	return 0;
 }
 
+/* Both rings behind one epoll: the program wakes the agent only for an
+ * exec or a samples ring past half full; otherwise it sleeps until the next
+ * drain. */
 static int open_ring_buffers(struct ep_live *l, char *err, size_t errlen)
 {
 	l->rb = ring_buffer__new(bpf_map__fd(l->skel->maps.samples), on_record, l, NULL);
 	l->procs = ring_buffer__new(bpf_map__fd(l->skel->maps.procs), on_proc_record, l, NULL);
-	if (!l->rb || !l->procs) {
+	l->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+	if (!l->rb || !l->procs || l->epoll_fd < 0) {
 		snprintf(err, errlen, "cannot map the ring buffers: %s", strerror(errno));
+		return -1;
+	}
+	/* edge-triggered on the maps themselves: a ring is readable whenever it
+	 * holds data, so level-triggered waits would return at once while
+	 * samples trickle in; only the kernel's wake-ups should end a wait */
+	struct epoll_event rb_ev = {.events = EPOLLIN | EPOLLET},
+			   procs_ev = {.events = EPOLLIN | EPOLLET};
+	if (epoll_ctl(l->epoll_fd, EPOLL_CTL_ADD, bpf_map__fd(l->skel->maps.samples), &rb_ev) !=
+		0 ||
+	    epoll_ctl(l->epoll_fd, EPOLL_CTL_ADD, bpf_map__fd(l->skel->maps.procs), &procs_ev) !=
+		0) {
+		snprintf(err, errlen, "cannot wait on the ring buffers: %s", strerror(errno));
 		return -1;
 	}
 	return 0;
@@ -612,6 +682,9 @@ struct ep_live *ep_live_open(const struct ep_live_config *cfg, char *err, size_t
 	}
 	for (unsigned i = 0; i < MAX_CPUS; i++)
 		l->fds[i] = -1;
+	l->epoll_fd = -1;
+	l->rng = ep_unix_ns() ^ ((uint64_t)getpid() << 32) ^ 0x9e3779b97f4a7c15ULL;
+	l->drain_ns = (uint64_t)(cfg->drain_ms ? cfg->drain_ms : 200) * 1000000ULL;
 	read_initial_cpus(l);
 	if (choose_event(l, cfg, err, errlen) != 0 || load_program(l, cfg, err, errlen) != 0 ||
 	    set_targets(l, cfg, err, errlen) != 0 || attach_cpus(l, err, errlen) != 0 ||
@@ -660,6 +733,8 @@ void ep_live_close(struct ep_live *l)
 	}
 	ring_buffer__free(l->rb);
 	ring_buffer__free(l->procs);
+	if (l->epoll_fd >= 0)
+		close(l->epoll_fd);
 	ep_u64map_free(&l->mmap_pending);
 	ep_live_stop(l);
 	edgeprof_bpf__destroy(l->skel);
@@ -689,19 +764,50 @@ unsigned ep_live_cpus(const struct ep_live *l)
 	return l->ncpus;
 }
 
+/* Every CPU's event gets a new random period, counted from now
+ * (PERF_EVENT_IOC_PERIOD restarts the count): the drains come at moments
+ * unrelated to the program, so each period starts at a new phase. */
+static void rearm_periods(struct ep_live *l)
+{
+	if (!l->rearm || !l->jitter || l->stopped)
+		return;
+	for (int cpu = 0; cpu < MAX_CPUS; cpu++) {
+		if (l->fds[cpu] < 0)
+			continue;
+		uint64_t period = draw_period(l);
+		if (ioctl(l->fds[cpu], PERF_EVENT_IOC_PERIOD, &period) == 0) {
+			note_period(l, cpu, period);
+			l->rearms++;
+		} else if (l->rearm_failures++ == 0) {
+			ep_warn(
+			    "cannot re-arm the perf event on CPU %d (%s): its period stays %llu "
+			    "until it can",
+			    cpu, strerror(errno), (unsigned long long)l->attr.sample_period);
+		}
+	}
+}
+
 int ep_live_poll(struct ep_live *l, int timeout_ms, ep_live_sample_cb cb, void *ctx)
 {
 	l->cb = cb;
 	l->cb_ctx = ctx;
+	struct epoll_event ev[2];
+	int woken = timeout_ms > 0 ? epoll_wait(l->epoll_fd, ev, 2, timeout_ms) : 0;
+	if (woken < 0 && errno != EINTR)
+		return -1;
+	l->polls++;
+	if (woken > 0)
+		l->early_wakeups++;
 	/* process events first: a sample taken after an exec or an mmap then
 	 * finds it known, whichever buffer the kernel filled first */
 	int before = ring_buffer__consume(l->procs);
-	int n = ring_buffer__poll(l->rb, timeout_ms);
+	int n = ring_buffer__consume(l->rb);
 	int after = ring_buffer__consume(l->procs);
+	rearm_periods(l);
 	rescan_cpus(l);
-	if ((n < 0 && n != -EINTR) || before < 0 || after < 0)
+	if (n < 0 || before < 0 || after < 0)
 		return -1;
-	return (n < 0 ? 0 : n) + before + after;
+	return n + before + after;
 }
 
 void ep_live_counters(const struct ep_live *l, struct ep_live_counters *out)
@@ -730,4 +836,7 @@ void ep_live_counters(const struct ep_live *l, struct ep_live_counters *out)
 	out->mmap_rereads = l->mmap_delivered;
 	out->proc_events = l->proc_events;
 	out->received = l->received;
+	out->drains = l->polls;
+	out->early_wakeups = l->early_wakeups;
+	out->rearms = l->rearms;
 }

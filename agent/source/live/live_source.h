@@ -24,13 +24,16 @@ struct ep_live_config {
 	uint64_t period;   /* events between samples (branch-stack mode) */
 	uint64_t jitter;   /* each period drawn from [period - jitter, period + jitter] */
 	unsigned ip_hz;	   /* samples per second per CPU (IP-only fallback) */
-	unsigned steps;	   /* overflows per sample (0: 16, or 4 when IP-only) */
+	/* overflows per sample: 1 (0 too, the default) re-arms each CPU's event
+	 * with a random period at every drain; K > 1 counts down K +- jitter
+	 * overflows of a prime step per sample (K interrupts per sample) */
+	unsigned steps;
 	bool want_kernel;
 	bool calls_only; /* call-graph mode: branch stacks keep calls and returns only */
 	/* executable mmaps reported at once (dlopen) by a probe on every system
 	 * call; off: found by the once-a-second maps re-read (see live_source.c) */
 	bool watch_mmaps;
-	unsigned drain_ms; /* how often the agent drains the ring buffer */
+	unsigned drain_ms; /* how often the agent drains the ring buffers (0: 200) */
 	unsigned ring_kib; /* ring buffer size; 0: sized from the sampling rate */
 };
 
@@ -48,6 +51,9 @@ struct ep_live_counters {
 	uint64_t mmap_exec;	      /* executable file mmaps of watched processes (kernel side) */
 	uint64_t mmap_events;	      /* of those, drained (part of proc_events) */
 	uint64_t mmap_rereads;	      /* handed on, one per process's next sample */
+	uint64_t drains;	      /* ep_live_poll calls */
+	uint64_t early_wakeups;	      /* of those, woken by the kernel (exec, ring half full) */
+	uint64_t rearms;	      /* periods drawn again (one per CPU per drain) */
 };
 
 struct ep_live;
@@ -77,7 +83,9 @@ typedef void (*ep_live_proc_cb)(void *ctx, const struct ep_proc_record *rec);
  * just before that process's next sample taken after them, so the maps
  * re-read they cause finds the new mapping and happens once per burst. */
 void ep_live_on_process_events(struct ep_live *live, ep_live_proc_cb cb, void *ctx);
-/* Drains what is there, waiting up to timeout_ms for the first record.
+/* Waits up to timeout_ms unless the kernel wakes the agent earlier (an
+ * exec, or the samples ring past half full), then drains what is there and
+ * draws every CPU's next period.
  * Returns the number of records handed to cb, or -1 on error. At most once a
  * second it also follows CPU hotplug: a CPU that came online gets its perf
  * event, one that went offline loses it (one log line each). */
