@@ -4,7 +4,8 @@
 # over 99% of their gaps reconstruct, and its edge profile agrees with the
 # emulator's exact counts for the same workload (overlap >= 0.95); in
 # call-graph mode (--mode calls) every counted edge is a call or a return and
-# no gap is walked.
+# no gap is walked; at the default period (~1 M branches) a busy CPU gives
+# ~0.5-4k samples/s at one overflow (interrupt) per sample.
 # Elsewhere it says "skipped: no branch-stack PMU". Run as root after `make`.
 set -u
 cd "$(dirname "$0")/../.."
@@ -18,7 +19,7 @@ not_ok() { echo "not ok - $*"; fail=1; }
 cc -O1 -g -o "$tmp/hot_cold" tests/workloads/hot_cold.c
 "$tmp/hot_cold" 100000000000 >/dev/null &
 pid=$!
-"$ep" agent --pid "$pid" --duration 5 -o "$tmp/live.prof" 2>"$tmp/agent.err"
+"$ep" agent --pid "$pid" --duration 5 -o "$tmp/live.prof" --log-level info 2>"$tmp/agent.err"
 rc=$?
 kill "$pid" 2>/dev/null
 if grep -q 'no branch-stack PMU' "$tmp/agent.err"; then
@@ -26,6 +27,16 @@ if grep -q 'no branch-stack PMU' "$tmp/agent.err"; then
 	exit 0
 fi
 [ "$rc" -eq 0 ] && ok "agent ran on the PMU" || { not_ok "agent ran on the PMU"; cat "$tmp/agent.err"; }
+cost=$(grep 'sampling cost:' "$tmp/agent.err")
+echo "# ${cost:-no sampling cost line}"
+read -r rate per < <(sed -n 's/.*sampling cost: \([0-9]*\) samples\/s per CPU.*, \([0-9.]*\) overflows (interrupts) per sample.*/\1 \2/p' <<<"$cost")
+# the agent samples every CPU but only the workload's is busy: per CPU the
+# rate is the busy one's divided by the CPUs; the check is on the busy one
+busy_rate=$(( ${rate:-0} * $(nproc) ))
+[ "$busy_rate" -ge 300 ] && [ "$busy_rate" -le 8000 ] && ok "default period: $busy_rate samples/s on the busy CPU (300-8000)" ||
+	not_ok "default period: $busy_rate samples/s on the busy CPU (300-8000)"
+python3 -c "import sys; sys.exit(not (0 < float('${per:-0}') <= 1.05))" && ok "one overflow (interrupt) per sample (${per:-?})" ||
+	not_ok "one overflow (interrupt) per sample (${per:-?})"
 "$ep" export "$tmp/live.prof" --format json -o "$tmp/live.json"
 with=$(jq .stats.samples_with_branches "$tmp/live.json")
 gaps=$(jq .stats.gaps "$tmp/live.json")
