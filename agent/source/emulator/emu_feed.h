@@ -19,6 +19,8 @@ struct ep_emu_config {
 	const char *event; /* branches | taken | instructions */
 	unsigned period, jitter, lbr, seed;
 	bool calls_only; /* the record keeps calls and returns only */
+	/* also write the run as a `perf record -b` file there (NULL: none) */
+	const char *perf_data;
 };
 
 struct ep_emu_result {
