@@ -2,7 +2,8 @@
 /*
  * edgeprof record --emulate: runs a program under the LBR emulator
  * (agent/source/emulator/emu_feed.h) and writes its profile, streams it to a
- * collector, or both; --exact-out also writes every edge's exact count.
+ * collector, or both; --exact-out also writes every edge's exact count,
+ * --perf-data the samples as perf.data.
  */
 #include <errno.h>
 #include <limits.h>
@@ -46,6 +47,8 @@ static void usage(FILE *out)
 	    "                     until the agent re-arms the event, every ~E events)\n"
 	    "  --seed S           random seed: the same seed gives the same profile\n"
 	    "  --exact-out F      also write every edge's exact count (JSON export schema)\n"
+	    "  --perf-data F      also write the samples as a `perf record -b` perf.data file\n"
+	    "                     (for perf script, perf2bolt, create_llvm_prof)\n"
 	    "  --mode M           edges (default): every taken branch; calls: the record keeps\n"
 	    "                     calls and returns only (call-graph mode)\n"
 	    "  -o PROFILE         the profile to write\n"
@@ -104,6 +107,7 @@ static int parse_options(int argc, char **argv, struct record_opts *o)
 	    EP_OPTION("period-scheme", 0, EP_OPT_CALL, o->emu.scheme, .call = parse_scheme),
 	    EP_OPTION("seed", 0, EP_OPT_UINT, &o->emu.seed, .max = any),
 	    EP_OPTION("exact-out", 0, EP_OPT_STRING, &o->exact_out),
+	    EP_OPTION("perf-data", 0, EP_OPT_STRING, &o->emu.perf_data),
 	    EP_OPTION("mode", 0, EP_OPT_CALL, &o->emu.calls_only, .call = parse_mode),
 	    EP_OPTION("output", 'o', EP_OPT_STRING, &o->output),
 	    EP_OPTION_END,

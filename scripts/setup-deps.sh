@@ -6,7 +6,8 @@ set -euo pipefail
 
 # build: compiler, libelf, capstone, protobuf-c; BPF: clang, libbpf, bpftool;
 # tests: cmocka, and the oracles perf (linux-perf), BOLT 16, objdump/readelf
-# (binutils), callgrind (valgrind); the LBR emulator runs programs under
+# (binutils), callgrind (valgrind), create_llvm_prof (autofdo: reads the
+# emulator's perf.data); the LBR emulator runs programs under
 # qemu-user; scripts: python3, jq, bc, GNU time; streaming: zstd, libcurl,
 # libmicrohttpd (+ GnuTLS for its TLS), SQLite; tests: clickhouse-server,
 # openssl (test certificates), iproute2 (network namespaces), curl; deploy:
@@ -18,7 +19,7 @@ packages=(
 	libbpf-dev bpftool libzstd-dev
 	libcurl4-openssl-dev libmicrohttpd-dev libgnutls28-dev libsqlite3-dev
 	libjson-c-dev libcmocka-dev
-	linux-perf bolt-16 valgrind qemu-user python3 jq bc time
+	linux-perf bolt-16 autofdo valgrind qemu-user python3 jq bc time
 	clickhouse-server openssl iproute2 curl zstd python3-yaml podman runc
 )
 

@@ -1,24 +1,109 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "agent/source/emulator/emu_feed.h"
 
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/perf_event.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "agent/source/perf_data/perf_data_writer.h"
 #include "common/profile/model.h"
 #include "common/profile/profile_file.h"
 #include "common/util/log.h"
+
+/* A mapping already written to perf.data: each maps snapshot (one per
+ * dlopen) repeats the earlier ones. */
+struct written_map {
+	uint64_t start, len, pgoff;
+};
 
 struct emu_feed {
 	struct ep_pipeline *pipeline;
 	uint32_t pid;
 	struct ep_emu_result *out;
+	struct ep_perf_writer *perf; /* --perf-data, else NULL */
+	struct written_map *maps;
+	size_t nmaps, capmaps;
+	uint64_t last_time; /* of the last sample: later mappings sort after it */
 };
+
+/* The emulated event as perf_event_attr names it on Intel, where LBR is:
+ * branches is the generic branch-instructions event, taken is raw
+ * BR_INST_RETIRED.NEAR_TAKEN (event 0xc4, umask 0x20). */
+static void perf_event_of(const struct ep_emu_config *cfg, struct ep_perf_writer_event *ev)
+{
+	memset(ev, 0, sizeof(*ev));
+	ev->period = cfg->period;
+	ev->cpuid = "GenuineIntel,6,85,4";
+	ev->nr_cpus = 1;
+	ev->branch_sample_type =
+	    PERF_SAMPLE_BRANCH_USER |
+	    (cfg->calls_only ? PERF_SAMPLE_BRANCH_ANY_CALL | PERF_SAMPLE_BRANCH_ANY_RETURN
+			     : PERF_SAMPLE_BRANCH_ANY);
+	if (strcmp(cfg->event, "taken") == 0) {
+		ev->type = PERF_TYPE_RAW;
+		ev->config = 0x20c4;
+		ev->name = "r20c4:u";
+	} else if (strcmp(cfg->event, "instructions") == 0) {
+		ev->type = PERF_TYPE_HARDWARE;
+		ev->config = PERF_COUNT_HW_INSTRUCTIONS;
+		ev->name = "instructions:u";
+	} else {
+		ev->type = PERF_TYPE_HARDWARE;
+		ev->config = PERF_COUNT_HW_BRANCH_INSTRUCTIONS;
+		ev->name = "branches:u";
+	}
+}
+
+/* Whether the mapping holds code: QEMU maps guest code without PROT_EXEC,
+ * so the binary's executable PT_LOAD segments tell. */
+static bool maps_code(const struct ep_binary *bin, uint64_t pgoff, uint64_t len)
+{
+	size_t n;
+	const struct ep_load_segment *seg = ep_binary_load_segments(bin, &n);
+	for (size_t i = 0; i < n; i++)
+		if ((seg[i].flags & PF_X) && seg[i].offset < pgoff + len &&
+		    pgoff < seg[i].offset + seg[i].filesz)
+			return true;
+	return false;
+}
+
+static bool written_before(struct emu_feed *f, uint64_t start, uint64_t len, uint64_t pgoff)
+{
+	for (size_t i = 0; i < f->nmaps; i++)
+		if (f->maps[i].start == start && f->maps[i].len == len && f->maps[i].pgoff == pgoff)
+			return true;
+	if (f->nmaps == f->capmaps) {
+		size_t cap = f->capmaps ? f->capmaps * 2 : 32;
+		struct written_map *nm = realloc(f->maps, cap * sizeof(*nm));
+		if (!nm)
+			return true;
+		f->maps = nm;
+		f->capmaps = cap;
+	}
+	f->maps[f->nmaps++] = (struct written_map){start, len, pgoff};
+	return false;
+}
+
+/* One executable mapping of the guest to perf.data, with its build-id. */
+static void perf_mapping(struct emu_feed *f, const struct ep_perf_writer_mmap *m)
+{
+	struct ep_resolved r;
+	if (ep_pipeline_resolve(f->pipeline, f->pid, m->start, &r) != EP_RESOLVE_OK ||
+	    !maps_code(r.bin, m->pgoff, m->len) || written_before(f, m->start, m->len, m->pgoff))
+		return;
+	struct ep_perf_writer_mmap w = *m;
+	w.build_id = ep_binary_build_id(r.bin, &w.build_id_len);
+	ep_perf_writer_mmap2(f->perf, &w, f->last_time);
+}
 
 /* A file whose first bytes are an ELF header: only those can be code. */
 static bool is_elf(const char *path)
@@ -46,14 +131,29 @@ static void on_maps(void *ctx, const char *text, size_t len)
 		if (n < sizeof(buf)) {
 			memcpy(buf, line, n);
 			buf[n] = '\0';
-			unsigned long long start, stop, offset;
+			unsigned long long start, stop, offset, inode;
+			unsigned maj, min;
 			int path_at = 0;
-			if (sscanf(buf, "%llx-%llx %*s %llx %*s %*s %n", &start, &stop, &offset,
-				   &path_at) == 3 &&
+			if (sscanf(buf, "%llx-%llx %*s %llx %x:%x %llu %n", &start, &stop, &offset,
+				   &maj, &min, &inode, &path_at) == 6 &&
 			    path_at > 0 && buf[path_at] == '/' && !strstr(buf, " (deleted)") &&
-			    is_elf(buf + path_at))
+			    is_elf(buf + path_at)) {
 				ep_pipeline_mmap(f->pipeline, f->pid, start, stop - start, offset,
 						 buf + path_at, NULL, 0);
+				struct ep_perf_writer_mmap m = {.pid = f->pid,
+								.tid = f->pid,
+								.start = start,
+								.len = stop - start,
+								.pgoff = offset,
+								.maj = maj,
+								.min = min,
+								.ino = inode,
+								.prot = PROT_READ | PROT_EXEC,
+								.flags = MAP_PRIVATE,
+								.path = buf + path_at};
+				if (f->perf)
+					perf_mapping(f, &m);
+			}
 		}
 		line = nl ? nl + 1 : end;
 	}
@@ -63,6 +163,10 @@ static void on_sample(void *ctx, const struct ep_sample_record *rec)
 {
 	struct emu_feed *f = ctx;
 	ep_pipeline_sample(f->pipeline, rec);
+	if (f->perf) {
+		ep_perf_writer_sample(f->perf, rec);
+		f->last_time = rec->time_ns;
+	}
 }
 
 /* The exact profile's BinaryProfile of bin, added on its first edge. */
@@ -217,6 +321,27 @@ out:
 	return rc;
 }
 
+/* --perf-data: the file, opened before the program runs so that a path that
+ * cannot be written costs no run. */
+static int open_perf_data(const struct ep_emu_config *cfg, char *const *cmd, struct emu_feed *f)
+{
+	struct ep_perf_writer_event ev;
+	perf_event_of(cfg, &ev);
+	char cmdline[1024] = "edgeprof record --emulate --";
+	for (size_t i = 0; cmd[i]; i++) {
+		size_t used = strlen(cmdline);
+		snprintf(cmdline + used, sizeof(cmdline) - used, " %s", cmd[i]);
+	}
+	ev.cmdline = cmdline;
+	char err[512];
+	f->perf = ep_perf_writer_open(cfg->perf_data, &ev, err, sizeof(err));
+	if (!f->perf) {
+		ep_error("%s", err);
+		return -1;
+	}
+	return 0;
+}
+
 int ep_feed_emulated(const struct ep_emu_config *cfg, char *const *cmd,
 		     struct ep_pipeline *pipeline, struct ep_emu_result *out)
 {
@@ -238,17 +363,29 @@ int ep_feed_emulated(const struct ep_emu_config *cfg, char *const *cmd,
 	}
 	close(fd);
 	pid_t child = 0;
-	int rc = run_emulated(cfg, cmd, stream, &child, &out->status);
+	char err[512];
+	struct emu_feed f = {.pipeline = pipeline, .out = out};
+	int rc = cfg->perf_data ? open_perf_data(cfg, cmd, &f) : 0;
+	if (rc == 0)
+		rc = run_emulated(cfg, cmd, stream, &child, &out->status);
 	if (rc == 0) {
-		struct emu_feed f = {.pipeline = pipeline, .pid = (uint32_t)child, .out = out};
+		f.pid = (uint32_t)child;
+		/* perf record's order: the name, then the mappings, then samples */
+		const char *slash = strrchr(cmd[0], '/');
+		if (f.perf)
+			ep_perf_writer_comm(f.perf, f.pid, f.pid, slash ? slash + 1 : cmd[0], 0);
 		struct ep_emu_callbacks cb = {
 		    .ctx = &f, .on_maps = on_maps, .on_sample = on_sample, .on_exact = on_exact};
-		char err[512];
 		if (ep_emu_read(stream, &cb, &out->stats, err, sizeof(err)) != 0)
 			ep_error("%s", err);
 		for (size_t i = 0; i < out->exact->n_binaries; i++)
 			ep_binary_profile_sort(out->exact->binaries[i]);
 	}
+	if (f.perf && ep_perf_writer_close(f.perf, err, sizeof(err)) != 0) {
+		ep_error("%s", err);
+		rc = -1;
+	}
+	free(f.maps);
 	unlink(stream);
 	return rc;
 }

@@ -24,6 +24,8 @@ struct ep_emu_config {
 	/* the plugin's period scheme argument ("steps=K", "rearm=E"), or "" for
 	 * a new period at every sample */
 	char scheme[EP_EMU_SCHEME_MAX];
+	/* also write the run as a `perf record -b` file there (NULL: none) */
+	const char *perf_data;
 };
 
 struct ep_emu_result {

@@ -30,7 +30,7 @@
 EP_QEMU_PLUGIN_EXPORT int qemu_plugin_version = 1;
 
 #define MAX_VCPUS 256
-#define MAX_LBR	  64
+#define MAX_LBR	  64 /* a power of two: the ring index is masked, never divided */
 
 enum event { EVENT_BRANCHES, EVENT_TAKEN, EVENT_INSTRUCTIONS };
 
@@ -49,8 +49,18 @@ struct block {
 	struct block *next_all;
 };
 
+/* One (block, target) count of an indirect branch, in a vCPU's own table:
+ * blocks are shared by all vCPUs, so counting there would need a lock on
+ * every indirect jump and return. Folded into the blocks at exit. */
+struct indirect_slot {
+	struct block *b;
+	uint64_t target;
+	uint64_t count;
+};
+
 struct vcpu {
 	struct block *prev;
+	/* the last taken branches; ring_n (<= lbr) of them are the record */
 	struct ep_branch_entry ring[MAX_LBR];
 	unsigned ring_n, ring_head;
 	uint64_t countdown;
@@ -58,6 +68,10 @@ struct vcpu {
 	uint64_t rearm_left; /* scheme=rearm: events until the agent's next drain */
 	uint64_t rng;
 	uint64_t events;
+	/* whole-run totals, plain: only this vCPU's thread writes them */
+	uint64_t branches, instructions;
+	struct indirect_slot *indirect; /* open addressing, power-of-two size */
+	size_t indirect_cap, indirect_used;
 };
 
 static struct {
@@ -85,8 +99,6 @@ static struct {
 	 * new code was mapped (dlopen) and the snapshot is taken again */
 	uint64_t (*ranges)[2];
 	size_t nranges;
-	uint64_t branches;
-	uint64_t instructions;
 } st = {.fd = -1, .lock = PTHREAD_MUTEX_INITIALIZER};
 
 static void write_record(uint32_t type, const void *payload, size_t size)
@@ -238,7 +250,7 @@ static void emit_sample(struct vcpu *v, unsigned vcpu_index, uint64_t ip)
 		rec.flags |= EP_SAMPLE_CALLS_ONLY;
 	rec.nr_entries = v->ring_n;
 	for (unsigned k = 0; k < v->ring_n; k++)
-		rec.entries[k] = v->ring[(v->ring_head + st.lbr - 1 - k) % st.lbr];
+		rec.entries[k] = v->ring[(v->ring_head - 1 - k) & (MAX_LBR - 1)];
 	size_t size = offsetof(struct ep_sample_record, entries) +
 		      rec.nr_entries * sizeof(struct ep_branch_entry);
 	pthread_mutex_lock(&st.lock);
@@ -259,34 +271,74 @@ static void count_event(struct vcpu *v, unsigned vcpu_index, uint64_t n, uint64_
 	v->countdown = next_period(v);
 }
 
+static size_t indirect_hash(const struct block *b, uint64_t target)
+{
+	return (size_t)ep_hash_u64(target ^ ((uint64_t)(uintptr_t)b * 0x9e3779b97f4a7c15ULL));
+}
+
+/* Doubles v's indirect table (the first one has 1024 slots); false when out
+ * of memory. */
+static bool indirect_grow(struct vcpu *v)
+{
+	size_t cap = v->indirect_cap ? v->indirect_cap * 2 : 1024;
+	struct indirect_slot *t = calloc(cap, sizeof(*t));
+	if (!t)
+		return false;
+	for (size_t i = 0; i < v->indirect_cap; i++) {
+		struct indirect_slot *e = &v->indirect[i];
+		if (!e->b)
+			continue;
+		size_t h = indirect_hash(e->b, e->target) & (cap - 1);
+		while (t[h].b)
+			h = (h + 1) & (cap - 1);
+		t[h] = *e;
+	}
+	free(v->indirect);
+	v->indirect = t;
+	v->indirect_cap = cap;
+	return true;
+}
+
+/* One more execution of p's indirect branch to target, in v's table. */
+static void count_indirect(struct vcpu *v, struct block *p, uint64_t target)
+{
+	if (2 * (v->indirect_used + 1) > v->indirect_cap && !indirect_grow(v))
+		return;
+	size_t mask = v->indirect_cap - 1;
+	for (size_t h = indirect_hash(p, target) & mask;; h = (h + 1) & mask) {
+		struct indirect_slot *e = &v->indirect[h];
+		if (e->b == p && e->target == target) {
+			e->count++;
+			return;
+		}
+		if (!e->b) {
+			*e = (struct indirect_slot){.b = p, .target = target, .count = 1};
+			v->indirect_used++;
+			return;
+		}
+	}
+}
+
 static void on_block(unsigned int vcpu_index, void *udata)
 {
 	struct block *b = udata;
 	struct vcpu *v = &st.vcpus[vcpu_index % MAX_VCPUS];
 	struct block *p = v->prev;
 	v->prev = b;
-	__atomic_add_fetch(&st.instructions, b->insns, __ATOMIC_RELAXED);
+	v->instructions += b->insns;
 	if (st.event == EVENT_INSTRUCTIONS)
 		count_event(v, vcpu_index, b->insns, b->start);
 	if (!p || p->kind == EP_BRANCH_NONE)
 		return;
 	uint64_t fallthrough = p->last_addr + p->last_len;
 	bool taken = p->kind != EP_BRANCH_COND || b->start != fallthrough;
-	__atomic_add_fetch(&st.branches, 1, __ATOMIC_RELAXED);
-	if (!taken) {
+	v->branches++;
+	if (!taken)
 		p->not_taken++;
-	} else if (p->target && p->target == b->start) {
+	else if (p->target && p->target == b->start)
 		p->taken++;
-	} else {
-		/* indirect, or a direct branch that went elsewhere (a signal) */
-		pthread_mutex_lock(&st.lock);
-		if (!p->targets)
-			p->targets = calloc(1, sizeof(*p->targets));
-		uint64_t *c = p->targets ? ep_u64map_upsert(p->targets, b->start, NULL) : NULL;
-		if (c)
-			(*c)++;
-		pthread_mutex_unlock(&st.lock);
-	}
+	else /* indirect, or a direct branch that went elsewhere (a signal) */
+		count_indirect(v, p, b->start);
 	/* the hardware's call filter (PERF_SAMPLE_BRANCH_ANY_CALL|ANY_RETURN):
 	 * only calls and returns enter the record */
 	bool recorded =
@@ -295,7 +347,7 @@ static void on_block(unsigned int vcpu_index, void *udata)
 	if (recorded) {
 		v->ring[v->ring_head] =
 		    (struct ep_branch_entry){.from = p->last_addr, .to = b->start};
-		v->ring_head = (v->ring_head + 1) % st.lbr;
+		v->ring_head = (v->ring_head + 1) & (MAX_LBR - 1);
 		if (v->ring_n < st.lbr)
 			v->ring_n++;
 	}
@@ -404,13 +456,39 @@ out:
 	ep_u64map_free(&index);
 }
 
+/* The vCPUs' indirect-branch tables into their blocks' target maps, and
+ * their totals summed: what write_exact() and the end record read. */
+static void merge_vcpus(uint64_t totals[2])
+{
+	for (unsigned i = 0; i < MAX_VCPUS; i++) {
+		struct vcpu *v = &st.vcpus[i];
+		totals[0] += v->branches;
+		totals[1] += v->instructions;
+		for (size_t k = 0; k < v->indirect_cap; k++) {
+			struct indirect_slot *e = &v->indirect[k];
+			if (!e->b)
+				continue;
+			if (!e->b->targets)
+				e->b->targets = calloc(1, sizeof(*e->b->targets));
+			uint64_t *c =
+			    e->b->targets ? ep_u64map_upsert(e->b->targets, e->target, NULL) : NULL;
+			if (c)
+				*c += e->count;
+		}
+		free(v->indirect);
+		v->indirect = NULL;
+		v->indirect_cap = v->indirect_used = 0;
+	}
+}
+
 static void on_exit_cb(qemu_plugin_id_t id, void *udata)
 {
 	(void)id;
 	(void)udata;
 	pthread_mutex_lock(&st.lock);
+	uint64_t totals[2] = {0, 0};
+	merge_vcpus(totals);
 	write_exact();
-	uint64_t totals[2] = {st.branches, st.instructions};
 	write_record(EP_EMU_END, totals, sizeof(totals));
 	for (struct block *b = st.blocks; b;) {
 		struct block *next = b->next_all;
