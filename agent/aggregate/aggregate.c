@@ -537,6 +537,7 @@ static int collect_functions(const struct ep_binary *bin, Edgeprof__V1__BinaryPr
 		f->name = dup_string(sym->name);
 		f->start = sym->start;
 		f->size = sym->size;
+		f->local_index = sym->local_index;
 		bp->functions[bp->n_functions++] = f;
 		if (!f->name)
 			rc = -1;
