@@ -395,8 +395,8 @@ static const char *got_slot_symbol(Elf *elf, uint64_t slot)
 	Elf_Scn *scn = NULL;
 	while ((scn = elf_nextscn(elf, scn))) {
 		GElf_Shdr sh;
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_RELA || !(sh.sh_flags & SHF_ALLOC) ||
-		    sh.sh_entsize == 0)
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_RELA ||
+		    !(sh.sh_flags & SHF_ALLOC) || sh.sh_entsize == 0)
 			continue;
 		Elf_Data *d = elf_getdata(scn, NULL);
 		Elf_Scn *symscn = elf_getscn(elf, sh.sh_link);
@@ -452,9 +452,8 @@ static int read_plt(Elf *elf, struct raw_sym **raw, size_t *n, size_t *cap, char
 		    !(sh.sh_flags & SHF_EXECINSTR))
 			continue;
 		const char *sname = elf_strptr(elf, shstrndx, sh.sh_name);
-		if (!sname ||
-		    (strcmp(sname, ".plt") != 0 && strcmp(sname, ".plt.sec") != 0 &&
-		     strcmp(sname, ".plt.got") != 0))
+		if (!sname || (strcmp(sname, ".plt") != 0 && strcmp(sname, ".plt.sec") != 0 &&
+			       strcmp(sname, ".plt.got") != 0))
 			continue;
 		Elf_Data *d = elf_getdata(scn, NULL);
 		uint64_t entsize = sh.sh_entsize ? sh.sh_entsize : 16;
@@ -488,11 +487,11 @@ static int read_plt(Elf *elf, struct raw_sym **raw, size_t *n, size_t *cap, char
 				*cap = nc;
 			}
 			snprintf(*plt_names + names_len, len, "%s@PLT", sym);
-			(*raw)[(*n)++] = (struct raw_sym){
-			    .s = {.name = (const char *)(uintptr_t)names_len,
-				  .start = sh.sh_addr + off,
-				  .size = entsize},
-			    .section_end = sh.sh_addr + sh.sh_size};
+			(*raw)[(*n)++] =
+			    (struct raw_sym){.s = {.name = (const char *)(uintptr_t)names_len,
+						   .start = sh.sh_addr + off,
+						   .size = entsize},
+					     .section_end = sh.sh_addr + sh.sh_size};
 			names_len += len;
 		}
 	}
@@ -545,11 +544,12 @@ static int read_symbols(Elf *elf, struct ep_binary *b)
 					continue;
 				}
 				if (counted)
-					locals[nl++] = (struct local_sym){.name = name,
-									  .value = sym.st_value,
-									  .order = i,
-									  .raw = kept ? k : SIZE_MAX,
-									  .func = func};
+					locals[nl++] =
+					    (struct local_sym){.name = name,
+							       .value = sym.st_value,
+							       .order = i,
+							       .raw = kept ? k : SIZE_MAX,
+							       .func = func};
 				if (!kept)
 					continue;
 				memcpy(b->names + noff, name, len);
@@ -558,7 +558,8 @@ static int read_symbols(Elf *elf, struct ep_binary *b)
 					  .start = sym.st_value,
 					  .size = sym.st_size,
 					  .local_index = local ? 1 : 0},
-				    .section_end = in_memory ? ssh.sh_addr + ssh.sh_size : UINT64_MAX};
+				    .section_end =
+					in_memory ? ssh.sh_addr + ssh.sh_size : UINT64_MAX};
 				noff += len;
 			}
 		}

@@ -61,7 +61,8 @@ static const char *const tables[] = {
     "CREATE TABLE IF NOT EXISTS paths (build_id String, path String)"
     " ENGINE = ReplacingMergeTree() ORDER BY (build_id, path)",
     "CREATE TABLE IF NOT EXISTS functions (build_id String, start_addr UInt64, name String,"
-    " size UInt64, local_index UInt32) ENGINE = ReplacingMergeTree() ORDER BY (build_id, start_addr, name)",
+    " size UInt64, local_index UInt32) ENGINE = ReplacingMergeTree() ORDER BY (build_id, "
+    "start_addr, name)",
     "CREATE TABLE IF NOT EXISTS segments (build_id String, vaddr UInt64, file_offset UInt64,"
     " size UInt64) ENGINE = ReplacingMergeTree() ORDER BY (build_id, vaddr, file_offset, size)",
     /* record: the serialised Session, hex (TabSeparated has no bytes type);

@@ -705,17 +705,20 @@ static int newer_schema(struct sqlite_store *s, int version, char *err, size_t e
 	return -1;
 }
 
-/* 1 when label_sets exists without session_id (a version-1 file, or one
- * whose version was never written), 0 when not, -1 on error. Decided by the
- * columns rather than user_version so that both cases migrate. */
-static int needs_label_migration(struct sqlite_store *s, char *err, size_t errlen)
+/* 1 when table exists without column (a file from before that column, or
+ * one whose version was never written), 0 when not, -1 on error. Decided by
+ * the columns rather than user_version so that both cases migrate. */
+static int lacks_column(struct sqlite_store *s, const char *table, const char *column, char *err,
+			size_t errlen)
 {
 	sqlite3_stmt *q = NULL;
 	int r = -1;
 	if (sqlite3_prepare_v2(s->db,
-			       "SELECT COUNT(*), COALESCE(SUM(name = 'session_id'), 0)"
-			       " FROM pragma_table_info('label_sets')",
+			       "SELECT COUNT(*), COALESCE(SUM(name = ?2), 0)"
+			       " FROM pragma_table_info(?1)",
 			       -1, &q, NULL) == SQLITE_OK &&
+	    sqlite3_bind_text(q, 1, table, -1, SQLITE_STATIC) == SQLITE_OK &&
+	    sqlite3_bind_text(q, 2, column, -1, SQLITE_STATIC) == SQLITE_OK &&
 	    sqlite3_step(q) == SQLITE_ROW)
 		r = sqlite3_column_int(q, 0) > 0 && sqlite3_column_int(q, 1) == 0;
 	else
@@ -724,22 +727,11 @@ static int needs_label_migration(struct sqlite_store *s, char *err, size_t errle
 	return r;
 }
 
-/* Version 2 to 3: functions gains local_index. A plain column with a
- * default, which SQLite can add in place; decided by the columns, as the
- * label migration is. */
+/* Version 2 to 3: functions gains local_index, a plain column with a
+ * default, which SQLite adds in place. */
 static int add_local_index_column(struct sqlite_store *s, char *err, size_t errlen)
 {
-	sqlite3_stmt *q = NULL;
-	int missing = -1;
-	if (sqlite3_prepare_v2(s->db,
-			       "SELECT COALESCE(SUM(name = 'local_index'), 0)"
-			       " FROM pragma_table_info('functions')",
-			       -1, &q, NULL) == SQLITE_OK &&
-	    sqlite3_step(q) == SQLITE_ROW)
-		missing = sqlite3_column_int(q, 0) == 0;
-	else
-		db_error(s, "schema", err, errlen);
-	sqlite3_finalize(q);
+	int missing = lacks_column(s, "functions", "local_index", err, errlen);
 	if (missing <= 0)
 		return missing;
 	return exec(s, "ALTER TABLE functions ADD COLUMN local_index INTEGER NOT NULL DEFAULT 0",
@@ -756,11 +748,10 @@ static int set_up_schema(struct sqlite_store *s, char *err, size_t errlen)
 	char pragma[64];
 	snprintf(pragma, sizeof(pragma), "PRAGMA user_version = %d", SCHEMA_VERSION);
 	int rc = newer_schema(s, user_version(s), err, errlen);
-	int migrate = rc == 0 ? needs_label_migration(s, err, errlen) : -1;
+	int migrate = rc == 0 ? lacks_column(s, "label_sets", "session_id", err, errlen) : -1;
 	if (migrate < 0 || (migrate && exec(s, migrate_v1, err, errlen) != 0) ||
 	    exec(s, schema, err, errlen) != 0 || add_local_index_column(s, err, errlen) != 0 ||
-	    exec(s, pragma, err, errlen) != 0 ||
-	    exec(s, "COMMIT", err, errlen) != 0) {
+	    exec(s, pragma, err, errlen) != 0 || exec(s, "COMMIT", err, errlen) != 0) {
 		char ignored[64];
 		exec(s, "ROLLBACK", ignored, sizeof(ignored));
 		return -1;

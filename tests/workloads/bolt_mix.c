@@ -21,18 +21,30 @@ static __attribute__((noinline)) long step(long x)
 static __attribute__((noinline)) long dispatch(unsigned op, long x)
 {
 	switch (op & 15) {
-	case 0: return x + 1;
-	case 1: return x ^ 0x55;
-	case 2: return x * 3;
-	case 3: return x - 7;
-	case 4: return x << 1;
-	case 5: return x >> 1;
-	case 6: return ~x;
-	case 7: return x + 11;
-	case 8: return x * 5;
-	case 9: return x ^ 0x3c3c;
-	case 10: return x - 100;
-	default: return x;
+	case 0:
+		return x + 1;
+	case 1:
+		return x ^ 0x55;
+	case 2:
+		return x * 3;
+	case 3:
+		return x - 7;
+	case 4:
+		return x << 1;
+	case 5:
+		return x >> 1;
+	case 6:
+		return ~x;
+	case 7:
+		return x + 11;
+	case 8:
+		return x * 5;
+	case 9:
+		return x ^ 0x3c3c;
+	case 10:
+		return x - 100;
+	default:
+		return x;
 	}
 }
 
