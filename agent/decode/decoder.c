@@ -235,6 +235,11 @@ static enum decode_result decode_one(struct ep_decoder *d, uint64_t vaddr,
 	return DECODED;
 }
 
+bool ep_decoder_insn(struct ep_decoder *d, uint64_t vaddr, struct ep_insn_info *info)
+{
+	return decode_one(d, vaddr, info) == DECODED;
+}
+
 static uint32_t add_site(struct ep_decoder *d, uint64_t vaddr, const struct ep_insn_info *info)
 {
 	uint64_t *slot = ep_u64map_upsert(&d->site_by_addr, vaddr, NULL);

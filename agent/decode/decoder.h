@@ -11,6 +11,7 @@
 #ifndef EP_DECODER_H
 #define EP_DECODER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -72,6 +73,11 @@ const struct ep_range_def *ep_decoder_range(const struct ep_decoder *d, uint32_t
 /* Site id of the branch instruction at vaddr (decoding it if needed), or
  * EP_NO_SITE when vaddr holds no branch instruction or no code. */
 uint32_t ep_decoder_site_at(struct ep_decoder *d, uint64_t vaddr);
+
+/* The instruction at vaddr (its length, branch kind, direct target): for
+ * sweeps over a whole function when a profile is built, never the hot
+ * path. false when vaddr holds no code or bytes that do not decode. */
+bool ep_decoder_insn(struct ep_decoder *d, uint64_t vaddr, struct ep_insn_info *info);
 
 /*
  * The straight line from start (where a taken branch landed) to the branch

@@ -41,7 +41,8 @@ struct ep_binary {
 	bool code_pending;
 	struct ep_symbol *syms;
 	size_t nsyms;
-	char *names; /* every symbol name, back to back */
+	char *names;	 /* every symbol name, back to back */
+	char *plt_names; /* the PLT entries' "SYM@PLT" names */
 };
 
 struct lookup_entry {
@@ -92,6 +93,7 @@ static void binary_free(struct ep_binary *b)
 	free(b->loads);
 	free(b->syms);
 	free(b->names);
+	free(b->plt_names);
 	free(b->path);
 	free(b->recorded_path);
 	free(b);
@@ -320,21 +322,191 @@ static bool is_pie_dynamic(Elf *elf, bool has_interp)
 	return has_interp && !soname;
 }
 
+/* A function symbol while the table is read: where its section ends bounds
+ * how far a size-0 symbol may run. */
+struct raw_sym {
+	struct ep_symbol s;
+	uint64_t section_end;
+};
+
 static int cmp_sym(const void *pa, const void *pb)
 {
-	const struct ep_symbol *a = pa, *b = pb;
-	if (a->start != b->start)
-		return a->start < b->start ? -1 : 1;
+	const struct raw_sym *a = pa, *b = pb;
+	if (a->s.start != b->s.start)
+		return a->s.start < b->s.start ? -1 : 1;
 	/* prefer the sized symbol when two share an address */
-	return a->size > b->size ? -1 : a->size < b->size;
+	if (a->s.size != b->s.size)
+		return a->s.size > b->s.size ? -1 : 1;
+	/* then a global over a local alias: BOLT registers both names, and a
+	 * global's needs no numbering that could go wrong */
+	return (a->s.local_index != 0) - (b->s.local_index != 0);
+}
+
+/* A local symbol in BOLT's order, for NameResolver::uniquify's counter. */
+struct local_sym {
+	const char *name;
+	uint64_t value;
+	size_t order; /* .symtab index: keeps the sort stable */
+	size_t raw;   /* index of the function in the raw table, or SIZE_MAX */
+	bool func;
+};
+
+static int cmp_local(const void *pa, const void *pb)
+{
+	const struct local_sym *a = pa, *b = pb;
+	int c = strcmp(a->name, b->name);
+	if (c != 0)
+		return c;
+	if (a->value != b->value)
+		return a->value < b->value ? -1 : 1;
+	if (a->func != b->func)
+		return a->func ? -1 : 1;
+	return a->order < b->order ? -1 : a->order > b->order;
+}
+
+/* BOLT 16 (RewriteInstance::discoverFileObjects) visits the symbols in
+ * allocated sections, stable-sorted by address with functions first at one
+ * address, and names the n-th local symbol called NAME (of any type: a
+ * static variable counts) "NAME/n". Sorting the locals by name then by that
+ * order gives each its n without a hash of names. */
+static void number_locals(struct local_sym *l, size_t n, struct raw_sym *raw)
+{
+	qsort(l, n, sizeof(*l), cmp_local);
+	uint32_t counter = 0;
+	for (size_t i = 0; i < n; i++) {
+		counter = (i > 0 && strcmp(l[i - 1].name, l[i].name) == 0) ? counter + 1 : 1;
+		if (l[i].raw != SIZE_MAX)
+			raw[l[i].raw].s.local_index = counter;
+	}
+}
+
+static bool section_of(Elf *elf, size_t shndx, GElf_Shdr *sh)
+{
+	if (shndx == SHN_UNDEF || shndx >= SHN_LORESERVE)
+		return false;
+	Elf_Scn *scn = elf_getscn(elf, shndx);
+	return scn && gelf_getshdr(scn, sh);
+}
+
+/* The symbol a PLT entry's GOT slot is relocated against, from the
+ * allocated (dynamic) RELA sections. */
+static const char *got_slot_symbol(Elf *elf, uint64_t slot)
+{
+	Elf_Scn *scn = NULL;
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_RELA ||
+		    !(sh.sh_flags & SHF_ALLOC) || sh.sh_entsize == 0)
+			continue;
+		Elf_Data *d = elf_getdata(scn, NULL);
+		Elf_Scn *symscn = elf_getscn(elf, sh.sh_link);
+		GElf_Shdr symsh;
+		Elf_Data *syms = symscn ? elf_getdata(symscn, NULL) : NULL;
+		if (!d || !syms || !gelf_getshdr(symscn, &symsh))
+			continue;
+		for (size_t i = 0; i < sh.sh_size / sh.sh_entsize; i++) {
+			GElf_Rela r;
+			GElf_Sym sym;
+			if (!gelf_getrela(d, (int)i, &r) || r.r_offset != slot)
+				continue;
+			if (!gelf_getsym(syms, (int)GELF_R_SYM(r.r_info), &sym))
+				return NULL;
+			const char *name = elf_strptr(elf, symsh.sh_link, sym.st_name);
+			return name && *name ? name : NULL;
+		}
+	}
+	return NULL;
+}
+
+/* The GOT slot an x86-64 PLT entry jumps through: jmp *disp(%rip), maybe
+ * after endbr64 and a bnd prefix. 0 when the entry has none (PLT0, or a
+ * lazy entry of an IBT .plt whose jump is in .plt.sec). */
+static uint64_t plt_entry_slot(const uint8_t *e, size_t len, uint64_t vaddr)
+{
+	size_t i = 0;
+	if (len >= 4 && e[0] == 0xf3 && e[1] == 0x0f && e[2] == 0x1e && e[3] == 0xfa)
+		i = 4;
+	if (i < len && e[i] == 0xf2)
+		i++;
+	if (i + 6 > len || e[i] != 0xff || e[i + 1] != 0x25)
+		return 0;
+	int32_t disp = (int32_t)((uint32_t)e[i + 2] | (uint32_t)e[i + 3] << 8 |
+				 (uint32_t)e[i + 4] << 16 | (uint32_t)e[i + 5] << 24);
+	return vaddr + i + 6 + (uint64_t)(int64_t)disp;
+}
+
+/* BOLT makes each PLT entry a function "SYM@PLT" (createPLTBinaryFunction),
+ * so calls into libraries are profile of that name rather than of whatever
+ * symbol precedes .plt. Appends them to raw (grown as needed); their names
+ * go to *plt_names. */
+static int read_plt(Elf *elf, struct raw_sym **raw, size_t *n, size_t *cap, char **plt_names)
+{
+	size_t shstrndx;
+	if (elf_getshdrstrndx(elf, &shstrndx) != 0)
+		return 0;
+	size_t names_len = 0, names_cap = 0;
+	Elf_Scn *scn = NULL;
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_PROGBITS ||
+		    !(sh.sh_flags & SHF_EXECINSTR))
+			continue;
+		const char *sname = elf_strptr(elf, shstrndx, sh.sh_name);
+		if (!sname || (strcmp(sname, ".plt") != 0 && strcmp(sname, ".plt.sec") != 0 &&
+			       strcmp(sname, ".plt.got") != 0))
+			continue;
+		Elf_Data *d = elf_getdata(scn, NULL);
+		uint64_t entsize = sh.sh_entsize ? sh.sh_entsize : 16;
+		if (!d || !d->d_buf || d->d_size < sh.sh_size)
+			continue;
+		/* .plt starts with PLT0, the lazy resolver's stub: no function */
+		uint64_t first = strcmp(sname, ".plt") == 0 ? entsize : 0;
+		for (uint64_t off = first; off + entsize <= sh.sh_size; off += entsize) {
+			uint64_t slot = plt_entry_slot((const uint8_t *)d->d_buf + off,
+						       (size_t)entsize, sh.sh_addr + off);
+			const char *sym = slot ? got_slot_symbol(elf, slot) : NULL;
+			if (!sym)
+				continue;
+			size_t len = strlen(sym) + sizeof("@PLT");
+			if (names_len + len > names_cap) {
+				size_t nc = names_cap ? names_cap * 2 : 4096;
+				while (nc < names_len + len)
+					nc *= 2;
+				char *p = realloc(*plt_names, nc);
+				if (!p)
+					return -1;
+				*plt_names = p;
+				names_cap = nc;
+			}
+			if (*n == *cap) {
+				size_t nc = *cap ? *cap * 2 : 64;
+				struct raw_sym *r = realloc(*raw, nc * sizeof(*r));
+				if (!r)
+					return -1;
+				*raw = r;
+				*cap = nc;
+			}
+			snprintf(*plt_names + names_len, len, "%s@PLT", sym);
+			(*raw)[(*n)++] =
+			    (struct raw_sym){.s = {.name = (const char *)(uintptr_t)names_len,
+						   .start = sh.sh_addr + off,
+						   .size = entsize},
+					     .section_end = sh.sh_addr + sh.sh_size};
+			names_len += len;
+		}
+	}
+	return 0;
 }
 
 static int read_symbols(Elf *elf, struct ep_binary *b)
 {
-	size_t nsyms = 0, names_len = 0;
+	size_t nraw = 0, raw_cap = 0, nlocal = 0, names_len = 0;
+	struct raw_sym *raw = NULL;
+	struct local_sym *locals = NULL;
+	int rc = -1;
 	for (int pass = 0; pass < 2; pass++) {
 		Elf_Scn *scn = NULL;
-		size_t k = 0, noff = 0;
+		size_t k = 0, nl = 0, noff = 0;
 		while ((scn = elf_nextscn(elf, scn))) {
 			GElf_Shdr sh;
 			if (!gelf_getshdr(scn, &sh) ||
@@ -347,57 +519,100 @@ static int read_symbols(Elf *elf, struct ep_binary *b)
 			size_t count = sh.sh_size / sh.sh_entsize;
 			for (size_t i = 0; i < count; i++) {
 				GElf_Sym sym;
+				GElf_Shdr ssh;
 				if (!gelf_getsym(d, (int)i, &sym))
 					continue;
 				int type = GELF_ST_TYPE(sym.st_info);
-				if ((type != STT_FUNC && type != STT_GNU_IFUNC) ||
-				    sym.st_shndx == SHN_UNDEF || sym.st_value == 0)
+				bool local = GELF_ST_BIND(sym.st_info) == STB_LOCAL;
+				bool func = type == STT_FUNC || type == STT_GNU_IFUNC;
+				bool in_memory = sym.st_value != 0 && type != STT_FILE &&
+						 section_of(elf, sym.st_shndx, &ssh) &&
+						 (ssh.sh_flags & SHF_ALLOC);
+				/* only .symtab has locals; .dynsym repeats its globals */
+				bool counted = sh.sh_type == SHT_SYMTAB && local && in_memory;
+				bool kept = func && sym.st_shndx != SHN_UNDEF && sym.st_value != 0;
+				if (!counted && !kept)
 					continue;
 				const char *name = elf_strptr(elf, sh.sh_link, sym.st_name);
 				if (!name)
 					name = "";
 				size_t len = strlen(name) + 1;
 				if (pass == 0) {
-					nsyms++;
-					names_len += len;
+					nraw += kept;
+					nlocal += counted;
+					names_len += kept ? len : 0;
 					continue;
 				}
+				if (counted)
+					locals[nl++] =
+					    (struct local_sym){.name = name,
+							       .value = sym.st_value,
+							       .order = i,
+							       .raw = kept ? k : SIZE_MAX,
+							       .func = func};
+				if (!kept)
+					continue;
 				memcpy(b->names + noff, name, len);
-				b->syms[k++] =
-				    (struct ep_symbol){.name = (const char *)(uintptr_t)noff,
-						       .start = sym.st_value,
-						       .size = sym.st_size};
+				raw[k++] = (struct raw_sym){
+				    .s = {.name = (const char *)(uintptr_t)noff,
+					  .start = sym.st_value,
+					  .size = sym.st_size,
+					  .local_index = local ? 1 : 0},
+				    .section_end =
+					in_memory ? ssh.sh_addr + ssh.sh_size : UINT64_MAX};
 				noff += len;
 			}
 		}
 		if (pass == 0) {
-			if (nsyms == 0)
-				return 0;
-			b->syms = calloc(nsyms, sizeof(*b->syms));
-			b->names = malloc(names_len);
-			if (!b->syms || !b->names)
-				return -1;
+			raw_cap = nraw ? nraw : 1;
+			raw = calloc(raw_cap, sizeof(*raw));
+			locals = calloc(nlocal ? nlocal : 1, sizeof(*locals));
+			b->names = malloc(names_len ? names_len : 1);
+			if (!raw || !locals || !b->names)
+				goto out;
 		} else {
-			b->nsyms = k;
+			nraw = k;
+			number_locals(locals, nl, raw);
 		}
 	}
-	/* names were stored as offsets while the block was being filled */
-	for (size_t i = 0; i < b->nsyms; i++)
-		b->syms[i].name = b->names + (uintptr_t)b->syms[i].name;
-	qsort(b->syms, b->nsyms, sizeof(*b->syms), cmp_sym);
+	/* names were stored as offsets while the blocks were being filled */
+	for (size_t i = 0; i < nraw; i++)
+		raw[i].s.name = b->names + (uintptr_t)raw[i].s.name;
+	size_t nsym = nraw;
+	if (b->arch == EP_ARCH_X86_64 && read_plt(elf, &raw, &nraw, &raw_cap, &b->plt_names) != 0)
+		goto out;
+	for (size_t i = nsym; i < nraw; i++)
+		raw[i].s.name = b->plt_names + (uintptr_t)raw[i].s.name;
+	qsort(raw, nraw, sizeof(*raw), cmp_sym);
 	size_t out = 0;
-	for (size_t i = 0; i < b->nsyms; i++) {
-		if (out > 0 && b->syms[out - 1].start == b->syms[i].start)
+	for (size_t i = 0; i < nraw; i++) {
+		if (out > 0 && raw[out - 1].s.start == raw[i].s.start)
 			continue; /* .symtab and .dynsym name the same function */
-		b->syms[out++] = b->syms[i];
+		raw[out++] = raw[i];
 	}
-	b->nsyms = out;
 	/* Hand-written assembly often has size-0 symbols: let them run to the
-	 * next symbol so their code still gets a name. */
-	for (size_t i = 0; i < b->nsyms; i++)
-		if (b->syms[i].size == 0 && i + 1 < b->nsyms)
-			b->syms[i].size = b->syms[i + 1].start - b->syms[i].start;
-	return 0;
+	 * next symbol so their code still gets a name, but never past their
+	 * section: _init (size 0, in .init) would otherwise swallow .plt. */
+	for (size_t i = 0; i < out; i++) {
+		if (raw[i].s.size != 0)
+			continue;
+		uint64_t end = raw[i].section_end;
+		if (i + 1 < out && raw[i + 1].s.start < end)
+			end = raw[i + 1].s.start;
+		if (end != UINT64_MAX && end > raw[i].s.start)
+			raw[i].s.size = end - raw[i].s.start;
+	}
+	b->syms = calloc(out ? out : 1, sizeof(*b->syms));
+	if (!b->syms)
+		goto out;
+	for (size_t i = 0; i < out; i++)
+		b->syms[i] = raw[i].s;
+	b->nsyms = out;
+	rc = 0;
+out:
+	free(raw);
+	free(locals);
+	return rc;
 }
 
 /* Reads exactly n bytes at offset, or fails saying why. */

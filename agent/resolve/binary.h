@@ -18,9 +18,13 @@ struct ep_binary;
 struct ep_binary_registry;
 
 struct ep_symbol {
-	const char *name;
-	uint64_t start; /* ELF virtual address */
+	const char *name; /* a PLT entry is "SYM@PLT", as BOLT names it */
+	uint64_t start;	  /* ELF virtual address */
 	uint64_t size;
+	/* 0 for a global function; for an STB_LOCAL one the N of the name
+	 * "NAME/N" that BOLT gives it (locals of that name counted in address
+	 * order, RewriteInstance::discoverFileObjects) */
+	uint32_t local_index;
 };
 
 /* Executable bytes of a binary at their virtual addresses (what the decoder
@@ -100,8 +104,9 @@ const struct ep_load_segment *ep_binary_load_segments(const struct ep_binary *bi
 /* The executable PT_LOAD segments' bytes (valid while the registry lives). */
 const struct ep_code_segment *ep_binary_code_segments(const struct ep_binary *bin, size_t *count);
 
-/* The function symbol (STT_FUNC, .symtab then .dynsym) containing vaddr, or
- * NULL. */
+/* The function symbol (STT_FUNC, .symtab then .dynsym, and x86-64 PLT
+ * entries) containing vaddr, or NULL. A size-0 symbol runs to the next
+ * symbol or the end of its section, whichever comes first. */
 const struct ep_symbol *ep_binary_symbol_at(const struct ep_binary *bin, uint64_t vaddr);
 
 /* Hex helpers shared by everything that prints build-ids. */

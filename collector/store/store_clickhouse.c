@@ -61,7 +61,8 @@ static const char *const tables[] = {
     "CREATE TABLE IF NOT EXISTS paths (build_id String, path String)"
     " ENGINE = ReplacingMergeTree() ORDER BY (build_id, path)",
     "CREATE TABLE IF NOT EXISTS functions (build_id String, start_addr UInt64, name String,"
-    " size UInt64) ENGINE = ReplacingMergeTree() ORDER BY (build_id, start_addr, name)",
+    " size UInt64, local_index UInt32) ENGINE = ReplacingMergeTree() ORDER BY (build_id, "
+    "start_addr, name)",
     "CREATE TABLE IF NOT EXISTS segments (build_id String, vaddr UInt64, file_offset UInt64,"
     " size UInt64) ENGINE = ReplacingMergeTree() ORDER BY (build_id, vaddr, file_offset, size)",
     /* record: the serialised Session, hex (TabSeparated has no bytes type);
@@ -155,7 +156,8 @@ static void metadata_rows(FILE *const f[NT], const Edgeprof__V1__BinaryProfile *
 		ch_tsv_string(f[T_FUNCTIONS], bp->build_id);
 		fprintf(f[T_FUNCTIONS], "\t%" PRIu64 "\t", bp->functions[j]->start);
 		ch_tsv_string(f[T_FUNCTIONS], bp->functions[j]->name);
-		fprintf(f[T_FUNCTIONS], "\t%" PRIu64 "\n", bp->functions[j]->size);
+		fprintf(f[T_FUNCTIONS], "\t%" PRIu64 "\t%" PRIu32 "\n", bp->functions[j]->size,
+			bp->functions[j]->local_index);
 	}
 	for (size_t j = 0; j < bp->n_segments; j++) {
 		ch_tsv_string(f[T_SEGMENTS], bp->build_id);
@@ -380,8 +382,12 @@ static int metadata_query(struct ch_store *s, const char *select, const char *ta
 	struct ch_text q;
 	if (ch_text_open(&q, err, errlen) != 0)
 		return -1;
-	fprintf(q.f, "SELECT DISTINCT %s FROM %s WHERE build_id = ", select, table);
+	bool grouped = strstr(select, "max(") != NULL;
+	fprintf(q.f, "SELECT %s%s FROM %s WHERE build_id = ", grouped ? "" : "DISTINCT ", select,
+		table);
 	ch_sql_string(q.f, build_id);
+	if (grouped)
+		fprintf(q.f, " GROUP BY %s", order);
 	fprintf(q.f, " ORDER BY %s FORMAT TabSeparated", order);
 	return ch_run(&s->conn, CH_DATABASE, &q, out, err, errlen);
 }
@@ -485,7 +491,10 @@ static const struct {
     [EP_PART_RANGES] = {"start_addr, end_addr, sum(count)", "ranges",
 			"GROUP BY start_addr, end_addr", 3, false},
     [EP_PART_IPS] = {"ip, sum(count)", "ips", "GROUP BY ip", 2, false},
-    [EP_PART_FUNCTIONS] = {"start_addr, name, size", "functions", "start_addr, name", 3, true},
+    /* grouped (max): rows from agents before local_index carry 0 beside the
+     * newer rows of the same function */
+    [EP_PART_FUNCTIONS] = {"start_addr, name, max(size), max(local_index)", "functions",
+			   "start_addr, name", 4, true},
     [EP_PART_SEGMENTS] = {"vaddr, file_offset, size", "segments", "vaddr", 3, true},
 };
 
@@ -726,7 +735,9 @@ static int set_up_schema(struct ch_store *s, char *err, size_t errlen)
 	for (size_t t = 0; t < sizeof(count_tables) / sizeof(count_tables[0]); t++)
 		if (add_session_column(s, count_tables[t], err, errlen) != 0)
 			return -1;
-	return 0;
+	/* functions from before local_index (BOLT's NAME/N): 0, "global" */
+	return ch_runf(&s->conn, CH_DATABASE, NULL, err, errlen,
+		       "ALTER TABLE functions ADD COLUMN IF NOT EXISTS local_index UInt32");
 }
 
 struct ep_store *ep_store_clickhouse_open(const char *location, char *err, size_t errlen)

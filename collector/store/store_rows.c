@@ -76,6 +76,7 @@ static int add_function(Edgeprof__V1__BinaryProfile *bp, const struct ep_store_r
 	edgeprof__v1__function__init(fn);
 	fn->start = row->number(row->ctx, 0);
 	fn->size = row->number(row->ctx, 2);
+	fn->local_index = (uint32_t)row->number(row->ctx, 3);
 	return (fn->name = text_copy(row, 1)) ? 0 : -1;
 }
 

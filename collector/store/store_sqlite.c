@@ -18,8 +18,9 @@
 #include "collector/store/store_backend.h"
 #include "common/profile/model.h"
 
-/* 2: label_sets.session_id (in its UNIQUE key), the sessions table */
-#define SCHEMA_VERSION 2
+/* 2: label_sets.session_id (in its UNIQUE key), the sessions table
+ * 3: functions.local_index (BOLT's NAME/N of a local function) */
+#define SCHEMA_VERSION 3
 
 enum stmt_id {
 	S_BINARY_INSERT,
@@ -62,8 +63,10 @@ static const char *const stmt_sql[NSTMTS] = {
 		"ON CONFLICT DO UPDATE SET count = count + excluded.count",
     [S_IP] = "INSERT INTO ips(binary_id, bucket, label_set, ip, count) VALUES(?1, ?2, ?3, ?4, ?5) "
 	     "ON CONFLICT DO UPDATE SET count = count + excluded.count",
-    [S_FUNCTION] = "INSERT OR IGNORE INTO functions(binary_id, start_addr, name, size) "
-		   "VALUES(?1, ?2, ?3, ?4)",
+    /* an older agent sends 0 for every function: it never overwrites */
+    [S_FUNCTION] = "INSERT INTO functions(binary_id, start_addr, name, size, local_index) "
+		   "VALUES(?1, ?2, ?3, ?4, ?5) ON CONFLICT DO UPDATE SET local_index ="
+		   " excluded.local_index WHERE excluded.local_index != 0",
     [S_SEGMENT] = "INSERT OR IGNORE INTO segments(binary_id, vaddr, file_offset, size) "
 		  "VALUES(?1, ?2, ?3, ?4)",
     [S_BATCH] = "INSERT INTO batches(agent_id, sequence, node, received) VALUES(?1, ?2, ?3, ?4)",
@@ -104,7 +107,8 @@ static const char schema[] =
     " label_set INTEGER NOT NULL, ip INTEGER NOT NULL, count INTEGER NOT NULL,"
     " PRIMARY KEY(binary_id, bucket, label_set, ip)) WITHOUT ROWID;"
     "CREATE TABLE IF NOT EXISTS functions(binary_id INTEGER NOT NULL, start_addr INTEGER NOT NULL,"
-    " name TEXT NOT NULL, size INTEGER NOT NULL, PRIMARY KEY(binary_id, start_addr, name))"
+    " name TEXT NOT NULL, size INTEGER NOT NULL, local_index INTEGER NOT NULL DEFAULT 0,"
+    " PRIMARY KEY(binary_id, start_addr, name))"
     " WITHOUT ROWID;"
     "CREATE TABLE IF NOT EXISTS segments(binary_id INTEGER NOT NULL, vaddr INTEGER NOT NULL,"
     " file_offset INTEGER NOT NULL, size INTEGER NOT NULL,"
@@ -286,6 +290,7 @@ static int write_slice(struct sqlite_store *s, const struct ep_store_slice *sl, 
 		bind_u64(st, 2, bp->functions[i]->start);
 		bind_text(st, 3, bp->functions[i]->name);
 		bind_u64(st, 4, bp->functions[i]->size);
+		sqlite3_bind_int64(st, 5, bp->functions[i]->local_index);
 		if (step_done(s, st, "function", err, errlen) != 0)
 			return -1;
 	}
@@ -549,7 +554,8 @@ static const char *const part_sql[EP_STORE_NPARTS] = {
 		       " label_sets l ON l.id = t.label_set WHERE 1%s GROUP BY 1, 2",
     [EP_PART_IPS] = "SELECT t.ip, SUM(t.count) FROM ips t JOIN label_sets l ON"
 		    " l.id = t.label_set WHERE 1%s GROUP BY 1 ORDER BY 1",
-    [EP_PART_FUNCTIONS] = "SELECT f.start_addr, f.name, f.size FROM functions f JOIN binaries b"
+    [EP_PART_FUNCTIONS] = "SELECT f.start_addr, f.name, f.size, f.local_index FROM functions f"
+			  " JOIN binaries b"
 			  " ON b.id = f.binary_id WHERE b.build_id = ?1 ORDER BY 1, 2",
     [EP_PART_SEGMENTS] = "SELECT g.vaddr, g.file_offset, g.size FROM segments g JOIN binaries b"
 			 " ON b.id = g.binary_id WHERE b.build_id = ?1 ORDER BY 1",
@@ -699,23 +705,37 @@ static int newer_schema(struct sqlite_store *s, int version, char *err, size_t e
 	return -1;
 }
 
-/* 1 when label_sets exists without session_id (a version-1 file, or one
- * whose version was never written), 0 when not, -1 on error. Decided by the
- * columns rather than user_version so that both cases migrate. */
-static int needs_label_migration(struct sqlite_store *s, char *err, size_t errlen)
+/* 1 when table exists without column (a file from before that column, or
+ * one whose version was never written), 0 when not, -1 on error. Decided by
+ * the columns rather than user_version so that both cases migrate. */
+static int lacks_column(struct sqlite_store *s, const char *table, const char *column, char *err,
+			size_t errlen)
 {
 	sqlite3_stmt *q = NULL;
 	int r = -1;
 	if (sqlite3_prepare_v2(s->db,
-			       "SELECT COUNT(*), COALESCE(SUM(name = 'session_id'), 0)"
-			       " FROM pragma_table_info('label_sets')",
+			       "SELECT COUNT(*), COALESCE(SUM(name = ?2), 0)"
+			       " FROM pragma_table_info(?1)",
 			       -1, &q, NULL) == SQLITE_OK &&
+	    sqlite3_bind_text(q, 1, table, -1, SQLITE_STATIC) == SQLITE_OK &&
+	    sqlite3_bind_text(q, 2, column, -1, SQLITE_STATIC) == SQLITE_OK &&
 	    sqlite3_step(q) == SQLITE_ROW)
 		r = sqlite3_column_int(q, 0) > 0 && sqlite3_column_int(q, 1) == 0;
 	else
 		db_error(s, "schema", err, errlen);
 	sqlite3_finalize(q);
 	return r;
+}
+
+/* Version 2 to 3: functions gains local_index, a plain column with a
+ * default, which SQLite adds in place. */
+static int add_local_index_column(struct sqlite_store *s, char *err, size_t errlen)
+{
+	int missing = lacks_column(s, "functions", "local_index", err, errlen);
+	if (missing <= 0)
+		return missing;
+	return exec(s, "ALTER TABLE functions ADD COLUMN local_index INTEGER NOT NULL DEFAULT 0",
+		    err, errlen);
 }
 
 /* Creates or upgrades the schema in one transaction: a collector killed
@@ -728,10 +748,10 @@ static int set_up_schema(struct sqlite_store *s, char *err, size_t errlen)
 	char pragma[64];
 	snprintf(pragma, sizeof(pragma), "PRAGMA user_version = %d", SCHEMA_VERSION);
 	int rc = newer_schema(s, user_version(s), err, errlen);
-	int migrate = rc == 0 ? needs_label_migration(s, err, errlen) : -1;
+	int migrate = rc == 0 ? lacks_column(s, "label_sets", "session_id", err, errlen) : -1;
 	if (migrate < 0 || (migrate && exec(s, migrate_v1, err, errlen) != 0) ||
-	    exec(s, schema, err, errlen) != 0 || exec(s, pragma, err, errlen) != 0 ||
-	    exec(s, "COMMIT", err, errlen) != 0) {
+	    exec(s, schema, err, errlen) != 0 || add_local_index_column(s, err, errlen) != 0 ||
+	    exec(s, pragma, err, errlen) != 0 || exec(s, "COMMIT", err, errlen) != 0) {
 		char ignored[64];
 		exec(s, "ROLLBACK", ignored, sizeof(ignored));
 		return -1;

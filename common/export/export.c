@@ -112,6 +112,8 @@ const char *ep_export_kind_name(Edgeprof__V1__BranchKind kind)
 		return "return";
 	case EDGEPROF__V1__BRANCH_KIND__BRANCH_OTHER:
 		return "other";
+	case EDGEPROF__V1__BRANCH_KIND__BRANCH_FALLTHROUGH:
+		return "fallthrough";
 	default:
 		return "unknown";
 	}

@@ -20,19 +20,19 @@
  * reader attaches to exactly that CFG edge. So conditional branches carry
  * measured counts on both edges and BOLT needs no inference for them.
  *
- * What fdata cannot carry is the fall-through between two blocks split by
- * a branch target with no branch between them (perf2bolt writes those from
- * its own CFG: last instruction of the block -> next block). The exporter
- * does not know BOLT's block boundaries or instruction starts, and a line
- * that misses a CFG edge makes BOLT throw away the whole function's
- * profile as stale, so these are not guessed. The pre-aggregated export
- * (perf2bolt -pa) carries them as ranges; prefer it when perf2bolt is at
- * hand.
+ * The fall-through between two blocks that no branch joins (straight-line
+ * code running into a branch target) comes as BRANCH_FALLTHROUGH edges,
+ * which the agent derives from the ranges and its disassembly of the
+ * function: from the start of the instruction before the target, the form
+ * perf2bolt writes and the only one BOLT's reader accepts (the source must
+ * be an instruction of the block before; any other offset makes BOLT
+ * discard the function's profile as stale). Profiles from older agents have
+ * none, and BOLT then infers those edges.
  *
- * BOLT names a local (STB_LOCAL) function "name/N"; the profile's
- * functions do not say which are local, so locals are written under their
- * plain symbol name and BOLT ignores them ("profile for N objects was
- * ignored"). Names BOLT cannot parse (empty, blanks, backslashes) become
+ * BOLT names a local (STB_LOCAL) function "NAME/N" and matches profile to
+ * it by that name only, so a local is written so (the profile carries N in
+ * Function.local_index). PLT entries are functions "SYM@PLT", as BOLT
+ * names them. Names BOLT cannot parse (empty, blanks, backslashes) become
  * unknown ends.
  */
 #include <inttypes.h>
@@ -43,6 +43,7 @@
 struct fdata_end {
 	bool sym;
 	const char *name;
+	uint32_t local_index; /* "NAME/N" when not 0 */
 	uint64_t offset;
 };
 
@@ -59,11 +60,21 @@ static bool bolt_name_ok(const char *s)
 static struct fdata_end locate(const struct ep_func_index *fx, uint64_t addr, bool external)
 {
 	if (external)
-		return (struct fdata_end){false, "[unknown]", 0};
+		return (struct fdata_end){false, "[unknown]", 0, 0};
 	long k = ep_func_index_find(fx, addr);
 	if (k < 0 || !bolt_name_ok(fx->f[k]->name))
-		return (struct fdata_end){false, "[unknown]", addr};
-	return (struct fdata_end){true, fx->f[k]->name, addr - fx->f[k]->start};
+		return (struct fdata_end){false, "[unknown]", 0, addr};
+	return (struct fdata_end){true, fx->f[k]->name, fx->f[k]->local_index,
+				  addr - fx->f[k]->start};
+}
+
+static void put_end(FILE *out, const struct fdata_end *e)
+{
+	if (e->local_index)
+		fprintf(out, "%d %s/%" PRIu32 " %" PRIx64, e->sym, e->name, e->local_index,
+			e->offset);
+	else
+		fprintf(out, "%d %s %" PRIx64, e->sym, e->name, e->offset);
 }
 
 int ep_export_fdata(const Edgeprof__V1__BinaryProfile *bp, FILE *out, char *err, size_t errlen)
@@ -87,9 +98,10 @@ int ep_export_fdata(const Edgeprof__V1__BinaryProfile *bp, FILE *out, char *err,
 		struct fdata_end to = locate(&fx, e->to, e->to_external);
 		if (count == 0 || (!from.sym && !to.sym))
 			continue;
-		fprintf(out, "%d %s %" PRIx64 " %d %s %" PRIx64 " %" PRIu64 " %" PRIu64 "\n",
-			from.sym, from.name, from.offset, to.sym, to.name, to.offset, mispredicted,
-			count);
+		put_end(out, &from);
+		fputc(' ', out);
+		put_end(out, &to);
+		fprintf(out, " %" PRIu64 " %" PRIu64 "\n", mispredicted, count);
 	}
 	free(edges);
 	ep_func_index_free(&fx);

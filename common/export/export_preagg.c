@@ -33,12 +33,32 @@
  * into the range's start. So each range's count is split between f and F
  * in the proportion of its start's incoming edge counts from outside the
  * function and from inside.
+ *
+ * Traces inside a PLT entry ("SYM@PLT") are left out: perf2bolt does not
+ * disassemble PLT entries as code it can lay traces on and would only count
+ * them as "traces mismatching disassembled function contents", hiding a
+ * real mismatch in that figure. Fall-through edges (BRANCH_FALLTHROUGH) are
+ * left out too: perf2bolt derives them from the F traces itself.
  */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/export/export_internal.h"
+
+static bool is_fallthrough(const Edgeprof__V1__Edge *e)
+{
+	return e->kind == EDGEPROF__V1__BRANCH_KIND__BRANCH_FALLTHROUGH;
+}
+
+static bool in_plt(const struct ep_func_index *fx, uint64_t addr)
+{
+	long k = ep_func_index_find(fx, addr);
+	if (k < 0)
+		return false;
+	size_t len = strlen(fx->f[k]->name);
+	return len > 4 && strcmp(fx->f[k]->name + len - 4, "@PLT") == 0;
+}
 
 static int cmp_edge_to(const void *pa, const void *pb)
 {
@@ -93,15 +113,17 @@ int ep_export_preagg(const Edgeprof__V1__Profile *p, const Edgeprof__V1__BinaryP
 		rc = ep_export_oom(err, errlen);
 		goto out;
 	}
+	size_t nby_to = 0;
 	for (size_t i = 0; i < bp->n_edges; i++)
-		by_to[i] = bp->edges[i];
-	qsort(by_to, bp->n_edges, sizeof(*by_to), cmp_edge_to);
+		if (!is_fallthrough(bp->edges[i]))
+			by_to[nby_to++] = bp->edges[i];
+	qsort(by_to, nby_to, sizeof(*by_to), cmp_edge_to);
 
 	for (size_t i = 0; i < bp->n_edges;) {
 		const Edgeprof__V1__Edge *e = edges[i];
 		uint64_t count = 0, mispredicted = 0;
 		for (; i < bp->n_edges && ep_export_same_ends(e, edges[i]); i++) {
-			if (gap_ranges && !edges[i]->taken)
+			if ((gap_ranges && !edges[i]->taken) || is_fallthrough(edges[i]))
 				continue;
 			count += edges[i]->count;
 			mispredicted += edges[i]->mispredicted;
@@ -114,7 +136,9 @@ int ep_export_preagg(const Edgeprof__V1__Profile *p, const Edgeprof__V1__BinaryP
 	}
 	for (size_t i = 0; i < bp->n_ranges; i++) {
 		const Edgeprof__V1__Range *r = ranges[i];
-		uint64_t outside = entered_from_outside(&fx, by_to, bp->n_edges, r);
+		if (in_plt(&fx, r->start))
+			continue;
+		uint64_t outside = entered_from_outside(&fx, by_to, nby_to, r);
 		if (outside)
 			fprintf(out, "f %" PRIx64 " %" PRIx64 " %" PRIu64 "\n", r->start, r->end,
 				outside);

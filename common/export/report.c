@@ -142,6 +142,9 @@ static int report_binary(const Edgeprof__V1__BinaryProfile *bp, unsigned top, FI
 		funcs[i].f = fx.f[i];
 	for (size_t i = 0; i < bp->n_edges; i++) {
 		const Edgeprof__V1__Edge *e = bp->edges[i];
+		/* a fall-through is no branch: the ranges count that code */
+		if (e->kind == EDGEPROF__V1__BRANCH_KIND__BRANCH_FALLTHROUGH)
+			continue;
 		long k = e->from_external ? -1 : ep_func_index_find(&fx, e->from);
 		branches += e->count;
 		if (k >= 0) {

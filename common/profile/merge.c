@@ -34,6 +34,7 @@ struct range_sum {
 struct function_info {
 	char *name;
 	uint64_t start, size;
+	uint32_t local_index;
 };
 
 struct segment_info {
@@ -380,6 +381,7 @@ int ep_merge_add(struct ep_merge *m, int64_t bucket, const Edgeprof__V1__BinaryP
 			fi->name = strdup(key.name);
 			fi->start = f->start;
 			fi->size = f->size;
+			fi->local_index = f->local_index;
 			if (!fi->name) {
 				s->functions.n--; /* the index slot stays, pointing past the end */
 				return -1;
@@ -517,6 +519,7 @@ static int copy_functions(Edgeprof__V1__BinaryProfile *bp, const struct slice *s
 		bp->functions[bp->n_functions] = f;
 		f->start = fs[bp->n_functions].start;
 		f->size = fs[bp->n_functions].size;
+		f->local_index = fs[bp->n_functions].local_index;
 		if (!(f->name = strdup(fs[bp->n_functions].name))) {
 			bp->n_functions++;
 			return -1;

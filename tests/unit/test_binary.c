@@ -199,6 +199,52 @@ static void test_lazy_code(void **state)
 	rmdir(dir);
 }
 
+/* What BOLT needs to find a function by name: PLT entries are "SYM@PLT"
+ * (checked against objdump's names for .plt), _init (size 0) ends with
+ * .init instead of swallowing .plt, and a local knows it is one. */
+static void test_plt_entries_and_locals(void **state)
+{
+	(void)state;
+	struct ep_binary_registry *reg = ep_binreg_new();
+	char err[256];
+	const char *path = ep_test_fixture("test.binary");
+	assert_int_equal(ep_binreg_add_file(reg, path, err, sizeof(err)), 0);
+	struct ep_binary *b = ep_binreg_at(reg, 0);
+	char cmd[512], line[512];
+	snprintf(cmd, sizeof(cmd), "objdump -d -j .plt %s | grep '@plt>:'", path);
+	FILE *p = popen(cmd, "r");
+	assert_non_null(p);
+	int checked = 0;
+	while (fgets(line, sizeof(line), p)) {
+		unsigned long long addr;
+		char name[256], want[300];
+		if (sscanf(line, "%llx <%255[^@]@plt>:", &addr, name) != 2)
+			continue;
+		snprintf(want, sizeof(want), "%s@PLT", name);
+		const struct ep_symbol *s = ep_binary_symbol_at(b, addr + 15);
+		assert_non_null(s);
+		assert_string_equal(s->name, want);
+		assert_int_equal(s->start, addr);
+		assert_int_equal(s->size, 16);
+		assert_int_equal(s->local_index, 0);
+		checked++;
+	}
+	pclose(p);
+	assert_int_equal(checked, 0x1a0 / 16 - 1); /* every entry but PLT0 */
+	/* readelf -SW: .init 0x4009c8 size 0x18; .plt 0x4009e0 */
+	const struct ep_symbol *init = ep_binary_symbol_at(b, 0x4009c8);
+	assert_non_null(init);
+	assert_string_equal(init->name, "_init");
+	assert_int_equal(init->size, 0x18);
+	assert_null(ep_binary_symbol_at(b, 0x4009e0)); /* PLT0 */
+	/* readelf -sW: send_tree is LOCAL (the only one of that name), main GLOBAL */
+	const struct ep_symbol *local = ep_binary_symbol_at(b, 0x404c80);
+	assert_string_equal(local->name, "send_tree");
+	assert_int_equal(local->local_index, 1);
+	assert_int_equal(ep_binary_symbol_at(b, 0x400b80)->local_index, 0);
+	ep_binreg_free(reg);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -207,6 +253,7 @@ int main(void)
 	    cmocka_unit_test(test_system_library_build_id_matches_readelf),
 	    cmocka_unit_test(test_errors_and_misses),
 	    cmocka_unit_test(test_lazy_code),
+	    cmocka_unit_test(test_plt_entries_and_locals),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

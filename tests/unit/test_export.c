@@ -438,11 +438,71 @@ static void test_report(void **state)
 	free(s);
 }
 
+/* What BOLT needs beyond the edges: a local function is written "NAME/N",
+ * a fall-through edge is a line of its own in fdata only (perf2bolt makes
+ * its own from the F traces, AutoFDO's ranges already count that code),
+ * and a trace inside a PLT entry is left out of preagg. */
+static void test_bolt_names_plt_fallthrough(void **state)
+{
+	(void)state;
+	build();
+	funcs[0].local_index = 3; /* helper is static: helper/3 */
+	Edgeprof__V1__Function plt;
+	edgeprof__v1__function__init(&plt);
+	plt.name = "puts@PLT", plt.start = 0x2000, plt.size = 0x10;
+	Edgeprof__V1__Function *fp[3] = {&funcs[0], &funcs[1], &plt};
+	bin.functions = fp, bin.n_functions = 3;
+	/* main's range 0x1012..0x1020 runs into 0x101a, a jump target: from
+	 * the instruction before it (0x1017) */
+	Edgeprof__V1__Edge ft;
+	edgeprof__v1__edge__init(&ft);
+	ft.from = 0x1017, ft.to = 0x101a, ft.count = 3, ft.kind = K(FALLTHROUGH);
+	Edgeprof__V1__Edge *ep[N_EDGES + 1];
+	memcpy(ep, edge_ptrs, sizeof(edge_ptrs));
+	ep[N_EDGES] = &ft;
+	bin.edges = ep, bin.n_edges = N_EDGES + 1;
+	Edgeprof__V1__Range plt_range;
+	edgeprof__v1__range__init(&plt_range);
+	plt_range.start = 0x2000, plt_range.end = 0x2004, plt_range.count = 3;
+	Edgeprof__V1__Range *rp[N_RANGES + 1];
+	memcpy(rp, range_ptrs, sizeof(range_ptrs));
+	rp[N_RANGES] = &plt_range;
+	bin.ranges = rp, bin.n_ranges = N_RANGES + 1;
+
+	char err[256];
+	int rc;
+	char *s = export_to_string(EP_EXPORT_FDATA, NULL, &rc, err, sizeof(err));
+	assert_int_equal(rc, 0);
+	assert_non_null(strstr(s, "1 main 20 1 helper/3 0 0 5\n"));
+	assert_non_null(strstr(s, "1 helper/3 1c 1 main 25 0 5\n"));
+	assert_non_null(strstr(s, "1 main 17 1 main 1a 0 3\n"));
+	assert_non_null(strstr(s, "1 main 36 1 puts@PLT 0 0 1\n"));
+	assert_non_null(strstr(s, "1 puts@PLT 4 1 puts@PLT 8 0 3\n"));
+	free(s);
+	s = export_to_string(EP_EXPORT_PREAGG, NULL, &rc, err, sizeof(err));
+	assert_int_equal(rc, 0);
+	assert_null(strstr(s, "B 1017"));
+	assert_null(strstr(s, "F 2000"));
+	assert_non_null(strstr(s, "B 2004 2008 3 0\n")); /* branches stay */
+	assert_non_null(strstr(s, "F 1012 1020 3\n"));
+	free(s);
+	s = export_to_string(EP_EXPORT_AFDO, NULL, &rc, err, sizeof(err));
+	assert_int_equal(rc, 0);
+	assert_null(strstr(s, "617->61a")); /* file offsets: vaddr - 0xc00 */
+	free(s);
+	s = export_to_string(EP_EXPORT_JSON, "abcd1234", &rc, err, sizeof(err));
+	assert_int_equal(rc, 0);
+	assert_non_null(strstr(s, "\"kind\": \"fallthrough\""));
+	free(s);
+	build();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_parse_format),
 	    cmocka_unit_test(test_fdata),
+	    cmocka_unit_test(test_bolt_names_plt_fallthrough),
 	    cmocka_unit_test(test_preagg),
 	    cmocka_unit_test(test_afdo),
 	    cmocka_unit_test(test_binary_selection),

@@ -137,6 +137,7 @@ static void make_slice(struct slice_data *d, const char *build_id, const char *p
 	d->fn.name = "hot_loop";
 	d->fn.start = 0x1000;
 	d->fn.size = 0x80;
+	d->fn.local_index = 2; /* a static function, BOLT's hot_loop/2 */
 	d->fn_ptr = &d->fn;
 	d->bp.functions = &d->fn_ptr;
 	d->bp.n_functions = 1;
@@ -223,6 +224,7 @@ static void test_counts_add_up_over_buckets_and_labels(void **state)
 	/* metadata written three times, stored once */
 	assert_int_equal(bp->n_functions, 1);
 	assert_string_equal(bp->functions[0]->name, "hot_loop");
+	assert_int_equal(bp->functions[0]->local_index, 2);
 	assert_int_equal(bp->n_segments, 1);
 	assert_int_equal(bp->segments[0]->size, 0x2000);
 	assert_int_equal(bp->n_paths, 2);
@@ -349,6 +351,10 @@ static void test_prune_forgets_old_buckets_and_batch_ids(void **state)
 	assert_int_equal(p->n_binaries, 1);
 	assert_int_equal(find_edge(p->binaries[0], 0x1000, 0x1040, true)->count, 200);
 	assert_int_equal(p->binaries[0]->samples, 20);
+	/* a newer agent's row names the local: BOLT's name is not lost to the
+	 * older row of the same function */
+	assert_int_equal(p->binaries[0]->n_functions, 1);
+	assert_int_equal(p->binaries[0]->functions[0]->local_index, 2);
 	ep_profile_free(p);
 	/* ClickHouse deletes batch ids by a background mutation: give it time */
 	int old_known = 1;
@@ -718,6 +724,7 @@ static void test_sqlite_version_1_file_migrates(void **state)
 			   "INSERT INTO edges VALUES(3, 60, 7, 4096, 4160, 1, 1, 100, 1);"
 			   "INSERT INTO ranges VALUES(3, 60, 7, 4160, 4192, 50);"
 			   "INSERT INTO ips VALUES(3, 60, 7, 4164, 2);"
+			   "INSERT INTO functions VALUES(3, 4096, 'hot_loop', 128);"
 			   "INSERT INTO batches VALUES('agent-1', 1, 'node-1', 1700000000);"
 			   "PRAGMA user_version = 1;";
 	assert_int_equal(sqlite3_exec(db, rows, NULL, NULL, NULL), SQLITE_OK);
@@ -734,6 +741,9 @@ static void test_sqlite_version_1_file_migrates(void **state)
 	assert_int_equal(find_edge(p->binaries[0], 0x1000, 0x1040, true)->count, 100);
 	assert_int_equal(p->binaries[0]->samples, 10);
 	assert_int_equal(p->binaries[0]->ranges[0]->count, 50);
+	/* version 3's column: a function from before it reads as global */
+	assert_int_equal(p->binaries[0]->n_functions, 1);
+	assert_int_equal(p->binaries[0]->functions[0]->local_index, 0);
 	ep_profile_free(p);
 	/* the same labels again, continuous and for a session */
 	struct slice_data cont, sess;
@@ -750,6 +760,10 @@ static void test_sqlite_version_1_file_migrates(void **state)
 	assert_non_null(p);
 	assert_int_equal(find_edge(p->binaries[0], 0x1000, 0x1040, true)->count, 200);
 	assert_int_equal(p->binaries[0]->samples, 20);
+	/* a newer agent's row names the local: BOLT's name is not lost to the
+	 * older row of the same function */
+	assert_int_equal(p->binaries[0]->n_functions, 1);
+	assert_int_equal(p->binaries[0]->functions[0]->local_index, 2);
 	ep_profile_free(p);
 	f.session_id = "s-1";
 	p = ep_store_profile(s, &f, err, sizeof(err));
@@ -759,7 +773,7 @@ static void test_sqlite_version_1_file_migrates(void **state)
 	ep_profile_free(p);
 	ep_store_close(s);
 
-	/* version 2 now, the old label set kept its id, and opening again is a no-op */
+	/* version 3 now, the old label set kept its id, and opening again is a no-op */
 	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
 	sqlite3_stmt *q;
 	assert_int_equal(
@@ -770,7 +784,7 @@ static void test_sqlite_version_1_file_migrates(void **state)
 			       -1, &q, NULL),
 	    SQLITE_OK);
 	assert_int_equal(sqlite3_step(q), SQLITE_ROW);
-	assert_int_equal(sqlite3_column_int(q, 0), 2);
+	assert_int_equal(sqlite3_column_int(q, 0), 3);
 	assert_int_equal(sqlite3_column_int(q, 1), 7);
 	assert_int_equal(sqlite3_column_int(q, 2), 2);
 	sqlite3_finalize(q);
