@@ -312,6 +312,7 @@ def main():
     afdo = [x for x in env_list('BENCH_FDO_AFDO', 'lua') if x in programs]
     if afdo:
         sys.modules.setdefault('fdo', sys.modules[__name__])  # one module, not a second copy
+        sys.dont_write_bytecode = True   # no __pycache__ in the source tree
         import afdo as autofdo   # bench/fdo/afdo.py
         for name in afdo:
             # a tool failure here must not cost the BOLT figures measured above
