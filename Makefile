@@ -137,6 +137,13 @@ bench: deps
 	@$(MAKE) --no-print-directory all $(BENCH_BINS)
 	@bench/run.sh $(BUILD)
 
+# FDO on real programs (bench/fdo/run.sh): Debian sources via apt-get (root, like deps), BOLT
+# and AutoFDO variants measured under cachegrind. Long; cached under $(BUILD)/fdo.
+.PHONY: bench-fdo
+bench-fdo: deps
+	@$(MAKE) --no-print-directory all
+	@bench/fdo/run.sh $(BUILD)
+
 FORMAT_FILES = $(shell find common agent bpf collector cli tests bench -name '*.[ch]' 2>/dev/null)
 format:
 	clang-format -i $(FORMAT_FILES)

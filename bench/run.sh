@@ -274,4 +274,12 @@ for b in "$build"/bench/*; do
 	fi
 done
 clickhouse_stop
+
+# --- FDO on real programs: hours, so `make bench-fdo` runs it and this shows its last result
+if [ -s "$build/fdo/results.txt" ]; then
+	note "FDO results of the last make bench-fdo ($(date -r "$build/fdo/results.txt" '+%F %T'))"
+	cat "$build/fdo/results.txt"
+else
+	note "no FDO results: make bench-fdo measures them (root, long)"
+fi
 exit 0

@@ -1,0 +1,29 @@
+#!/bin/bash
+# bench/fdo/run.sh BUILD_DIR: the FDO benchmark on real programs (`make bench-fdo`).
+# Fetches the Debian sources (root, once), builds the GCC baselines, makes the inputs, then
+# bench/fdo/fdo.py measures every variant. Everything is cached under BUILD_DIR/fdo; the
+# printed lines are also kept in BUILD_DIR/fdo/results.txt, which `make bench` shows.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+build=$(realpath "${1:-build}")
+top=$build/fdo
+for tool in llvm-bolt-16 /usr/lib/llvm-16/bin/perf2bolt valgrind gcc dpkg-source tclsh; do
+	command -v "$tool" > /dev/null || {
+		echo "bench/fdo: $tool is missing (make deps)" >&2
+		exit 1
+	}
+done
+bench/fdo/sources.sh "$top/src"
+programs=${BENCH_FDO_PROGRAMS:-lua,sqlite,zstd}
+for p in ${programs//,/ }; do
+	[ -s "$top/build/$p/base" ] ||
+		bench/fdo/build.sh "$top/src" "$top/work" "$p" "$top/build/$p/base" gcc
+done
+# zstd's inputs are made from the sqlite amalgamation
+[[ ,$programs, != *,zstd,* ]] || {
+	bench/fdo/build.sh "$top/src" "$top/work" sqlite-amalgamation - gcc
+	bench/fdo/inputs/make_zstd_corpus.sh "$top/src" "$top/work" "$top/inputs"
+}
+python3 bench/fdo/fdo.py "$build" > "$top/results.txt.new"
+mv "$top/results.txt.new" "$top/results.txt"
+cat "$top/results.txt"
