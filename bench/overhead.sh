@@ -46,6 +46,10 @@ pid_cpu() {
 # about 1.5 s of CPU alone
 n=200000000
 t=$(cpu_of "$tmp/work" "$n")
+if [ -z "$t" ]; then
+	echo "bench: overhead: the workload did not run ($tmp/work)" >&2
+	exit 1
+fi
 n=$(echo "$n * 1.5 / ($t + 0.001)" | bc)
 
 default_period=1000003
