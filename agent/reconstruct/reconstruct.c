@@ -204,9 +204,10 @@ static const char *walk_gap(struct ep_reconstructor *r, struct ep_trace *t,
 		return "backwards or too long";
 	}
 	size_t nsteps = 0;
+	const struct ep_walk_step *steps = NULL;
 	enum ep_walk_status ws =
-	    ep_decoder_walk_to_branch(from->dec, prev_to->vaddr, from->vaddr, prev_site, r->steps,
-				      EP_MAX_WALK_STEPS, &nsteps, closing);
+	    ep_decoder_walk_lookup(from->dec, prev_to->vaddr, from->vaddr, prev_site,
+				   EP_MAX_WALK_STEPS, &steps, &nsteps, closing);
 	if (ws != EP_WALK_OK) {
 		if (ws == EP_WALK_NO_CODE)
 			st->gaps_unknown_code++;
@@ -214,7 +215,7 @@ static const char *walk_gap(struct ep_reconstructor *r, struct ep_trace *t,
 			st->gaps_inconsistent++;
 		return ep_walk_status_name(ws);
 	}
-	push_not_taken(r, t, from->bin, from->dec, r->steps, nsteps);
+	push_not_taken(r, t, from->bin, from->dec, steps, nsteps);
 	return NULL;
 }
 
