@@ -122,12 +122,12 @@ static void drop_range(struct reader *r, uint64_t from, uint64_t to)
 
 /* Gives back the mapped pages below offset: a file read once would
  * otherwise stay resident as it is mapped, and RSS grow with its size. */
-static void drop_below(struct reader *r, uint64_t offset)
+static inline void drop_below(struct reader *r, uint64_t offset)
 {
+	if (offset < r->dropped_to + DROP_STEP)
+		return;
 	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
 	uint64_t to = offset / page * page;
-	if (to < r->dropped_to + DROP_STEP)
-		return;
 	madvise((void *)(uintptr_t)(r->map + r->dropped_to), (size_t)(to - r->dropped_to),
 		MADV_DONTNEED);
 	r->dropped_to = to;
