@@ -264,11 +264,17 @@ static bool kind_is_direct(uint8_t kind)
 void ep_aggregate_trace(struct ep_aggregator *a, const struct ep_trace *trace, size_t first,
 			bool count_first_range)
 {
+	/* a trace's branches are nearly all in one binary: look it up once */
+	uint32_t last_bin = EP_NO_BIN;
+	struct bin_counts *c = NULL;
 	for (size_t k = first; k < trace->n; k++) {
 		const struct ep_trace_branch *b = &trace->branches[k];
 		if (b->bin == EP_NO_BIN)
 			continue;
-		struct bin_counts *c = bin_counts(a, b->bin);
+		if (b->bin != last_bin || !c) {
+			c = bin_counts(a, b->bin);
+			last_bin = b->bin;
+		}
 		if (!c || ensure_site(c, b->site))
 			continue;
 		a->branches++;
