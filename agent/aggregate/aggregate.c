@@ -31,8 +31,8 @@ struct bin_counts {
 	uint64_t *not_taken;
 	uint32_t range_cap;
 	uint64_t *ranges;
-	uint32_t *site_list;	       /* site -> 1 + its index in lists, 0: none */
-	struct ep_u64map gap_ranges;   /* gap start -> index in lists (to = end) */
+	uint32_t *site_list;	     /* site -> 1 + its index in lists, 0: none */
+	struct ep_u64map gap_ranges; /* gap start -> index in lists (to = end) */
 	struct target_list *lists;
 	size_t nlists, lists_cap;
 	struct ep_u64map from_external; /* target vaddr -> count */

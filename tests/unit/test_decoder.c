@@ -453,6 +453,29 @@ static uint8_t *read_code(const char *path, struct ep_code_segment *seg)
 	return bytes;
 }
 
+/* test.binary's code and objdump's listing of it, for the tests that
+ * compare walks over the whole program. */
+struct listing {
+	struct ep_code_segment seg;
+	uint8_t *bytes;
+	struct objdump_insn *v;
+	size_t count;
+};
+
+static const struct objdump_insn *listing_load(struct listing *l)
+{
+	const char *path = ep_test_fixture("test.binary");
+	l->bytes = read_code(path, &l->seg);
+	l->v = objdump_insns(path, &l->count);
+	return l->v;
+}
+
+static void listing_free(struct listing *l)
+{
+	free(l->v);
+	free(l->bytes);
+}
+
 /*
  * objdump, a decoder we did not write, against ours on test.binary: every
  * instruction it lists is a site exactly when it is a branch, with the same
@@ -463,13 +486,11 @@ static uint8_t *read_code(const char *path, struct ep_code_segment *seg)
 static void test_agrees_with_objdump(void **state)
 {
 	(void)state;
-	const char *path = ep_test_fixture("test.binary");
-	struct ep_code_segment seg;
-	uint8_t *bytes = read_code(path, &seg);
-	size_t count;
-	struct objdump_insn *v = objdump_insns(path, &count);
+	struct listing l;
+	const struct objdump_insn *v = listing_load(&l);
+	size_t count = l.count;
 	assert_true(count > 5000);
-	struct ep_decoder *d = ep_decoder_new(EP_ARCH_X86_64, &seg, 1);
+	struct ep_decoder *d = ep_decoder_new(EP_ARCH_X86_64, &l.seg, 1);
 	assert_non_null(d);
 
 	int branches = 0, direct = 0;
@@ -558,8 +579,7 @@ static void test_agrees_with_objdump(void **state)
 	assert_true(walks > 1000);
 	assert_true(gaps < 10);
 	ep_decoder_free(d);
-	free(v);
-	free(bytes);
+	listing_free(&l);
 }
 
 /* Runs built in a different order (so tails are shared differently) give
@@ -567,13 +587,11 @@ static void test_agrees_with_objdump(void **state)
 static void test_build_order(void **state)
 {
 	(void)state;
-	const char *path = ep_test_fixture("test.binary");
-	struct ep_code_segment seg;
-	uint8_t *bytes = read_code(path, &seg);
-	size_t count;
-	struct objdump_insn *v = objdump_insns(path, &count);
-	struct ep_decoder *fwd = ep_decoder_new(EP_ARCH_X86_64, &seg, 1);
-	struct ep_decoder *bwd = ep_decoder_new(EP_ARCH_X86_64, &seg, 1);
+	struct listing l;
+	const struct objdump_insn *v = listing_load(&l);
+	size_t count = l.count;
+	struct ep_decoder *fwd = ep_decoder_new(EP_ARCH_X86_64, &l.seg, 1);
+	struct ep_decoder *bwd = ep_decoder_new(EP_ARCH_X86_64, &l.seg, 1);
 	/* warm up: one from low addresses upwards, the other downwards */
 	struct ep_walk_step s1[256], s2[256], c1, c2;
 	size_t n1, n2;
@@ -611,8 +629,7 @@ static void test_build_order(void **state)
 	assert_true(compared > 1000);
 	ep_decoder_free(fwd);
 	ep_decoder_free(bwd);
-	free(v);
-	free(bytes);
+	listing_free(&l);
 }
 
 /* Walks are remembered by (start, end) in a fixed-size table: walked again
@@ -622,12 +639,10 @@ static void test_build_order(void **state)
 static void test_walk_memo(void **state)
 {
 	(void)state;
-	const char *path = ep_test_fixture("test.binary");
-	struct ep_code_segment seg;
-	uint8_t *bytes = read_code(path, &seg);
-	size_t count;
-	struct objdump_insn *v = objdump_insns(path, &count);
-	struct ep_decoder *d = ep_decoder_new(EP_ARCH_X86_64, &seg, 1);
+	struct listing l;
+	const struct objdump_insn *v = listing_load(&l);
+	size_t count = l.count;
+	struct ep_decoder *d = ep_decoder_new(EP_ARCH_X86_64, &l.seg, 1);
 	struct walk_result {
 		uint64_t start, end;
 		uint64_t digest; /* status, steps and closing site */
@@ -682,8 +697,7 @@ static void test_walk_memo(void **state)
 	assert_true(nres > 16384); /* more gaps than the table holds */
 	free(res);
 	ep_decoder_free(d);
-	free(v);
-	free(bytes);
+	listing_free(&l);
 }
 
 static void test_arm64_kinds(void **state)
