@@ -553,6 +553,11 @@ enum ep_walk_status ep_decoder_walk_lookup(struct ep_decoder *d, uint64_t start,
 	return EP_WALK_OK;
 }
 
+const struct ep_walk_step *ep_decoder_steps(const struct ep_decoder *d)
+{
+	return d->items;
+}
+
 enum ep_walk_status ep_decoder_walk_to_branch(struct ep_decoder *d, uint64_t start, uint64_t end,
 					      uint32_t from_site, struct ep_walk_step *steps,
 					      size_t max_steps, size_t *nsteps,

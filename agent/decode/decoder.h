@@ -97,6 +97,11 @@ enum ep_walk_status ep_decoder_walk_lookup(struct ep_decoder *d, uint64_t start,
 					   const struct ep_walk_step **steps, size_t *nsteps,
 					   struct ep_walk_step *closing);
 
+/* The base ep_decoder_walk_lookup()'s steps point into, for keeping them as
+ * an index: an index stays valid for the decoder's life, a pointer only until
+ * it next meets new code. */
+const struct ep_walk_step *ep_decoder_steps(const struct ep_decoder *d);
+
 /*
  * The straight line from start up to ip, the next instruction to execute
  * (not executed): the conditional branches passed, not taken, with the range
