@@ -301,6 +301,37 @@ static inline uint64_t entry_hash(uint64_t prev_to, uint64_t from, uint64_t to)
 	       40;
 }
 
+/* Entry k's outcome: remembered, or computed (and remembered unless in
+ * call-graph mode, which computes into local). */
+static inline struct entry_memo *entry_outcome(struct ep_reconstructor *r,
+					       const struct ep_sample_record *rec, uint32_t k,
+					       bool have_prev, bool calls_only,
+					       const struct endpoint *prev_to, uint32_t prev_site,
+					       uint64_t generation, struct entry_memo *local)
+{
+	const struct ep_branch_entry *e = &rec->entries[k];
+	uint64_t prev_addr = have_prev ? rec->entries[k + 1].to : 0;
+	if (!r->memo || calls_only) {
+		compute_entry(r, rec->pid, have_prev, calls_only, prev_to, prev_site, e, local);
+		return local;
+	}
+	struct entry_memo *m =
+	    &r->memo[entry_hash(prev_addr, e->from, e->to) & (ENTRY_MEMO_SIZE - 1)];
+	if (m->used && m->from_addr == e->from && m->to_addr == e->to &&
+	    m->prev_to_addr == prev_addr && m->has_prev == have_prev && m->pid == rec->pid &&
+	    m->generation == generation)
+		return m;
+	compute_entry(r, rec->pid, have_prev, calls_only, prev_to, prev_site, e, m);
+	m->used = true;
+	m->from_addr = e->from;
+	m->to_addr = e->to;
+	m->prev_to_addr = prev_addr;
+	m->has_prev = have_prev;
+	m->pid = rec->pid;
+	m->generation = generation;
+	return m;
+}
+
 static void append_trigger(struct ep_reconstructor *r, const struct ep_sample_record *rec,
 			   struct ep_trace *t, const struct endpoint *last_to, uint32_t last_site)
 {
@@ -370,28 +401,9 @@ size_t ep_reconstruct(struct ep_reconstructor *r, const struct ep_sample_record 
 
 	for (uint32_t k = nr; k-- > newest;) {
 		const struct ep_branch_entry *e = &rec->entries[k];
-		uint64_t prev_addr = have_prev ? rec->entries[k + 1].to : 0;
-		struct entry_memo local, *m = &local;
-		if (r->memo && !calls_only) {
-			m = &r->memo[entry_hash(prev_addr, e->from, e->to) & (ENTRY_MEMO_SIZE - 1)];
-			if (!(m->used && m->from_addr == e->from && m->to_addr == e->to &&
-			      m->prev_to_addr == prev_addr && m->has_prev == have_prev &&
-			      m->pid == rec->pid && m->generation == generation)) {
-				compute_entry(r, rec->pid, have_prev, calls_only, &prev_to,
-					      prev_site, e, m);
-				m->used = true;
-				m->from_addr = e->from;
-				m->to_addr = e->to;
-				m->prev_to_addr = prev_addr;
-				m->has_prev = have_prev;
-				m->pid = rec->pid;
-				m->generation = generation;
-			}
-		} else {
-			compute_entry(r, rec->pid, have_prev, calls_only, &prev_to, prev_site, e,
-				      m);
-		}
-
+		struct entry_memo local;
+		struct entry_memo *m = entry_outcome(r, rec, k, have_prev, calls_only, &prev_to,
+						     prev_site, generation, &local);
 		if (m->kernel) {
 			st->branch_entries_kernel++;
 		} else {
