@@ -38,6 +38,13 @@ INCLUDES   := -I. -I$(GEN) $(PKG_CFLAGS)
 
 # Two flavours share the rules: the normal one, and ASan+UBSan for tests.
 SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+# The normal flavour's objects also carry GCC's LTO bytecode: build/edgeprof
+# is linked with link-time optimisation (the import's stages call each other
+# per branch entry across files: -17% instructions per sample, see issue 17),
+# while unit tests and benches link the plain code of the same objects and
+# stay quick to build. LTO_FLAGS= turns it off (a compiler without it).
+LTO_FLAGS ?= -flto=auto -ffat-lto-objects
+LTO_LINK  := $(if $(LTO_FLAGS),-flto=auto)
 
 define flavour
 $(1)_DIR   := $(BUILD)/$(2)
@@ -49,12 +56,12 @@ $(1)_TESTS := $$(patsubst tests/unit/%.c,$$($(1)_DIR)/tests/%,$$(TEST_SRCS))
 $$($(1)_DIR)/%.o: %.c $$(GEN_H) | $$($(1)_DIR)
 	@mkdir -p $$(dir $$@)
 	@echo "  CC      $$@"
-	$$(Q)$$(CC) $$(STD_FLAGS) $$(CFLAGS) $(3) $$(DEPFLAGS) $$(INCLUDES) -c $$< -o $$@
+	$$(Q)$$(CC) $$(STD_FLAGS) $$(CFLAGS) $(3) $(4) $$(DEPFLAGS) $$(INCLUDES) -c $$< -o $$@
 
 $$($(1)_DIR)/gen/%.o: $(GEN)/%.c $$(PROTO_H)
 	@mkdir -p $$(dir $$@)
 	@echo "  CC      $$@"
-	$$(Q)$$(CC) -std=c11 $$(CFLAGS) $(3) $$(INCLUDES) -c $$< -o $$@
+	$$(Q)$$(CC) -std=c11 $$(CFLAGS) $(3) $(4) $$(INCLUDES) -c $$< -o $$@
 
 $$($(1)_LIB): $$($(1)_OBJS)
 	@rm -f $$@
@@ -71,7 +78,7 @@ $$($(1)_DIR):
 -include $$($(1)_OBJS:.o=.d)
 endef
 
-$(eval $(call flavour,REL,rel,))
+$(eval $(call flavour,REL,rel,,$(LTO_FLAGS)))
 $(eval $(call flavour,SAN,asan,$(SAN_FLAGS)))
 
 .PHONY: all deps test unit-tests run bench format format-check clean
@@ -105,7 +112,7 @@ $(GEN)/%.pb-c.c $(GEN)/%.pb-c.h: proto/%.proto $(PROTOS)
 
 $(BUILD)/edgeprof: $(MAIN_SRC) $(REL_LIB)
 	@echo "  LD      $@"
-	$(Q)$(CC) $(STD_FLAGS) $(CFLAGS) $(INCLUDES) $< $(REL_LIB) $(LDLIBS) -o $@
+	$(Q)$(CC) $(STD_FLAGS) $(CFLAGS) $(LTO_LINK) $(INCLUDES) $< $(REL_LIB) $(LDLIBS) -o $@
 
 $(BUILD)/edgeprof-asan: $(MAIN_SRC) $(SAN_LIB)
 	@echo "  LD      $@"

@@ -31,8 +31,8 @@ struct bin_counts {
 	uint64_t *not_taken;
 	uint32_t range_cap;
 	uint64_t *ranges;
-	struct ep_u64map site_targets; /* site -> index in lists */
-	struct ep_u64map gap_ranges;   /* gap start -> index in lists (to = end) */
+	uint32_t *site_list;	     /* site -> 1 + its index in lists, 0: none */
+	struct ep_u64map gap_ranges; /* gap start -> index in lists (to = end) */
 	struct target_list *lists;
 	size_t nlists, lists_cap;
 	struct ep_u64map from_external; /* target vaddr -> count */
@@ -68,10 +68,10 @@ static void bin_counts_free(struct bin_counts *c)
 	free(c->taken_mispredicted);
 	free(c->not_taken);
 	free(c->ranges);
+	free(c->site_list);
 	for (size_t i = 0; i < c->nlists; i++)
 		free(c->lists[i].items);
 	free(c->lists);
-	ep_u64map_free(&c->site_targets);
 	ep_u64map_free(&c->gap_ranges);
 	ep_u64map_free(&c->from_external);
 	ep_u64map_free(&c->ips);
@@ -99,6 +99,7 @@ void ep_aggregator_reset(struct ep_aggregator *a)
 			memset(c->taken, 0, sites);
 			memset(c->taken_mispredicted, 0, sites);
 			memset(c->not_taken, 0, sites);
+			memset(c->site_list, 0, (size_t)c->site_cap * sizeof(*c->site_list));
 		}
 		if (c->range_cap)
 			memset(c->ranges, 0, (size_t)c->range_cap * sizeof(uint64_t));
@@ -107,7 +108,6 @@ void ep_aggregator_reset(struct ep_aggregator *a)
 		free(c->lists);
 		c->lists = NULL;
 		c->nlists = c->lists_cap = 0;
-		ep_u64map_free(&c->site_targets);
 		ep_u64map_free(&c->gap_ranges);
 		ep_u64map_free(&c->from_external);
 		ep_u64map_free(&c->ips);
@@ -165,6 +165,11 @@ static int ensure_site(struct bin_counts *c, uint32_t site)
 	if (grow_u64(&c->taken, c->site_cap, cap) || grow_u64(&c->not_taken, c->site_cap, cap) ||
 	    grow_u64(&c->taken_mispredicted, c->site_cap, cap))
 		return -1;
+	uint32_t *l = realloc(c->site_list, (size_t)cap * sizeof(*l));
+	if (!l)
+		return -1;
+	memset(l + c->site_cap, 0, (size_t)(cap - c->site_cap) * sizeof(*l));
+	c->site_list = l;
 	c->site_cap = cap;
 	return 0;
 }
@@ -182,29 +187,45 @@ static int ensure_range(struct bin_counts *c, uint32_t range)
 	return 0;
 }
 
+/* A new empty list's index, or UINT64_MAX when memory runs out. */
+static uint64_t new_list(struct bin_counts *c)
+{
+	if (c->nlists == c->lists_cap) {
+		size_t cap = c->lists_cap ? c->lists_cap * 2 : 64;
+		struct target_list *l = realloc(c->lists, cap * sizeof(*l));
+		if (!l)
+			return UINT64_MAX;
+		c->lists = l;
+		c->lists_cap = cap;
+	}
+	c->lists[c->nlists] = (struct target_list){0};
+	return c->nlists++;
+}
+
 static struct target_list *list_for(struct bin_counts *c, struct ep_u64map *map, uint64_t key)
 {
 	bool inserted;
 	uint64_t *slot = ep_u64map_upsert(map, key, &inserted);
 	if (!slot)
 		return NULL;
-	if (inserted) {
-		if (c->nlists == c->lists_cap) {
-			size_t cap = c->lists_cap ? c->lists_cap * 2 : 64;
-			struct target_list *l = realloc(c->lists, cap * sizeof(*l));
-			if (!l) {
-				*slot = UINT64_MAX;
-				return NULL;
-			}
-			c->lists = l;
-			c->lists_cap = cap;
-		}
-		c->lists[c->nlists] = (struct target_list){0};
-		*slot = c->nlists++;
-	}
+	if (inserted)
+		*slot = new_list(c);
 	if (*slot == UINT64_MAX)
 		return NULL;
 	return &c->lists[*slot];
+}
+
+/* A site's targets: indexed by its dense id, no hashing (ensure_site made
+ * room for it). */
+static inline struct target_list *site_list_for(struct bin_counts *c, uint32_t site)
+{
+	if (!c->site_list[site]) {
+		uint64_t i = new_list(c);
+		if (i == UINT64_MAX)
+			return NULL;
+		c->site_list[site] = (uint32_t)i + 1;
+	}
+	return &c->lists[c->site_list[site] - 1];
 }
 
 static void list_add(struct target_list *l, uint64_t to, bool external, bool mispredicted)
@@ -243,11 +264,17 @@ static bool kind_is_direct(uint8_t kind)
 void ep_aggregate_trace(struct ep_aggregator *a, const struct ep_trace *trace, size_t first,
 			bool count_first_range)
 {
+	/* a trace's branches are nearly all in one binary: look it up once */
+	uint32_t last_bin = EP_NO_BIN;
+	struct bin_counts *c = NULL;
 	for (size_t k = first; k < trace->n; k++) {
 		const struct ep_trace_branch *b = &trace->branches[k];
 		if (b->bin == EP_NO_BIN)
 			continue;
-		struct bin_counts *c = bin_counts(a, b->bin);
+		if (b->bin != last_bin || !c) {
+			c = bin_counts(a, b->bin);
+			last_bin = b->bin;
+		}
 		if (!c || ensure_site(c, b->site))
 			continue;
 		a->branches++;
@@ -258,7 +285,7 @@ void ep_aggregate_trace(struct ep_aggregator *a, const struct ep_trace *trace, s
 			c->taken_mispredicted[b->site] += b->mispredicted;
 		} else {
 			bool external = b->to_bin != b->bin;
-			struct target_list *l = list_for(c, &c->site_targets, b->site);
+			struct target_list *l = site_list_for(c, b->site);
 			if (l)
 				list_add(l, external ? 0 : b->to_vaddr, external, b->mispredicted);
 			if (external && b->to_bin != EP_NO_BIN) {
@@ -377,11 +404,11 @@ static int collect_edges(struct bin_counts *c, const struct ep_decoder *dec, str
 			e->kind = ep_proto_branch_kind(s->kind);
 		}
 	}
-	for (size_t i = 0; i < c->site_targets.capacity; i++) {
-		if (!c->site_targets.used[i])
+	for (uint32_t site = 0; site < c->site_cap; site++) {
+		if (!c->site_list[site])
 			continue;
-		const struct ep_site *s = ep_decoder_site(dec, (uint32_t)c->site_targets.keys[i]);
-		const struct target_list *l = &c->lists[c->site_targets.values[i]];
+		const struct ep_site *s = ep_decoder_site(dec, site);
+		const struct target_list *l = &c->lists[c->site_list[site] - 1];
 		for (uint32_t j = 0; j < l->n; j++) {
 			Edgeprof__V1__Edge *e = edge_push(v);
 			if (!e)

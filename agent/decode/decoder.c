@@ -75,7 +75,19 @@ struct ep_decoder {
 	/* instruction offsets of the run being built */
 	uint32_t *scratch;
 	uint32_t scratch_cap;
+	/* Walks already done, by (start, end): stacks repeat heavily, so most
+	 * gaps were walked before. Direct-mapped, fixed size, made on the first
+	 * walk; an entry names the run's items, which never move in items[]. */
+	struct walk_memo *memo;
 };
+
+struct walk_memo {
+	uint64_t start, end;
+	uint32_t first; /* steps: items[first .. first + n), closing: items[first + n] */
+	uint32_t n;	/* MEMO_EMPTY when unused */
+};
+#define MEMO_SIZE  16384 /* 512 KiB per decoder walked */
+#define MEMO_EMPTY UINT32_MAX
 
 const char *ep_branch_kind_name(enum ep_branch_kind kind)
 {
@@ -151,6 +163,7 @@ void ep_decoder_free(struct ep_decoder *d)
 	free(d->item_addrs);
 	free(d->bitmaps);
 	free(d->scratch);
+	free(d->memo);
 	free(d->sites);
 	free(d->site_target_run);
 	free(d->site_ft_run);
@@ -477,12 +490,16 @@ static enum ep_walk_status end_status(const struct run *r)
 	}
 }
 
-enum ep_walk_status ep_decoder_walk_to_branch(struct ep_decoder *d, uint64_t start, uint64_t end,
-					      uint32_t from_site, struct ep_walk_step *steps,
-					      size_t max_steps, size_t *nsteps,
-					      struct ep_walk_step *closing)
+static inline struct walk_memo *memo_slot(struct ep_decoder *d, uint64_t start, uint64_t end)
 {
-	*nsteps = 0;
+	uint64_t h = (start * 0x9e3779b97f4a7c15ULL) ^ (end * 0xc2b2ae3d27d4eb4fULL);
+	return &d->memo[(h >> 40) & (MEMO_SIZE - 1)];
+}
+
+static enum ep_walk_status __attribute__((noinline))
+walk_uncached(struct ep_decoder *d, uint64_t start, uint64_t end, uint32_t from_site,
+	      uint32_t *first, uint32_t *nsteps)
+{
 	uint32_t r = run_for(d, start, from_site);
 	if (r == NO_RUN)
 		return EP_WALK_NO_CODE;
@@ -501,13 +518,62 @@ enum ep_walk_status ep_decoder_walk_to_branch(struct ep_decoder *d, uint64_t sta
 	}
 	if (addrs[i] != end)
 		return EP_WALK_OVERRUN;
-	if (i > max_steps)
-		return EP_WALK_TOO_LONG;
-	const struct ep_walk_step *items = d->items + run->first_item;
-	memcpy(steps, items, i * sizeof(*steps));
+	*first = run->first_item;
 	*nsteps = i;
-	*closing = items[i];
+	if (!d->memo) {
+		d->memo = malloc(MEMO_SIZE * sizeof(*d->memo));
+		if (d->memo)
+			memset(d->memo, 0xff, MEMO_SIZE * sizeof(*d->memo));
+	}
+	if (d->memo)
+		*memo_slot(d, start, end) =
+		    (struct walk_memo){.start = start, .end = end, .first = *first, .n = i};
 	return EP_WALK_OK;
+}
+
+enum ep_walk_status ep_decoder_walk_lookup(struct ep_decoder *d, uint64_t start, uint64_t end,
+					   uint32_t from_site, size_t max_steps,
+					   const struct ep_walk_step **steps, size_t *nsteps,
+					   struct ep_walk_step *closing)
+{
+	uint32_t first, n;
+	const struct walk_memo *m = d->memo ? memo_slot(d, start, end) : NULL;
+	if (m && m->n != MEMO_EMPTY && m->start == start && m->end == end) {
+		first = m->first;
+		n = m->n;
+	} else {
+		enum ep_walk_status ws = walk_uncached(d, start, end, from_site, &first, &n);
+		if (ws != EP_WALK_OK) {
+			*nsteps = 0;
+			return ws;
+		}
+	}
+	if (n > max_steps) {
+		*nsteps = 0;
+		return EP_WALK_TOO_LONG;
+	}
+	*steps = d->items + first;
+	*nsteps = n;
+	*closing = d->items[first + n];
+	return EP_WALK_OK;
+}
+
+const struct ep_walk_step *ep_decoder_steps(const struct ep_decoder *d)
+{
+	return d->items;
+}
+
+enum ep_walk_status ep_decoder_walk_to_branch(struct ep_decoder *d, uint64_t start, uint64_t end,
+					      uint32_t from_site, struct ep_walk_step *steps,
+					      size_t max_steps, size_t *nsteps,
+					      struct ep_walk_step *closing)
+{
+	const struct ep_walk_step *found = NULL;
+	enum ep_walk_status ws =
+	    ep_decoder_walk_lookup(d, start, end, from_site, max_steps, &found, nsteps, closing);
+	if (ws == EP_WALK_OK)
+		memcpy(steps, found, *nsteps * sizeof(*steps));
+	return ws;
 }
 
 enum ep_walk_status ep_decoder_walk_to_ip(struct ep_decoder *d, uint64_t start, uint64_t ip,

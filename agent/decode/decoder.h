@@ -93,6 +93,22 @@ enum ep_walk_status ep_decoder_walk_to_branch(struct ep_decoder *d, uint64_t sta
 					      struct ep_walk_step *closing);
 
 /*
+ * The same without the copy: *steps points into the decoder, valid until it
+ * next meets new code (the next walk or site lookup). Walks are remembered
+ * by (start, end) in a fixed-size table, so a gap walked before costs one
+ * lookup.
+ */
+enum ep_walk_status ep_decoder_walk_lookup(struct ep_decoder *d, uint64_t start, uint64_t end,
+					   uint32_t from_site, size_t max_steps,
+					   const struct ep_walk_step **steps, size_t *nsteps,
+					   struct ep_walk_step *closing);
+
+/* The base ep_decoder_walk_lookup()'s steps point into, for keeping them as
+ * an index: an index stays valid for the decoder's life, a pointer only until
+ * it next meets new code. */
+const struct ep_walk_step *ep_decoder_steps(const struct ep_decoder *d);
+
+/*
  * The straight line from start up to ip, the next instruction to execute
  * (not executed): the conditional branches passed, not taken, with the range
  * ending at each. OK when ip is start or lies on the line.

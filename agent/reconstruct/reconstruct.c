@@ -17,7 +17,10 @@
  * branch always exceeds it). AutoFDO's value for the fixtures' era. */
 #define EP_DUPLICATE_LOOP_LIMIT 0x50
 
+struct entry_memo;
+
 struct ep_reconstructor {
+	struct entry_memo *memo; /* ENTRY_MEMO_SIZE, made on the first stack */
 	struct ep_procmap *procmap;
 	struct ep_decoder_cache *decoders;
 	bool append_trigger;
@@ -63,6 +66,7 @@ void ep_reconstructor_free(struct ep_reconstructor *r)
 {
 	if (!r)
 		return;
+	free(r->memo);
 	free(r);
 }
 
@@ -154,10 +158,14 @@ static inline struct ep_trace_branch *trace_push(struct ep_reconstructor *r, str
 	return b;
 }
 
-static void push_not_taken(struct ep_reconstructor *r, struct ep_trace *t, uint32_t bin,
-			   const struct ep_decoder *dec, const struct ep_walk_step *steps,
-			   size_t nsteps)
+/* Inlined with its early return: most gaps pass no conditional branch, and
+ * a call per gap was a tenth of the import's instructions. */
+static inline __attribute__((always_inline)) void
+push_not_taken(struct ep_reconstructor *r, struct ep_trace *t, uint32_t bin,
+	       const struct ep_decoder *dec, const struct ep_walk_step *steps, size_t nsteps)
 {
+	if (nsteps == 0)
+		return;
 	if (t->n + nsteps > t->cap && trace_grow(t, t->n + nsteps) != 0)
 		return;
 	const struct ep_site *sites = ep_decoder_sites(dec);
@@ -181,41 +189,147 @@ static bool kind_is_direct(uint8_t kind)
 	return kind == EP_BRANCH_COND || kind == EP_BRANCH_JUMP || kind == EP_BRANCH_CALL;
 }
 
+enum gap_kind { GAP_NONE, GAP_OK, GAP_UNKNOWN, GAP_INCONSISTENT, GAP_BACKWARDS };
+
+/*
+ * What one branch entry does, given the previous entry's target: the gap
+ * before it, the taken branch, the stats it moves. It depends only on the
+ * process's mappings (pid, procmap generation) and the three runtime
+ * addresses (previous target, source, target), so it is remembered under
+ * them: stacks repeat heavily, and a remembered entry costs one probe
+ * instead of two resolutions, a walk lookup and the site checks.
+ */
+struct entry_memo {
+	/* the key */
+	uint64_t prev_to_addr, from_addr, to_addr, generation;
+	uint32_t pid;
+	bool has_prev, used;
+	/* the outcome */
+	bool kernel, unresolved, mismatched;
+	uint8_t gap;  /* enum gap_kind */
+	uint8_t kind; /* of the taken branch's site */
+	const char *why;
+	struct endpoint from, to;     /* to: EP_NO_BIN when its code is unknown */
+	uint32_t steps_first, nsteps; /* not-taken steps: the from decoder's items */
+	uint32_t site, range;	      /* the taken branch; EP_NO_SITE: cut */
+	uint32_t next_prev_site;      /* from_site for the next entry's walk */
+};
+
 /* Walks the gap between the previous entry's target and this entry's
- * source. Returns NULL (with the closing site) when the straight line is
- * possible; otherwise counts why it is not and says why. */
-static const char *walk_gap(struct ep_reconstructor *r, struct ep_trace *t,
-			    const struct endpoint *prev_to, uint32_t prev_site,
-			    const struct endpoint *from, struct ep_walk_step *closing)
+ * source into m: GAP_OK with the closing site when the straight line is
+ * possible, otherwise why not. */
+static void classify_gap(const struct endpoint *prev_to, uint32_t prev_site,
+			 const struct endpoint *from, struct ep_walk_step *closing,
+			 struct entry_memo *m)
 {
-	struct ep_reconstruct_stats *st = &r->stats;
-	st->gaps++;
 	if (prev_to->bin == EP_NO_BIN || from->bin == EP_NO_BIN || !prev_to->dec || !from->dec) {
-		st->gaps_unknown_code++;
-		return "unknown code";
+		m->gap = GAP_UNKNOWN;
+		m->why = "unknown code";
+		return;
 	}
 	if (prev_to->bin != from->bin) {
-		st->gaps_inconsistent++;
-		return "crosses binaries";
+		m->gap = GAP_INCONSISTENT;
+		m->why = "crosses binaries";
+		return;
 	}
 	if (from->vaddr < prev_to->vaddr || from->vaddr - prev_to->vaddr > EP_MAX_GAP_BYTES) {
-		st->gaps_inconsistent++;
-		st->gaps_backwards++;
-		return "backwards or too long";
+		m->gap = GAP_BACKWARDS;
+		m->why = "backwards or too long";
+		return;
 	}
 	size_t nsteps = 0;
+	const struct ep_walk_step *steps = NULL;
 	enum ep_walk_status ws =
-	    ep_decoder_walk_to_branch(from->dec, prev_to->vaddr, from->vaddr, prev_site, r->steps,
-				      EP_MAX_WALK_STEPS, &nsteps, closing);
+	    ep_decoder_walk_lookup(from->dec, prev_to->vaddr, from->vaddr, prev_site,
+				   EP_MAX_WALK_STEPS, &steps, &nsteps, closing);
 	if (ws != EP_WALK_OK) {
-		if (ws == EP_WALK_NO_CODE)
-			st->gaps_unknown_code++;
-		else
-			st->gaps_inconsistent++;
-		return ep_walk_status_name(ws);
+		m->gap = ws == EP_WALK_NO_CODE ? GAP_UNKNOWN : GAP_INCONSISTENT;
+		m->why = ep_walk_status_name(ws);
+		return;
 	}
-	push_not_taken(r, t, from->bin, from->dec, r->steps, nsteps);
-	return NULL;
+	m->gap = GAP_OK;
+	m->steps_first = (uint32_t)(steps - ep_decoder_steps(from->dec));
+	m->nsteps = (uint32_t)nsteps;
+}
+
+/* Fills m's outcome for entry e after prev_to (has_prev false: the oldest). */
+static void __attribute__((noinline))
+compute_entry(struct ep_reconstructor *r, uint32_t pid, bool has_prev, bool calls_only,
+	      const struct endpoint *prev_to, uint32_t prev_site, const struct ep_branch_entry *e,
+	      struct entry_memo *m)
+{
+	m->kernel = ep_addr_is_kernel(e->from) || ep_addr_is_kernel(e->to);
+	resolve(r, pid, e->from, &m->from);
+	resolve(r, pid, e->to, &m->to);
+	m->unresolved = !m->kernel && (!m->from.dec || !m->to.dec);
+	m->gap = GAP_NONE;
+	m->why = NULL;
+	m->nsteps = 0;
+	struct ep_walk_step closing = {.site = EP_NO_SITE, .range = EP_NO_RANGE};
+	if (has_prev && !calls_only)
+		classify_gap(prev_to, prev_site, &m->from, &closing, m);
+	bool gap_ok = m->gap == GAP_OK;
+
+	/* The taken branch itself: only a branch we can see in the code is
+	 * counted, and only to the target the code allows. */
+	uint32_t site = EP_NO_SITE;
+	m->mismatched = false;
+	if (!m->kernel && m->from.dec) {
+		site = gap_ok ? closing.site : ep_decoder_site_at(m->from.dec, m->from.vaddr);
+		if (site != EP_NO_SITE) {
+			const struct ep_site *s = ep_decoder_site(m->from.dec, site);
+			if (kind_is_direct(s->kind) &&
+			    (m->to.bin != m->from.bin || s->target != m->to.vaddr))
+				site = EP_NO_SITE;
+		}
+		m->mismatched = site == EP_NO_SITE;
+	}
+	m->site = site;
+	m->range = gap_ok ? closing.range : EP_NO_RANGE;
+	m->kind = site != EP_NO_SITE ? ep_decoder_site(m->from.dec, site)->kind : 0;
+	m->next_prev_site = (site != EP_NO_SITE && m->to.bin == m->from.bin) ? site : EP_NO_SITE;
+	if (!m->to.dec)
+		m->to.bin = EP_NO_BIN;
+}
+
+#define ENTRY_MEMO_SIZE 8192 /* about 1 MiB */
+
+static inline uint64_t entry_hash(uint64_t prev_to, uint64_t from, uint64_t to)
+{
+	return ((prev_to * 0x9e3779b97f4a7c15ULL) ^ (from * 0xc2b2ae3d27d4eb4fULL) ^
+		(to * 0x165667b19e3779f9ULL)) >>
+	       40;
+}
+
+/* Entry k's outcome: remembered, or computed (and remembered unless in
+ * call-graph mode, which computes into local). */
+static inline struct entry_memo *entry_outcome(struct ep_reconstructor *r,
+					       const struct ep_sample_record *rec, uint32_t k,
+					       bool have_prev, bool calls_only,
+					       const struct endpoint *prev_to, uint32_t prev_site,
+					       uint64_t generation, struct entry_memo *local)
+{
+	const struct ep_branch_entry *e = &rec->entries[k];
+	uint64_t prev_addr = have_prev ? rec->entries[k + 1].to : 0;
+	if (!r->memo || calls_only) {
+		compute_entry(r, rec->pid, have_prev, calls_only, prev_to, prev_site, e, local);
+		return local;
+	}
+	struct entry_memo *m =
+	    &r->memo[entry_hash(prev_addr, e->from, e->to) & (ENTRY_MEMO_SIZE - 1)];
+	if (m->used && m->from_addr == e->from && m->to_addr == e->to &&
+	    m->prev_to_addr == prev_addr && m->has_prev == have_prev && m->pid == rec->pid &&
+	    m->generation == generation)
+		return m;
+	compute_entry(r, rec->pid, have_prev, calls_only, prev_to, prev_site, e, m);
+	m->used = true;
+	m->from_addr = e->from;
+	m->to_addr = e->to;
+	m->prev_to_addr = prev_addr;
+	m->has_prev = have_prev;
+	m->pid = rec->pid;
+	m->generation = generation;
+	return m;
 }
 
 static void append_trigger(struct ep_reconstructor *r, const struct ep_sample_record *rec,
@@ -281,77 +395,66 @@ size_t ep_reconstruct(struct ep_reconstructor *r, const struct ep_sample_record 
 	struct endpoint prev_to = {.bin = EP_NO_BIN};
 	uint32_t prev_site = EP_NO_SITE;
 	bool have_prev = false;
+	if (!r->memo && !calls_only) /* without it (no memory) every entry is computed */
+		r->memo = calloc(ENTRY_MEMO_SIZE, sizeof(*r->memo));
+	uint64_t generation = *r->generation;
 
 	for (uint32_t k = nr; k-- > newest;) {
 		const struct ep_branch_entry *e = &rec->entries[k];
-		bool kernel = ep_addr_is_kernel(e->from) || ep_addr_is_kernel(e->to);
-		struct endpoint from, to;
-		resolve(r, rec->pid, e->from, &from);
-		resolve(r, rec->pid, e->to, &to);
-		if (kernel) {
+		struct entry_memo local;
+		struct entry_memo *m = entry_outcome(r, rec, k, have_prev, calls_only, &prev_to,
+						     prev_site, generation, &local);
+		if (m->kernel) {
 			st->branch_entries_kernel++;
 		} else {
 			st->branch_entries_user++;
-			if (!from.dec || !to.dec)
-				st->branch_entries_unresolved++;
+			st->branch_entries_unresolved += m->unresolved;
 		}
-
-		struct ep_walk_step closing = {.site = EP_NO_SITE, .range = EP_NO_RANGE};
-		bool gap_ok = false;
-		if (have_prev && !calls_only) {
-			const char *why = walk_gap(r, t, &prev_to, prev_site, &from, &closing);
-			gap_ok = why == NULL;
-			if (!gap_ok)
+		if (m->gap != GAP_NONE) {
+			st->gaps++;
+			st->gaps_unknown_code += m->gap == GAP_UNKNOWN;
+			st->gaps_inconsistent += m->gap >= GAP_INCONSISTENT;
+			st->gaps_backwards += m->gap == GAP_BACKWARDS;
+			if (m->gap == GAP_OK)
+				push_not_taken(r, t, m->from.bin, m->from.dec,
+					       ep_decoder_steps(m->from.dec) + m->steps_first,
+					       m->nsteps);
+			else
 				r->cut_pending = true;
 			if (r->gap_observer) {
-				bool one_bin = prev_to.bin != EP_NO_BIN && prev_to.bin == from.bin;
+				bool one_bin =
+				    prev_to.bin != EP_NO_BIN && prev_to.bin == m->from.bin;
 				struct ep_gap_report g = {.sample = st->samples,
 							  .pid = rec->pid,
 							  .start = rec->entries[k + 1].to,
 							  .end = e->from,
-							  .bin = one_bin ? from.bin : EP_NO_BIN,
+							  .bin = one_bin ? m->from.bin : EP_NO_BIN,
 							  .start_vaddr = prev_to.vaddr,
-							  .end_vaddr = from.vaddr,
-							  .consistent = gap_ok,
-							  .why = why};
+							  .end_vaddr = m->from.vaddr,
+							  .consistent = m->gap == GAP_OK,
+							  .why = m->why};
 				r->gap_observer(r->gap_observer_ctx, &g);
 			}
 		}
-
-		/* The taken branch itself: only a branch we can see in the code is
-		 * counted, and only to the target the code allows. */
-		uint32_t site = EP_NO_SITE;
-		if (!kernel && from.dec) {
-			site = gap_ok ? closing.site : ep_decoder_site_at(from.dec, from.vaddr);
-			if (site != EP_NO_SITE) {
-				const struct ep_site *s = ep_decoder_site(from.dec, site);
-				if (kind_is_direct(s->kind) &&
-				    (to.bin != from.bin || s->target != to.vaddr))
-					site = EP_NO_SITE;
-			}
-			if (site == EP_NO_SITE)
-				st->entries_mismatched++;
-		}
-		if (site != EP_NO_SITE) {
+		st->entries_mismatched += m->mismatched;
+		if (m->site != EP_NO_SITE) {
 			struct ep_trace_branch *b = trace_push(r, t);
 			if (b) {
-				b->bin = from.bin;
-				b->site = site;
-				b->range = gap_ok ? closing.range : EP_NO_RANGE;
-				b->kind = ep_decoder_site(from.dec, site)->kind;
-				b->to_bin = to.dec ? to.bin : EP_NO_BIN;
-				b->to_vaddr = to.dec ? to.vaddr : 0;
-				b->gap_start = gap_ok ? prev_to.vaddr : 0;
+				b->bin = m->from.bin;
+				b->site = m->site;
+				b->range = m->range;
+				b->kind = m->kind;
+				b->to_bin = m->to.dec ? m->to.bin : EP_NO_BIN;
+				b->to_vaddr = m->to.dec ? m->to.vaddr : 0;
+				b->gap_start = m->gap == GAP_OK ? prev_to.vaddr : 0;
 				b->taken = true;
 				b->mispredicted = (e->flags & EP_BR_MISPRED) != 0;
 			}
 		} else {
 			r->cut_pending = true;
 		}
-		prev_to = to;
-		if (!to.dec)
-			prev_to.bin = EP_NO_BIN;
-		prev_site = (site != EP_NO_SITE && to.bin == from.bin) ? site : EP_NO_SITE;
+		prev_to = m->to;
+		prev_site = m->next_prev_site;
 		have_prev = true;
 	}
 

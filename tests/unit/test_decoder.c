@@ -453,6 +453,29 @@ static uint8_t *read_code(const char *path, struct ep_code_segment *seg)
 	return bytes;
 }
 
+/* test.binary's code and objdump's listing of it, for the tests that
+ * compare walks over the whole program. */
+struct listing {
+	struct ep_code_segment seg;
+	uint8_t *bytes;
+	struct objdump_insn *v;
+	size_t count;
+};
+
+static const struct objdump_insn *listing_load(struct listing *l)
+{
+	const char *path = ep_test_fixture("test.binary");
+	l->bytes = read_code(path, &l->seg);
+	l->v = objdump_insns(path, &l->count);
+	return l->v;
+}
+
+static void listing_free(struct listing *l)
+{
+	free(l->v);
+	free(l->bytes);
+}
+
 /*
  * objdump, a decoder we did not write, against ours on test.binary: every
  * instruction it lists is a site exactly when it is a branch, with the same
@@ -463,13 +486,11 @@ static uint8_t *read_code(const char *path, struct ep_code_segment *seg)
 static void test_agrees_with_objdump(void **state)
 {
 	(void)state;
-	const char *path = ep_test_fixture("test.binary");
-	struct ep_code_segment seg;
-	uint8_t *bytes = read_code(path, &seg);
-	size_t count;
-	struct objdump_insn *v = objdump_insns(path, &count);
+	struct listing l;
+	const struct objdump_insn *v = listing_load(&l);
+	size_t count = l.count;
 	assert_true(count > 5000);
-	struct ep_decoder *d = ep_decoder_new(EP_ARCH_X86_64, &seg, 1);
+	struct ep_decoder *d = ep_decoder_new(EP_ARCH_X86_64, &l.seg, 1);
 	assert_non_null(d);
 
 	int branches = 0, direct = 0;
@@ -558,8 +579,7 @@ static void test_agrees_with_objdump(void **state)
 	assert_true(walks > 1000);
 	assert_true(gaps < 10);
 	ep_decoder_free(d);
-	free(v);
-	free(bytes);
+	listing_free(&l);
 }
 
 /* Runs built in a different order (so tails are shared differently) give
@@ -567,13 +587,11 @@ static void test_agrees_with_objdump(void **state)
 static void test_build_order(void **state)
 {
 	(void)state;
-	const char *path = ep_test_fixture("test.binary");
-	struct ep_code_segment seg;
-	uint8_t *bytes = read_code(path, &seg);
-	size_t count;
-	struct objdump_insn *v = objdump_insns(path, &count);
-	struct ep_decoder *fwd = ep_decoder_new(EP_ARCH_X86_64, &seg, 1);
-	struct ep_decoder *bwd = ep_decoder_new(EP_ARCH_X86_64, &seg, 1);
+	struct listing l;
+	const struct objdump_insn *v = listing_load(&l);
+	size_t count = l.count;
+	struct ep_decoder *fwd = ep_decoder_new(EP_ARCH_X86_64, &l.seg, 1);
+	struct ep_decoder *bwd = ep_decoder_new(EP_ARCH_X86_64, &l.seg, 1);
 	/* warm up: one from low addresses upwards, the other downwards */
 	struct ep_walk_step s1[256], s2[256], c1, c2;
 	size_t n1, n2;
@@ -611,8 +629,75 @@ static void test_build_order(void **state)
 	assert_true(compared > 1000);
 	ep_decoder_free(fwd);
 	ep_decoder_free(bwd);
-	free(v);
-	free(bytes);
+	listing_free(&l);
+}
+
+/* Walks are remembered by (start, end) in a fixed-size table: walked again
+ * (remembered, or evicted by a colliding gap and walked anew) each gives
+ * what it gave the first time, and the uncopied lookup gives the same steps
+ * as the copying walk. Enough gaps to collide in the table many times. */
+static void test_walk_memo(void **state)
+{
+	(void)state;
+	struct listing l;
+	const struct objdump_insn *v = listing_load(&l);
+	size_t count = l.count;
+	struct ep_decoder *d = ep_decoder_new(EP_ARCH_X86_64, &l.seg, 1);
+	struct walk_result {
+		uint64_t start, end;
+		uint64_t digest; /* status, steps and closing site */
+	} *res = NULL;
+	size_t nres = 0, cap = 0;
+	struct ep_walk_step steps[256], closing;
+	for (int pass = 0; pass < 2; pass++) {
+		size_t k = 0;
+		for (size_t i = 0; i < count; i++) {
+			for (size_t j = i; j < count && j < i + 64; j++) {
+				if (v[j].kind == EP_BRANCH_NONE)
+					continue;
+				size_t n = 0;
+				enum ep_walk_status ws = ep_decoder_walk_to_branch(
+				    d, v[i].addr, v[j].addr, EP_NO_SITE, steps, 256, &n, &closing);
+				uint64_t digest = (uint64_t)ws * 1000003 + n;
+				if (ws == EP_WALK_OK) {
+					const struct ep_walk_step *found = NULL;
+					size_t n2 = 0;
+					struct ep_walk_step c2;
+					assert_int_equal(ep_decoder_walk_lookup(
+							     d, v[i].addr, v[j].addr, EP_NO_SITE,
+							     256, &found, &n2, &c2),
+							 EP_WALK_OK);
+					assert_int_equal(n2, n);
+					assert_memory_equal(found, steps, n * sizeof(*steps));
+					assert_memory_equal(&c2, &closing, sizeof(c2));
+					for (size_t m = 0; m < n; m++)
+						digest = digest * 31 + steps[m].site * 7 +
+							 steps[m].range;
+					digest = digest * 31 + closing.site * 7 + closing.range;
+				}
+				if (pass == 0) {
+					if (nres == cap) {
+						cap = cap ? cap * 2 : 4096;
+						res = realloc(res, cap * sizeof(*res));
+						assert_non_null(res);
+					}
+					res[nres++] =
+					    (struct walk_result){v[i].addr, v[j].addr, digest};
+				} else {
+					assert_true(k < nres);
+					assert_int_equal(res[k].start, v[i].addr);
+					assert_int_equal(res[k].end, v[j].addr);
+					assert_int_equal(res[k].digest, digest);
+				}
+				k++;
+			}
+		}
+	}
+	printf("# %zu walks repeated\n", nres);
+	assert_true(nres > 16384); /* more gaps than the table holds */
+	free(res);
+	ep_decoder_free(d);
+	listing_free(&l);
 }
 
 static void test_arm64_kinds(void **state)
@@ -685,6 +770,7 @@ int main(void)
 	    cmocka_unit_test(test_x86_kinds),
 	    cmocka_unit_test(test_agrees_with_objdump),
 	    cmocka_unit_test(test_build_order),
+	    cmocka_unit_test(test_walk_memo),
 	    cmocka_unit_test(test_arm64_kinds),
 	    cmocka_unit_test(test_unsupported_arch),
 	};

@@ -162,12 +162,54 @@ static void test_truncated_and_garbage(void **state)
 	unlink(path);
 }
 
+struct order {
+	uint64_t samples, last_time, backwards, sum_ip;
+};
+
+static int on_sample_order(void *ctx, const struct ep_sample_record *rec)
+{
+	struct order *o = ctx;
+	o->samples++;
+	o->backwards += rec->time_ns < o->last_time;
+	o->last_time = rec->time_ns;
+	o->sum_ip += rec->ip;
+	return 0;
+}
+
+/* test.lbr has no FINISHED_ROUND records: everything is held for ordering
+ * unless the cap says otherwise. Capped, the held bytes stay under the cap
+ * (plus the record that crossed it) and every sample still arrives, in time
+ * order (the file's samples are in time order). */
+static void test_hold_cap_without_rounds(void **state)
+{
+	(void)state;
+	char err[256];
+	struct ep_perf_data_stats full, capped;
+	struct order a = {0}, b = {0};
+	struct ep_perf_data_callbacks cb = {.ctx = &a, .on_sample = on_sample_order};
+	assert_int_equal(
+	    ep_perf_data_read(ep_test_fixture("test.lbr"), &cb, &full, err, sizeof(err)), 0);
+	cb.ctx = &b;
+	const uint64_t cap = 64 << 10;
+	assert_int_equal(ep_perf_data_read_capped(ep_test_fixture("test.lbr"), &cb, cap, &capped,
+						  err, sizeof(err)),
+			 0);
+	assert_true(full.hold_bytes_peak > 3000000); /* the whole data section */
+	assert_true(capped.hold_bytes_peak <= cap + 65536);
+	assert_true(capped.hold_bytes_peak > cap);
+	assert_int_equal(b.samples, 9232);
+	assert_int_equal(a.samples, 9232);
+	assert_int_equal(b.backwards, 0);
+	assert_int_equal(a.sum_ip, b.sum_ip);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_propeller),
 	    cmocka_unit_test(test_lbr_old_perf),
 	    cmocka_unit_test(test_truncated_and_garbage),
+	    cmocka_unit_test(test_hold_cap_without_rounds),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -22,7 +22,8 @@
 
 #include "common/util/u64map.h"
 
-#define WINDOW_SIZE	(4u << 20)
+/* mapped pages are given back in steps this large (one madvise each) */
+#define DROP_STEP	(4u << 20)
 #define MAX_ATTRS	256
 #define HEADER_BUILD_ID 2
 #define HEADER_CPUID	9
@@ -64,10 +65,12 @@ struct reader {
 	int id_pos;		     /* u64 index of PERF_SAMPLE_ID in a sample, -1 when absent */
 	struct ep_u64map attr_by_id; /* sample id -> attrs index */
 	char cpuid[128];
-	/* the window: file bytes [win_off, win_off + win_len) */
-	uint8_t *win;
-	uint64_t win_off;
-	size_t win_len;
+	/* The whole file, mapped read-only: records are parsed where they lie,
+	 * and time ordering holds only (time, offset) keys, never copies. */
+	const uint8_t *map;
+	uint64_t dropped_to; /* pages below this were given back (MADV_DONTNEED) */
+	uint64_t read_off;   /* the record being read */
+	uint64_t hold_max_bytes;
 	struct ep_sample_record rec;
 };
 
@@ -99,21 +102,35 @@ static int read_at(struct reader *r, uint64_t offset, void *buf, size_t len)
 	return 0;
 }
 
-/* Makes [offset, offset + len) available in the window; NULL past EOF. */
-static const uint8_t *window(struct reader *r, uint64_t offset, size_t len)
+/* [offset, offset + len) of the file; NULL past EOF. */
+static inline const uint8_t *window(struct reader *r, uint64_t offset, size_t len)
 {
-	if (offset >= r->win_off && offset + len <= r->win_off + r->win_len)
-		return r->win + (offset - r->win_off);
-	if (offset + len > r->file_size || len > WINDOW_SIZE)
+	if (offset > r->file_size || len > r->file_size - offset)
 		return NULL;
-	size_t want = WINDOW_SIZE;
-	if (offset + want > r->file_size)
-		want = (size_t)(r->file_size - offset);
-	if (read_at(r, offset, r->win, want) != 0)
-		return NULL;
-	r->win_off = offset;
-	r->win_len = want;
-	return r->win;
+	return r->map + offset;
+}
+
+/* Gives back the mapped pages in [from, to), both rounded down to pages. */
+static void drop_range(struct reader *r, uint64_t from, uint64_t to)
+{
+	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+	from = from / page * page;
+	to = to / page * page;
+	if (to > from)
+		madvise((void *)(uintptr_t)(r->map + from), (size_t)(to - from), MADV_DONTNEED);
+}
+
+/* Gives back the mapped pages below offset: a file read once would
+ * otherwise stay resident as it is mapped, and RSS grow with its size. */
+static inline void drop_below(struct reader *r, uint64_t offset)
+{
+	if (offset < r->dropped_to + DROP_STEP)
+		return;
+	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+	uint64_t to = offset / page * page;
+	madvise((void *)(uintptr_t)(r->map + r->dropped_to), (size_t)(to - r->dropped_to),
+		MADV_DONTNEED);
+	r->dropped_to = to;
 }
 
 static const char *hw_event_name(uint64_t config)
@@ -603,24 +620,34 @@ static int parse_record(struct reader *r, uint64_t off, const uint8_t *p,
  * first samples in the file. Like perf, records are put back in time order:
  * they are held until a FINISHED_ROUND marker, then every held record older
  * than the previous marker's newest time is delivered, sorted by (time, file
- * position). Everything left is delivered, sorted, at the end. */
+ * position). Everything left is delivered, sorted, at the end. A record is
+ * held as its (time, offset) key only: its bytes stay in the mapped file,
+ * and the pages behind the reader are given back even while records on them
+ * are held (delivering one faults its page in again from the page cache).
+ * Without round markers everything would be held: past hold_max_bytes of
+ * held records (or HOLD_MAX_KEYS of them) what is held is ordered and
+ * delivered, as before records were held as keys, so profiles stay the same. */
 
 struct held {
 	uint64_t time;
-	uint64_t offset; /* in the file, for errors and as the tie-break */
-	size_t buf_pos;	 /* where its bytes are in the hold buffer */
+	uint64_t offset; /* in the file: where to parse it, and the tie-break */
 };
 
 struct hold {
-	uint8_t *buf;
-	size_t len, cap;
-	struct held *recs;
-	size_t n, cap_recs;
+	struct held *recs, *tmp; /* tmp: the merge sort's other half */
+	size_t n, cap;
+	uint64_t bytes;	      /* of the records held */
 	uint64_t max_time;    /* newest time held so far */
 	uint64_t flush_limit; /* newest time when the last round ended */
 };
 
+/* The default bound on the bytes of records held (what they were when held
+ * records were copies), and on their number: 2 Mi keys are 64 MiB with the
+ * sort's buffer. */
 #define HOLD_MAX_BYTES (256u << 20)
+#define HOLD_MAX_KEYS  (2u << 20)
+/* At most this much of the file behind the reader stays mapped in. */
+#define RESIDENT_BEHIND (32u << 20)
 
 /* The record's time, from the sample itself or the sample_id trailer that
  * sample_id_all puts after other records; false when it has none. */
@@ -652,76 +679,116 @@ static bool record_time(const struct reader *r, const uint8_t *p, uint64_t *time
 	return true;
 }
 
-static int cmp_held(const void *pa, const void *pb)
+static inline bool held_before(const struct held *a, const struct held *b)
 {
-	const struct held *a = pa, *b = pb;
-	if (a->time != b->time)
-		return a->time < b->time ? -1 : 1;
-	return a->offset < b->offset ? -1 : a->offset > b->offset;
+	return a->time < b->time || (a->time == b->time && a->offset < b->offset);
 }
 
-static int cmp_buf_pos(const void *pa, const void *pb)
+static inline bool offset_before(const struct held *a, const struct held *b)
 {
-	const struct held *a = pa, *b = pb;
-	return a->buf_pos < b->buf_pos ? -1 : a->buf_pos > b->buf_pos;
+	return a->offset < b->offset;
+}
+
+/* A round is a few runs already in order (one per CPU buffer written):
+ * insertion-sorted blocks merged bottom-up, a merge skipped when its halves
+ * are already in order, sorts it in little more than one pass, without
+ * qsort's call per comparison. Keys are unique (offsets), so the order is
+ * the one qsort gave. */
+#define DEFINE_SORT(name, before)                                                                  \
+	static void name(struct held *a, size_t n, struct held *tmp)                               \
+	{                                                                                          \
+		enum { BLOCK = 16 };                                                               \
+		for (size_t lo = 0; lo < n; lo += BLOCK) {                                         \
+			size_t hi = lo + BLOCK < n ? lo + BLOCK : n;                               \
+			for (size_t i = lo + 1; i < hi; i++) {                                     \
+				struct held x = a[i];                                              \
+				size_t j = i;                                                      \
+				for (; j > lo && before(&x, &a[j - 1]); j--)                       \
+					a[j] = a[j - 1];                                           \
+				a[j] = x;                                                          \
+			}                                                                          \
+		}                                                                                  \
+		for (size_t w = BLOCK; w < n; w *= 2) {                                            \
+			for (size_t lo = 0; lo + w < n; lo += 2 * w) {                             \
+				size_t mid = lo + w, hi = lo + 2 * w < n ? lo + 2 * w : n;         \
+				if (!before(&a[mid], &a[mid - 1]))                                 \
+					continue;                                                  \
+				memcpy(tmp, a + lo, (mid - lo) * sizeof(*a));                      \
+				size_t i = 0, j = mid, k = lo, ni = mid - lo;                      \
+				while (i < ni && j < hi)                                           \
+					a[k++] = before(&a[j], &tmp[i]) ? a[j++] : tmp[i++];       \
+				while (i < ni)                                                     \
+					a[k++] = tmp[i++];                                         \
+			}                                                                          \
+		}                                                                                  \
+	}
+DEFINE_SORT(sort_by_time, held_before)
+DEFINE_SORT(sort_by_offset, offset_before)
+#undef DEFINE_SORT
+
+/* Delivers the first count held records in time order (they are sorted). */
+static int deliver(struct reader *r, struct hold *h, size_t count,
+		   const struct ep_perf_data_callbacks *cb, struct ep_perf_data_stats *stats)
+{
+	uint64_t lowest = r->read_off, since_drop = 0;
+	for (size_t i = 0; i < h->n; i++)
+		lowest = h->recs[i].offset < lowest ? h->recs[i].offset : lowest;
+	size_t done = 0;
+	int rc = 0;
+	while (done < count && rc == 0) {
+		const struct held *x = &h->recs[done++];
+		const uint8_t *p = r->map + x->offset;
+		rc = parse_record(r, x->offset, p, cb, stats);
+		/* a long delivery faults the held records' pages in again: give
+		 * them back as it goes, or they would all end up resident */
+		since_drop += ((const struct perf_event_header *)(const void *)p)->size;
+		if (since_drop > RESIDENT_BEHIND) {
+			since_drop = 0;
+			drop_range(r, lowest, r->read_off);
+		}
+	}
+	/* the rest go back to file order: recs[0] is then the lowest offset
+	 * still needed, and new records append in order */
+	size_t keep = h->n - done;
+	memmove(h->recs, h->recs + done, keep * sizeof(*h->recs));
+	sort_by_offset(h->recs, keep, h->tmp);
+	h->n = keep;
+	h->bytes = 0;
+	for (size_t i = 0; i < keep; i++) {
+		uint16_t size;
+		memcpy(&size, r->map + h->recs[i].offset + 6, 2);
+		h->bytes += size;
+	}
+	return rc;
 }
 
 /* Delivers held records with time <= limit (all with limit UINT64_MAX). */
 static int flush_held(struct reader *r, struct hold *h, uint64_t limit,
 		      const struct ep_perf_data_callbacks *cb, struct ep_perf_data_stats *stats)
 {
-	qsort(h->recs, h->n, sizeof(*h->recs), cmp_held);
-	size_t done = 0;
-	int rc = 0;
-	while (done < h->n && h->recs[done].time <= limit) {
-		const struct held *x = &h->recs[done++];
-		rc = parse_record(r, x->offset, h->buf + x->buf_pos, cb, stats);
-		if (rc)
-			return rc;
-	}
-	/* keep the rest, their bytes moved to the front in buffer order so no
-	 * record is overwritten before it has moved */
-	size_t keep = h->n - done;
-	memmove(h->recs, h->recs + done, keep * sizeof(*h->recs));
-	qsort(h->recs, keep, sizeof(*h->recs), cmp_buf_pos);
-	size_t len = 0;
-	for (size_t i = 0; i < keep; i++) {
-		struct held *x = &h->recs[i];
-		uint16_t size;
-		memcpy(&size, h->buf + x->buf_pos + 6, 2);
-		memmove(h->buf + len, h->buf + x->buf_pos, size);
-		x->buf_pos = len;
-		len += size;
-	}
-	h->n = keep;
-	h->len = len;
-	return rc;
+	sort_by_time(h->recs, h->n, h->tmp);
+	size_t count = 0;
+	while (count < h->n && h->recs[count].time <= limit)
+		count++;
+	return deliver(r, h, count, cb, stats);
 }
 
-static int hold_record(struct hold *h, const uint8_t *p, uint16_t size, uint64_t time,
-		       uint64_t offset)
+static int hold_record(struct hold *h, uint64_t time, uint64_t offset, uint16_t size)
 {
-	if (h->len + size > h->cap) {
-		size_t cap = h->cap ? h->cap * 2 : (1u << 20);
-		while (cap < h->len + size)
-			cap *= 2;
-		uint8_t *buf = realloc(h->buf, cap);
-		if (!buf)
-			return -1;
-		h->buf = buf;
-		h->cap = cap;
-	}
-	if (h->n == h->cap_recs) {
-		size_t cap = h->cap_recs ? h->cap_recs * 2 : 4096;
+	if (h->n == h->cap) {
+		size_t cap = h->cap ? h->cap * 2 : 4096;
 		struct held *recs = realloc(h->recs, cap * sizeof(*recs));
 		if (!recs)
 			return -1;
 		h->recs = recs;
-		h->cap_recs = cap;
+		struct held *tmp = realloc(h->tmp, cap * sizeof(*tmp));
+		if (!tmp)
+			return -1;
+		h->tmp = tmp;
+		h->cap = cap;
 	}
-	memcpy(h->buf + h->len, p, size);
-	h->recs[h->n++] = (struct held){.time = time, .offset = offset, .buf_pos = h->len};
-	h->len += size;
+	h->recs[h->n++] = (struct held){.time = time, .offset = offset};
+	h->bytes += size;
 	if (time > h->max_time)
 		h->max_time = time;
 	return 0;
@@ -735,6 +802,7 @@ static int read_records(struct reader *r, const struct ep_perf_data_callbacks *c
 	bool ordered = (r->attrs[0].desc.sample_type & PERF_SAMPLE_TIME) != 0;
 	uint64_t last_time = 0;
 	while (off < end) {
+		r->read_off = off;
 		const uint8_t *p = window(r, off, sizeof(struct perf_event_header));
 		if (!p)
 			return fail(r, off,
@@ -757,6 +825,7 @@ static int read_records(struct reader *r, const struct ep_perf_data_callbacks *c
 		int rc = 0;
 		if (!ordered) {
 			rc = parse_record(r, off, p, cb, stats);
+			drop_below(r, off);
 		} else if (eh.type == PERF_RECORD_FINISHED_ROUND) {
 			rc = flush_held(r, h, h->flush_limit, cb, stats);
 			h->flush_limit = h->max_time;
@@ -765,11 +834,18 @@ static int read_records(struct reader *r, const struct ep_perf_data_callbacks *c
 			if (!record_time(r, p, &time))
 				time = last_time; /* keeps its place after its predecessor */
 			last_time = time;
-			if (hold_record(h, p, eh.size, time, off) != 0)
+			if (hold_record(h, time, off, eh.size) != 0)
 				return fail(r, off,
 					    "out of memory holding records for time ordering");
-			if (h->len > HOLD_MAX_BYTES) /* rounds this long: order what we have */
+			if (h->bytes > stats->hold_bytes_peak)
+				stats->hold_bytes_peak = h->bytes;
+			/* rounds this long: order what we have */
+			if (h->bytes > r->hold_max_bytes || h->n >= HOLD_MAX_KEYS)
 				rc = flush_held(r, h, UINT64_MAX, cb, stats);
+			uint64_t keep = h->n ? h->recs[0].offset : off;
+			if (off - keep > RESIDENT_BEHIND)
+				keep = off - RESIDENT_BEHIND;
+			drop_below(r, keep);
 		}
 		if (rc)
 			return rc;
@@ -783,6 +859,13 @@ static int read_records(struct reader *r, const struct ep_perf_data_callbacks *c
 int ep_perf_data_read(const char *path, const struct ep_perf_data_callbacks *cb,
 		      struct ep_perf_data_stats *stats, char *err, size_t errlen)
 {
+	return ep_perf_data_read_capped(path, cb, HOLD_MAX_BYTES, stats, err, errlen);
+}
+
+int ep_perf_data_read_capped(const char *path, const struct ep_perf_data_callbacks *cb,
+			     uint64_t hold_max_bytes, struct ep_perf_data_stats *stats, char *err,
+			     size_t errlen)
+{
 	memset(stats, 0, sizeof(*stats));
 	struct reader *r = calloc(1, sizeof(*r));
 	if (!r) {
@@ -790,6 +873,7 @@ int ep_perf_data_read(const char *path, const struct ep_perf_data_callbacks *cb,
 		return -1;
 	}
 	r->path = path;
+	r->hold_max_bytes = hold_max_bytes;
 	r->err = err;
 	r->errlen = errlen;
 	r->fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -836,11 +920,13 @@ int ep_perf_data_read(const char *path, const struct ep_perf_data_callbacks *cb,
 	/* perf killed before it finished writing leaves the data size at 0 */
 	if (r->h.data.size == 0 && r->file_size > r->h.data.offset)
 		r->h.data.size = r->file_size - r->h.data.offset;
-	r->win = malloc(WINDOW_SIZE);
-	if (!r->win) {
-		snprintf(err, errlen, "%s: out of memory", path);
+	void *map = mmap(NULL, (size_t)r->file_size, PROT_READ, MAP_PRIVATE, r->fd, 0);
+	if (map == MAP_FAILED) {
+		snprintf(err, errlen, "%s: cannot map: %s", path, strerror(errno));
 		goto out;
 	}
+	r->map = map;
+	madvise(map, (size_t)r->file_size, MADV_SEQUENTIAL);
 	if (read_attrs(r) != 0)
 		goto out;
 	/* Feature sections follow the data: in a truncated file they are gone.
@@ -877,8 +963,8 @@ int ep_perf_data_read(const char *path, const struct ep_perf_data_callbacks *cb,
 		if (flush_held(r, &hold, UINT64_MAX, cb, stats) == 0)
 			snprintf(err, errlen, "%s", saved);
 	}
-	free(hold.buf);
 	free(hold.recs);
+	free(hold.tmp);
 	if (rc == 0 && frc != 0) {
 		snprintf(err, errlen, "%s", feature_err);
 		rc = -1;
@@ -887,7 +973,8 @@ out:
 	for (size_t i = 0; i < r->nattrs; i++)
 		free(r->attrs[i].ids);
 	ep_u64map_free(&r->attr_by_id);
-	free(r->win);
+	if (r->map)
+		munmap((void *)(uintptr_t)r->map, (size_t)r->file_size);
 	close(r->fd);
 	free(r);
 	return rc;

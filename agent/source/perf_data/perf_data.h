@@ -4,7 +4,8 @@
  * a stream of records, turning each PERF_RECORD_SAMPLE with a branch stack
  * into the shared struct ep_sample_record and passing process events
  * (MMAP/MMAP2, COMM, FORK, EXIT) and the HEADER_BUILD_ID feature section on
- * through callbacks. The file is streamed, never loaded whole.
+ * through callbacks. The file is mapped and read once in order; pages read are given back as
+ * it goes, so it is never resident whole.
  */
 #ifndef EP_PERF_DATA_H
 #define EP_PERF_DATA_H
@@ -76,6 +77,8 @@ struct ep_perf_data_stats {
 	uint64_t mmaps, comms, forks, exits;
 	uint64_t lost_records; /* PERF_RECORD_LOST: events the kernel dropped */
 	uint64_t other_records;
+	/* most bytes of records held at once for time ordering */
+	uint64_t hold_bytes_peak;
 };
 
 /*
@@ -88,5 +91,14 @@ struct ep_perf_data_stats {
  */
 int ep_perf_data_read(const char *path, const struct ep_perf_data_callbacks *cb,
 		      struct ep_perf_data_stats *stats, char *err, size_t errlen);
+
+/* The same, holding at most hold_max_bytes of records for time ordering
+ * (ep_perf_data_read: 256 MiB): past it what is held is ordered and
+ * delivered. Records are held as (time, offset) keys, 16 bytes each, and
+ * the file behind the reader is not kept resident, so a recording without
+ * FINISHED_ROUND markers costs keys, not copies. */
+int ep_perf_data_read_capped(const char *path, const struct ep_perf_data_callbacks *cb,
+			     uint64_t hold_max_bytes, struct ep_perf_data_stats *stats, char *err,
+			     size_t errlen);
 
 #endif

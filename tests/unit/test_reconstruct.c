@@ -1,0 +1,130 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The reconstructor remembers what each branch entry did under (pid,
+ * mapping generation, previous target, source, target). These tests check
+ * that a remembered entry gives what computing it gives, and that a change
+ * of mappings is never answered from memory.
+ */
+#include "test_util.h"
+
+#include <string.h>
+
+#include "agent/pipeline/pipeline.h"
+#include "agent/source/perf_data/perf_data.h"
+
+struct samples {
+	struct ep_sample_record *recs;
+	size_t n, cap;
+};
+
+static int keep_sample(void *ctx, const struct ep_sample_record *rec)
+{
+	struct samples *s = ctx;
+	if (s->n == s->cap) {
+		s->cap = s->cap ? s->cap * 2 : 1024;
+		s->recs = realloc(s->recs, s->cap * sizeof(*s->recs));
+		assert_non_null(s->recs);
+	}
+	s->recs[s->n++] = *rec;
+	return 0;
+}
+
+/* test.lbr's samples; test.binary is mapped at 0x400000 (not PIE). */
+static void load_samples(struct samples *s)
+{
+	memset(s, 0, sizeof(*s));
+	struct ep_perf_data_callbacks cb = {.ctx = s, .on_sample = keep_sample};
+	struct ep_perf_data_stats st;
+	char err[256];
+	assert_int_equal(ep_perf_data_read(ep_test_fixture("test.lbr"), &cb, &st, err, sizeof(err)),
+			 0);
+	assert_true(s->n > 9000);
+}
+
+static struct ep_pipeline *new_pipeline(struct ep_binary_registry *reg, uint32_t pid)
+{
+	struct ep_pipeline_config cfg;
+	ep_pipeline_config_default(&cfg);
+	struct ep_pipeline *p = ep_pipeline_new(&cfg, reg);
+	assert_non_null(p);
+	ep_pipeline_mmap(p, pid, 0x400000, 0x100000, 0, ep_test_fixture("test.binary"), NULL, 0);
+	return p;
+}
+
+/* The same sample twice in a row: the second time every entry is
+ * remembered, and the trace is the same, branch for branch. */
+static void test_remembered_entries_give_the_same_trace(void **state)
+{
+	(void)state;
+	struct samples s;
+	load_samples(&s);
+	struct ep_binary_registry *reg = ep_binreg_new();
+	struct ep_pipeline *p = new_pipeline(reg, s.recs[0].pid);
+	struct ep_reconstructor *r = ep_pipeline_reconstructor(p);
+	struct ep_trace a = {0}, b = {0};
+	size_t branches = 0;
+	for (size_t i = 0; i < s.n; i++) {
+		size_t na = ep_reconstruct(r, &s.recs[i], &a);
+		size_t nb = ep_reconstruct(r, &s.recs[i], &b);
+		assert_int_equal(na, nb);
+		assert_int_equal(a.last_cut, b.last_cut);
+		for (size_t k = 0; k < na; k++) {
+			const struct ep_trace_branch *x = &a.branches[k], *y = &b.branches[k];
+			assert_int_equal(x->bin, y->bin);
+			assert_int_equal(x->site, y->site);
+			assert_int_equal(x->range, y->range);
+			assert_int_equal(x->to_bin, y->to_bin);
+			assert_int_equal(x->to_vaddr, y->to_vaddr);
+			assert_int_equal(x->gap_start, y->gap_start);
+			assert_int_equal(x->kind, y->kind);
+			assert_int_equal(x->taken, y->taken);
+			assert_int_equal(x->mispredicted, y->mispredicted);
+			assert_int_equal(x->cut_before, y->cut_before);
+		}
+		branches += na;
+	}
+	assert_true(branches > 100000);
+	ep_trace_free(&a);
+	ep_trace_free(&b);
+	ep_pipeline_free(p);
+	ep_binreg_free(reg);
+	free(s.recs);
+}
+
+/* After an exec the process has no mappings: the same stack, remembered
+ * under the old mappings, must now come out unresolved. */
+static void test_new_mappings_are_not_answered_from_memory(void **state)
+{
+	(void)state;
+	struct samples s;
+	load_samples(&s);
+	struct ep_binary_registry *reg = ep_binreg_new();
+	const struct ep_sample_record *rec = &s.recs[s.n / 2];
+	struct ep_pipeline *p = new_pipeline(reg, rec->pid);
+	struct ep_reconstructor *r = ep_pipeline_reconstructor(p);
+	const struct ep_reconstruct_stats *st = ep_reconstructor_stats(r);
+	struct ep_trace t = {0};
+	size_t before = ep_reconstruct(r, rec, &t);
+	assert_true(before > 10);
+	uint64_t unresolved = st->branch_entries_unresolved;
+	ep_pipeline_exec(p, rec->pid);
+	assert_int_equal(ep_reconstruct(r, rec, &t), 0);
+	assert_true(st->branch_entries_unresolved >= unresolved + rec->nr_entries - 1);
+	/* mapped again: resolved again, the same trace length */
+	ep_pipeline_mmap(p, rec->pid, 0x400000, 0x100000, 0, ep_test_fixture("test.binary"), NULL,
+			 0);
+	assert_int_equal(ep_reconstruct(r, rec, &t), before);
+	ep_trace_free(&t);
+	ep_pipeline_free(p);
+	ep_binreg_free(reg);
+	free(s.recs);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_remembered_entries_give_the_same_trace),
+	    cmocka_unit_test(test_new_mappings_are_not_answered_from_memory),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
