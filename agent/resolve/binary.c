@@ -435,16 +435,55 @@ static uint64_t plt_entry_slot(const uint8_t *e, size_t len, uint64_t vaddr)
 	return vaddr + i + 6 + (uint64_t)(int64_t)disp;
 }
 
+/* Appends a PLT function named NAME (printf-style, one %s of arg) at
+ * [start, start + size) in a section ending at section_end. */
+struct plt_names {
+	char **text;
+	size_t len, cap;
+};
+
+static int add_plt_function(struct raw_sym **raw, size_t *n, size_t *cap, struct plt_names *pn,
+			    const char *fmt, const char *arg, uint64_t start, uint64_t size,
+			    uint64_t section_end)
+{
+	size_t len = (size_t)snprintf(NULL, 0, fmt, arg) + 1;
+	if (pn->len + len > pn->cap) {
+		size_t nc = pn->cap ? pn->cap * 2 : 4096;
+		while (nc < pn->len + len)
+			nc *= 2;
+		char *p = realloc(*pn->text, nc);
+		if (!p)
+			return -1;
+		*pn->text = p;
+		pn->cap = nc;
+	}
+	if (*n == *cap) {
+		size_t nc = *cap ? *cap * 2 : 64;
+		struct raw_sym *r = realloc(*raw, nc * sizeof(*r));
+		if (!r)
+			return -1;
+		*raw = r;
+		*cap = nc;
+	}
+	snprintf(*pn->text + pn->len, len, fmt, arg);
+	(*raw)[(*n)++] = (struct raw_sym){
+	    .s = {.name = (const char *)(uintptr_t)pn->len, .start = start, .size = size},
+	    .section_end = section_end};
+	pn->len += len;
+	return 0;
+}
+
 /* BOLT makes each PLT entry a function "SYM@PLT" (createPLTBinaryFunction),
  * so calls into libraries are profile of that name rather than of whatever
- * symbol precedes .plt. Appends them to raw (grown as needed); their names
- * go to *plt_names. */
+ * symbol precedes .plt; PLT0, the lazy resolver's stub that a first call
+ * goes through, is its pseudo function "__BOLT_PSEUDO_.plt". Appends them to
+ * raw (grown as needed); their names go to *plt_names. */
 static int read_plt(Elf *elf, struct raw_sym **raw, size_t *n, size_t *cap, char **plt_names)
 {
 	size_t shstrndx;
 	if (elf_getshdrstrndx(elf, &shstrndx) != 0)
 		return 0;
-	size_t names_len = 0, names_cap = 0;
+	struct plt_names pn = {.text = plt_names};
 	Elf_Scn *scn = NULL;
 	while ((scn = elf_nextscn(elf, scn))) {
 		GElf_Shdr sh;
@@ -457,42 +496,23 @@ static int read_plt(Elf *elf, struct raw_sym **raw, size_t *n, size_t *cap, char
 			continue;
 		Elf_Data *d = elf_getdata(scn, NULL);
 		uint64_t entsize = sh.sh_entsize ? sh.sh_entsize : 16;
+		uint64_t end = sh.sh_addr + sh.sh_size;
 		if (!d || !d->d_buf || d->d_size < sh.sh_size)
 			continue;
-		/* .plt starts with PLT0, the lazy resolver's stub: no function */
-		uint64_t first = strcmp(sname, ".plt") == 0 ? entsize : 0;
+		uint64_t first = 0;
+		if (strcmp(sname, ".plt") == 0) {
+			if (add_plt_function(raw, n, cap, &pn, "__BOLT_PSEUDO_%s", sname,
+					     sh.sh_addr, entsize, end) != 0)
+				return -1;
+			first = entsize;
+		}
 		for (uint64_t off = first; off + entsize <= sh.sh_size; off += entsize) {
 			uint64_t slot = plt_entry_slot((const uint8_t *)d->d_buf + off,
 						       (size_t)entsize, sh.sh_addr + off);
 			const char *sym = slot ? got_slot_symbol(elf, slot) : NULL;
-			if (!sym)
-				continue;
-			size_t len = strlen(sym) + sizeof("@PLT");
-			if (names_len + len > names_cap) {
-				size_t nc = names_cap ? names_cap * 2 : 4096;
-				while (nc < names_len + len)
-					nc *= 2;
-				char *p = realloc(*plt_names, nc);
-				if (!p)
-					return -1;
-				*plt_names = p;
-				names_cap = nc;
-			}
-			if (*n == *cap) {
-				size_t nc = *cap ? *cap * 2 : 64;
-				struct raw_sym *r = realloc(*raw, nc * sizeof(*r));
-				if (!r)
-					return -1;
-				*raw = r;
-				*cap = nc;
-			}
-			snprintf(*plt_names + names_len, len, "%s@PLT", sym);
-			(*raw)[(*n)++] =
-			    (struct raw_sym){.s = {.name = (const char *)(uintptr_t)names_len,
-						   .start = sh.sh_addr + off,
-						   .size = entsize},
-					     .section_end = sh.sh_addr + sh.sh_size};
-			names_len += len;
+			if (sym && add_plt_function(raw, n, cap, &pn, "%s@PLT", sym,
+						    sh.sh_addr + off, entsize, end) != 0)
+				return -1;
 		}
 	}
 	return 0;

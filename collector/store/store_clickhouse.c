@@ -671,14 +671,15 @@ static const struct ep_store_ops clickhouse_ops = {
     .sessions_unfinished = ch_sessions_unfinished,
 };
 
-/* 1 when table has a session_id column, 0 when not, -1 with err. */
-static int has_session_column(struct ch_store *s, const char *table, char *err, size_t errlen)
+/* 1 when table has the column, 0 when not, -1 with err. */
+static int has_column(struct ch_store *s, const char *table, const char *column, char *err,
+		      size_t errlen)
 {
 	struct ep_http_body n = {0};
 	if (ch_runf(&s->conn, CH_SERVER, &n, err, errlen,
 		    "SELECT count() FROM system.columns WHERE database = '%s'"
-		    " AND table = '%s' AND name = 'session_id'",
-		    s->conn.database, table) != 0)
+		    " AND table = '%s' AND name = '%s'",
+		    s->conn.database, table, column) != 0)
 		return -1;
 	int rc = n.data && strtoul(n.data, NULL, 10) != 0 ? 1 : 0;
 	free(n.data);
@@ -705,7 +706,7 @@ static int add_session_column(struct ch_store *s, const char *table, char *err, 
 		    "ALTER TABLE %s ADD COLUMN session_id String, MODIFY ORDER BY (%s, session_id)",
 		    table, fields[0]) != 0) {
 		char ignored[64];
-		if (has_session_column(s, table, ignored, sizeof(ignored)) != 1)
+		if (has_column(s, table, "session_id", ignored, sizeof(ignored)) != 1)
 			rc = -1; /* err says why the ALTER failed */
 	}
 	free(out.data);
@@ -735,9 +736,19 @@ static int set_up_schema(struct ch_store *s, char *err, size_t errlen)
 	for (size_t t = 0; t < sizeof(count_tables) / sizeof(count_tables[0]); t++)
 		if (add_session_column(s, count_tables[t], err, errlen) != 0)
 			return -1;
-	/* functions from before local_index (BOLT's NAME/N): 0, "global" */
-	return ch_runf(&s->conn, CH_DATABASE, NULL, err, errlen,
-		       "ALTER TABLE functions ADD COLUMN IF NOT EXISTS local_index UInt32");
+	/* functions from before local_index (BOLT's NAME/N): 0, "global". No
+	 * ADD COLUMN IF NOT EXISTS before ClickHouse 19; an ALTER that fails
+	 * because another collector added it first is fine. */
+	int has = has_column(s, "functions", "local_index", err, errlen);
+	if (has != 0)
+		return has < 0 ? -1 : 0;
+	if (ch_runf(&s->conn, CH_DATABASE, NULL, err, errlen,
+		    "ALTER TABLE functions ADD COLUMN local_index UInt32") != 0) {
+		char ignored[64];
+		if (has_column(s, "functions", "local_index", ignored, sizeof(ignored)) != 1)
+			return -1;
+	}
+	return 0;
 }
 
 struct ep_store *ep_store_clickhouse_open(const char *location, char *err, size_t errlen)

@@ -34,7 +34,8 @@
  * in the proportion of its start's incoming edge counts from outside the
  * function and from inside.
  *
- * Traces inside a PLT entry ("SYM@PLT") are left out: perf2bolt does not
+ * Traces inside a PLT entry ("SYM@PLT", or PLT0, "__BOLT_PSEUDO_.plt", which
+ * a lazily bound first call goes through) are left out: perf2bolt does not
  * disassemble PLT entries as code it can lay traces on and would only count
  * them as "traces mismatching disassembled function contents", hiding a
  * real mismatch in that figure. Fall-through edges (BRANCH_FALLTHROUGH) are
@@ -56,8 +57,10 @@ static bool in_plt(const struct ep_func_index *fx, uint64_t addr)
 	long k = ep_func_index_find(fx, addr);
 	if (k < 0)
 		return false;
-	size_t len = strlen(fx->f[k]->name);
-	return len > 4 && strcmp(fx->f[k]->name + len - 4, "@PLT") == 0;
+	const char *name = fx->f[k]->name;
+	size_t len = strlen(name);
+	return (len > 4 && strcmp(name + len - 4, "@PLT") == 0) ||
+	       strncmp(name, "__BOLT_PSEUDO_.plt", sizeof("__BOLT_PSEUDO_.plt") - 1) == 0;
 }
 
 static int cmp_edge_to(const void *pa, const void *pb)

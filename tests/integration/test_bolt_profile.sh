@@ -51,7 +51,9 @@ for kind in nopie pie; do
 	"$bolt" "$bin" -instrument -o "$bin.inst" --runtime-instrumentation-lib=llvm-16/lib/libbolt_rt_instr.a \
 		-instrumentation-file="$w/exact.fdata" >"$w/inst.log" 2>&1
 	"$bin.inst" 400 >/dev/null
-	names "$w/p.fdata" >"$w/ours.names"
+	# PLT0 (__BOLT_PSEUDO_.plt), which a lazily bound first call jumps
+	# through, is code BOLT does not instrument: only sampled profiles name it
+	names "$w/p.fdata" | grep -v '^__BOLT_PSEUDO_' >"$w/ours.names"
 	names "$w/exact.fdata" >"$w/exact.names"
 	check "$kind: every function we name is one the exact profile names (NAME/N, SYM@PLT)" \
 		test -z "$(comm -23 "$w/ours.names" "$w/exact.names")"
