@@ -20,32 +20,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "agent/source/perf_data/perf_data_format.h"
 #include "common/util/u64map.h"
 
 /* mapped pages are given back in steps this large (one madvise each) */
-#define DROP_STEP	(4u << 20)
-#define MAX_ATTRS	256
-#define HEADER_BUILD_ID 2
-#define HEADER_CPUID	9
-#define FEATURE_BITS	256
-#ifndef PERF_RECORD_MISC_MMAP_BUILD_ID
-#define PERF_RECORD_MISC_MMAP_BUILD_ID (1 << 14)
-#endif
-#define MISC_BUILD_ID_SIZE (1 << 15)
-/* perf tool records (not the kernel's): flush marker between buffer reads */
-#define PERF_RECORD_FINISHED_ROUND 68
-
-struct file_section {
-	uint64_t offset, size;
-};
-
-struct file_header {
-	char magic[8];
-	uint64_t size;
-	uint64_t attr_size;
-	struct file_section attrs, data, event_types;
-	uint64_t features[FEATURE_BITS / 64];
-};
+#define DROP_STEP (4u << 20)
+#define MAX_ATTRS 256
 
 struct attr_info {
 	struct ep_perf_event_desc desc;
@@ -59,7 +39,7 @@ struct reader {
 	uint64_t file_size;
 	char *err;
 	size_t errlen;
-	struct file_header h;
+	struct ep_perf_file_header h;
 	struct attr_info attrs[MAX_ATTRS];
 	size_t nattrs;
 	int id_pos;		     /* u64 index of PERF_SAMPLE_ID in a sample, -1 when absent */
@@ -169,7 +149,7 @@ static bool counts_all_branches(const struct reader *r, uint32_t type, uint64_t 
 
 static int read_attrs(struct reader *r)
 {
-	const struct file_header *h = &r->h;
+	const struct ep_perf_file_header *h = &r->h;
 	if (h->attr_size < 16 + 64 || h->attrs.size % h->attr_size != 0)
 		return fail(r, 16, "attribute size %llu does not divide the attrs section (%llu)",
 			    (unsigned long long)h->attr_size, (unsigned long long)h->attrs.size);
@@ -190,7 +170,7 @@ static int read_attrs(struct reader *r)
 		memset(&attr, 0, sizeof(attr));
 		size_t attr_len = h->attr_size - 16;
 		memcpy(&attr, buf, attr_len < sizeof(attr) ? attr_len : sizeof(attr));
-		struct file_section ids;
+		struct ep_perf_file_section ids;
 		memcpy(&ids, buf + attr_len, sizeof(ids));
 		struct attr_info *a = &r->attrs[i];
 		struct ep_perf_event_desc *d = &a->desc;
@@ -249,7 +229,7 @@ static bool feature_set(const struct reader *r, int bit)
 }
 
 /* Where the feature section for bit is described, or -1 when absent. */
-static int feature_section(struct reader *r, int bit, struct file_section *out)
+static int feature_section(struct reader *r, int bit, struct ep_perf_file_section *out)
 {
 	if (!feature_set(r, bit))
 		return 1;
@@ -264,8 +244,8 @@ static int feature_section(struct reader *r, int bit, struct file_section *out)
 
 static int read_cpuid(struct reader *r)
 {
-	struct file_section s;
-	int rc = feature_section(r, HEADER_CPUID, &s);
+	struct ep_perf_file_section s;
+	int rc = feature_section(r, EP_PERF_FEAT_CPUID, &s);
 	if (rc != 0)
 		return rc < 0 ? -1 : 0;
 	uint32_t len;
@@ -283,8 +263,8 @@ static int read_cpuid(struct reader *r)
 
 static int read_build_ids(struct reader *r, const struct ep_perf_data_callbacks *cb)
 {
-	struct file_section s;
-	int rc = feature_section(r, HEADER_BUILD_ID, &s);
+	struct ep_perf_file_section s;
+	int rc = feature_section(r, EP_PERF_FEAT_BUILD_ID, &s);
 	if (rc != 0)
 		return rc < 0 ? -1 : 0;
 	uint8_t buf[8 + 4 + 24 + 4096 + 8];
@@ -301,7 +281,7 @@ static int read_build_ids(struct reader *r, const struct ep_perf_data_callbacks 
 		struct ep_perf_build_id bid = {0};
 		memcpy(&bid.pid, buf + 8, 4);
 		uint8_t len = EP_BUILD_ID_MAX;
-		if (eh.misc & MISC_BUILD_ID_SIZE) {
+		if (eh.misc & EP_PERF_MISC_BUILD_ID_SIZE) {
 			len = buf[12 + 20];
 			if (len > EP_BUILD_ID_MAX)
 				len = EP_BUILD_ID_MAX;
@@ -826,7 +806,7 @@ static int read_records(struct reader *r, const struct ep_perf_data_callbacks *c
 		if (!ordered) {
 			rc = parse_record(r, off, p, cb, stats);
 			drop_below(r, off);
-		} else if (eh.type == PERF_RECORD_FINISHED_ROUND) {
+		} else if (eh.type == EP_PERF_RECORD_FINISHED_ROUND) {
 			rc = flush_held(r, h, h->flush_limit, cb, stats);
 			h->flush_limit = h->max_time;
 		} else {

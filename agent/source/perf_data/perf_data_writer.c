@@ -9,25 +9,11 @@
 #include <string.h>
 #include <sys/utsname.h>
 
-/* perf's own header constants (tools/perf/util/header.h): not in the uapi
- * headers, and the reader's copies are private to it. */
-#define PERF_MAGIC2	      "PERFILE2"
-#define FEAT_BUILD_ID	      2
-#define FEAT_HOSTNAME	      3
-#define FEAT_OSRELEASE	      4
-#define FEAT_VERSION	      5
-#define FEAT_ARCH	      6
-#define FEAT_NRCPUS	      7
-#define FEAT_CPUID	      9
-#define FEAT_CMDLINE	      11
-#define FEAT_EVENT_DESC	      12
-#define FEAT_BRANCH_STACK     15 /* empty: says the samples carry branch stacks */
-#define FEAT_BITS	      256
-#define NAME_ALIGN	      64
-#define HOST_KERNEL_ID	      (-1)
-#define MISC_BUILD_ID_SIZE    (1 << 15)
-#define RECORD_FINISHED_ROUND 68
-#define BUILD_ID_FIELD	      24 /* PERF_ALIGN(BUILD_ID_SIZE, sizeof(u64)) */
+#include "agent/source/perf_data/perf_data_format.h"
+
+#define NAME_ALIGN     64
+#define HOST_KERNEL_ID (-1)
+#define BUILD_ID_FIELD 24 /* PERF_ALIGN(BUILD_ID_SIZE, sizeof(u64)) */
 /* perf flushes its sort-by-time queue at each round: one every so many
  * samples keeps a reader's memory bounded, as perf record's per-mmap-pass
  * rounds do. */
@@ -37,21 +23,9 @@
 	(PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU |                   \
 	 PERF_SAMPLE_PERIOD | PERF_SAMPLE_BRANCH_STACK)
 
-struct file_section {
-	uint64_t offset, size;
-};
-
-struct file_header {
-	char magic[8];
-	uint64_t size;
-	uint64_t attr_size;
-	struct file_section attrs, data, event_types;
-	uint64_t features[FEAT_BITS / 64];
-};
-
 struct file_attr {
 	struct perf_event_attr attr;
-	struct file_section ids;
+	struct ep_perf_file_section ids;
 };
 
 struct build_id_entry {
@@ -164,7 +138,7 @@ struct ep_perf_writer *ep_perf_writer_open(const char *path, const struct ep_per
 	w->ev = *ev;
 	fill_attr(&w->attr, ev);
 	/* header (rewritten at close), the id list, the attr, then data */
-	struct file_header h = {0};
+	struct ep_perf_file_header h = {0};
 	put(w, &h, sizeof(h));
 	put(w, &event_id, sizeof(event_id));
 	struct file_attr fa = {.attr = w->attr,
@@ -252,7 +226,7 @@ void ep_perf_writer_mmap2(struct ep_perf_writer *w, const struct ep_perf_writer_
 
 static void finish_round(struct ep_perf_writer *w)
 {
-	struct perf_event_header h = {.type = RECORD_FINISHED_ROUND, .size = sizeof(h)};
+	struct perf_event_header h = {.type = EP_PERF_RECORD_FINISHED_ROUND, .size = sizeof(h)};
 	put_data(w, &h, sizeof(h));
 	w->samples_in_round = 0;
 }
@@ -307,12 +281,12 @@ static void put_build_ids(struct ep_perf_writer *w)
 		size_t plen = strlen(e->path);
 		size_t nlen = align(plen + 1, NAME_ALIGN);
 		struct perf_event_header h = {
-		    .misc = PERF_RECORD_MISC_USER | MISC_BUILD_ID_SIZE,
+		    .misc = PERF_RECORD_MISC_USER | EP_PERF_MISC_BUILD_ID_SIZE,
 		    .size = (uint16_t)(sizeof(h) + 4 + BUILD_ID_FIELD + nlen)};
 		int32_t pid = HOST_KERNEL_ID;
 		uint8_t id[BUILD_ID_FIELD] = {0};
 		memcpy(id, e->id, e->len);
-		id[EP_BUILD_ID_MAX] = e->len; /* where MISC_BUILD_ID_SIZE says it is */
+		id[EP_BUILD_ID_MAX] = e->len; /* where EP_PERF_MISC_BUILD_ID_SIZE says it is */
 		put(w, &h, sizeof(h));
 		put(w, &pid, sizeof(pid));
 		put(w, id, sizeof(id));
@@ -339,36 +313,36 @@ static void put_feature(struct ep_perf_writer *w, int bit)
 	if (uname(&u) != 0)
 		memset(&u, 0, sizeof(u));
 	switch (bit) {
-	case FEAT_BUILD_ID:
+	case EP_PERF_FEAT_BUILD_ID:
 		put_build_ids(w);
 		break;
-	case FEAT_HOSTNAME:
+	case EP_PERF_FEAT_HOSTNAME:
 		put_string(w, u.nodename);
 		break;
-	case FEAT_OSRELEASE:
+	case EP_PERF_FEAT_OSRELEASE:
 		put_string(w, u.release);
 		break;
-	case FEAT_VERSION:
+	case EP_PERF_FEAT_VERSION:
 		put_string(w, "edgeprof emulator");
 		break;
-	case FEAT_ARCH:
+	case EP_PERF_FEAT_ARCH:
 		put_string(w, "x86_64");
 		break;
-	case FEAT_NRCPUS: {
+	case EP_PERF_FEAT_NRCPUS: {
 		uint32_t n[2] = {w->ev.nr_cpus, w->ev.nr_cpus};
 		put(w, n, sizeof(n));
 		break;
 	}
-	case FEAT_CPUID:
+	case EP_PERF_FEAT_CPUID:
 		put_string(w, w->cpuid);
 		break;
-	case FEAT_CMDLINE: {
+	case EP_PERF_FEAT_CMDLINE: {
 		uint32_t n = 1;
 		put(w, &n, sizeof(n));
 		put_string(w, w->cmdline);
 		break;
 	}
-	case FEAT_EVENT_DESC:
+	case EP_PERF_FEAT_EVENT_DESC:
 		put_event_desc(w);
 		break;
 	default:
@@ -376,16 +350,17 @@ static void put_feature(struct ep_perf_writer *w, int bit)
 	}
 }
 
-static const int features[] = {FEAT_BUILD_ID,	FEAT_HOSTNAME,	  FEAT_OSRELEASE, FEAT_VERSION,
-			       FEAT_ARCH,	FEAT_NRCPUS,	  FEAT_CPUID,	  FEAT_CMDLINE,
-			       FEAT_EVENT_DESC, FEAT_BRANCH_STACK};
+static const int features[] = {
+    EP_PERF_FEAT_BUILD_ID,   EP_PERF_FEAT_HOSTNAME,    EP_PERF_FEAT_OSRELEASE, EP_PERF_FEAT_VERSION,
+    EP_PERF_FEAT_ARCH,	     EP_PERF_FEAT_NRCPUS,      EP_PERF_FEAT_CPUID,     EP_PERF_FEAT_CMDLINE,
+    EP_PERF_FEAT_EVENT_DESC, EP_PERF_FEAT_BRANCH_STACK};
 #define NFEATURES (sizeof(features) / sizeof(features[0]))
 
 /* The feature sections after the data: perf's table of (offset, size), one
  * per feature bit set in bit order, then their contents. */
-static void put_features(struct ep_perf_writer *w, struct file_header *h)
+static void put_features(struct ep_perf_writer *w, struct ep_perf_file_header *h)
 {
-	struct file_section table[NFEATURES];
+	struct ep_perf_file_section table[NFEATURES];
 	uint64_t table_at = w->data_offset + w->data_size;
 	uint64_t at = table_at + sizeof(table);
 	if (fseek(w->f, (long)at, SEEK_SET) != 0)
@@ -393,7 +368,7 @@ static void put_features(struct ep_perf_writer *w, struct file_header *h)
 	for (size_t i = 0; i < NFEATURES; i++) {
 		put_feature(w, features[i]);
 		long end = ftell(w->f);
-		table[i] = (struct file_section){.offset = at, .size = (uint64_t)end - at};
+		table[i] = (struct ep_perf_file_section){.offset = at, .size = (uint64_t)end - at};
 		at = (uint64_t)end;
 		h->features[features[i] / 64] |= 1ULL << (features[i] % 64);
 	}
@@ -418,11 +393,11 @@ int ep_perf_writer_close(struct ep_perf_writer *w, char *err, size_t errlen)
 {
 	if (w->samples_in_round)
 		finish_round(w);
-	struct file_header h = {.size = sizeof(h), .attr_size = sizeof(struct file_attr)};
-	memcpy(h.magic, PERF_MAGIC2, 8);
-	h.attrs = (struct file_section){.offset = sizeof(h) + sizeof(event_id),
-					.size = sizeof(struct file_attr)};
-	h.data = (struct file_section){.offset = w->data_offset, .size = w->data_size};
+	struct ep_perf_file_header h = {.size = sizeof(h), .attr_size = sizeof(struct file_attr)};
+	memcpy(h.magic, EP_PERF_MAGIC2, 8);
+	h.attrs = (struct ep_perf_file_section){.offset = sizeof(h) + sizeof(event_id),
+						.size = sizeof(struct file_attr)};
+	h.data = (struct ep_perf_file_section){.offset = w->data_offset, .size = w->data_size};
 	put_features(w, &h);
 	if (fseek(w->f, 0, SEEK_SET) != 0)
 		w->failed = true;
