@@ -19,6 +19,7 @@
 
 #include "agent/source/live/pmu_event.h"
 #include "common/util/log.h"
+#include "common/util/prime.h"
 #include "common/util/u64map.h"
 #include "edgeprof_bpf.skel.h"
 
@@ -289,16 +290,6 @@ static void rescan_cpus(struct ep_live *l)
 	}
 }
 
-static bool is_prime(uint64_t n)
-{
-	if (n < 2)
-		return false;
-	for (uint64_t d = 2; d * d <= n; d++)
-		if (n % d == 0)
-			return false;
-	return true;
-}
-
 /* Splits the period into `steps` overflows of a prime step: the BPF
  * program's countdown then draws how many overflows make each sample's
  * period (see bpf/edgeprof.bpf.c). */
@@ -316,7 +307,7 @@ static void plan_period(struct ep_live *l, uint64_t period, uint64_t jitter, uns
 	if (steps == 0 || steps > period)
 		steps = period < 2 ? 1 : (unsigned)(period < steps ? period : steps);
 	uint64_t step = period / steps;
-	while (step > 2 && !is_prime(step))
+	while (step > 2 && !ep_is_prime(step))
 		step--;
 	l->step = step ? step : 1;
 	l->steps = (uint32_t)((period + l->step / 2) / l->step);

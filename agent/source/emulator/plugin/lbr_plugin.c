@@ -25,6 +25,7 @@
 #include "agent/decode/branch_class.h"
 #include "agent/source/emulator/emu_stream.h"
 #include "agent/source/emulator/qemu_plugin_api.h"
+#include "common/util/prime.h"
 #include "common/util/u64map.h"
 
 EP_QEMU_PLUGIN_EXPORT int qemu_plugin_version = 1;
@@ -167,16 +168,6 @@ static void maybe_rearm(struct vcpu *v, uint64_t n)
 	v->rearm_left = st.rearm / 2 + rng_next(&v->rng) % (st.rearm + 1);
 	v->period = draw_period(v);
 	v->countdown = v->period;
-}
-
-static bool is_prime(uint64_t n)
-{
-	if (n < 2)
-		return false;
-	for (uint64_t d = 2; d * d <= n; d++)
-		if (n % d == 0)
-			return false;
-	return true;
 }
 
 static void snapshot_maps_locked(void)
@@ -585,7 +576,7 @@ EP_QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_in
 	if (st.scheme == SCHEME_STEPS) {
 		/* as the live agent plans it (agent/source/live) */
 		st.step = st.period / st.steps ? st.period / st.steps : 1;
-		while (st.step > 2 && !is_prime(st.step))
+		while (st.step > 2 && !ep_is_prime(st.step))
 			st.step--;
 		st.steps = (st.period + st.step / 2) / st.step;
 		st.steps_jitter = (st.jitter + st.step / 2) / st.step;
