@@ -218,14 +218,23 @@ check "stalled consumer: sampling went on around the stall" test "${received:-0}
 # small ring buffer fed by the sched_process_exec/fork/exit tracepoints)
 # let the agent read each new program's mappings at once, so their samples
 # resolve although the processes are gone before the agent looks again.
-"$EDGEPROF" agent --duration 4 -o "$TEST_TMP/short.prof" --log-level info 2>"$TEST_TMP/short.err" &
-agent=$!
-track_pid "$agent"
-sleep 0.5
 # its own build-id (an extra symbol): a copy of hot_cold would be counted
 # under hot_cold's path, the binary already running
 cc -O1 -g -Wl,--defsym=ep_short_lived=0 -o "$TEST_TMP/short_lived" "$here/../workloads/hot_cold.c"
+# the agent samples until told to stop: the runs start once it samples and
+# it stops once they are done, however loaded the machine
+"$EDGEPROF" agent -o "$TEST_TMP/short.prof" --log-level info 2>"$TEST_TMP/short.err" &
+agent=$!
+track_pid "$agent"
+for _ in $(seq 600); do
+	grep -q 'sampling IPs\|branch stacks on' "$TEST_TMP/short.err" && break
+	sleep 0.1
+done
 for i in $(seq 1 20); do "$TEST_TMP/short_lived" 15000000 >/dev/null; done
+# the agent forgets an exited process once its late samples are drained
+# (FORGET_AFTER_NS, agent/source/live/live_feed.c): it runs that long more
+sleep 2.5
+kill -TERM "$agent"
 wait "$agent"
 "$EDGEPROF" export "$TEST_TMP/short.prof" --format json -o "$TEST_TMP/short.json"
 short=$(jq --arg p "$TEST_TMP/short_lived" '[.profiles[] | select(.path == $p) | .samples] | add // 0' "$TEST_TMP/short.json")
