@@ -82,7 +82,7 @@ struct ep_live {
 	uint64_t rearms, rearm_failures;
 	int epoll_fd; /* both rings: the agent sleeps until a drain is due */
 	uint64_t polls, early_wakeups;
-	uint64_t drain_ns;
+	uint64_t drain_ns, last_rearm_ns; /* periods are drawn once per drain interval */
 	char mode[320];
 	uint64_t received;
 	struct ep_sample_record rec;
@@ -757,11 +757,15 @@ unsigned ep_live_cpus(const struct ep_live *l)
 
 /* Every CPU's event gets a new random period, counted from now
  * (PERF_EVENT_IOC_PERIOD restarts the count): the drains come at moments
- * unrelated to the program, so each period starts at a new phase. */
+ * unrelated to the program, so each period starts at a new phase. Once per
+ * drain interval, not per wake-up: every exec wakes the agent, and each
+ * re-arm is an interrupt of every CPU. */
 static void rearm_periods(struct ep_live *l)
 {
-	if (!l->rearm || !l->jitter || l->stopped)
+	uint64_t now = ep_mono_ns();
+	if (!l->rearm || !l->jitter || l->stopped || now - l->last_rearm_ns < l->drain_ns)
 		return;
+	l->last_rearm_ns = now;
 	for (int cpu = 0; cpu < MAX_CPUS; cpu++) {
 		if (l->fds[cpu] < 0)
 			continue;
