@@ -18,7 +18,12 @@
  *
  * Writing goes to a temporary file beside the target, fsync'd, then renamed
  * over it: a reader sees the old profile or the new one, never half of one,
- * and a failed write leaves the old one alone. The message is streamed
+ * and a failed write leaves the old one alone. The rename replaces whatever
+ * has the target's name, so a target that is not a regular file (a device,
+ * a FIFO, a socket, a symbolic link) is refused instead: as root, -o
+ * /dev/full once replaced the device with a file. A symbolic link is refused
+ * rather than followed: an agent running as root writing through a link
+ * that someone else could plant would overwrite any file on the machine. The message is streamed
  * through a small buffer, so writing needs no second copy of the profile.
  *
  * Reading takes the whole payload into one buffer of the declared size:
@@ -130,6 +135,34 @@ static int create_temp(const char *path, char **tmp_out)
 	return -1;
 }
 
+static const char *file_kind(mode_t mode)
+{
+	return S_ISLNK(mode)	? "a symbolic link (name the file it points to instead)"
+	       : S_ISDIR(mode)	? "a directory"
+	       : S_ISFIFO(mode) ? "a FIFO"
+	       : S_ISCHR(mode)	? "a character device"
+	       : S_ISBLK(mode)	? "a block device"
+	       : S_ISSOCK(mode) ? "a socket"
+				: "not a regular file";
+}
+
+/* Nothing but a regular file may be replaced (see the top of the file). */
+static int check_replaceable(const char *path, char *err, size_t errlen)
+{
+	struct stat st;
+	if (lstat(path, &st) != 0) {
+		if (errno == ENOENT)
+			return 0; /* a missing directory is said when creating the file */
+		snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno));
+		return -1;
+	}
+	if (S_ISREG(st.st_mode))
+		return 0;
+	snprintf(err, errlen, "%s: is %s, not a regular file: refusing to replace it", path,
+		 file_kind(st.st_mode));
+	return -1;
+}
+
 /* Makes the rename itself durable; a file system that cannot sync a
  * directory still has the new profile in place, so errors are ignored. */
 static void sync_parent(const char *path)
@@ -153,6 +186,8 @@ int ep_profile_write(const char *path, const Edgeprof__V1__Profile *profile, cha
 	put_le(header + 8, FORMAT_VERSION, 4);
 	put_le(header + 16, len, 8);
 
+	if (check_replaceable(path, err, errlen) != 0)
+		return -1;
 	struct fd_writer *w = calloc(1, sizeof(*w));
 	char *tmp = NULL;
 	int fd = w ? create_temp(path, &tmp) : -1;
@@ -173,17 +208,20 @@ int ep_profile_write(const char *path, const Edgeprof__V1__Profile *profile, cha
 		error = errno;
 	if (close(fd) != 0 && !error)
 		error = errno;
-	if (!error && rename(tmp, path) != 0)
+	/* again just before the rename: something may have taken the name since */
+	bool refused = !error && check_replaceable(path, err, errlen) != 0;
+	if (!error && !refused && rename(tmp, path) != 0)
 		error = errno;
-	if (error) {
+	if (error || refused) {
 		unlink(tmp);
-		snprintf(err, errlen, "%s: write failed: %s", path, strerror(error));
+		if (error)
+			snprintf(err, errlen, "%s: write failed: %s", path, strerror(error));
 	} else {
 		sync_parent(path);
 	}
 	free(tmp);
 	free(w);
-	return error ? -1 : 0;
+	return error || refused ? -1 : 0;
 }
 
 /* Reads up to len bytes; returns how many (fewer only at the end of the

@@ -3,7 +3,8 @@
  * The profile file: one edgeprof.v1.Profile protobuf message (proto/), with a
  * small header so a file is recognised and versioned before it is parsed.
  * Written atomically (temporary file + rename) so a crash never leaves half a
- * profile behind.
+ * profile behind. Only a regular file is ever replaced: a target that is
+ * anything else (a FIFO, a device, a symbolic link, ...) is refused.
  */
 #ifndef EP_PROFILE_FILE_H
 #define EP_PROFILE_FILE_H

@@ -4,11 +4,13 @@
 #include "test_util.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "common/profile/profile_file.h"
@@ -228,6 +230,62 @@ static void test_unwritable_place(void **state)
 			    "/nonexistent-dir/p.prof: write failed: No such file or directory");
 }
 
+/* Writes to target, expecting the refusal want; the target must be left
+ * as it was (still of type mode), with no temporary file beside it. */
+static void expect_refused(struct fixture *fx, const char *target, mode_t mode, const char *what)
+{
+	char err[512] = "", want[512];
+	size_t before = dir_entries(fx->dir);
+	assert_int_equal(ep_profile_write(target, &fx->profile, err, sizeof(err)), -1);
+	snprintf(want, sizeof(want), "%s: is %s, not a regular file: refusing to replace it",
+		 target, what);
+	assert_string_equal(err, want);
+	struct stat st;
+	assert_int_equal(lstat(target, &st), 0);
+	assert_int_equal(st.st_mode & S_IFMT, mode);
+	assert_int_equal(dir_entries(fx->dir), before);
+}
+
+/* -o renames over its target: a FIFO, a device node or a symbolic link
+ * there would be replaced by a regular file (as root, -o /dev/full once
+ * replaced the device), so they are refused and left alone. The device is
+ * one made here, never a real one. */
+static void test_refuses_special_targets(void **state)
+{
+	struct fixture *fx = *state;
+	char target[256], err[512];
+	snprintf(target, sizeof(target), "%s/fifo", fx->dir);
+	assert_int_equal(mkfifo(target, 0600), 0);
+	expect_refused(fx, target, S_IFIFO, "a FIFO");
+
+	/* a link to a profile: the profile stays as it was, the link too */
+	assert_int_equal(ep_profile_write(fx->path, &fx->profile, err, sizeof(err)), 0);
+	size_t old_len;
+	uint8_t *old = slurp(fx->path, &old_len);
+	snprintf(target, sizeof(target), "%s/link", fx->dir);
+	assert_int_equal(symlink(fx->path, target), 0);
+	build(fx, 9, 2);
+	expect_refused(fx, target, S_IFLNK, "a symbolic link (name the file it points to instead)");
+	size_t now_len;
+	uint8_t *now = slurp(fx->path, &now_len);
+	assert_int_equal(now_len, old_len);
+	assert_memory_equal(now, old, old_len);
+	free(old);
+	free(now);
+
+	snprintf(target, sizeof(target), "%s/sub", fx->dir);
+	assert_int_equal(mkdir(target, 0700), 0);
+	expect_refused(fx, target, S_IFDIR, "a directory");
+	rmdir(target);
+
+	/* a null device of our own (mknod needs root: skipped without it) */
+	snprintf(target, sizeof(target), "%s/null", fx->dir);
+	if (mknod(target, S_IFCHR | 0600, makedev(1, 3)) == 0)
+		expect_refused(fx, target, S_IFCHR, "a character device");
+	else
+		print_message("# no mknod (%s): the device case is skipped\n", strerror(errno));
+}
+
 static void test_truncated(void **state)
 {
 	struct fixture *fx = *state;
@@ -368,6 +426,7 @@ int main(void)
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_failed_write_keeps_old_profile, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_unwritable_place, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_refuses_special_targets, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_truncated, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_not_a_profile, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_damaged_header, setup, teardown),
