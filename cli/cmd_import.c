@@ -128,6 +128,10 @@ int ep_cmd_import(int argc, char **argv)
 		goto out;
 	}
 	const char *input = argv[first];
+	if (output && ep_profile_check_target(output, err, sizeof(err)) != 0) {
+		ep_error("%s", err);
+		goto out;
+	}
 
 	pipeline = ep_pipeline_new(&cfg, reg);
 	if (!pipeline) {

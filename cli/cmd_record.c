@@ -141,6 +141,11 @@ static int check_options(struct record_opts *o, int first, int argc)
 		usage(stderr);
 		return 2;
 	}
+	char err[512];
+	if (o->output && ep_profile_check_target(o->output, err, sizeof(err)) != 0) {
+		ep_error("%s", err); /* before the run, not after it */
+		return 2;
+	}
 	return 0;
 }
 

@@ -40,10 +40,15 @@ void ep_sink_option_table(struct ep_option out[EP_SINK_OPTION_COUNT + 1], struct
 
 int ep_sink_open(struct ep_sink *k, const char *output, struct ep_sink_options *o)
 {
+	char err[512];
 	k->output = output;
+	/* a long-running agent must not find out at its first write */
+	if (output && ep_profile_check_target(output, err, sizeof(err)) != 0) {
+		ep_error("%s", err);
+		return -1;
+	}
 	if (!o->streamer.collector)
 		return 0;
-	char err[512];
 	o->streamer.spool_max_bytes = (uint64_t)o->spool_mib << 20;
 	k->streamer = ep_streamer_start(&o->streamer, err, sizeof(err));
 	k->totals = output ? ep_merge_new() : NULL;

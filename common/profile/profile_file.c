@@ -153,7 +153,8 @@ static int check_replaceable(const char *path, char *err, size_t errlen)
 	if (lstat(path, &st) != 0) {
 		if (errno == ENOENT)
 			return 0; /* a missing directory is said when creating the file */
-		snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno));
+		snprintf(err, errlen, "%s: cannot write the profile there: %s", path,
+			 strerror(errno));
 		return -1;
 	}
 	if (S_ISREG(st.st_mode))
@@ -175,6 +176,24 @@ static void sync_parent(const char *path)
 		(void)fsync(fd);
 		close(fd);
 	}
+}
+
+int ep_profile_check_target(const char *path, char *err, size_t errlen)
+{
+	if (check_replaceable(path, err, errlen) != 0)
+		return -1;
+	/* what the write will do first: a file of our own beside the target */
+	char *tmp = NULL;
+	int fd = create_temp(path, &tmp);
+	if (fd < 0) {
+		snprintf(err, errlen, "%s: cannot write the profile there: %s", path,
+			 strerror(errno));
+		return -1;
+	}
+	close(fd);
+	unlink(tmp);
+	free(tmp);
+	return 0;
 }
 
 int ep_profile_write(const char *path, const Edgeprof__V1__Profile *profile, char *err,

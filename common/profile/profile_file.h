@@ -13,6 +13,11 @@
 
 #include "profile.pb-c.h"
 
+/* Whether ep_profile_write() could write path: nothing but a regular file
+ * there, and a file can be created in its directory (one is, and removed).
+ * For commands to refuse a bad -o at start-up rather than at their first
+ * write. 0, or -1 with err naming the path and the problem. */
+int ep_profile_check_target(const char *path, char *err, size_t errlen);
 /* Returns 0, or -1 with err naming the path and the problem. */
 int ep_profile_write(const char *path, const Edgeprof__V1__Profile *profile, char *err,
 		     size_t errlen);

@@ -56,4 +56,44 @@ for t in "${targets[@]}"; do
 		"$EDGEPROF" record --emulate -o "$target" -- "$TEST_TMP/hot_cold" 1000
 done
 check "the file behind the symbolic link is unchanged" test "$(cat "$TEST_TMP/real.prof")" = keep
+
+# An -o that cannot be written (its directory missing, or a file where a
+# directory should be) is refused at start-up, before any sampling, reading
+# or running: the agent used to find out at its first write, an interval of
+# samples later, and say so again every interval.
+# early NAME TARGET MARK CMD...: CMD fails with one line naming TARGET and
+# logs nothing matching MARK (what it would print once it had started)
+early() {
+	local name=$1 target=$2 mark=$3
+	shift 3
+	"$@" >/dev/null 2>"$TEST_TMP/err"
+	local rc=$?
+	if [ "$rc" -eq 0 ] || [ "$rc" -gt 2 ]; then
+		not_ok "$name: exit code $rc"
+		tail -3 "$TEST_TMP/err"
+	elif ! grep -q "^edgeprof: error: $target: cannot write the profile there: " "$TEST_TMP/err"; then
+		not_ok "$name: no one-line refusal naming it"
+		tail -3 "$TEST_TMP/err"
+	elif grep -qE "$mark" "$TEST_TMP/err"; then
+		not_ok "$name: refused only after it had started"
+		grep -E "$mark" "$TEST_TMP/err" | head -2
+	else
+		ok "$name: refused at start-up"
+	fi
+}
+for target in "$TEST_TMP/no-such-dir/a.prof" "$TEST_TMP/real.prof/a.prof"; do
+	what=${target#"$TEST_TMP"/}
+	if [ "$(id -u)" -eq 0 ]; then
+		early "agent -o $what" "$target" 'sampling IPs|branch stacks on' \
+			"$EDGEPROF" agent --pid $$ --duration 2 -o "$target"
+	fi
+	early "agent --replay -o $what" "$target" 'samples' \
+		"$EDGEPROF" agent --replay "$prop" --binary "$bin" -o "$target"
+	early "import -o $what" "$target" 'samples' \
+		"$EDGEPROF" import "$prop" --binary "$bin" -o "$target"
+	rm -f "$TEST_TMP/ran"
+	early "record -o $what" "$target" 'samples|ran' \
+		"$EDGEPROF" record --emulate -o "$target" -- /usr/bin/touch "$TEST_TMP/ran"
+	check "record -o $what: the program was not run" test ! -e "$TEST_TMP/ran"
+done
 finish

@@ -286,6 +286,34 @@ static void test_refuses_special_targets(void **state)
 		print_message("# no mknod (%s): the device case is skipped\n", strerror(errno));
 }
 
+/* The start-up check does what the write would and leaves nothing behind. */
+static void test_check_target(void **state)
+{
+	struct fixture *fx = *state;
+	char err[512] = "", target[256], want[512];
+	assert_int_equal(ep_profile_check_target(fx->path, err, sizeof(err)), 0);
+	assert_int_equal(dir_entries(fx->dir), 0);
+	snprintf(target, sizeof(target), "%s/none/p.prof", fx->dir);
+	assert_int_equal(ep_profile_check_target(target, err, sizeof(err)), -1);
+	snprintf(want, sizeof(want),
+		 "%s: cannot write the profile there: No such file or directory", target);
+	assert_string_equal(err, want);
+	snprintf(target, sizeof(target), "%s/fifo", fx->dir);
+	assert_int_equal(mkfifo(target, 0600), 0);
+	assert_int_equal(ep_profile_check_target(target, err, sizeof(err)), -1);
+	snprintf(want, sizeof(want), "%s: is a FIFO, not a regular file: refusing to replace it",
+		 target);
+	assert_string_equal(err, want);
+	if (geteuid() != 0) { /* root writes into a read-only directory anyway */
+		assert_int_equal(chmod(fx->dir, 0500), 0);
+		assert_int_equal(ep_profile_check_target(fx->path, err, sizeof(err)), -1);
+		snprintf(want, sizeof(want),
+			 "%s: cannot write the profile there: Permission denied", fx->path);
+		assert_string_equal(err, want);
+		assert_int_equal(chmod(fx->dir, 0700), 0);
+	}
+}
+
 static void test_truncated(void **state)
 {
 	struct fixture *fx = *state;
@@ -427,6 +455,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_failed_write_keeps_old_profile, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_unwritable_place, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_refuses_special_targets, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_check_target, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_truncated, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_not_a_profile, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_damaged_header, setup, teardown),
