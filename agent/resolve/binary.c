@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/util/log.h"
+#include "common/util/regular_file.h"
 #include "common/util/u64map.h"
 
 #define BUILD_ID_MAX 64
@@ -174,7 +175,8 @@ static int read_at(int fd, const char *path, uint8_t *buf, size_t n, uint64_t of
 static void load_code(struct ep_binary *b)
 {
 	b->code_pending = false;
-	int fd = open(b->path, O_RDONLY | O_CLOEXEC);
+	char why[128];
+	int fd = ep_open_regular(b->path, why, sizeof(why));
 	struct stat st;
 	bool same = fd >= 0 && fstat(fd, &st) == 0 && st.st_dev == b->dev && st.st_ino == b->ino &&
 		    st.st_size == b->size && st.st_mtim.tv_sec == b->mtime.tv_sec &&
@@ -664,13 +666,14 @@ static int read_at(int fd, const char *path, uint8_t *buf, size_t n, uint64_t of
 static struct ep_binary *binary_open(const char *path, bool lazy_code, char *err, size_t errlen)
 {
 	struct stat st;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	char why[128];
+	int fd = ep_open_regular(path, why, sizeof(why));
 	if (fd < 0) {
-		snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+		snprintf(err, errlen, "%s: %s", path, why);
 		return NULL;
 	}
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-		snprintf(err, errlen, "%s: not a regular file", path);
+	if (fstat(fd, &st) != 0) {
+		snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
 		close(fd);
 		return NULL;
 	}

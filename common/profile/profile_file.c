@@ -44,6 +44,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/util/regular_file.h"
+
 #define MAGIC	       "EDGEPROF"
 #define MAGIC_SIZE     8
 #define FORMAT_VERSION 1u
@@ -135,17 +137,6 @@ static int create_temp(const char *path, char **tmp_out)
 	return -1;
 }
 
-static const char *file_kind(mode_t mode)
-{
-	return S_ISLNK(mode)	? "a symbolic link (name the file it points to instead)"
-	       : S_ISDIR(mode)	? "a directory"
-	       : S_ISFIFO(mode) ? "a FIFO"
-	       : S_ISCHR(mode)	? "a character device"
-	       : S_ISBLK(mode)	? "a block device"
-	       : S_ISSOCK(mode) ? "a socket"
-				: "not a regular file";
-}
-
 /* Nothing but a regular file may be replaced (see the top of the file). */
 static int check_replaceable(const char *path, char *err, size_t errlen)
 {
@@ -159,8 +150,9 @@ static int check_replaceable(const char *path, char *err, size_t errlen)
 	}
 	if (S_ISREG(st.st_mode))
 		return 0;
-	snprintf(err, errlen, "%s: is %s, not a regular file: refusing to replace it", path,
-		 file_kind(st.st_mode));
+	snprintf(err, errlen, "%s: is %s%s, not a regular file: refusing to replace it", path,
+		 ep_file_kind(st.st_mode),
+		 S_ISLNK(st.st_mode) ? " (name the file it points to instead)" : "");
 	return -1;
 }
 

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "common/util/secret.h"
+#include "common/util/regular_file.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -11,14 +12,15 @@
 
 int ep_read_token_file(const char *path, char *out, size_t outlen, char *err, size_t errlen)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	char why[128];
+	int fd = ep_open_regular(path, why, sizeof(why));
 	if (fd < 0) {
-		snprintf(err, errlen, "token file %s: %s", path, strerror(errno));
+		snprintf(err, errlen, "token file %s: %s", path, why);
 		return -1;
 	}
 	struct stat st;
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-		snprintf(err, errlen, "token file %s: not a regular file", path);
+	if (fstat(fd, &st) != 0) {
+		snprintf(err, errlen, "token file %s: %s", path, strerror(errno));
 		close(fd);
 		return -1;
 	}

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "agent/source/perf_data/perf_data_format.h"
+#include "common/util/regular_file.h"
 #include "common/util/u64map.h"
 
 /* mapped pages are given back in steps this large (one madvise each) */
@@ -856,16 +857,17 @@ int ep_perf_data_read_capped(const char *path, const struct ep_perf_data_callbac
 	r->hold_max_bytes = hold_max_bytes;
 	r->err = err;
 	r->errlen = errlen;
-	r->fd = open(path, O_RDONLY | O_CLOEXEC);
+	char why[128];
+	r->fd = ep_open_regular(path, why, sizeof(why));
 	int rc = -1;
 	if (r->fd < 0) {
-		snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+		snprintf(err, errlen, "%s: %s", path, why);
 		free(r);
 		return -1;
 	}
 	struct stat st;
-	if (fstat(r->fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-		snprintf(err, errlen, "%s: not a regular file", path);
+	if (fstat(r->fd, &st) != 0) {
+		snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
 		goto out;
 	}
 	r->file_size = stats->file_size = (uint64_t)st.st_size;
