@@ -162,6 +162,79 @@ static void test_truncated_and_garbage(void **state)
 	unlink(path);
 }
 
+/* A copy of the propeller recording with the 8 bytes at off set to v and
+ * those at off2 to v2 (off2 0: only the first). */
+static void write_patched(const char *dst, uint64_t off, uint64_t v, uint64_t off2, uint64_t v2)
+{
+	const char *src = ep_test_fixture("propeller_sample_1.perfdata1");
+	FILE *in = fopen(src, "rb");
+	assert_non_null(in);
+	assert_int_equal(fseek(in, 0, SEEK_END), 0);
+	long size = ftell(in);
+	rewind(in);
+	uint8_t *buf = malloc((size_t)size);
+	assert_non_null(buf);
+	assert_int_equal(fread(buf, 1, (size_t)size, in), (size_t)size);
+	fclose(in);
+	memcpy(buf + off, &v, 8);
+	if (off2)
+		memcpy(buf + off2, &v2, 8);
+	FILE *out = fopen(dst, "wb");
+	assert_non_null(out);
+	assert_int_equal(fwrite(buf, 1, (size_t)size, out), (size_t)size);
+	fclose(out);
+	free(buf);
+}
+
+/* The first attribute's ids section pointing past the end of the file: the
+ * read fails, naming where, and the ids buffer read for it is freed (the
+ * ASan+UBSan build's leak check fails this test otherwise). */
+static void test_ids_cut_off(void **state)
+{
+	(void)state;
+	char path[] = "/tmp/edgeprof-ids-XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	close(fd);
+	uint64_t hdr[6];
+	FILE *f = fopen(ep_test_fixture("propeller_sample_1.perfdata1"), "rb");
+	assert_non_null(f);
+	assert_int_equal(fread(hdr, 8, 6, f), 6);
+	fclose(f);
+	uint64_t attr_size = hdr[2], attrs_offset = hdr[3];
+	/* the ids section: the last 16 bytes of the attr, {offset, size} */
+	uint64_t ids_at = attrs_offset + attr_size - 16;
+	/* 8 ids (the fixture may have none) far past the end */
+	write_patched(path, ids_at, 1ULL << 40, ids_at + 8, 64);
+	struct counts c;
+	struct ep_perf_data_stats st;
+	char err[256];
+	assert_int_equal(read_counts(path, &c, &st, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "event ids cut off by the end of the file"));
+	unlink(path);
+}
+
+/* A data section whose size runs past 2^64 (here 2^64-1): the records up to
+ * the end of the file are read and the damage named, where the end offset
+ * used to wrap below the start and nothing was read, without an error. */
+static void test_data_size_wraps(void **state)
+{
+	(void)state;
+	char path[] = "/tmp/edgeprof-size-XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	close(fd);
+	write_patched(path, 48, UINT64_MAX, 0, 0); /* data.size */
+	struct counts c;
+	struct ep_perf_data_stats st;
+	char err[256];
+	assert_int_equal(read_counts(path, &c, &st, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, path));
+	assert_non_null(strstr(err, "byte "));
+	assert_int_equal(c.samples, 3740); /* every record before the end of the file */
+	unlink(path);
+}
+
 struct order {
 	uint64_t samples, last_time, backwards, sum_ip;
 };
@@ -210,6 +283,8 @@ int main(void)
 	    cmocka_unit_test(test_lbr_old_perf),
 	    cmocka_unit_test(test_truncated_and_garbage),
 	    cmocka_unit_test(test_hold_cap_without_rounds),
+	    cmocka_unit_test(test_ids_cut_off),
+	    cmocka_unit_test(test_data_size_wraps),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

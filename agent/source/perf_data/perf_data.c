@@ -201,6 +201,7 @@ static int read_attrs(struct reader *r)
 			a->ids = malloc(ids.size);
 			if (!a->ids)
 				return fail(r, off, "out of memory");
+			r->nattrs = i + 1; /* counted now, so an error below frees it */
 			if (read_at(r, ids.offset, a->ids, ids.size) != 0)
 				return fail(r, ids.offset,
 					    "event ids cut off by the end of the file");
@@ -211,7 +212,7 @@ static int read_attrs(struct reader *r)
 				return fail(r, off, "out of memory");
 			*slot = i;
 		}
-		r->nattrs++;
+		r->nattrs = i + 1;
 	}
 	/* perf keeps the id at the same place in every attr's samples */
 	uint64_t st = r->attrs[0].desc.sample_type;
@@ -747,6 +748,8 @@ static int deliver(struct reader *r, struct hold *h, size_t count,
 static int flush_held(struct reader *r, struct hold *h, uint64_t limit,
 		      const struct ep_perf_data_callbacks *cb, struct ep_perf_data_stats *stats)
 {
+	if (h->n == 0)
+		return 0; /* h->recs may be NULL: memmove and memcpy must not see it */
 	sort_by_time(h->recs, h->n, h->tmp);
 	size_t count = 0;
 	while (count < h->n && h->recs[count].time <= limit)
@@ -779,7 +782,9 @@ static int read_records(struct reader *r, const struct ep_perf_data_callbacks *c
 			struct ep_perf_data_stats *stats, struct hold *h)
 {
 	uint64_t off = r->h.data.offset;
-	uint64_t end = r->h.data.offset + r->h.data.size;
+	/* a size running past 2^64 would wrap the end below the start and read
+	 * nothing: read to the end of the file, which names the damage */
+	uint64_t end = r->h.data.size > UINT64_MAX - off ? UINT64_MAX : off + r->h.data.size;
 	bool ordered = (r->attrs[0].desc.sample_type & PERF_SAMPLE_TIME) != 0;
 	uint64_t last_time = 0;
 	while (off < end) {
