@@ -21,6 +21,7 @@
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "common/util/log.h"
+#include "common/util/sampling_limits.h"
 
 #define MAX_PIDS    256
 #define MAX_CGROUPS 64 /* --cgroup and --container together */
@@ -148,7 +149,8 @@ static int parse_options(int argc, char **argv, struct agent_options *o,
 		      .given = &o->daemon.jitter_given),
 	    EP_OPTION("steps", 0, EP_OPT_UINT, &live->steps, .min = 1, .max = most),
 	    EP_OPTION("drain-ms", 0, EP_OPT_UINT, &live->drain_ms, .min = 1, .max = 10000),
-	    EP_OPTION("ring-kib", 0, EP_OPT_UINT, &live->ring_kib, .min = 1, .max = most),
+	    EP_OPTION("ring-kib", 0, EP_OPT_UINT, &live->ring_kib, .min = 1,
+		      .max = EP_RING_MAX_KIB),
 	    EP_OPTION("kernel", 0, EP_OPT_TRUE, &live->want_kernel),
 	    EP_OPTION("output", 'o', EP_OPT_STRING, &o->output),
 	    EP_OPTION("event", 0, EP_OPT_CALL, o, .call = set_event),

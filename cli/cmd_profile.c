@@ -21,6 +21,7 @@
 #include "common/profile/profile_file.h"
 #include "common/util/log.h"
 #include "common/util/options.h"
+#include "common/util/sampling_limits.h"
 
 static void usage(FILE *out)
 {
@@ -143,7 +144,8 @@ static int parse_request(int argc, char **argv, struct profile_request *r, int *
 	    EP_OPTION("pod", 0, EP_OPT_CALL, &r->pod, .call = check_pod),
 	    EP_OPTION("node", 0, EP_OPT_STRING, &r->node),
 	    EP_OPTION("duration", 0, EP_OPT_STRING, &r->duration),
-	    EP_OPTION("period", 0, EP_OPT_UINT, &r->period, .min = 1, .max = 1u << 31,
+	    EP_OPTION("period", 0, EP_OPT_UINT, &r->period,
+		      .min = ep_period_min(EP_KERNEL_SAMPLE_RATE_DEFAULT), .max = 1u << 31,
 		      .given = &r->period_given),
 	    EP_OPTION("mode", 0, EP_OPT_CHOICE, &r->mode, .choices = modes),
 	    EP_OPTION("output", 'o', EP_OPT_STRING, &r->output),

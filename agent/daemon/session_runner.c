@@ -125,7 +125,10 @@ static int open_sampling(struct ep_session_runner *r, struct agent_session *x,
 	cfg->npids = x->target.pid ? 1 : 0;
 	cfg->cgroups = x->target.pid ? NULL : cgroups;
 	cfg->ncgroups = x->target.pid ? 0 : 1;
-	cfg->period = req->period ? req->period : (cfg->period / 4 ? cfg->period / 4 : 1);
+	/* 4x the rate by default, as far as the kernel lets it go; a period the
+	 * session asks for is checked by ep_live_open(), which says why not */
+	uint64_t min = ep_live_period_min();
+	cfg->period = req->period ? req->period : (cfg->period / 4 > min ? cfg->period / 4 : min);
 	cfg->jitter = cfg->period / 16;
 	cfg->ip_hz = cfg->ip_hz * 4 > 10000 ? 10000 : cfg->ip_hz * 4;
 	cfg->calls_only = strcmp(req->mode, "calls") == 0;

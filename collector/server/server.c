@@ -365,7 +365,7 @@ static enum MHD_Result handle_sessions(struct ep_server *s, struct MHD_Connectio
 		return respond_text(c, 400, "pid '%s': not a process id\n", arg(c, "pid"));
 	req.pid = (uint32_t)pid;
 	req.period = strtoull(arg(c, "period"), &end, 10);
-	if (*end)
+	if (*end || strchr(arg(c, "period"), '-')) /* strtoull takes "-1" as 2^64-1 */
 		return respond_text(c, 400, "period '%s': not a number of events\n",
 				    arg(c, "period"));
 	if (duration < 0)

@@ -15,6 +15,7 @@
 
 #include "common/profile/pb_copy.h"
 #include "common/util/log.h"
+#include "common/util/sampling_limits.h"
 
 #define CAPABILITY "profile-session"
 
@@ -343,6 +344,17 @@ int ep_sessions_create(struct ep_sessions *ss, const Edgeprof__V1__Session *req,
 			 "duration %" PRIu64 " s is over this collector's maximum of %u s "
 			 "(--max-session-s)",
 			 req->duration_ms / 1000, ss->cfg.max_duration_s);
+		return 400;
+	}
+	/* the agent checks again against its own kernel (common/util/
+	 * sampling_limits.h); here the default kernel's limit bounds it */
+	uint64_t min_period = ep_period_min(EP_KERNEL_SAMPLE_RATE_DEFAULT);
+	if (req->period && (req->period < min_period || req->period > EP_PERIOD_MAX)) {
+		snprintf(why, whylen,
+			 "period %" PRIu64 ": events between samples, at least %" PRIu64
+			 " (a CPU retiring 2e9 branches per second would otherwise take more "
+			 "than a kernel's default %u samples per second) and at most %llu",
+			 req->period, min_period, EP_KERNEL_SAMPLE_RATE_DEFAULT, EP_PERIOD_MAX);
 		return 400;
 	}
 	const char *mode = req->mode[0] ? req->mode : "edges";

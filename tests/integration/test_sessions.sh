@@ -114,6 +114,17 @@ check "silent node: refused at once, the node named" \
 "$EDGEPROF" profile --container "${id:0:12}" --duration 61 --collector "$url" 2>"$TEST_TMP/e3.err"
 check "duration over the maximum: refused, the maximum named" \
 	bash -c "[ $? -eq 1 ] && grep -q \"HTTP 400): duration 61 s is over this collector's maximum of 60 s\" '$TEST_TMP/e3.err'"
+# a period no kernel would sample at: 1 (~2e9 samples/s per CPU), and -1
+# (strtoull once made it 2^64-1)
+for p in "1:period 1: " "-1:period '-1': not a number of events"; do
+	want=${p#*:}
+	p=${p%%:*}
+	code=$(curl -s -o "$TEST_TMP/p.txt" -w '%{http_code}' -X POST \
+		"$url/v1/sessions?container_id=${id:0:12}&duration_s=2&period=$p")
+	echo "# period=$p: HTTP $code $(cat "$TEST_TMP/p.txt")"
+	check "period=$p: refused (400), the period named" \
+		bash -c '[ "$1" = 400 ] && grep -qF -- "$2" "$3"' _ "$code" "$want" "$TEST_TMP/p.txt"
+done
 "$EDGEPROF" agent --replay "$FIXTURES/propeller_sample_1.perfdata1" --binary "$FIXTURES/propeller_sample_1.bin" --collector "$url" \
 	--node old-node --spool "$TEST_TMP/old-spool" 2>/dev/null
 "$EDGEPROF" profile --container "${id:0:12}" --node old-node --duration 2 --collector "$url" 2>"$TEST_TMP/e4.err"

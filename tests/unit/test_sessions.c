@@ -182,6 +182,18 @@ static void test_refused_requests_say_why(void **state)
 	assert_int_equal(ep_sessions_create(f.ss, &two, &got, why, sizeof(why)), 400);
 	assert_non_null(strstr(why, "exactly one target"));
 	assert_null(got);
+	/* a period asking more samples than a kernel allows (1: ~2e9 per
+	 * second per CPU), or one no counter can hold (2^64-1, what "-1" once
+	 * became) */
+	two.pid = 0;
+	two.period = 1;
+	assert_int_equal(ep_sessions_create(f.ss, &two, &got, why, sizeof(why)), 400);
+	assert_non_null(strstr(why, "period 1: "));
+	assert_non_null(strstr(why, "at least 20000"));
+	two.period = UINT64_MAX;
+	assert_int_equal(ep_sessions_create(f.ss, &two, &got, why, sizeof(why)), 400);
+	assert_non_null(strstr(why, "period 18446744073709551615: "));
+	assert_null(got);
 	close_all(&f);
 }
 

@@ -20,6 +20,7 @@
 #include "agent/source/live/pmu_event.h"
 #include "common/util/log.h"
 #include "common/util/prime.h"
+#include "common/util/sampling_limits.h"
 #include "common/util/u64map.h"
 #include "edgeprof_bpf.skel.h"
 
@@ -439,7 +440,7 @@ static uint32_t ring_size(unsigned ncpus, double per_cpu_rate, unsigned drain_ms
 	 * meanwhile: with 256 KiB a 5 s whole-machine run at 4 kHz per CPU lost
 	 * 10-25% of its samples here, with 1 MiB none */
 	uint32_t size = 1u << 20;
-	while (size < bytes && size < (1u << 30))
+	while (size < bytes && size < EP_RING_MAX_KIB * 1024u)
 		size <<= 1;
 	return size;
 }
@@ -493,6 +494,60 @@ static void plan_ip_sampling(struct ep_live *l, const struct ep_live_config *cfg
 	clock_attr(&l->attr, l->step);
 }
 
+/* Interrupts per second per CPU the kernel allows (it may lower this
+ * itself when they take too long; this is the value at start). */
+static uint64_t kernel_max_sample_rate(void)
+{
+	unsigned long long v = 0;
+	FILE *f = fopen("/proc/sys/kernel/perf_event_max_sample_rate", "r");
+	if (!f || fscanf(f, "%llu", &v) != 1 || v == 0)
+		v = EP_KERNEL_SAMPLE_RATE_DEFAULT;
+	if (f)
+		fclose(f);
+	return v;
+}
+
+uint64_t ep_live_period_min(void)
+{
+	return ep_period_min(kernel_max_sample_rate());
+}
+
+/* What was asked against what the kernel allows (common/util/
+ * sampling_limits.h): the branch period, the IP rate and the interrupts a
+ * countdown of steps takes, whichever mode runs. 0, or -1 with the reason. */
+static int check_rates(const struct ep_live *l, const struct ep_live_config *cfg, char *err,
+		       size_t errlen)
+{
+	uint64_t max = kernel_max_sample_rate(), min_period = ep_period_min(max);
+	const char *limit = "the kernel's perf_event_max_sample_rate";
+	if (cfg->period < min_period || cfg->period > EP_PERIOD_MAX) {
+		snprintf(err, errlen,
+			 "period %llu: out of range: a CPU retiring 2e9 branches per second would "
+			 "take more sample interrupts than %s (%llu per second per CPU) below "
+			 "%llu, and at most %llu",
+			 (unsigned long long)cfg->period, limit, (unsigned long long)max,
+			 (unsigned long long)min_period, (unsigned long long)EP_PERIOD_MAX);
+		return -1;
+	}
+	if (cfg->ip_hz > max) {
+		snprintf(err, errlen, "--ip-hz %u: over %s (%llu per second per CPU)", cfg->ip_hz,
+			 limit, (unsigned long long)max);
+		return -1;
+	}
+	/* a countdown of K steps interrupts K times per sample */
+	uint64_t per_s = l->branch_stacks ? (EP_CPU_BRANCHES_PER_S_MAX + l->step - 1) / l->step
+					  : 1000000000ULL / l->step;
+	if (l->steps > 1 && per_s > max) {
+		snprintf(err, errlen,
+			 "--steps %u: %llu interrupts per second per CPU (one per %llu %s), over "
+			 "%s (%llu)",
+			 l->steps, (unsigned long long)per_s, (unsigned long long)l->step,
+			 l->branch_stacks ? "branches" : "ns", limit, (unsigned long long)max);
+		return -1;
+	}
+	return 0;
+}
+
 /* Which event: the branch stack where the PMU has one, else cpu-clock; the
  * period split into steps, and the operators' line saying so. */
 static int choose_event(struct ep_live *l, const struct ep_live_config *cfg, char *err,
@@ -507,6 +562,8 @@ static int choose_event(struct ep_live *l, const struct ep_live_config *cfg, cha
 	l->branch_stacks = branch_errno == 0;
 	if (!l->branch_stacks)
 		plan_ip_sampling(l, cfg);
+	if (check_rates(l, cfg, err, errlen) != 0)
+		return -1;
 	uint64_t mean, jitter;
 	ep_live_period(l, &mean, &jitter);
 	char how[96];
@@ -558,7 +615,7 @@ static int load_program(struct ep_live *l, const struct ep_live_config *cfg, cha
 	if (cfg->ring_kib) {
 		/* the kernel wants a power of two of at least a page */
 		ring = 4096;
-		while (ring < cfg->ring_kib * 1024u && ring < (1u << 30))
+		while (ring < cfg->ring_kib * 1024u && ring < EP_RING_MAX_KIB * 1024u)
 			ring <<= 1;
 	}
 	bpf_map__set_max_entries(l->skel->maps.samples, ring);

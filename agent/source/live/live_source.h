@@ -71,6 +71,9 @@ const char *ep_live_event(const struct ep_live *live);
 /* True when the event counts not-taken branches too, so traces may be
  * extended to the sample IP (SPEC step 3). */
 bool ep_live_counts_all_branches(const struct ep_live *live);
+/* The smallest branch period this kernel's perf_event_max_sample_rate
+ * allows (see common/util/sampling_limits.h); ep_live_open() refuses less. */
+uint64_t ep_live_period_min(void);
 /* The period actually used, mean and half-width, in events (branches) or,
  * IP-only, nanoseconds of cpu-clock: quantized to whole steps. */
 void ep_live_period(const struct ep_live *live, uint64_t *mean, uint64_t *jitter);
