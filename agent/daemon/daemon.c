@@ -7,6 +7,7 @@
 #include "agent/attribute/process_labels.h"
 #include "agent/daemon/session_runner.h"
 #include "agent/pipeline/pipeline.h"
+#include "agent/resolve/binary.h"
 #include "agent/source/live/live_feed.h"
 #include "agent/stream/sink.h"
 #include "common/util/clock.h"
@@ -21,7 +22,31 @@ struct daemon {
 	struct ep_session_runner *sessions; /* NULL unless the sink streams */
 	uint64_t lost_added;		    /* ring buffer losses already counted in the pipeline */
 	uint64_t start_ns;
+	struct ep_binary_registry *reg;
+	struct ep_binreg_proc_failures failures_said; /* as of the last summary line */
 };
+
+/* Binaries of live processes that could not be opened since the last
+ * interval: one line for all of them, never one per process (an exec storm
+ * of 1,000/s logged 47 lines in 10 s). Processes that had exited are
+ * routine (info); anything else is a warning. */
+static void say_proc_failures(struct daemon *d)
+{
+	struct ep_binreg_proc_failures now, *was = &d->failures_said;
+	ep_binreg_proc_failures(d->reg, &now);
+	uint64_t failed = now.failed - was->failed, gone = now.gone - was->gone;
+	if (failed > gone)
+		ep_warn("binaries of watched processes: %llu could not be opened in the last "
+			"interval, %llu in all (%llu of them because their process had exited); "
+			"the last: %s",
+			(unsigned long long)failed, (unsigned long long)now.failed,
+			(unsigned long long)now.gone, now.last);
+	else if (gone > 0)
+		ep_info("%llu processes exited before their binaries could be opened in the last "
+			"interval (%llu in all)",
+			(unsigned long long)gone, (unsigned long long)now.gone);
+	*was = now;
+}
 
 /* Opens the sampling and says how it samples. 0, 1 or 2 (the exit code). */
 static int open_live(struct daemon *d)
@@ -75,6 +100,7 @@ static int loop(struct daemon *d)
 		if (emit) {
 			ep_process_label_pending(&d->labeller);
 			count_lost(d, &lc);
+			say_proc_failures(d);
 			ep_sink_emit(d->sink, d->feed.pipeline);
 			last_write = now;
 		}
@@ -117,7 +143,7 @@ static void log_summary(const struct daemon *d, const struct ep_live_counters *l
 		(unsigned long long)lc->filtered, (unsigned long long)lc->kernel,
 		(unsigned long long)lc->reserve_failed, (unsigned long long)lc->proc_events,
 		(unsigned long long)lc->proc_reserve_failed,
-		(unsigned long long)d->feed.unresolved_pids,
+		(unsigned long long)(d->feed.unresolved_pids + d->failures_said.gone),
 		ep_pipeline_processes(d->feed.pipeline), (unsigned long long)d->feed.forgotten);
 	ep_live_feed_log_periods(&d->feed);
 	log_cost(d, lc);
@@ -137,6 +163,7 @@ static int finish(struct daemon *d)
 	struct ep_live_counters lc;
 	count_lost(d, &lc);
 	int rc = ep_sink_emit(d->sink, d->feed.pipeline) != 0 ? 1 : 0;
+	say_proc_failures(d);
 	log_summary(d, &lc);
 	return rc;
 }
@@ -144,7 +171,7 @@ static int finish(struct daemon *d)
 int ep_daemon_run(struct ep_daemon_config *cfg, struct ep_binary_registry *reg,
 		  struct ep_sink *sink)
 {
-	struct daemon d = {.cfg = cfg, .sink = sink};
+	struct daemon d = {.cfg = cfg, .sink = sink, .reg = reg};
 	int rc = open_live(&d);
 	if (rc != 0)
 		return rc;

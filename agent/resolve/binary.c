@@ -64,6 +64,7 @@ struct ep_binary_registry {
 	struct ep_u64map lookup_index; /* key hash -> index in lookups */
 	struct lookup_entry *lookups;
 	size_t nlookups, lookups_cap;
+	struct ep_binreg_proc_failures proc_failures;
 };
 
 void ep_build_id_to_hex(const uint8_t *id, size_t len, char *out)
@@ -860,6 +861,29 @@ static bool is_pseudo_path(const char *path)
 	       path[0] == '\0';
 }
 
+void ep_binreg_proc_failures(const struct ep_binary_registry *reg,
+			     struct ep_binreg_proc_failures *out)
+{
+	*out = reg->proc_failures;
+}
+
+/* A live process's file that would not open: counted, the caller logs a
+ * summary. Its process had exited when /proc/PID/exe is gone too. */
+static void note_proc_failure(struct ep_binary_registry *reg, const char *open_path,
+			      const char *err)
+{
+	struct ep_binreg_proc_failures *f = &reg->proc_failures;
+	unsigned pid;
+	char exe[64], target[8];
+	f->failed++;
+	if (sscanf(open_path, "/proc/%u/", &pid) == 1) {
+		snprintf(exe, sizeof(exe), "/proc/%u/exe", pid);
+		if (readlink(exe, target, sizeof(target)) < 0 && errno == ENOENT)
+			f->gone++;
+	}
+	snprintf(f->last, sizeof(f->last), "%s", err);
+}
+
 static struct ep_binary *search(struct ep_binary_registry *reg, const char *recorded,
 				const char *open_path, const uint8_t *id, size_t idlen)
 {
@@ -895,7 +919,10 @@ static struct ep_binary *search(struct ep_binary_registry *reg, const char *reco
 		struct ep_binary *b = open_registered(reg, open_path, err, sizeof(err));
 		if (b)
 			return b;
-		ep_warn("%s", err);
+		if (strncmp(open_path, "/proc/", 6) == 0)
+			note_proc_failure(reg, open_path, err);
+		else
+			ep_warn("%s", err);
 	}
 	return NULL;
 }

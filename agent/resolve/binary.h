@@ -49,6 +49,16 @@ void ep_binreg_set_symfs(struct ep_binary_registry *reg, const char *dir);
  * samples only), whose code copies would be memory for nothing. */
 void ep_binreg_set_lazy_code(struct ep_binary_registry *reg, bool lazy);
 
+/* Since the registry was made: files under /proc/PID/ that could not be
+ * opened, of those the ones whose process had exited, and the last
+ * failure's message (empty when none). */
+struct ep_binreg_proc_failures {
+	uint64_t failed, gone;
+	char last[512];
+};
+void ep_binreg_proc_failures(const struct ep_binary_registry *reg,
+			     struct ep_binreg_proc_failures *out);
+
 /*
  * The binary behind a mapping of recorded_path (as the recording names it)
  * with build_id (NULL/0 when unknown). Order: a --binary file with that
@@ -63,7 +73,10 @@ struct ep_binary *ep_binreg_lookup(struct ep_binary_registry *reg, const char *r
 
 /* The same, for a live process: the file is opened at open_path (for
  * example /proc/PID/root/PATH, so binaries inside containers are found) but
- * named recorded_path. */
+ * named recorded_path. A file under /proc/PID/ that cannot be opened is
+ * counted (ep_binreg_proc_failures), not logged: on a busy node processes
+ * exit before their maps are read all the time, and a path that fails
+ * fails again at each maps re-read. */
 struct ep_binary *ep_binreg_lookup_at(struct ep_binary_registry *reg, const char *recorded_path,
 				      const char *open_path, const uint8_t *build_id,
 				      size_t build_id_len);
