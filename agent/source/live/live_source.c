@@ -522,11 +522,12 @@ static int check_rates(const struct ep_live *l, const struct ep_live_config *cfg
 	const char *limit = "the kernel's perf_event_max_sample_rate";
 	if (cfg->period < min_period || cfg->period > EP_PERIOD_MAX) {
 		snprintf(err, errlen,
-			 "period %llu: out of range: a CPU retiring 2e9 branches per second would "
-			 "take more sample interrupts than %s (%llu per second per CPU) below "
-			 "%llu, and at most %llu",
-			 (unsigned long long)cfg->period, limit, (unsigned long long)max,
-			 (unsigned long long)min_period, (unsigned long long)EP_PERIOD_MAX);
+			 "period %llu: expected %llu to %llu events between samples (below %llu "
+			 "a CPU retiring 2e9 branches per second takes more sample interrupts than "
+			 "%s, %llu per second per CPU)",
+			 (unsigned long long)cfg->period, (unsigned long long)min_period,
+			 (unsigned long long)EP_PERIOD_MAX, (unsigned long long)min_period, limit,
+			 (unsigned long long)max);
 		return -1;
 	}
 	if (cfg->ip_hz > max) {
