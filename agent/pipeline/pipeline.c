@@ -39,6 +39,7 @@ struct ep_pipeline {
 	struct ep_chop_stats chop_stats;
 	unsigned max_entries;
 	uint64_t lost;
+	uint64_t gone; /* processes exited before their maps or binaries were read */
 	struct noted_build_id *noted;
 	size_t nnoted, noted_cap;
 	struct ep_u64map noted_by_path; /* path hash -> noted index (probing on the hash) */
@@ -314,6 +315,11 @@ enum ep_resolve_status ep_pipeline_resolve(struct ep_pipeline *p, uint32_t pid, 
 	return ep_procmap_resolve(p->procmap, pid, addr, out);
 }
 
+void ep_pipeline_add_gone(struct ep_pipeline *p, uint64_t gone)
+{
+	p->gone += gone;
+}
+
 void ep_pipeline_add_lost(struct ep_pipeline *p, uint64_t lost)
 {
 	p->lost += lost;
@@ -508,6 +514,7 @@ static Edgeprof__V1__Profile *profile_of(struct ep_pipeline *p, bool labelled)
 	st->branches_short = p->chop_stats.branches_short;
 	st->ranges_counted = total_ranges(p);
 	st->lost_records = p->lost;
+	st->processes_gone = p->gone;
 	prof->stats = st;
 
 	cfg->entries = p->max_entries;

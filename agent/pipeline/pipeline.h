@@ -76,6 +76,9 @@ enum ep_resolve_status ep_pipeline_resolve(struct ep_pipeline *p, uint32_t pid, 
 
 /* Records dropped before they reached us (PERF_RECORD_LOST, ring buffer). */
 void ep_pipeline_add_lost(struct ep_pipeline *p, uint64_t lost);
+/* Live processes that exited before their maps or binaries could be read
+ * (Stats.processes_gone), counted rather than logged one by one. */
+void ep_pipeline_add_gone(struct ep_pipeline *p, uint64_t gone);
 
 /* The profile of everything so far, one BinaryProfile per binary (label
  * sets summed), with stats and config filled in

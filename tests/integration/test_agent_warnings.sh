@@ -37,4 +37,27 @@ check "no line per process (${per_process})" test "$per_process" -eq 0
 check "at most one summary line per 1 s interval (${lines} in 4 s)" test "$lines" -ge 1 -a "$lines" -le 5
 total=$(sed -n 's/.*could not be opened in the last interval, \([0-9]*\) in all.*/\1/p' "$TEST_TMP/agent.err" | tail -1)
 check "the final summary counts every failed open (${total:-0} >= 4)" test "${total:-0}" -ge 4
+
+# Processes gone before their maps were read are a counter in the profile's
+# stats (streamed with every batch), not lines: 300 runs of /bin/true, most
+# of them over before the agent reads their exec event, while a
+# whole-machine agent samples. It is stopped once they are done.
+"$EDGEPROF" agent --interval 1 -o "$TEST_TMP/storm.prof" --log-level info 2>"$TEST_TMP/storm.err" &
+agent=$!
+track_pid "$agent"
+for _ in $(seq 600); do
+	grep -q 'sampling IPs\|branch stacks on' "$TEST_TMP/storm.err" && break
+	sleep 0.1
+done
+for _ in $(seq 300); do /bin/true; done
+kill -TERM "$agent"
+wait "$agent"
+check "exec storm: the agent exits 0" test $? -eq 0
+gone=$("$EDGEPROF" export "$TEST_TMP/storm.prof" --format json | jq .stats.processes_gone)
+said=$(sed -n 's/.* \([0-9]*\) processes gone before their maps were read.*/\1/p' "$TEST_TMP/storm.err")
+echo "# exec storm: stats.processes_gone ${gone:-null}, summary says ${said:-?}"
+check "exec storm: the profile counts processes gone before their maps were read (${gone:-null})" \
+	test "${gone:-0}" -ge 1 -a "${gone:-0}" = "${said:-x}"
+check "exec storm: no line per process" \
+	test "$(grep -cE '^edgeprof: warn: /proc/[0-9]+/' "$TEST_TMP/storm.err")" -eq 0
 finish
