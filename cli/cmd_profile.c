@@ -211,6 +211,11 @@ int ep_cmd_profile(int argc, char **argv)
 	int rc;
 	if (parse_request(argc, argv, &r, &rc) != 0)
 		return rc;
+	char err[512];
+	if (r.output && r.format < 0 && ep_profile_check_target(r.output, err, sizeof(err)) != 0) {
+		ep_error("%s", err); /* before the session, not after it */
+		return 2;
+	}
 	char pid[16], period[16];
 	snprintf(pid, sizeof(pid), "%u", r.pid);
 	snprintf(period, sizeof(period), "%u", r.period);

@@ -95,5 +95,8 @@ for target in "$TEST_TMP/no-such-dir/a.prof" "$TEST_TMP/real.prof/a.prof"; do
 	early "record -o $what" "$target" 'samples|ran' \
 		"$EDGEPROF" record --emulate -o "$target" -- /usr/bin/touch "$TEST_TMP/ran"
 	check "record -o $what: the program was not run" test ! -e "$TEST_TMP/ran"
+	# no collector listens there: refused before asking one
+	early "profile -o $what" "$target" 'collector|session' \
+		"$EDGEPROF" profile --pid 1 --duration 1 --collector http://127.0.0.1:9 -o "$target"
 done
 finish
