@@ -155,10 +155,8 @@ static int grow_u64(uint64_t **array, uint32_t old_cap, uint32_t new_cap)
 
 /* Sites and ranges get ids as the decoder meets them, so the arrays grow
  * behind it; doubling keeps this off the hot path. */
-static int ensure_site(struct bin_counts *c, uint32_t site)
+static int __attribute__((noinline)) grow_sites(struct bin_counts *c, uint32_t site)
 {
-	if (site < c->site_cap)
-		return 0;
 	uint32_t cap = c->site_cap ? c->site_cap : 1024;
 	while (cap <= site)
 		cap *= 2;
@@ -174,10 +172,13 @@ static int ensure_site(struct bin_counts *c, uint32_t site)
 	return 0;
 }
 
-static int ensure_range(struct bin_counts *c, uint32_t range)
+static inline int ensure_site(struct bin_counts *c, uint32_t site)
 {
-	if (range < c->range_cap)
-		return 0;
+	return site < c->site_cap ? 0 : grow_sites(c, site);
+}
+
+static int __attribute__((noinline)) grow_ranges(struct bin_counts *c, uint32_t range)
+{
 	uint32_t cap = c->range_cap ? c->range_cap : 1024;
 	while (cap <= range)
 		cap *= 2;
@@ -185,6 +186,11 @@ static int ensure_range(struct bin_counts *c, uint32_t range)
 		return -1;
 	c->range_cap = cap;
 	return 0;
+}
+
+static inline int ensure_range(struct bin_counts *c, uint32_t range)
+{
+	return range < c->range_cap ? 0 : grow_ranges(c, range);
 }
 
 /* A new empty list's index, or UINT64_MAX when memory runs out. */
@@ -256,9 +262,55 @@ static void count_map(struct ep_u64map *map, uint64_t key)
 		(*v)++;
 }
 
-static bool kind_is_direct(uint8_t kind)
+static inline bool kind_is_direct(uint8_t kind)
 {
-	return kind == EP_BRANCH_COND || kind == EP_BRANCH_JUMP || kind == EP_BRANCH_CALL;
+	return kind < 32 &&
+	       ((1u << EP_BRANCH_COND | 1u << EP_BRANCH_JUMP | 1u << EP_BRANCH_CALL) >> kind) & 1;
+}
+
+/* Counts branch b of binary c (ensure_site() made room for its site), and
+ * the range ending at it unless !with_range. Returns c, which counting an
+ * edge into another binary may have moved. */
+static inline __attribute__((always_inline)) struct bin_counts *
+count_branch(struct ep_aggregator *a, struct bin_counts *c, const struct ep_trace_branch *b,
+	     bool mispredicted, bool with_range)
+{
+	a->branches++;
+	if (!b->taken) {
+		c->not_taken[b->site]++;
+	} else if (kind_is_direct(b->kind) && b->to_bin == b->bin) {
+		c->taken[b->site]++;
+		c->taken_mispredicted[b->site] += mispredicted;
+	} else {
+		bool external = b->to_bin != b->bin;
+		struct target_list *l = site_list_for(c, b->site);
+		if (l)
+			list_add(l, external ? 0 : b->to_vaddr, external, mispredicted);
+		if (external && b->to_bin != EP_NO_BIN) {
+			struct bin_counts *tc = bin_counts(a, b->to_bin);
+			c = &a->bins[b->bin]; /* bin_counts() may have moved it */
+			if (tc)
+				count_map(&tc->from_external, b->to_vaddr);
+		}
+	}
+	if (!with_range)
+		return c;
+	if (a->range_mode == EP_RANGES_SPLIT) {
+		if (b->range == EP_NO_RANGE || ensure_range(c, b->range))
+			return c;
+		c->ranges[b->range]++;
+		a->ranges++;
+	} else if (b->taken && b->range != EP_NO_RANGE) {
+		/* whole gap: from where the previous taken branch landed up
+		 * to this taken branch */
+		const struct ep_site *s =
+		    ep_decoder_site(ep_decoder_cache_get(a->decoders, b->bin), b->site);
+		struct target_list *l = list_for(c, &c->gap_ranges, b->gap_start);
+		if (l)
+			list_add(l, s->addr, false, false);
+		a->ranges++;
+	}
+	return c;
 }
 
 void ep_aggregate_trace(struct ep_aggregator *a, const struct ep_trace *trace, size_t first,
@@ -277,42 +329,99 @@ void ep_aggregate_trace(struct ep_aggregator *a, const struct ep_trace *trace, s
 		}
 		if (!c || ensure_site(c, b->site))
 			continue;
-		a->branches++;
-		if (!b->taken) {
-			c->not_taken[b->site]++;
-		} else if (kind_is_direct(b->kind) && b->to_bin == b->bin) {
-			c->taken[b->site]++;
-			c->taken_mispredicted[b->site] += b->mispredicted;
-		} else {
-			bool external = b->to_bin != b->bin;
-			struct target_list *l = site_list_for(c, b->site);
-			if (l)
-				list_add(l, external ? 0 : b->to_vaddr, external, b->mispredicted);
-			if (external && b->to_bin != EP_NO_BIN) {
-				struct bin_counts *tc = bin_counts(a, b->to_bin);
-				c = &a->bins[b->bin]; /* bin_counts() may have moved it */
-				if (tc)
-					count_map(&tc->from_external, b->to_vaddr);
-			}
-		}
+		c = count_branch(a, c, b, b->mispredicted, k != first || count_first_range);
+	}
+}
 
-		if (k == first && !count_first_range)
-			continue;
-		if (a->range_mode == EP_RANGES_SPLIT) {
-			if (b->range == EP_NO_RANGE || ensure_range(c, b->range))
+/* Not-taken steps of one binary; the first one's range unless !first_range.
+ * The arrays are read into locals: the tree builds with
+ * -fno-strict-aliasing, so every increment would otherwise reload them. */
+static inline __attribute__((always_inline)) void count_steps(struct ep_aggregator *a,
+							      struct bin_counts *c,
+							      const struct ep_walk_step *steps,
+							      uint32_t n, bool first_range)
+{
+	bool split = a->range_mode == EP_RANGES_SPLIT;
+	uint64_t *not_taken = c->not_taken, *ranges = c->ranges;
+	uint32_t site_cap = c->site_cap, range_cap = c->range_cap;
+	uint64_t branches = 0, counted_ranges = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t site = steps[i].site, range = steps[i].range;
+		/* whole-gap ranges end at taken branches only */
+		bool with_range = split && range != EP_NO_RANGE && (i > 0 || first_range);
+		if (site >= site_cap || (with_range && range >= range_cap)) {
+			if (ensure_site(c, site))
 				continue;
-			c->ranges[b->range]++;
-			a->ranges++;
-		} else if (b->taken && b->range != EP_NO_RANGE) {
-			/* whole gap: from where the previous taken branch landed up
-			 * to this taken branch */
-			const struct ep_site *s =
-			    ep_decoder_site(ep_decoder_cache_get(a->decoders, b->bin), b->site);
-			struct target_list *l = list_for(c, &c->gap_ranges, b->gap_start);
-			if (l)
-				list_add(l, s->addr, false, false);
-			a->ranges++;
+			if (with_range && ensure_range(c, range))
+				with_range = false;
+			not_taken = c->not_taken;
+			ranges = c->ranges;
+			site_cap = c->site_cap;
+			range_cap = c->range_cap;
 		}
+		not_taken[site]++;
+		branches++;
+		if (with_range) {
+			ranges[range]++;
+			counted_ranges++;
+		}
+	}
+	a->branches += branches;
+	a->ranges += counted_ranges;
+}
+
+/* A taken branch to a fixed target in its own binary, the common case. */
+static inline __attribute__((always_inline)) bool count_direct(struct ep_aggregator *a,
+							       struct bin_counts *c,
+							       const struct ep_trace_branch *b,
+							       bool mispredicted, bool with_range)
+{
+	uint32_t site = b->site, range = b->range;
+	if (!b->taken || !kind_is_direct(b->kind) || b->to_bin != b->bin || site >= c->site_cap ||
+	    a->range_mode != EP_RANGES_SPLIT)
+		return false;
+	with_range = with_range && range != EP_NO_RANGE;
+	if (with_range && ensure_range(c, range))
+		with_range = false;
+	uint64_t *taken = c->taken, *taken_mispredicted = c->taken_mispredicted;
+	uint64_t *ranges = c->ranges;
+	taken[site]++;
+	taken_mispredicted[site] += mispredicted;
+	a->branches++;
+	if (with_range) {
+		ranges[range]++;
+		a->ranges++;
+	}
+	return true;
+}
+
+void ep_aggregate_spans(struct ep_aggregator *a, const struct ep_spans *spans,
+			bool count_first_range)
+{
+	uint32_t last_bin = EP_NO_BIN;
+	struct bin_counts *c = NULL;
+	size_t n = spans->n;
+	const struct ep_span *items = spans->items;
+	for (size_t k = 0; k < n; k++) {
+		const struct ep_span *sp = &items[k];
+		uint32_t bin = sp->bin;
+		if (bin != last_bin || !c) {
+			if (bin == EP_NO_BIN || !(c = bin_counts(a, bin)))
+				continue;
+			last_bin = bin;
+		}
+		/* the oldest branch counted is the last span's first */
+		bool oldest = k + 1 == n && !count_first_range;
+		const struct ep_trace_branch *b = sp->branch;
+		uint32_t nsteps = sp->nsteps;
+		bool mispredicted = sp->mispredicted;
+		if (nsteps)
+			count_steps(a, c, sp->steps, nsteps, !oldest);
+		if (!b)
+			continue;
+		bool with_range = !(oldest && nsteps == 0);
+		if (!count_direct(a, c, b, mispredicted, with_range) && !ensure_site(c, b->site))
+			c = count_branch(a, c, b, mispredicted, with_range);
 	}
 }
 

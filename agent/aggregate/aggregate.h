@@ -39,6 +39,12 @@ void ep_aggregator_free(struct ep_aggregator *a);
 void ep_aggregate_trace(struct ep_aggregator *a, const struct ep_trace *trace, size_t first,
 			bool count_first_range);
 
+/* The same for what ep_reconstruct_counted() found: spans newest first,
+ * the range ending at the oldest branch counted only when
+ * count_first_range. */
+void ep_aggregate_spans(struct ep_aggregator *a, const struct ep_spans *spans,
+			bool count_first_range);
+
 /* Counts a sample IP (resolved) and a sample of its binary. */
 void ep_aggregate_sample_ip(struct ep_aggregator *a, uint32_t bin, uint64_t vaddr);
 

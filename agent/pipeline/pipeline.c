@@ -36,6 +36,7 @@ struct ep_pipeline {
 	uint64_t retired_branches, retired_ranges; /* of freed sets */
 	uint64_t unlabelled_overflow;		   /* pids left unlabelled: too many sets */
 	struct ep_trace trace;
+	struct ep_spans spans;
 	struct ep_chop_stats chop_stats;
 	unsigned max_entries;
 	uint64_t lost;
@@ -358,8 +359,17 @@ void ep_pipeline_sample(struct ep_pipeline *p, const struct ep_sample_record *re
 		if (ep_procmap_resolve(p->procmap, rec->pid, rec->ip, &res) == EP_RESOLVE_OK)
 			ep_aggregate_sample_ip(agg, ep_binary_index(res.bin), res.vaddr);
 	}
-	ep_reconstruct(p->reconstructor, rec, &p->trace);
 	unsigned chop = ep_pipeline_chop_used(p);
+	if (ep_reconstruct_counted(p->reconstructor, rec, chop, &p->spans)) {
+		/* ep_chop()'s stats for what it would have kept */
+		size_t kept = p->spans.branches;
+		p->chop_stats.branches_kept += kept;
+		if (chop && kept > 0 && kept < chop)
+			p->chop_stats.branches_short += chop - kept;
+		ep_aggregate_spans(agg, &p->spans, chop == 0);
+		return;
+	}
+	ep_reconstruct(p->reconstructor, rec, &p->trace);
 	size_t first = ep_chop(&p->trace, chop, &p->chop_stats);
 	ep_aggregate_trace(agg, &p->trace, first, chop == 0);
 }

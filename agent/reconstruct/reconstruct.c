@@ -19,6 +19,11 @@
 
 struct entry_memo;
 
+enum gap_kind { GAP_NONE, GAP_OK, GAP_UNKNOWN, GAP_INCONSISTENT, GAP_BACKWARDS, GAP_KINDS };
+
+/* An entry's stats: kernel, unresolved, mismatched (a bit each), gap kind */
+#define ENTRY_COMBOS (8 * GAP_KINDS)
+
 struct ep_reconstructor {
 	struct entry_memo *memo; /* ENTRY_MEMO_SIZE, made on the first stack */
 	struct ep_procmap *procmap;
@@ -27,6 +32,10 @@ struct ep_reconstructor {
 	bool calls_only; /* entries are calls and returns: no straight lines between them */
 	bool cut_pending;
 	struct ep_reconstruct_stats stats;
+	/* ep_reconstruct_counted() counts each entry once, under its outcome's
+	 * combination of stats (entry_combo()); folded into stats when asked */
+	uint64_t combos[ENTRY_COMBOS];
+	uint32_t sample_seq; /* the memo entries a sample uses carry it */
 	ep_gap_observer gap_observer;
 	void *gap_observer_ctx;
 	/* Consecutive entries nearly always hit the same mapping: remember the
@@ -86,8 +95,38 @@ void ep_reconstructor_set_gap_observer(struct ep_reconstructor *r, ep_gap_observ
 	r->gap_observer_ctx = ctx;
 }
 
-const struct ep_reconstruct_stats *ep_reconstructor_stats(const struct ep_reconstructor *r)
+static inline uint8_t entry_combo(bool kernel, bool unresolved, bool mismatched, uint8_t gap)
 {
+	return (uint8_t)(kernel | unresolved << 1 | mismatched << 2 | gap << 3);
+}
+
+/* The stats of n entries with this combination, as ep_reconstruct() counts
+ * one. */
+static void add_combo(struct ep_reconstruct_stats *st, unsigned combo, uint64_t n)
+{
+	unsigned gap = combo >> 3;
+	if (combo & 1) {
+		st->branch_entries_kernel += n;
+	} else {
+		st->branch_entries_user += n;
+		st->branch_entries_unresolved += combo & 2 ? n : 0;
+	}
+	if (gap != GAP_NONE) {
+		st->gaps += n;
+		st->gaps_unknown_code += gap == GAP_UNKNOWN ? n : 0;
+		st->gaps_inconsistent += gap >= GAP_INCONSISTENT ? n : 0;
+		st->gaps_backwards += gap == GAP_BACKWARDS ? n : 0;
+	}
+	st->entries_mismatched += combo & 4 ? n : 0;
+}
+
+const struct ep_reconstruct_stats *ep_reconstructor_stats(struct ep_reconstructor *r)
+{
+	for (unsigned c = 0; c < ENTRY_COMBOS; c++) {
+		if (r->combos[c])
+			add_combo(&r->stats, c, r->combos[c]);
+		r->combos[c] = 0;
+	}
 	return &r->stats;
 }
 
@@ -189,8 +228,6 @@ static bool kind_is_direct(uint8_t kind)
 	return kind == EP_BRANCH_COND || kind == EP_BRANCH_JUMP || kind == EP_BRANCH_CALL;
 }
 
-enum gap_kind { GAP_NONE, GAP_OK, GAP_UNKNOWN, GAP_INCONSISTENT, GAP_BACKWARDS };
-
 /*
  * What one branch entry does, given the previous entry's target: the gap
  * before it, the taken branch, the stats it moves. It depends only on the
@@ -200,10 +237,8 @@ enum gap_kind { GAP_NONE, GAP_OK, GAP_UNKNOWN, GAP_INCONSISTENT, GAP_BACKWARDS }
  * instead of two resolutions, a walk lookup and the site checks.
  */
 struct entry_memo {
-	/* the key */
-	uint64_t prev_to_addr, from_addr, to_addr, generation;
-	uint32_t pid;
-	bool has_prev, used;
+	/* the key; ctx: memo_ctx(), 0 in an unused slot */
+	uint64_t prev_to_addr, from_addr, to_addr, generation, ctx;
 	/* the outcome */
 	bool kernel, unresolved, mismatched;
 	uint8_t gap;  /* enum gap_kind */
@@ -213,6 +248,9 @@ struct entry_memo {
 	uint32_t steps_first, nsteps; /* not-taken steps: the from decoder's items */
 	uint32_t site, range;	      /* the taken branch; EP_NO_SITE: cut */
 	uint32_t next_prev_site;      /* from_site for the next entry's walk */
+	uint32_t stamp;		      /* sample_seq of the last sample that used it */
+	uint8_t combo;		      /* entry_combo() of the outcome */
+	struct ep_trace_branch taken; /* the taken branch as traced (mispredicted aside) */
 };
 
 /* Walks the gap between the previous entry's target and this entry's
@@ -290,24 +328,46 @@ compute_entry(struct ep_reconstructor *r, uint32_t pid, bool has_prev, bool call
 	m->next_prev_site = (site != EP_NO_SITE && m->to.bin == m->from.bin) ? site : EP_NO_SITE;
 	if (!m->to.dec)
 		m->to.bin = EP_NO_BIN;
+	m->combo = entry_combo(m->kernel, m->unresolved, m->mismatched, m->gap);
+	m->taken = (struct ep_trace_branch){.bin = m->from.bin,
+					    .site = site,
+					    .range = m->range,
+					    .to_bin = m->to.bin,
+					    .to_vaddr = m->to.dec ? m->to.vaddr : 0,
+					    .gap_start = gap_ok ? prev_to->vaddr : 0,
+					    .kind = m->kind,
+					    .taken = true};
 }
 
 #define ENTRY_MEMO_SIZE 8192 /* about 1 MiB */
 
+static inline uint64_t rotl64(uint64_t x, unsigned n)
+{
+	return x << n | x >> (64 - n);
+}
+
+/* Code addresses differ in their low bits: each of the three gets its own
+ * stretch of the word, and one multiply mixes them into the top bits. */
 static inline uint64_t entry_hash(uint64_t prev_to, uint64_t from, uint64_t to)
 {
-	return ((prev_to * 0x9e3779b97f4a7c15ULL) ^ (from * 0xc2b2ae3d27d4eb4fULL) ^
-		(to * 0x165667b19e3779f9ULL)) >>
-	       40;
+	return ((from ^ rotl64(to, 21) ^ rotl64(prev_to, 42)) * 0x9e3779b97f4a7c15ULL) >> 40;
+}
+
+/* The rest of an entry's key: pid and whether it has a previous entry,
+ * never 0. */
+static inline uint64_t memo_ctx(uint32_t pid, bool has_prev)
+{
+	return (uint64_t)pid << 2 | (uint64_t)has_prev << 1 | 1;
 }
 
 /* Entry k's outcome: remembered, or computed (and remembered unless in
- * call-graph mode, which computes into local). */
-static inline struct entry_memo *entry_outcome(struct ep_reconstructor *r,
-					       const struct ep_sample_record *rec, uint32_t k,
-					       bool have_prev, bool calls_only,
-					       const struct endpoint *prev_to, uint32_t prev_site,
-					       uint64_t generation, struct entry_memo *local)
+ * call-graph mode, which computes into local). With seq (not 0) the entries
+ * used are marked with it, and NULL is returned rather than overwrite one
+ * already marked. */
+static inline struct entry_memo *
+entry_outcome(struct ep_reconstructor *r, const struct ep_sample_record *rec, uint32_t k,
+	      bool have_prev, bool calls_only, const struct endpoint *prev_to, uint32_t prev_site,
+	      uint64_t generation, struct entry_memo *local, uint32_t seq)
 {
 	const struct ep_branch_entry *e = &rec->entries[k];
 	uint64_t prev_addr = have_prev ? rec->entries[k + 1].to : 0;
@@ -315,41 +375,58 @@ static inline struct entry_memo *entry_outcome(struct ep_reconstructor *r,
 		compute_entry(r, rec->pid, have_prev, calls_only, prev_to, prev_site, e, local);
 		return local;
 	}
+	uint64_t ctx = memo_ctx(rec->pid, have_prev);
 	struct entry_memo *m =
 	    &r->memo[entry_hash(prev_addr, e->from, e->to) & (ENTRY_MEMO_SIZE - 1)];
-	if (m->used && m->from_addr == e->from && m->to_addr == e->to &&
-	    m->prev_to_addr == prev_addr && m->has_prev == have_prev && m->pid == rec->pid &&
-	    m->generation == generation)
+	if (m->ctx == ctx && m->from_addr == e->from && m->to_addr == e->to &&
+	    m->prev_to_addr == prev_addr && m->generation == generation) {
+		m->stamp = seq ? seq : m->stamp;
 		return m;
+	}
+	if (seq && m->ctx && m->stamp == seq)
+		return NULL;
 	compute_entry(r, rec->pid, have_prev, calls_only, prev_to, prev_site, e, m);
-	m->used = true;
+	m->ctx = ctx;
 	m->from_addr = e->from;
 	m->to_addr = e->to;
 	m->prev_to_addr = prev_addr;
-	m->has_prev = have_prev;
-	m->pid = rec->pid;
 	m->generation = generation;
+	m->stamp = seq;
 	return m;
+}
+
+/* The branches passed not taken from the newest entry's target to the
+ * sample IP, into r->steps, in binary *bin; 0 when none, and when the line
+ * is impossible (*status says why). */
+static size_t trigger_steps(struct ep_reconstructor *r, const struct ep_sample_record *rec,
+			    const struct endpoint *last_to, uint32_t last_site, uint32_t *bin,
+			    enum ep_walk_status *status)
+{
+	struct endpoint ip;
+	resolve(r, rec->pid, rec->ip, &ip);
+	*bin = ip.bin;
+	if (last_to->bin == EP_NO_BIN || ip.bin != last_to->bin || !ip.dec) {
+		*status = EP_WALK_NO_CODE;
+		return 0;
+	}
+	size_t nsteps = 0;
+	*status = ep_decoder_walk_to_ip(ip.dec, last_to->vaddr, ip.vaddr, last_site, r->steps,
+					EP_MAX_WALK_STEPS, &nsteps);
+	return *status == EP_WALK_OK ? nsteps : 0;
 }
 
 static void append_trigger(struct ep_reconstructor *r, const struct ep_sample_record *rec,
 			   struct ep_trace *t, const struct endpoint *last_to, uint32_t last_site)
 {
-	struct endpoint ip;
-	resolve(r, rec->pid, rec->ip, &ip);
-	if (last_to->bin == EP_NO_BIN || ip.bin != last_to->bin || !ip.dec) {
-		r->stats.trigger_inconsistent++;
-		return;
-	}
-	size_t nsteps = 0;
-	enum ep_walk_status ws = ep_decoder_walk_to_ip(ip.dec, last_to->vaddr, ip.vaddr, last_site,
-						       r->steps, EP_MAX_WALK_STEPS, &nsteps);
+	uint32_t bin;
+	enum ep_walk_status ws;
+	size_t nsteps = trigger_steps(r, rec, last_to, last_site, &bin, &ws);
 	if (ws != EP_WALK_OK) {
 		r->stats.trigger_inconsistent++;
 		return;
 	}
 	if (nsteps > 0) {
-		push_not_taken(r, t, ip.bin, ip.dec, r->steps, nsteps);
+		push_not_taken(r, t, bin, ep_decoder_cache_get(r->decoders, bin), r->steps, nsteps);
 		r->stats.trigger_appended++;
 	}
 }
@@ -403,7 +480,7 @@ size_t ep_reconstruct(struct ep_reconstructor *r, const struct ep_sample_record 
 		const struct ep_branch_entry *e = &rec->entries[k];
 		struct entry_memo local;
 		struct entry_memo *m = entry_outcome(r, rec, k, have_prev, calls_only, &prev_to,
-						     prev_site, generation, &local);
+						     prev_site, generation, &local, 0);
 		if (m->kernel) {
 			st->branch_entries_kernel++;
 		} else {
@@ -468,4 +545,183 @@ void ep_trace_free(struct ep_trace *trace)
 {
 	free(trace->branches);
 	*trace = (struct ep_trace){0};
+}
+
+/* Every entry's outcome, oldest first, remembered or computed (the memo
+ * filled for ep_reconstruct_counted()): false when computing one would
+ * overwrite another this sample uses (two of its entries on one slot). */
+static bool fill_entries(struct ep_reconstructor *r, const struct ep_sample_record *rec,
+			 uint32_t newest, uint32_t nr)
+{
+	const struct endpoint none = {.bin = EP_NO_BIN};
+	const struct endpoint *prev_to = &none;
+	uint32_t prev_site = EP_NO_SITE;
+	uint64_t generation = *r->generation;
+	uint32_t seq = ++r->sample_seq ? r->sample_seq : ++r->sample_seq;
+	for (uint32_t k = nr; k-- > newest;) {
+		bool have_prev = k + 1 < nr;
+		struct entry_memo *m = entry_outcome(r, rec, k, have_prev, false, prev_to,
+						     prev_site, generation, NULL, seq);
+		if (!m)
+			return false;
+		prev_to = &m->to;
+		prev_site = m->next_prev_site;
+	}
+	return true;
+}
+
+/* Where a sample's counting stands: kept in locals (the counters the loop
+ * increments would otherwise alias these, and be reloaded each time). */
+struct counting {
+	size_t left;	 /* branches the chop still takes */
+	size_t n;	 /* spans so far */
+	size_t branches; /* in them */
+};
+
+/* Adds entry m's part of the trace (its gap's steps, then its taken
+ * branch) to items, newest first, as far as the chop takes; true when the
+ * trace is done: the budget is spent, or a cut comes before what is
+ * counted (stop_at_cuts, under a chop). */
+static inline __attribute__((always_inline)) bool count_entry(const struct entry_memo *m,
+							      bool mispredicted, struct counting *c,
+							      bool stop_at_cuts,
+							      struct ep_span *items)
+{
+	struct ep_span *sp = &items[c->n];
+	const struct ep_trace_branch *branch = NULL;
+	if (m->site != EP_NO_SITE) {
+		if (c->left == 0)
+			return true;
+		branch = &m->taken;
+		c->left--;
+		c->branches++;
+	} else if (stop_at_cuts && c->branches) {
+		return true;
+	}
+	sp->branch = branch;
+	sp->mispredicted = mispredicted;
+	sp->bin = m->from.bin;
+	if (m->gap != GAP_OK || !m->nsteps) {
+		sp->nsteps = 0;
+		c->n += branch != NULL;
+		/* after a cut gap the taken branch follows the cut */
+		return m->gap != GAP_OK && stop_at_cuts && c->branches;
+	}
+	size_t take = m->nsteps < c->left ? m->nsteps : c->left;
+	sp->steps = ep_decoder_steps(m->from.dec) + m->steps_first + (m->nsteps - take);
+	sp->nsteps = (uint32_t)take;
+	c->left -= take;
+	c->branches += take;
+	c->n++;
+	return take < m->nsteps;
+}
+
+/* The remembered outcome of entry k, or NULL. */
+static inline __attribute__((always_inline)) const struct entry_memo *
+memo_hit(const struct ep_reconstructor *r, const struct ep_branch_entry *e, uint64_t prev_addr,
+	 uint64_t ctx, uint64_t generation)
+{
+	const struct entry_memo *m =
+	    &r->memo[entry_hash(prev_addr, e->from, e->to) & (ENTRY_MEMO_SIZE - 1)];
+	return ((m->from_addr ^ e->from) | (m->to_addr ^ e->to) | (m->prev_to_addr ^ prev_addr) |
+		(m->ctx ^ ctx) | (m->generation ^ generation)) == 0
+		   ? m
+		   : NULL;
+}
+
+/* Entry k's remembered outcome (k + 1 == nr: the oldest, no previous one). */
+#define ENTRY_HIT(k)                                                                               \
+	((k) + 1 < nr ? memo_hit(r, &e[k], e[(k) + 1].to, ctx, gen)                                \
+		      : memo_hit(r, &e[k], 0, oldest_ctx, gen))
+
+bool ep_reconstruct_counted(struct ep_reconstructor *r, const struct ep_sample_record *rec,
+			    unsigned chop, struct ep_spans *out)
+{
+	out->n = 0;
+	out->branches = 0;
+	if (r->calls_only || (rec->flags & EP_SAMPLE_CALLS_ONLY) || r->gap_observer)
+		return false;
+	uint32_t nr = rec->nr_entries;
+	if (nr > EP_MAX_BRANCH_ENTRIES)
+		nr = EP_MAX_BRANCH_ENTRIES;
+	if (!(rec->flags & EP_SAMPLE_HAS_BRANCHES) || nr == 0) {
+		/* nothing to trace */
+		r->stats.samples++;
+		r->stats.samples_with_branches += (rec->flags & EP_SAMPLE_HAS_BRANCHES) != 0;
+		return true;
+	}
+	if (!r->memo && !(r->memo = calloc(ENTRY_MEMO_SIZE, sizeof(*r->memo))))
+		return false;
+	/* the duplicated newest entry, as ep_reconstruct() drops it */
+	const struct ep_branch_entry *e = rec->entries;
+	uint32_t newest = nr >= 2 && e[0].from == e[1].from && e[0].to == e[1].to &&
+			  e[0].from - e[0].to > EP_DUPLICATE_LOOP_LIMIT;
+	uint64_t ctx = memo_ctx(rec->pid, true), oldest_ctx = memo_ctx(rec->pid, false);
+	uint64_t gen = *r->generation;
+	const struct entry_memo *m = ENTRY_HIT(newest);
+	bool filled = false;
+	if (!m) {
+		if (!fill_entries(r, rec, newest, nr))
+			return false;
+		filled = true;
+		m = ENTRY_HIT(newest);
+	}
+
+	/* the trigger: the trace's newest part */
+	struct counting first = {.left = chop ? chop : SIZE_MAX};
+	bool first_done = false;
+	bool trigger = r->append_trigger && (rec->flags & EP_SAMPLE_TRIGGER_IS_BRANCH) &&
+		       !(rec->flags & EP_SAMPLE_IP_KERNEL);
+	enum ep_walk_status trigger_status = EP_WALK_OK;
+	size_t trigger_n = 0;
+	if (trigger) {
+		uint32_t bin;
+		size_t n = trigger_n =
+		    trigger_steps(r, rec, &m->to, m->next_prev_site, &bin, &trigger_status);
+		size_t take = n < first.left ? n : first.left;
+		out->items[0] = (struct ep_span){
+		    .steps = r->steps + (n - take), .nsteps = (uint32_t)take, .bin = bin};
+		first.n = take > 0;
+		first.branches = take;
+		first.left -= take;
+		first_done = take < n;
+	}
+	struct counting c = first;
+	bool done = first_done;
+	bool stop_at_cuts = chop != 0;
+	uint64_t *combos = r->combos;
+	for (uint32_t k = newest;;) {
+		combos[m->combo]++;
+		if (!done)
+			done = count_entry(m, (e[k].flags & EP_BR_MISPRED) != 0, &c, stop_at_cuts,
+					   out->items);
+		if (++k == nr)
+			break;
+		if ((m = ENTRY_HIT(k)))
+			continue;
+		/* not remembered: compute the sample's entries, then count again */
+		for (uint32_t j = newest; j < k; j++)
+			combos[ENTRY_HIT(j)->combo]--;
+		if (filled || !fill_entries(r, rec, newest, nr))
+			return false;
+		filled = true;
+		c = first;
+		done = first_done;
+		k = newest;
+		m = ENTRY_HIT(newest);
+	}
+	out->n = c.n;
+	out->branches = c.branches;
+
+	struct ep_reconstruct_stats *st = &r->stats;
+	st->samples++;
+	st->samples_with_branches++;
+	st->branch_entries += nr;
+	st->entries_duplicate += newest;
+	st->branch_entries_user += newest;
+	if (trigger) {
+		st->trigger_inconsistent += trigger_status != EP_WALK_OK;
+		st->trigger_appended += trigger_n > 0;
+	}
+	return true;
 }
