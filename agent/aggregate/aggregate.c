@@ -234,11 +234,12 @@ static inline struct target_list *site_list_for(struct bin_counts *c, uint32_t s
 	return &c->lists[c->site_list[site] - 1];
 }
 
-static void list_add(struct target_list *l, uint64_t to, bool external, bool mispredicted)
+static void list_add(struct target_list *l, uint64_t to, bool external, uint64_t times,
+		     uint64_t mispredicted)
 {
 	for (uint32_t i = 0; i < l->n; i++) {
 		if (l->items[i].to == to && l->items[i].external == external) {
-			l->items[i].count++;
+			l->items[i].count += times;
 			l->items[i].mispredicted += mispredicted;
 			return;
 		}
@@ -252,14 +253,14 @@ static void list_add(struct target_list *l, uint64_t to, bool external, bool mis
 		l->cap = cap;
 	}
 	l->items[l->n++] = (struct target_count){
-	    .to = to, .count = 1, .mispredicted = mispredicted, .external = external};
+	    .to = to, .count = times, .mispredicted = mispredicted, .external = external};
 }
 
-static void count_map(struct ep_u64map *map, uint64_t key)
+static void count_map(struct ep_u64map *map, uint64_t key, uint64_t times)
 {
 	uint64_t *v = ep_u64map_upsert(map, key, NULL);
 	if (v)
-		(*v)++;
+		*v += times;
 }
 
 static inline bool kind_is_direct(uint8_t kind)
@@ -268,29 +269,30 @@ static inline bool kind_is_direct(uint8_t kind)
 	       ((1u << EP_BRANCH_COND | 1u << EP_BRANCH_JUMP | 1u << EP_BRANCH_CALL) >> kind) & 1;
 }
 
-/* Counts branch b of binary c (ensure_site() made room for its site), and
- * the range ending at it unless !with_range. Returns c, which counting an
- * edge into another binary may have moved. */
+/* Counts branch b of binary c times times (mispredicted of them), and the
+ * range ending at it unless !with_range; ensure_site() made room for its
+ * site. Returns c, which counting an edge into another binary may have
+ * moved. */
 static inline __attribute__((always_inline)) struct bin_counts *
 count_branch(struct ep_aggregator *a, struct bin_counts *c, const struct ep_trace_branch *b,
-	     bool mispredicted, bool with_range)
+	     uint64_t times, uint64_t mispredicted, bool with_range)
 {
-	a->branches++;
+	a->branches += times;
 	if (!b->taken) {
-		c->not_taken[b->site]++;
+		c->not_taken[b->site] += times;
 	} else if (kind_is_direct(b->kind) && b->to_bin == b->bin) {
-		c->taken[b->site]++;
+		c->taken[b->site] += times;
 		c->taken_mispredicted[b->site] += mispredicted;
 	} else {
 		bool external = b->to_bin != b->bin;
 		struct target_list *l = site_list_for(c, b->site);
 		if (l)
-			list_add(l, external ? 0 : b->to_vaddr, external, mispredicted);
+			list_add(l, external ? 0 : b->to_vaddr, external, times, mispredicted);
 		if (external && b->to_bin != EP_NO_BIN) {
 			struct bin_counts *tc = bin_counts(a, b->to_bin);
 			c = &a->bins[b->bin]; /* bin_counts() may have moved it */
 			if (tc)
-				count_map(&tc->from_external, b->to_vaddr);
+				count_map(&tc->from_external, b->to_vaddr, times);
 		}
 	}
 	if (!with_range)
@@ -298,8 +300,8 @@ count_branch(struct ep_aggregator *a, struct bin_counts *c, const struct ep_trac
 	if (a->range_mode == EP_RANGES_SPLIT) {
 		if (b->range == EP_NO_RANGE || ensure_range(c, b->range))
 			return c;
-		c->ranges[b->range]++;
-		a->ranges++;
+		c->ranges[b->range] += times;
+		a->ranges += times;
 	} else if (b->taken && b->range != EP_NO_RANGE) {
 		/* whole gap: from where the previous taken branch landed up
 		 * to this taken branch */
@@ -307,8 +309,8 @@ count_branch(struct ep_aggregator *a, struct bin_counts *c, const struct ep_trac
 		    ep_decoder_site(ep_decoder_cache_get(a->decoders, b->bin), b->site);
 		struct target_list *l = list_for(c, &c->gap_ranges, b->gap_start);
 		if (l)
-			list_add(l, s->addr, false, false);
-		a->ranges++;
+			list_add(l, s->addr, false, times, 0);
+		a->ranges += times;
 	}
 	return c;
 }
@@ -329,17 +331,16 @@ void ep_aggregate_trace(struct ep_aggregator *a, const struct ep_trace *trace, s
 		}
 		if (!c || ensure_site(c, b->site))
 			continue;
-		c = count_branch(a, c, b, b->mispredicted, k != first || count_first_range);
+		c = count_branch(a, c, b, 1, b->mispredicted, k != first || count_first_range);
 	}
 }
 
 /* Not-taken steps of one binary; the first one's range unless !first_range.
  * The arrays are read into locals: the tree builds with
  * -fno-strict-aliasing, so every increment would otherwise reload them. */
-static inline __attribute__((always_inline)) void count_steps(struct ep_aggregator *a,
-							      struct bin_counts *c,
-							      const struct ep_walk_step *steps,
-							      uint32_t n, bool first_range)
+static inline __attribute__((always_inline)) void
+count_steps(struct ep_aggregator *a, struct bin_counts *c, const struct ep_walk_step *steps,
+	    uint32_t n, bool first_range, uint64_t times)
 {
 	bool split = a->range_mode == EP_RANGES_SPLIT;
 	uint64_t *not_taken = c->not_taken, *ranges = c->ranges;
@@ -359,15 +360,15 @@ static inline __attribute__((always_inline)) void count_steps(struct ep_aggregat
 			site_cap = c->site_cap;
 			range_cap = c->range_cap;
 		}
-		not_taken[site]++;
+		not_taken[site] += times;
 		branches++;
 		if (with_range) {
-			ranges[range]++;
+			ranges[range] += times;
 			counted_ranges++;
 		}
 	}
-	a->branches += branches;
-	a->ranges += counted_ranges;
+	a->branches += branches * times;
+	a->ranges += counted_ranges * times;
 }
 
 /* A taken branch to a fixed target in its own binary, the common case. */
@@ -416,13 +417,24 @@ void ep_aggregate_spans(struct ep_aggregator *a, const struct ep_spans *spans,
 		uint32_t nsteps = sp->nsteps;
 		bool mispredicted = sp->mispredicted;
 		if (nsteps)
-			count_steps(a, c, sp->steps, nsteps, !oldest);
+			count_steps(a, c, sp->steps, nsteps, !oldest, 1);
 		if (!b)
 			continue;
 		bool with_range = !(oldest && nsteps == 0);
 		if (!count_direct(a, c, b, mispredicted, with_range) && !ensure_site(c, b->site))
-			c = count_branch(a, c, b, mispredicted, with_range);
+			c = count_branch(a, c, b, 1, mispredicted, with_range);
 	}
+}
+
+void ep_aggregate_span_times(struct ep_aggregator *a, const struct ep_span *span, uint64_t times,
+			     uint64_t mispredicted)
+{
+	struct bin_counts *c = span->bin == EP_NO_BIN ? NULL : bin_counts(a, span->bin);
+	if (!c)
+		return;
+	count_steps(a, c, span->steps, span->nsteps, true, times);
+	if (span->branch && !ensure_site(c, span->branch->site))
+		count_branch(a, c, span->branch, times, mispredicted, true);
 }
 
 void ep_aggregate_sample_ip(struct ep_aggregator *a, uint32_t bin, uint64_t vaddr)
@@ -431,7 +443,7 @@ void ep_aggregate_sample_ip(struct ep_aggregator *a, uint32_t bin, uint64_t vadd
 	if (!c)
 		return;
 	c->samples++;
-	count_map(&c->ips, vaddr);
+	count_map(&c->ips, vaddr, 1);
 }
 
 /* ---- building the profile message ---- */

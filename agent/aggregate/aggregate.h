@@ -45,6 +45,11 @@ void ep_aggregate_trace(struct ep_aggregator *a, const struct ep_trace *trace, s
 void ep_aggregate_spans(struct ep_aggregator *a, const struct ep_spans *spans,
 			bool count_first_range);
 
+/* Counts one span times times, every range with it; mispredicted: how
+ * many of those times its branch was mispredicted. */
+void ep_aggregate_span_times(struct ep_aggregator *a, const struct ep_span *span, uint64_t times,
+			     uint64_t mispredicted);
+
 /* Counts a sample IP (resolved) and a sample of its binary. */
 void ep_aggregate_sample_ip(struct ep_aggregator *a, uint32_t bin, uint64_t vaddr);
 

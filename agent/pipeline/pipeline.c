@@ -144,6 +144,8 @@ static void assign_pid(struct ep_pipeline *p, uint32_t pid, size_t set)
 	size_t old = set_of_pid(p, pid);
 	if (old == set)
 		return;
+	/* what pid counted so far belongs to its old set */
+	ep_reconstructor_flush(p->reconstructor);
 	if (old)
 		p->sets[old]->pids--;
 	if (set == 0) {
@@ -171,6 +173,14 @@ size_t ep_pipeline_label_sets(const struct ep_pipeline *p)
 	for (size_t i = 1; i < p->nsets; i++)
 		n += p->sets[i] != NULL;
 	return n;
+}
+
+/* Entries the reconstructor counted whole, in bulk. */
+static void count_spans(void *ctx, uint32_t pid, const struct ep_span *span, uint64_t times,
+			uint64_t mispredicted)
+{
+	struct ep_pipeline *p = ctx;
+	ep_aggregate_span_times(p->sets[set_of_pid(p, pid)]->agg, span, times, mispredicted);
 }
 
 void ep_pipeline_config_default(struct ep_pipeline_config *cfg)
@@ -204,6 +214,7 @@ struct ep_pipeline *ep_pipeline_new(const struct ep_pipeline_config *cfg,
 	edgeprof__v1__labels__init(&p->sets[0]->labels);
 	p->sets[0]->agg = p->aggregator;
 	p->nsets = 1;
+	ep_reconstructor_set_span_sink(p->reconstructor, count_spans, p);
 	ep_reconstructor_set_append_trigger(p->reconstructor, cfg->append_trigger);
 	ep_reconstructor_set_calls_only(p->reconstructor, cfg->calls_only);
 	return p;
@@ -486,6 +497,7 @@ static uint64_t total_ranges(const struct ep_pipeline *p)
 
 static Edgeprof__V1__Profile *profile_of(struct ep_pipeline *p, bool labelled)
 {
+	ep_reconstructor_flush(p->reconstructor);
 	Edgeprof__V1__Profile *prof = build_sets(p, labelled);
 	if (!prof)
 		return NULL;

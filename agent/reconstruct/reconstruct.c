@@ -36,6 +36,8 @@ struct ep_reconstructor {
 	 * combination of stats (entry_combo()); folded into stats when asked */
 	uint64_t combos[ENTRY_COMBOS];
 	uint32_t sample_seq; /* the memo entries a sample uses carry it */
+	ep_span_sink sink;   /* where entries counted whole go, NULL: out->items */
+	void *sink_ctx;
 	ep_gap_observer gap_observer;
 	void *gap_observer_ctx;
 	/* Consecutive entries nearly always hit the same mapping: remember the
@@ -249,7 +251,13 @@ struct entry_memo {
 	uint32_t site, range;	      /* the taken branch; EP_NO_SITE: cut */
 	uint32_t next_prev_site;      /* from_site for the next entry's walk */
 	uint32_t stamp;		      /* sample_seq of the last sample that used it */
+	/* counted whole this often (mispredicted of them) since the sink last
+	 * had them: a span counted once per sample would cost more than the
+	 * sample's whole lookup */
+	uint64_t pending, pending_mispredicted;
 	uint8_t combo;		      /* entry_combo() of the outcome */
+	bool plain;		      /* a taken branch after a straight line: no cut */
+	uint32_t branches;	      /* in its part of the trace: the steps and the taken */
 	struct ep_trace_branch taken; /* the taken branch as traced (mispredicted aside) */
 };
 
@@ -329,6 +337,8 @@ compute_entry(struct ep_reconstructor *r, uint32_t pid, bool has_prev, bool call
 	if (!m->to.dec)
 		m->to.bin = EP_NO_BIN;
 	m->combo = entry_combo(m->kernel, m->unresolved, m->mismatched, m->gap);
+	m->plain = gap_ok && site != EP_NO_SITE;
+	m->branches = (site != EP_NO_SITE) + (gap_ok ? m->nsteps : 0);
 	m->taken = (struct ep_trace_branch){.bin = m->from.bin,
 					    .site = site,
 					    .range = m->range,
@@ -351,6 +361,39 @@ static inline uint64_t rotl64(uint64_t x, unsigned n)
 static inline uint64_t entry_hash(uint64_t prev_to, uint64_t from, uint64_t to)
 {
 	return ((from ^ rotl64(to, 21) ^ rotl64(prev_to, 42)) * 0x9e3779b97f4a7c15ULL) >> 40;
+}
+
+/* Entry m's part of the trace, whole. */
+static struct ep_span whole_span(const struct entry_memo *m)
+{
+	struct ep_span sp = {.bin = m->from.bin,
+			     .branch = m->site != EP_NO_SITE ? &m->taken : NULL};
+	if (m->gap == GAP_OK && m->nsteps) {
+		sp.steps = ep_decoder_steps(m->from.dec) + m->steps_first;
+		sp.nsteps = m->nsteps;
+	}
+	return sp;
+}
+
+static void __attribute__((noinline)) flush_entry(struct ep_reconstructor *r, struct entry_memo *m)
+{
+	struct ep_span sp = whole_span(m);
+	r->sink(r->sink_ctx, (uint32_t)(m->ctx >> 2), &sp, m->pending, m->pending_mispredicted);
+	m->pending = m->pending_mispredicted = 0;
+}
+
+void ep_reconstructor_set_span_sink(struct ep_reconstructor *r, ep_span_sink fn, void *ctx)
+{
+	ep_reconstructor_flush(r);
+	r->sink = fn;
+	r->sink_ctx = ctx;
+}
+
+void ep_reconstructor_flush(struct ep_reconstructor *r)
+{
+	for (size_t i = 0; r->memo && i < ENTRY_MEMO_SIZE; i++)
+		if (r->memo[i].pending)
+			flush_entry(r, &r->memo[i]);
 }
 
 /* The rest of an entry's key: pid and whether it has a previous entry,
@@ -385,6 +428,8 @@ entry_outcome(struct ep_reconstructor *r, const struct ep_sample_record *rec, ui
 	}
 	if (seq && m->ctx && m->stamp == seq)
 		return NULL;
+	if (m->pending)
+		flush_entry(r, m);
 	compute_entry(r, rec->pid, have_prev, calls_only, prev_to, prev_site, e, m);
 	m->ctx = ctx;
 	m->from_addr = e->from;
@@ -574,54 +619,90 @@ static bool fill_entries(struct ep_reconstructor *r, const struct ep_sample_reco
  * increments would otherwise alias these, and be reloaded each time). */
 struct counting {
 	size_t left;	 /* branches the chop still takes */
-	size_t n;	 /* spans so far */
-	size_t branches; /* in them */
+	size_t n;	 /* spans of out so far */
+	size_t branches; /* counted, the sink's included */
+	/* the oldest entry counted so far: under a chop its first range is
+	 * not counted, so if it stays the oldest it becomes out's last span */
+	struct entry_memo *last;
+	size_t last_span; /* its span in out, or SIZE_MAX: counted whole in the memo */
+	bool last_mispredicted;
 };
 
+/* Entry m's part of the trace when it is not plain or not wholly taken:
+ * as a span of out, as far as the chop takes. */
+static inline __attribute__((always_inline)) bool
+count_entry_span(struct entry_memo *m, bool mispredicted, struct counting *c, bool stop_at_cuts,
+		 struct ep_span *items)
+{
+	bool site = m->site != EP_NO_SITE;
+	if (site ? c->left == 0 : stop_at_cuts && c->branches)
+		return true;
+	uint32_t steps = m->gap == GAP_OK ? m->nsteps : 0;
+	size_t room = c->left - site;
+	uint32_t take = steps < room ? steps : (uint32_t)room;
+	if (site || take) {
+		struct ep_span *sp = &items[c->n];
+		*sp = whole_span(m);
+		sp->steps += steps - take;
+		sp->nsteps = take;
+		sp->mispredicted = mispredicted;
+		c->last = m;
+		c->last_span = c->n++;
+		c->last_mispredicted = mispredicted;
+		c->left -= site + take;
+		c->branches += site + take;
+	}
+	/* after a cut gap the taken branch follows the cut */
+	return take < steps || (m->gap != GAP_OK && stop_at_cuts && c->branches);
+}
+
 /* Adds entry m's part of the trace (its gap's steps, then its taken
- * branch) to items, newest first, as far as the chop takes; true when the
- * trace is done: the budget is spent, or a cut comes before what is
- * counted (stop_at_cuts, under a chop). */
-static inline __attribute__((always_inline)) bool count_entry(const struct entry_memo *m,
+ * branch), newest first, as far as the chop takes: a plain entry taken
+ * whole is counted in its memo entry (lazy: a sink takes it later), any
+ * other as a span. True when the trace is done: the budget is spent, or a
+ * cut comes before what is counted (stop_at_cuts, under a chop). */
+static inline __attribute__((always_inline)) bool count_entry(struct entry_memo *m,
 							      bool mispredicted, struct counting *c,
-							      bool stop_at_cuts,
+							      bool stop_at_cuts, bool lazy,
 							      struct ep_span *items)
 {
-	struct ep_span *sp = &items[c->n];
-	const struct ep_trace_branch *branch = NULL;
-	if (m->site != EP_NO_SITE) {
-		if (c->left == 0)
-			return true;
-		branch = &m->taken;
-		c->left--;
-		c->branches++;
-	} else if (stop_at_cuts && c->branches) {
-		return true;
+	if (lazy && m->plain && m->branches <= c->left) {
+		m->pending++;
+		m->pending_mispredicted += mispredicted;
+		c->left -= m->branches;
+		c->branches += m->branches;
+		c->last = m;
+		c->last_span = SIZE_MAX;
+		c->last_mispredicted = mispredicted;
+		return false;
 	}
-	sp->branch = branch;
-	sp->mispredicted = mispredicted;
-	sp->bin = m->from.bin;
-	if (m->gap != GAP_OK || !m->nsteps) {
-		sp->nsteps = 0;
-		c->n += branch != NULL;
-		/* after a cut gap the taken branch follows the cut */
-		return m->gap != GAP_OK && stop_at_cuts && c->branches;
+	return count_entry_span(m, mispredicted, c, stop_at_cuts, items);
+}
+
+/* Under a chop the oldest entry counted has its first range left out: it
+ * goes last in out, where ep_aggregate_spans() looks for it. */
+static inline void oldest_last(struct counting *c, struct ep_span *items)
+{
+	if (!c->last)
+		return;
+	if (c->last_span == SIZE_MAX) {
+		c->last->pending--;
+		c->last->pending_mispredicted -= c->last_mispredicted;
+		items[c->n] = whole_span(c->last);
+		items[c->n++].mispredicted = c->last_mispredicted;
+	} else if (c->last_span + 1 < c->n) {
+		struct ep_span sp = items[c->last_span];
+		items[c->last_span] = items[c->n - 1];
+		items[c->n - 1] = sp;
 	}
-	size_t take = m->nsteps < c->left ? m->nsteps : c->left;
-	sp->steps = ep_decoder_steps(m->from.dec) + m->steps_first + (m->nsteps - take);
-	sp->nsteps = (uint32_t)take;
-	c->left -= take;
-	c->branches += take;
-	c->n++;
-	return take < m->nsteps;
 }
 
 /* The remembered outcome of entry k, or NULL. */
-static inline __attribute__((always_inline)) const struct entry_memo *
+static inline __attribute__((always_inline)) struct entry_memo *
 memo_hit(const struct ep_reconstructor *r, const struct ep_branch_entry *e, uint64_t prev_addr,
 	 uint64_t ctx, uint64_t generation)
 {
-	const struct entry_memo *m =
+	struct entry_memo *m =
 	    &r->memo[entry_hash(prev_addr, e->from, e->to) & (ENTRY_MEMO_SIZE - 1)];
 	return ((m->from_addr ^ e->from) | (m->to_addr ^ e->to) | (m->prev_to_addr ^ prev_addr) |
 		(m->ctx ^ ctx) | (m->generation ^ generation)) == 0
@@ -658,58 +739,48 @@ bool ep_reconstruct_counted(struct ep_reconstructor *r, const struct ep_sample_r
 			  e[0].from - e[0].to > EP_DUPLICATE_LOOP_LIMIT;
 	uint64_t ctx = memo_ctx(rec->pid, true), oldest_ctx = memo_ctx(rec->pid, false);
 	uint64_t gen = *r->generation;
-	const struct entry_memo *m = ENTRY_HIT(newest);
-	bool filled = false;
-	if (!m) {
-		if (!fill_entries(r, rec, newest, nr))
+	/* every entry remembered first: counting changes the memo entries */
+	struct entry_memo *ms[EP_MAX_BRANCH_ENTRIES];
+	for (uint32_t k = newest, filled = 0; k < nr; k++) {
+		if ((ms[k] = ENTRY_HIT(k)))
+			continue;
+		if (filled || !fill_entries(r, rec, newest, nr))
 			return false;
-		filled = true;
-		m = ENTRY_HIT(newest);
+		filled = 1;
+		k = newest - 1; /* all of them again, now remembered */
 	}
 
 	/* the trigger: the trace's newest part */
-	struct counting first = {.left = chop ? chop : SIZE_MAX};
-	bool first_done = false;
+	struct counting c = {.left = chop ? chop : SIZE_MAX};
+	bool done = false;
 	bool trigger = r->append_trigger && (rec->flags & EP_SAMPLE_TRIGGER_IS_BRANCH) &&
 		       !(rec->flags & EP_SAMPLE_IP_KERNEL);
 	enum ep_walk_status trigger_status = EP_WALK_OK;
 	size_t trigger_n = 0;
 	if (trigger) {
 		uint32_t bin;
-		size_t n = trigger_n =
-		    trigger_steps(r, rec, &m->to, m->next_prev_site, &bin, &trigger_status);
-		size_t take = n < first.left ? n : first.left;
+		size_t n = trigger_n = trigger_steps(
+		    r, rec, &ms[newest]->to, ms[newest]->next_prev_site, &bin, &trigger_status);
+		size_t take = n < c.left ? n : c.left;
 		out->items[0] = (struct ep_span){
 		    .steps = r->steps + (n - take), .nsteps = (uint32_t)take, .bin = bin};
-		first.n = take > 0;
-		first.branches = take;
-		first.left -= take;
-		first_done = take < n;
+		c.n = take > 0;
+		c.branches = take;
+		c.left -= take;
+		done = take < n;
 	}
-	struct counting c = first;
-	bool done = first_done;
 	bool stop_at_cuts = chop != 0;
+	bool lazy = r->sink != NULL;
 	uint64_t *combos = r->combos;
-	for (uint32_t k = newest;;) {
+	for (uint32_t k = newest; k < nr; k++) {
+		struct entry_memo *m = ms[k];
 		combos[m->combo]++;
 		if (!done)
 			done = count_entry(m, (e[k].flags & EP_BR_MISPRED) != 0, &c, stop_at_cuts,
-					   out->items);
-		if (++k == nr)
-			break;
-		if ((m = ENTRY_HIT(k)))
-			continue;
-		/* not remembered: compute the sample's entries, then count again */
-		for (uint32_t j = newest; j < k; j++)
-			combos[ENTRY_HIT(j)->combo]--;
-		if (filled || !fill_entries(r, rec, newest, nr))
-			return false;
-		filled = true;
-		c = first;
-		done = first_done;
-		k = newest;
-		m = ENTRY_HIT(newest);
+					   lazy, out->items);
 	}
+	if (chop)
+		oldest_last(&c, out->items);
 	out->n = c.n;
 	out->branches = c.branches;
 

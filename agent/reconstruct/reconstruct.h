@@ -114,12 +114,26 @@ struct ep_span {
 };
 
 /* What one sample counts under a chop, newest span first: the trace's
- * newest branches, never reaching back over a cut (ep_chop()'s rule). */
+ * newest branches, never reaching back over a cut (ep_chop()'s rule), less
+ * those handed to the sink. Under a chop the oldest branch counted is
+ * always the last span's first. */
 struct ep_spans {
 	struct ep_span items[EP_MAX_BRANCH_ENTRIES + 1]; /* an entry each, and the trigger's */
 	size_t n;
-	size_t branches; /* in them */
+	size_t branches; /* counted, the sink's included */
 };
+
+/* Where entries that ep_reconstruct_counted() counts whole go: each is
+ * remembered with its count and handed over in bulk (times times, its
+ * branch mispredicted of them) when its memory is reused or on
+ * ep_reconstructor_flush(); pid is the sample's. */
+typedef void (*ep_span_sink)(void *ctx, uint32_t pid, const struct ep_span *span, uint64_t times,
+			     uint64_t mispredicted);
+/* Without a sink every span is handed out in ep_spans. */
+void ep_reconstructor_set_span_sink(struct ep_reconstructor *r, ep_span_sink fn, void *ctx);
+/* Hands every count held to the sink: before the counts are read, and
+ * before a pid's counts go elsewhere. */
+void ep_reconstructor_flush(struct ep_reconstructor *r);
 
 /*
  * ep_reconstruct() and ep_chop() in one pass that builds no trace: the
