@@ -718,18 +718,38 @@ static int collect_segments(const struct ep_binary *bin, Edgeprof__V1__BinaryPro
 static int collect_fallthroughs(struct ep_decoder *dec, const struct ep_binary *bin,
 				Edgeprof__V1__BinaryProfile *bp);
 
-static Edgeprof__V1__BinaryProfile *build_binary(struct ep_aggregator *a, uint32_t index)
+static bool counted_any(const struct bin_counts *c)
+{
+	return c->site_cap || c->range_cap || c->nlists || c->from_external.count;
+}
+
+/* bins[index]'s counts into bp: edges, ranges and IPs (each sorted) and
+ * samples. */
+static int collect_counts(struct ep_aggregator *a, uint32_t index, Edgeprof__V1__BinaryProfile *bp)
 {
 	struct bin_counts *c = &a->bins[index];
-	struct ep_binary *bin = ep_binreg_at(a->binaries, index);
 	/* decoding a binary costs memory and time: only for one that has
 	 * counted branches or ranges (an IP-only profile has none) */
-	bool counted = c->site_cap || c->range_cap || c->nlists || c->from_external.count;
-	struct ep_decoder *dec = counted ? ep_decoder_cache_get(a->decoders, index) : NULL;
-	Edgeprof__V1__BinaryProfile *bp = malloc(sizeof(*bp));
-	if (!bp)
-		return NULL;
-	edgeprof__v1__binary_profile__init(bp);
+	struct ep_decoder *dec = counted_any(c) ? ep_decoder_cache_get(a->decoders, index) : NULL;
+	bp->samples = c->samples;
+	struct edge_vec edges = {0};
+	int rc = 0;
+	if (dec)
+		rc = collect_edges(c, dec, &edges);
+	bp->edges = edges.items;
+	bp->n_edges = edges.n;
+	if (rc == 0 && dec)
+		rc = collect_ranges(a, c, dec, bp);
+	if (rc == 0)
+		rc = collect_ips(c, bp);
+	return rc;
+}
+
+/* What comes from the binary and the counts together: names, paths,
+ * fall-throughs (with dec, when counted), functions and load segments. */
+static int finish_binary(const struct ep_binary *bin, struct ep_decoder *dec,
+			 Edgeprof__V1__BinaryProfile *bp)
+{
 	bp->build_id = dup_string(ep_binary_build_id_hex(bin));
 	bp->arch = dup_string(ep_arch_name(ep_binary_arch(bin)));
 	const char *recorded = ep_binary_recorded_path(bin);
@@ -744,29 +764,177 @@ static Edgeprof__V1__BinaryProfile *build_binary(struct ep_aggregator *a, uint32
 		if (two)
 			bp->paths[bp->n_paths++] = dup_string(path);
 	}
-	bp->samples = c->samples;
-
-	struct edge_vec edges = {0};
 	int rc = (!bp->build_id || !bp->arch || !bp->paths) ? -1 : 0;
 	if (rc == 0 && dec)
-		rc = collect_edges(c, dec, &edges);
-	bp->edges = edges.items;
-	bp->n_edges = edges.n;
-	if (rc == 0 && dec)
-		rc = collect_ranges(a, c, dec, bp);
-	if (rc == 0 && dec)
 		rc = collect_fallthroughs(dec, bin, bp);
-	if (rc == 0)
-		rc = collect_ips(c, bp);
 	if (rc == 0)
 		rc = collect_functions(bin, bp);
 	if (rc == 0)
 		rc = collect_segments(bin, bp);
+	return rc;
+}
+
+static Edgeprof__V1__BinaryProfile *new_binary_profile(void)
+{
+	Edgeprof__V1__BinaryProfile *bp = malloc(sizeof(*bp));
+	if (bp)
+		edgeprof__v1__binary_profile__init(bp);
+	return bp;
+}
+
+static Edgeprof__V1__BinaryProfile *build_binary(struct ep_aggregator *a, uint32_t index)
+{
+	Edgeprof__V1__BinaryProfile *bp = new_binary_profile();
+	if (!bp)
+		return NULL;
+	bool counted = counted_any(&a->bins[index]);
+	int rc = collect_counts(a, index, bp);
+	if (rc == 0)
+		rc = finish_binary(ep_binreg_at(a->binaries, index),
+				   counted ? ep_decoder_cache_get(a->decoders, index) : NULL, bp);
 	if (rc != 0) {
 		protobuf_c_message_free_unpacked(&bp->base, NULL);
 		return NULL;
 	}
 	return bp;
+}
+
+/* ---- one profile from several aggregators ---- */
+
+static void sum_edge(void *into, const void *from)
+{
+	Edgeprof__V1__Edge *a = into;
+	const Edgeprof__V1__Edge *b = from;
+	a->count += b->count;
+	a->mispredicted += b->mispredicted;
+}
+
+static void sum_range(void *into, const void *from)
+{
+	((Edgeprof__V1__Range *)into)->count += ((const Edgeprof__V1__Range *)from)->count;
+}
+
+static void sum_ip(void *into, const void *from)
+{
+	((Edgeprof__V1__IpCount *)into)->count += ((const Edgeprof__V1__IpCount *)from)->count;
+}
+
+/* Merges src[0..ns), sorted by cmp, into *dst (sorted the same), summing
+ * equal ones; src's items are moved or freed, src itself is left empty. */
+static int merge_sorted(void ***dst, size_t *nd, void **src, size_t *ns,
+			int (*cmp)(const void *, const void *), void (*sum)(void *, const void *))
+{
+	void **out = malloc((*nd + *ns + 1) * sizeof(*out));
+	if (!out)
+		return -1;
+	size_t i = 0, j = 0, k = 0;
+	while (i < *nd && j < *ns) {
+		int c = cmp(&(*dst)[i], &src[j]);
+		if (c < 0) {
+			out[k++] = (*dst)[i++];
+		} else if (c > 0) {
+			out[k++] = src[j++];
+		} else {
+			sum((*dst)[i], src[j]);
+			protobuf_c_message_free_unpacked(src[j++], NULL);
+			out[k++] = (*dst)[i++];
+		}
+	}
+	while (i < *nd)
+		out[k++] = (*dst)[i++];
+	while (j < *ns)
+		out[k++] = src[j++];
+	free(*dst);
+	*dst = out;
+	*nd = k;
+	*ns = 0;
+	return 0;
+}
+
+static int merge_counts(Edgeprof__V1__BinaryProfile *dst, Edgeprof__V1__BinaryProfile *src)
+{
+	dst->samples += src->samples;
+	if (merge_sorted((void ***)&dst->edges, &dst->n_edges, (void **)src->edges, &src->n_edges,
+			 ep_edge_cmp, sum_edge) ||
+	    merge_sorted((void ***)&dst->ranges, &dst->n_ranges, (void **)src->ranges,
+			 &src->n_ranges, ep_range_cmp, sum_range) ||
+	    merge_sorted((void ***)&dst->ips, &dst->n_ips, (void **)src->ips, &src->n_ips,
+			 ep_ip_cmp, sum_ip))
+		return -1;
+	return 0;
+}
+
+/* Binary index's counts summed over the aggregators that have any. */
+static Edgeprof__V1__BinaryProfile *build_merged_binary(struct ep_aggregator *const *aggs, size_t n,
+							uint32_t index)
+{
+	Edgeprof__V1__BinaryProfile *bp = new_binary_profile();
+	if (!bp)
+		return NULL;
+	bool counted = false;
+	int rc = 0;
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		struct ep_aggregator *a = aggs[i];
+		if (index >= a->nbins || !a->bins[index].active)
+			continue;
+		counted = counted || counted_any(&a->bins[index]);
+		Edgeprof__V1__BinaryProfile *part = new_binary_profile();
+		rc = part ? collect_counts(a, index, part) : -1;
+		if (rc == 0)
+			rc = merge_counts(bp, part);
+		if (part)
+			protobuf_c_message_free_unpacked(&part->base, NULL);
+	}
+	/* the fall-throughs come from all the counts at once: a jump table's
+	 * targets seen by one aggregator split another's ranges too */
+	if (rc == 0)
+		rc = finish_binary(ep_binreg_at(aggs[0]->binaries, index),
+				   counted ? ep_decoder_cache_get(aggs[0]->decoders, index) : NULL,
+				   bp);
+	if (rc != 0) {
+		protobuf_c_message_free_unpacked(&bp->base, NULL);
+		return NULL;
+	}
+	return bp;
+}
+
+Edgeprof__V1__Profile *ep_aggregator_build_merged(struct ep_aggregator *const *aggs, size_t n)
+{
+	size_t nbins = 0;
+	for (size_t i = 0; i < n; i++) {
+		struct ep_binary_registry *r0 = aggs[0]->binaries, *ri = aggs[i]->binaries;
+		if (ep_binreg_count(ri) != ep_binreg_count(r0))
+			return NULL;
+		for (size_t b = 0; b < ep_binreg_count(r0); b++)
+			if (strcmp(ep_binary_path(ep_binreg_at(ri, b)),
+				   ep_binary_path(ep_binreg_at(r0, b))) != 0)
+				return NULL;
+		nbins = aggs[i]->nbins > nbins ? aggs[i]->nbins : nbins;
+	}
+	Edgeprof__V1__Profile *p = malloc(sizeof(*p));
+	if (!p)
+		return NULL;
+	edgeprof__v1__profile__init(p);
+	p->format_version = 1;
+	p->binaries = calloc(nbins ? nbins : 1, sizeof(*p->binaries));
+	if (!p->binaries) {
+		free(p);
+		return NULL;
+	}
+	for (uint32_t b = 0; b < nbins; b++) {
+		bool active = false;
+		for (size_t i = 0; i < n; i++)
+			active = active || (b < aggs[i]->nbins && aggs[i]->bins[b].active);
+		if (!active)
+			continue;
+		Edgeprof__V1__BinaryProfile *bp = build_merged_binary(aggs, n, b);
+		if (!bp) {
+			protobuf_c_message_free_unpacked(&p->base, NULL);
+			return NULL;
+		}
+		p->binaries[p->n_binaries++] = bp;
+	}
+	return p;
 }
 
 Edgeprof__V1__Profile *ep_aggregator_build(struct ep_aggregator *a)

@@ -69,4 +69,11 @@ Edgeprof__V1__BranchKind ep_proto_branch_kind(uint8_t kind);
  * config are filled by the caller. NULL when memory runs out. */
 Edgeprof__V1__Profile *ep_aggregator_build(struct ep_aggregator *a);
 
+/* The same for aggregators that each counted a share of one recording:
+ * the sums, byte for byte what one aggregator counting everything builds
+ * (fall-throughs and functions come from the summed counts). Their
+ * registries must hold the same binaries at the same indexes (NULL
+ * otherwise, and when memory runs out). */
+Edgeprof__V1__Profile *ep_aggregator_build_merged(struct ep_aggregator *const *aggs, size_t n);
+
 #endif

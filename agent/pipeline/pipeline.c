@@ -346,7 +346,9 @@ unsigned ep_pipeline_chop_used(const struct ep_pipeline *p)
 	return p->cfg.chop == EP_CHOP_AUTO ? p->max_entries : (unsigned)p->cfg.chop;
 }
 
-void ep_pipeline_sample(struct ep_pipeline *p, const struct ep_sample_record *rec)
+/* What later samples depend on: the stack size seen (--chop auto), and
+ * whether any stack was. */
+static void note_stack(struct ep_pipeline *p, const struct ep_sample_record *rec)
 {
 	if (rec->nr_entries > p->max_entries)
 		p->max_entries = rec->nr_entries > EP_MAX_BRANCH_ENTRIES ? EP_MAX_BRANCH_ENTRIES
@@ -364,6 +366,16 @@ void ep_pipeline_sample(struct ep_pipeline *p, const struct ep_sample_record *re
 		p->lazy_code = true;
 		ep_binreg_set_lazy_code(p->binaries, true);
 	}
+}
+
+void ep_pipeline_skip_sample(struct ep_pipeline *p, const struct ep_sample_record *rec)
+{
+	note_stack(p, rec);
+}
+
+void ep_pipeline_sample(struct ep_pipeline *p, const struct ep_sample_record *rec)
+{
+	note_stack(p, rec);
 	struct ep_aggregator *agg = p->sets[set_of_pid(p, rec->pid)]->agg;
 	if (!(rec->flags & EP_SAMPLE_IP_KERNEL)) {
 		struct ep_resolved res;
@@ -495,10 +507,11 @@ static uint64_t total_ranges(const struct ep_pipeline *p)
 	return n;
 }
 
-static Edgeprof__V1__Profile *profile_of(struct ep_pipeline *p, bool labelled)
+/* Stats and config of prof: ps[0..n) are one recording's readers, their
+ * counters summed. */
+static Edgeprof__V1__Profile *with_stats(Edgeprof__V1__Profile *prof, struct ep_pipeline *const *ps,
+					 size_t n)
 {
-	ep_reconstructor_flush(p->reconstructor);
-	Edgeprof__V1__Profile *prof = build_sets(p, labelled);
 	if (!prof)
 		return NULL;
 	Edgeprof__V1__Stats *st = malloc(sizeof(*st));
@@ -511,27 +524,32 @@ static Edgeprof__V1__Profile *profile_of(struct ep_pipeline *p, bool labelled)
 	}
 	edgeprof__v1__stats__init(st);
 	edgeprof__v1__sampling_config__init(cfg);
-	const struct ep_reconstruct_stats *rs = ep_reconstructor_stats(p->reconstructor);
-	st->samples = rs->samples;
-	st->samples_with_branches = rs->samples_with_branches;
-	st->branch_entries = rs->branch_entries;
-	st->branch_entries_user = rs->branch_entries_user;
-	st->branch_entries_kernel = rs->branch_entries_kernel;
-	st->branch_entries_unresolved = rs->branch_entries_unresolved;
-	st->gaps = rs->gaps;
-	st->gaps_inconsistent = rs->gaps_inconsistent;
-	st->gaps_unknown_code = rs->gaps_unknown_code;
-	st->gaps_backwards = rs->gaps_backwards;
-	st->trigger_appended = rs->trigger_appended;
-	st->trigger_inconsistent = rs->trigger_inconsistent;
-	st->entries_mismatched = rs->entries_mismatched;
-	st->entries_duplicate = rs->entries_duplicate;
-	st->branches_counted = total_branches(p);
-	st->branches_short = p->chop_stats.branches_short;
-	st->ranges_counted = total_ranges(p);
-	st->lost_records = p->lost;
+	for (size_t i = 0; i < n; i++) {
+		struct ep_pipeline *p = ps[i];
+		const struct ep_reconstruct_stats *rs = ep_reconstructor_stats(p->reconstructor);
+		st->samples += rs->samples;
+		st->samples_with_branches += rs->samples_with_branches;
+		st->branch_entries += rs->branch_entries;
+		st->branch_entries_user += rs->branch_entries_user;
+		st->branch_entries_kernel += rs->branch_entries_kernel;
+		st->branch_entries_unresolved += rs->branch_entries_unresolved;
+		st->gaps += rs->gaps;
+		st->gaps_inconsistent += rs->gaps_inconsistent;
+		st->gaps_unknown_code += rs->gaps_unknown_code;
+		st->gaps_backwards += rs->gaps_backwards;
+		st->trigger_appended += rs->trigger_appended;
+		st->trigger_inconsistent += rs->trigger_inconsistent;
+		st->entries_mismatched += rs->entries_mismatched;
+		st->entries_duplicate += rs->entries_duplicate;
+		st->branches_counted += total_branches(p);
+		st->branches_short += p->chop_stats.branches_short;
+		st->ranges_counted += total_ranges(p);
+		st->lost_records += p->lost;
+	}
 	prof->stats = st;
 
+	/* every reader saw every sample's stack size */
+	const struct ep_pipeline *p = ps[0];
 	cfg->entries = p->max_entries;
 	cfg->chop = ep_pipeline_chop_used(p);
 	cfg->trigger_appended = p->cfg.append_trigger && !p->cfg.calls_only;
@@ -547,9 +565,31 @@ static Edgeprof__V1__Profile *profile_of(struct ep_pipeline *p, bool labelled)
 	return prof;
 }
 
+static Edgeprof__V1__Profile *profile_of(struct ep_pipeline *p, bool labelled)
+{
+	ep_reconstructor_flush(p->reconstructor);
+	return with_stats(build_sets(p, labelled), &p, 1);
+}
+
 Edgeprof__V1__Profile *ep_pipeline_profile(struct ep_pipeline *p)
 {
 	return profile_of(p, false);
+}
+
+Edgeprof__V1__Profile *ep_pipeline_profile_merged(struct ep_pipeline *const *ps, size_t n)
+{
+	if (n == 1)
+		return ep_pipeline_profile(ps[0]);
+	struct ep_aggregator **aggs = calloc(n, sizeof(*aggs));
+	if (!aggs)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		ep_reconstructor_flush(ps[i]->reconstructor);
+		aggs[i] = ps[i]->aggregator;
+	}
+	Edgeprof__V1__Profile *prof = with_stats(ep_aggregator_build_merged(aggs, n), ps, n);
+	free(aggs);
+	return prof;
 }
 
 /* Stats is all uint64 counters: subtract field by field through the
