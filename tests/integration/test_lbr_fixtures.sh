@@ -67,15 +67,15 @@ check "propeller: every counted edge is in the binary's code" \
 
 # --- --jobs: threads that each count a share of the samples write the
 # one-thread profile, byte for byte (the unit tests compare more options)
-for rec in "test.lbr test.binary" "propeller_sample_1.perfdata1 propeller_sample_1.bin"; do
-	set -- $rec
+for pair in test.lbr:test.binary propeller_sample_1.perfdata1:propeller_sample_1.bin; do
+	rec=${pair%%:*}
 	for j in 1 3; do
-		"$EDGEPROF" import "$fx/$1" --binary "$fx/$2" --jobs $j -o "$TEST_TMP/jobs$j.prof" \
-			2>"$TEST_TMP/jobs$j.log"
+		"$EDGEPROF" import "$fx/$rec" --binary "$fx/${pair#*:}" --jobs $j \
+			-o "$TEST_TMP/jobs$j.prof" 2>"$TEST_TMP/jobs$j.log"
 	done
-	check "$1: --jobs 3 writes the --jobs 1 profile, byte for byte" \
+	check "$rec: --jobs 3 writes the --jobs 1 profile, byte for byte" \
 		cmp "$TEST_TMP/jobs1.prof" "$TEST_TMP/jobs3.prof"
-	check "$1: --jobs 3 logs what --jobs 1 logs" \
+	check "$rec: --jobs 3 logs what --jobs 1 logs" \
 		diff "$TEST_TMP/jobs1.log" "$TEST_TMP/jobs3.log"
 done
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 "$EDGEPROF_ASAN" import "$fx/test.lbr" \
