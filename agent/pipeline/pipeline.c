@@ -37,6 +37,14 @@ struct ep_pipeline {
 	uint64_t unlabelled_overflow;		   /* pids left unlabelled: too many sets */
 	struct ep_trace trace;
 	struct ep_spans spans;
+	/* the sample IPs' last mapping: most fall in the one before */
+	struct ip_cache {
+		bool valid;
+		uint32_t pid, bin;
+		uint64_t generation, start, end;
+		int64_t bias;
+	} ip_cache;
+	const uint64_t *generation; /* the procmap's */
 	struct ep_chop_stats chop_stats;
 	unsigned max_entries;
 	uint64_t lost;
@@ -201,6 +209,7 @@ struct ep_pipeline *ep_pipeline_new(const struct ep_pipeline_config *cfg,
 	p->binaries = binaries;
 	edgeprof__v1__stats__init(&p->sent);
 	p->procmap = ep_procmap_new();
+	p->generation = p->procmap ? ep_procmap_generation(p->procmap) : NULL;
 	p->decoders = ep_decoder_cache_new(binaries);
 	p->reconstructor =
 	    p->procmap && p->decoders ? ep_reconstructor_new(p->procmap, p->decoders) : NULL;
@@ -378,9 +387,24 @@ void ep_pipeline_sample(struct ep_pipeline *p, const struct ep_sample_record *re
 	note_stack(p, rec);
 	struct ep_aggregator *agg = p->sets[set_of_pid(p, rec->pid)]->agg;
 	if (!(rec->flags & EP_SAMPLE_IP_KERNEL)) {
-		struct ep_resolved res;
-		if (ep_procmap_resolve(p->procmap, rec->pid, rec->ip, &res) == EP_RESOLVE_OK)
-			ep_aggregate_sample_ip(agg, ep_binary_index(res.bin), res.vaddr);
+		struct ip_cache *c = &p->ip_cache;
+		if (c->valid && c->pid == rec->pid && rec->ip >= c->start && rec->ip < c->end &&
+		    c->generation == *p->generation) {
+			ep_aggregate_sample_ip(agg, c->bin, (uint64_t)((int64_t)rec->ip + c->bias));
+		} else {
+			struct ep_resolved res;
+			if (ep_procmap_resolve(p->procmap, rec->pid, rec->ip, &res) ==
+			    EP_RESOLVE_OK) {
+				ep_aggregate_sample_ip(agg, ep_binary_index(res.bin), res.vaddr);
+				*c = (struct ip_cache){.valid = res.map_end > res.map_start,
+						       .pid = rec->pid,
+						       .generation = *p->generation,
+						       .start = res.map_start,
+						       .end = res.map_end,
+						       .bias = res.vaddr_bias,
+						       .bin = ep_binary_index(res.bin)};
+			}
+		}
 	}
 	unsigned chop = ep_pipeline_chop_used(p);
 	if (ep_reconstruct_counted(p->reconstructor, rec, chop, &p->spans)) {

@@ -715,6 +715,18 @@ memo_hit(const struct ep_reconstructor *r, const struct ep_branch_entry *e, uint
 	((k) + 1 < nr ? memo_hit(r, &e[k], e[(k) + 1].to, ctx, gen)                                \
 		      : memo_hit(r, &e[k], 0, oldest_ctx, gen))
 
+/* ms[k] for entries newest..nr-1, all remembered, or false. */
+static inline __attribute__((always_inline)) bool
+lookup_entries(const struct ep_reconstructor *r, const struct ep_branch_entry *e, uint32_t newest,
+	       uint32_t nr, uint64_t ctx, uint64_t oldest_ctx, uint64_t gen, struct entry_memo **ms)
+{
+	uint32_t oldest = nr - 1;
+	for (uint32_t k = newest; k < oldest; k++)
+		if (!(ms[k] = memo_hit(r, &e[k], e[k + 1].to, ctx, gen)))
+			return false;
+	return (ms[oldest] = memo_hit(r, &e[oldest], 0, oldest_ctx, gen)) != NULL;
+}
+
 bool ep_reconstruct_counted(struct ep_reconstructor *r, const struct ep_sample_record *rec,
 			    unsigned chop, struct ep_spans *out)
 {
@@ -741,13 +753,10 @@ bool ep_reconstruct_counted(struct ep_reconstructor *r, const struct ep_sample_r
 	uint64_t gen = *r->generation;
 	/* every entry remembered first: counting changes the memo entries */
 	struct entry_memo *ms[EP_MAX_BRANCH_ENTRIES];
-	for (uint32_t k = newest, filled = 0; k < nr; k++) {
-		if ((ms[k] = ENTRY_HIT(k)))
-			continue;
-		if (filled || !fill_entries(r, rec, newest, nr))
+	if (!lookup_entries(r, e, newest, nr, ctx, oldest_ctx, gen, ms)) {
+		if (!fill_entries(r, rec, newest, nr) ||
+		    !lookup_entries(r, e, newest, nr, ctx, oldest_ctx, gen, ms))
 			return false;
-		filled = 1;
-		k = newest - 1; /* all of them again, now remembered */
 	}
 
 	/* the trigger: the trace's newest part */
