@@ -781,7 +781,29 @@ bool ep_reconstruct_counted(struct ep_reconstructor *r, const struct ep_sample_r
 	bool stop_at_cuts = chop != 0;
 	bool lazy = r->sink != NULL;
 	uint64_t *combos = r->combos;
-	for (uint32_t k = newest; k < nr; k++) {
+	uint32_t k = newest;
+	if (lazy && !done) {
+		/* nearly every entry is plain and taken whole until the chop's
+		 * end: those in a loop of their own, which keeps nothing else */
+		size_t left = c.left;
+		for (; k < nr; k++) {
+			struct entry_memo *m = ms[k];
+			if (!m->plain || m->branches > left)
+				break;
+			combos[m->combo]++;
+			m->pending++;
+			m->pending_mispredicted += e[k].flags & EP_BR_MISPRED;
+			left -= m->branches;
+		}
+		if (k > newest) {
+			c.branches += c.left - left;
+			c.left = left;
+			c.last = ms[k - 1];
+			c.last_span = SIZE_MAX;
+			c.last_mispredicted = (e[k - 1].flags & EP_BR_MISPRED) != 0;
+		}
+	}
+	for (; k < nr; k++) {
 		struct entry_memo *m = ms[k];
 		combos[m->combo]++;
 		if (!done)
