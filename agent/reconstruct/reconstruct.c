@@ -710,11 +710,6 @@ memo_hit(const struct ep_reconstructor *r, const struct ep_branch_entry *e, uint
 		   : NULL;
 }
 
-/* Entry k's remembered outcome (k + 1 == nr: the oldest, no previous one). */
-#define ENTRY_HIT(k)                                                                               \
-	((k) + 1 < nr ? memo_hit(r, &e[k], e[(k) + 1].to, ctx, gen)                                \
-		      : memo_hit(r, &e[k], 0, oldest_ctx, gen))
-
 /* ms[k] for entries newest..nr-1, all remembered, or false. */
 static inline __attribute__((always_inline)) bool
 lookup_entries(const struct ep_reconstructor *r, const struct ep_branch_entry *e, uint32_t newest,
