@@ -105,7 +105,7 @@ echo "import_input_copies: $copies"
 echo "import_input_bytes: $(stat -c %s "$big")"
 
 # --- edgeprof import (one thread) --------------------------------------------
-best import "$build/edgeprof" import "$big" --binary "$binary" -o "$tmp/big.prof"
+best import "$build/edgeprof" import "$big" --binary "$binary" -o "$tmp/big.prof" --jobs 1
 # "edgeprof: info: FILE: N samples (N with branch stacks), N entries (...)"
 info=$(grep -o '[0-9]* samples ([0-9]* with branch stacks), [0-9]* entries' "$tmp/import.err" | tail -1)
 samples=$(echo "$info" | awk '{ print $1 }')
@@ -124,6 +124,45 @@ printf 'import_samples_per_sec: %.0f\n' "$(echo "$samples / $import_wall" | bc -
 # machine measures least noisily
 printf 'import_samples_per_cpu_sec: %.0f\n' "$(echo "$samples / $import_cpu" | bc -l)"
 [ -n "$b_rss" ] && echo "import_peak_rss_kib: $b_rss"
+
+# --- edgeprof import on every CPU: each thread counts a share of the samples
+# (and reads the whole file); the same profile, byte for byte --------------------
+jobs=$(getconf _NPROCESSORS_ONLN)
+if [ "$jobs" -gt 1 ]; then
+	best import_jobs "$build/edgeprof" import "$big" --binary "$binary" -o "$tmp/big_jobs.prof" --jobs "$jobs"
+	if ! cmp -s "$tmp/big.prof" "$tmp/big_jobs.prof"; then
+		echo "bench: import --jobs $jobs wrote a profile other than --jobs 1's" >&2
+		exit 1
+	fi
+	echo "import_jobs: $jobs"
+	printf 'import_jobs_seconds: %.3f\n' "$b_wall"
+	printf 'import_jobs_cpu_seconds: %.3f\n' "$b_cpu"
+	# wall time on a machine others load is noisy: best of $runs each
+	echo "import_jobs_wall_speedup: $(echo "$import_wall / $b_wall" | bc -l | xargs printf '%.2f')"
+	[ -n "$b_rss" ] && echo "import_jobs_peak_rss_kib: $b_rss"
+fi
+
+# --- instructions per sample (callgrind-free: cachegrind without cache
+# simulation): deterministic where time is not. The difference of two sizes
+# leaves start-up and the profile's writing out. ------------------------------------
+if command -v valgrind >/dev/null; then
+	ir_of() { # copies -> instructions of a one-thread import
+		python3 bench/replicate_perfdata.py "$data_in" "$tmp/ir.data" "$1"
+		valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file="$tmp/ir.out" \
+			"$build/edgeprof" import "$tmp/ir.data" --binary "$binary" -o "$tmp/ir.prof" --jobs 1 \
+			>/dev/null 2>"$tmp/ir.err" || return 1
+		grep '^summary:' "$tmp/ir.out" | awk '{ print $2 }'
+	}
+	ir10=$(ir_of 10) && ir30=$(ir_of 30) && per_copy=$(grep -o '[0-9]* samples ([0-9]* with' "$tmp/ir.err" | tail -1 | awk '{ print $1 / 30 }')
+	if [ -n "${ir30:-}" ] && [ -n "${per_copy:-}" ]; then
+		printf 'import_instructions_per_sample: %.0f\n' "$(echo "($ir30 - $ir10) / (20 * $per_copy)" | bc -l)"
+	else
+		note "valgrind could not count the import's instructions"
+	fi
+	rm -f "$tmp/ir.data"
+else
+	note "valgrind not found: no import_instructions_per_sample line"
+fi
 
 # --- perf2bolt ---------------------------------------------------------------
 # perf2bolt runs `perf script` (several jobs at once) and reads its text, so

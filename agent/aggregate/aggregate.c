@@ -155,10 +155,8 @@ static int grow_u64(uint64_t **array, uint32_t old_cap, uint32_t new_cap)
 
 /* Sites and ranges get ids as the decoder meets them, so the arrays grow
  * behind it; doubling keeps this off the hot path. */
-static int ensure_site(struct bin_counts *c, uint32_t site)
+static int __attribute__((noinline)) grow_sites(struct bin_counts *c, uint32_t site)
 {
-	if (site < c->site_cap)
-		return 0;
 	uint32_t cap = c->site_cap ? c->site_cap : 1024;
 	while (cap <= site)
 		cap *= 2;
@@ -174,10 +172,13 @@ static int ensure_site(struct bin_counts *c, uint32_t site)
 	return 0;
 }
 
-static int ensure_range(struct bin_counts *c, uint32_t range)
+static inline int ensure_site(struct bin_counts *c, uint32_t site)
 {
-	if (range < c->range_cap)
-		return 0;
+	return site < c->site_cap ? 0 : grow_sites(c, site);
+}
+
+static int __attribute__((noinline)) grow_ranges(struct bin_counts *c, uint32_t range)
+{
 	uint32_t cap = c->range_cap ? c->range_cap : 1024;
 	while (cap <= range)
 		cap *= 2;
@@ -185,6 +186,11 @@ static int ensure_range(struct bin_counts *c, uint32_t range)
 		return -1;
 	c->range_cap = cap;
 	return 0;
+}
+
+static inline int ensure_range(struct bin_counts *c, uint32_t range)
+{
+	return range < c->range_cap ? 0 : grow_ranges(c, range);
 }
 
 /* A new empty list's index, or UINT64_MAX when memory runs out. */
@@ -228,11 +234,12 @@ static inline struct target_list *site_list_for(struct bin_counts *c, uint32_t s
 	return &c->lists[c->site_list[site] - 1];
 }
 
-static void list_add(struct target_list *l, uint64_t to, bool external, bool mispredicted)
+static void list_add(struct target_list *l, uint64_t to, bool external, uint64_t times,
+		     uint64_t mispredicted)
 {
 	for (uint32_t i = 0; i < l->n; i++) {
 		if (l->items[i].to == to && l->items[i].external == external) {
-			l->items[i].count++;
+			l->items[i].count += times;
 			l->items[i].mispredicted += mispredicted;
 			return;
 		}
@@ -246,19 +253,66 @@ static void list_add(struct target_list *l, uint64_t to, bool external, bool mis
 		l->cap = cap;
 	}
 	l->items[l->n++] = (struct target_count){
-	    .to = to, .count = 1, .mispredicted = mispredicted, .external = external};
+	    .to = to, .count = times, .mispredicted = mispredicted, .external = external};
 }
 
-static void count_map(struct ep_u64map *map, uint64_t key)
+static void count_map(struct ep_u64map *map, uint64_t key, uint64_t times)
 {
 	uint64_t *v = ep_u64map_upsert(map, key, NULL);
 	if (v)
-		(*v)++;
+		*v += times;
 }
 
-static bool kind_is_direct(uint8_t kind)
+static inline bool kind_is_direct(uint8_t kind)
 {
-	return kind == EP_BRANCH_COND || kind == EP_BRANCH_JUMP || kind == EP_BRANCH_CALL;
+	return kind < 32 &&
+	       ((1u << EP_BRANCH_COND | 1u << EP_BRANCH_JUMP | 1u << EP_BRANCH_CALL) >> kind) & 1;
+}
+
+/* Counts branch b of binary c times times (mispredicted of them), and the
+ * range ending at it unless !with_range; ensure_site() made room for its
+ * site. Returns c, which counting an edge into another binary may have
+ * moved. */
+static inline __attribute__((always_inline)) struct bin_counts *
+count_branch(struct ep_aggregator *a, struct bin_counts *c, const struct ep_trace_branch *b,
+	     uint64_t times, uint64_t mispredicted, bool with_range)
+{
+	a->branches += times;
+	if (!b->taken) {
+		c->not_taken[b->site] += times;
+	} else if (kind_is_direct(b->kind) && b->to_bin == b->bin) {
+		c->taken[b->site] += times;
+		c->taken_mispredicted[b->site] += mispredicted;
+	} else {
+		bool external = b->to_bin != b->bin;
+		struct target_list *l = site_list_for(c, b->site);
+		if (l)
+			list_add(l, external ? 0 : b->to_vaddr, external, times, mispredicted);
+		if (external && b->to_bin != EP_NO_BIN) {
+			struct bin_counts *tc = bin_counts(a, b->to_bin);
+			c = &a->bins[b->bin]; /* bin_counts() may have moved it */
+			if (tc)
+				count_map(&tc->from_external, b->to_vaddr, times);
+		}
+	}
+	if (!with_range)
+		return c;
+	if (a->range_mode == EP_RANGES_SPLIT) {
+		if (b->range == EP_NO_RANGE || ensure_range(c, b->range))
+			return c;
+		c->ranges[b->range] += times;
+		a->ranges += times;
+	} else if (b->taken && b->range != EP_NO_RANGE) {
+		/* whole gap: from where the previous taken branch landed up
+		 * to this taken branch */
+		const struct ep_site *s =
+		    ep_decoder_site(ep_decoder_cache_get(a->decoders, b->bin), b->site);
+		struct target_list *l = list_for(c, &c->gap_ranges, b->gap_start);
+		if (l)
+			list_add(l, s->addr, false, times, 0);
+		a->ranges += times;
+	}
+	return c;
 }
 
 void ep_aggregate_trace(struct ep_aggregator *a, const struct ep_trace *trace, size_t first,
@@ -277,43 +331,110 @@ void ep_aggregate_trace(struct ep_aggregator *a, const struct ep_trace *trace, s
 		}
 		if (!c || ensure_site(c, b->site))
 			continue;
-		a->branches++;
-		if (!b->taken) {
-			c->not_taken[b->site]++;
-		} else if (kind_is_direct(b->kind) && b->to_bin == b->bin) {
-			c->taken[b->site]++;
-			c->taken_mispredicted[b->site] += b->mispredicted;
-		} else {
-			bool external = b->to_bin != b->bin;
-			struct target_list *l = site_list_for(c, b->site);
-			if (l)
-				list_add(l, external ? 0 : b->to_vaddr, external, b->mispredicted);
-			if (external && b->to_bin != EP_NO_BIN) {
-				struct bin_counts *tc = bin_counts(a, b->to_bin);
-				c = &a->bins[b->bin]; /* bin_counts() may have moved it */
-				if (tc)
-					count_map(&tc->from_external, b->to_vaddr);
-			}
-		}
+		c = count_branch(a, c, b, 1, b->mispredicted, k != first || count_first_range);
+	}
+}
 
-		if (k == first && !count_first_range)
-			continue;
-		if (a->range_mode == EP_RANGES_SPLIT) {
-			if (b->range == EP_NO_RANGE || ensure_range(c, b->range))
+/* Not-taken steps of one binary; the first one's range unless !first_range.
+ * The arrays are read into locals: the tree builds with
+ * -fno-strict-aliasing, so every increment would otherwise reload them. */
+static inline __attribute__((always_inline)) void
+count_steps(struct ep_aggregator *a, struct bin_counts *c, const struct ep_walk_step *steps,
+	    uint32_t n, bool first_range, uint64_t times)
+{
+	bool split = a->range_mode == EP_RANGES_SPLIT;
+	uint64_t *not_taken = c->not_taken, *ranges = c->ranges;
+	uint32_t site_cap = c->site_cap, range_cap = c->range_cap;
+	uint64_t branches = 0, counted_ranges = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t site = steps[i].site, range = steps[i].range;
+		/* whole-gap ranges end at taken branches only */
+		bool with_range = split && range != EP_NO_RANGE && (i > 0 || first_range);
+		if (site >= site_cap || (with_range && range >= range_cap)) {
+			if (ensure_site(c, site))
 				continue;
-			c->ranges[b->range]++;
-			a->ranges++;
-		} else if (b->taken && b->range != EP_NO_RANGE) {
-			/* whole gap: from where the previous taken branch landed up
-			 * to this taken branch */
-			const struct ep_site *s =
-			    ep_decoder_site(ep_decoder_cache_get(a->decoders, b->bin), b->site);
-			struct target_list *l = list_for(c, &c->gap_ranges, b->gap_start);
-			if (l)
-				list_add(l, s->addr, false, false);
-			a->ranges++;
+			if (with_range && ensure_range(c, range))
+				with_range = false;
+			not_taken = c->not_taken;
+			ranges = c->ranges;
+			site_cap = c->site_cap;
+			range_cap = c->range_cap;
+		}
+		not_taken[site] += times;
+		branches++;
+		if (with_range) {
+			ranges[range] += times;
+			counted_ranges++;
 		}
 	}
+	a->branches += branches * times;
+	a->ranges += counted_ranges * times;
+}
+
+/* A taken branch to a fixed target in its own binary, the common case. */
+static inline __attribute__((always_inline)) bool count_direct(struct ep_aggregator *a,
+							       struct bin_counts *c,
+							       const struct ep_trace_branch *b,
+							       bool mispredicted, bool with_range)
+{
+	uint32_t site = b->site, range = b->range;
+	if (!b->taken || !kind_is_direct(b->kind) || b->to_bin != b->bin || site >= c->site_cap ||
+	    a->range_mode != EP_RANGES_SPLIT)
+		return false;
+	with_range = with_range && range != EP_NO_RANGE;
+	if (with_range && ensure_range(c, range))
+		with_range = false;
+	uint64_t *taken = c->taken, *taken_mispredicted = c->taken_mispredicted;
+	uint64_t *ranges = c->ranges;
+	taken[site]++;
+	taken_mispredicted[site] += mispredicted;
+	a->branches++;
+	if (with_range) {
+		ranges[range]++;
+		a->ranges++;
+	}
+	return true;
+}
+
+void ep_aggregate_spans(struct ep_aggregator *a, const struct ep_spans *spans,
+			bool count_first_range)
+{
+	uint32_t last_bin = EP_NO_BIN;
+	struct bin_counts *c = NULL;
+	size_t n = spans->n;
+	const struct ep_span *items = spans->items;
+	for (size_t k = 0; k < n; k++) {
+		const struct ep_span *sp = &items[k];
+		uint32_t bin = sp->bin;
+		if (bin != last_bin || !c) {
+			if (bin == EP_NO_BIN || !(c = bin_counts(a, bin)))
+				continue;
+			last_bin = bin;
+		}
+		/* the oldest branch counted is the last span's first */
+		bool oldest = k + 1 == n && !count_first_range;
+		const struct ep_trace_branch *b = sp->branch;
+		uint32_t nsteps = sp->nsteps;
+		bool mispredicted = sp->mispredicted;
+		if (nsteps)
+			count_steps(a, c, sp->steps, nsteps, !oldest, 1);
+		if (!b)
+			continue;
+		bool with_range = !(oldest && nsteps == 0);
+		if (!count_direct(a, c, b, mispredicted, with_range) && !ensure_site(c, b->site))
+			c = count_branch(a, c, b, 1, mispredicted, with_range);
+	}
+}
+
+void ep_aggregate_span_times(struct ep_aggregator *a, const struct ep_span *span, uint64_t times,
+			     uint64_t mispredicted)
+{
+	struct bin_counts *c = span->bin == EP_NO_BIN ? NULL : bin_counts(a, span->bin);
+	if (!c)
+		return;
+	count_steps(a, c, span->steps, span->nsteps, true, times);
+	if (span->branch && !ensure_site(c, span->branch->site))
+		count_branch(a, c, span->branch, times, mispredicted, true);
 }
 
 void ep_aggregate_sample_ip(struct ep_aggregator *a, uint32_t bin, uint64_t vaddr)
@@ -322,7 +443,7 @@ void ep_aggregate_sample_ip(struct ep_aggregator *a, uint32_t bin, uint64_t vadd
 	if (!c)
 		return;
 	c->samples++;
-	count_map(&c->ips, vaddr);
+	count_map(&c->ips, vaddr, 1);
 }
 
 /* ---- building the profile message ---- */
@@ -597,18 +718,38 @@ static int collect_segments(const struct ep_binary *bin, Edgeprof__V1__BinaryPro
 static int collect_fallthroughs(struct ep_decoder *dec, const struct ep_binary *bin,
 				Edgeprof__V1__BinaryProfile *bp);
 
-static Edgeprof__V1__BinaryProfile *build_binary(struct ep_aggregator *a, uint32_t index)
+static bool counted_any(const struct bin_counts *c)
+{
+	return c->site_cap || c->range_cap || c->nlists || c->from_external.count;
+}
+
+/* bins[index]'s counts into bp: edges, ranges and IPs (each sorted) and
+ * samples. */
+static int collect_counts(struct ep_aggregator *a, uint32_t index, Edgeprof__V1__BinaryProfile *bp)
 {
 	struct bin_counts *c = &a->bins[index];
-	struct ep_binary *bin = ep_binreg_at(a->binaries, index);
 	/* decoding a binary costs memory and time: only for one that has
 	 * counted branches or ranges (an IP-only profile has none) */
-	bool counted = c->site_cap || c->range_cap || c->nlists || c->from_external.count;
-	struct ep_decoder *dec = counted ? ep_decoder_cache_get(a->decoders, index) : NULL;
-	Edgeprof__V1__BinaryProfile *bp = malloc(sizeof(*bp));
-	if (!bp)
-		return NULL;
-	edgeprof__v1__binary_profile__init(bp);
+	struct ep_decoder *dec = counted_any(c) ? ep_decoder_cache_get(a->decoders, index) : NULL;
+	bp->samples = c->samples;
+	struct edge_vec edges = {0};
+	int rc = 0;
+	if (dec)
+		rc = collect_edges(c, dec, &edges);
+	bp->edges = edges.items;
+	bp->n_edges = edges.n;
+	if (rc == 0 && dec)
+		rc = collect_ranges(a, c, dec, bp);
+	if (rc == 0)
+		rc = collect_ips(c, bp);
+	return rc;
+}
+
+/* What comes from the binary and the counts together: names, paths,
+ * fall-throughs (with dec, when counted), functions and load segments. */
+static int finish_binary(const struct ep_binary *bin, struct ep_decoder *dec,
+			 Edgeprof__V1__BinaryProfile *bp)
+{
 	bp->build_id = dup_string(ep_binary_build_id_hex(bin));
 	bp->arch = dup_string(ep_arch_name(ep_binary_arch(bin)));
 	const char *recorded = ep_binary_recorded_path(bin);
@@ -623,29 +764,177 @@ static Edgeprof__V1__BinaryProfile *build_binary(struct ep_aggregator *a, uint32
 		if (two)
 			bp->paths[bp->n_paths++] = dup_string(path);
 	}
-	bp->samples = c->samples;
-
-	struct edge_vec edges = {0};
 	int rc = (!bp->build_id || !bp->arch || !bp->paths) ? -1 : 0;
 	if (rc == 0 && dec)
-		rc = collect_edges(c, dec, &edges);
-	bp->edges = edges.items;
-	bp->n_edges = edges.n;
-	if (rc == 0 && dec)
-		rc = collect_ranges(a, c, dec, bp);
-	if (rc == 0 && dec)
 		rc = collect_fallthroughs(dec, bin, bp);
-	if (rc == 0)
-		rc = collect_ips(c, bp);
 	if (rc == 0)
 		rc = collect_functions(bin, bp);
 	if (rc == 0)
 		rc = collect_segments(bin, bp);
+	return rc;
+}
+
+static Edgeprof__V1__BinaryProfile *new_binary_profile(void)
+{
+	Edgeprof__V1__BinaryProfile *bp = malloc(sizeof(*bp));
+	if (bp)
+		edgeprof__v1__binary_profile__init(bp);
+	return bp;
+}
+
+static Edgeprof__V1__BinaryProfile *build_binary(struct ep_aggregator *a, uint32_t index)
+{
+	Edgeprof__V1__BinaryProfile *bp = new_binary_profile();
+	if (!bp)
+		return NULL;
+	bool counted = counted_any(&a->bins[index]);
+	int rc = collect_counts(a, index, bp);
+	if (rc == 0)
+		rc = finish_binary(ep_binreg_at(a->binaries, index),
+				   counted ? ep_decoder_cache_get(a->decoders, index) : NULL, bp);
 	if (rc != 0) {
 		protobuf_c_message_free_unpacked(&bp->base, NULL);
 		return NULL;
 	}
 	return bp;
+}
+
+/* ---- one profile from several aggregators ---- */
+
+static void sum_edge(void *into, const void *from)
+{
+	Edgeprof__V1__Edge *a = into;
+	const Edgeprof__V1__Edge *b = from;
+	a->count += b->count;
+	a->mispredicted += b->mispredicted;
+}
+
+static void sum_range(void *into, const void *from)
+{
+	((Edgeprof__V1__Range *)into)->count += ((const Edgeprof__V1__Range *)from)->count;
+}
+
+static void sum_ip(void *into, const void *from)
+{
+	((Edgeprof__V1__IpCount *)into)->count += ((const Edgeprof__V1__IpCount *)from)->count;
+}
+
+/* Merges src[0..ns), sorted by cmp, into *dst (sorted the same), summing
+ * equal ones; src's items are moved or freed, src itself is left empty. */
+static int merge_sorted(void ***dst, size_t *nd, void **src, size_t *ns,
+			int (*cmp)(const void *, const void *), void (*sum)(void *, const void *))
+{
+	void **out = malloc((*nd + *ns + 1) * sizeof(*out));
+	if (!out)
+		return -1;
+	size_t i = 0, j = 0, k = 0;
+	while (i < *nd && j < *ns) {
+		int c = cmp(&(*dst)[i], &src[j]);
+		if (c < 0) {
+			out[k++] = (*dst)[i++];
+		} else if (c > 0) {
+			out[k++] = src[j++];
+		} else {
+			sum((*dst)[i], src[j]);
+			protobuf_c_message_free_unpacked(src[j++], NULL);
+			out[k++] = (*dst)[i++];
+		}
+	}
+	while (i < *nd)
+		out[k++] = (*dst)[i++];
+	while (j < *ns)
+		out[k++] = src[j++];
+	free(*dst);
+	*dst = out;
+	*nd = k;
+	*ns = 0;
+	return 0;
+}
+
+static int merge_counts(Edgeprof__V1__BinaryProfile *dst, Edgeprof__V1__BinaryProfile *src)
+{
+	dst->samples += src->samples;
+	if (merge_sorted((void ***)&dst->edges, &dst->n_edges, (void **)src->edges, &src->n_edges,
+			 ep_edge_cmp, sum_edge) ||
+	    merge_sorted((void ***)&dst->ranges, &dst->n_ranges, (void **)src->ranges,
+			 &src->n_ranges, ep_range_cmp, sum_range) ||
+	    merge_sorted((void ***)&dst->ips, &dst->n_ips, (void **)src->ips, &src->n_ips,
+			 ep_ip_cmp, sum_ip))
+		return -1;
+	return 0;
+}
+
+/* Binary index's counts summed over the aggregators that have any. */
+static Edgeprof__V1__BinaryProfile *build_merged_binary(struct ep_aggregator *const *aggs, size_t n,
+							uint32_t index)
+{
+	Edgeprof__V1__BinaryProfile *bp = new_binary_profile();
+	if (!bp)
+		return NULL;
+	bool counted = false;
+	int rc = 0;
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		struct ep_aggregator *a = aggs[i];
+		if (index >= a->nbins || !a->bins[index].active)
+			continue;
+		counted = counted || counted_any(&a->bins[index]);
+		Edgeprof__V1__BinaryProfile *part = new_binary_profile();
+		rc = part ? collect_counts(a, index, part) : -1;
+		if (rc == 0)
+			rc = merge_counts(bp, part);
+		if (part)
+			protobuf_c_message_free_unpacked(&part->base, NULL);
+	}
+	/* the fall-throughs come from all the counts at once: a jump table's
+	 * targets seen by one aggregator split another's ranges too */
+	if (rc == 0)
+		rc = finish_binary(ep_binreg_at(aggs[0]->binaries, index),
+				   counted ? ep_decoder_cache_get(aggs[0]->decoders, index) : NULL,
+				   bp);
+	if (rc != 0) {
+		protobuf_c_message_free_unpacked(&bp->base, NULL);
+		return NULL;
+	}
+	return bp;
+}
+
+Edgeprof__V1__Profile *ep_aggregator_build_merged(struct ep_aggregator *const *aggs, size_t n)
+{
+	size_t nbins = 0;
+	for (size_t i = 0; i < n; i++) {
+		struct ep_binary_registry *r0 = aggs[0]->binaries, *ri = aggs[i]->binaries;
+		if (ep_binreg_count(ri) != ep_binreg_count(r0))
+			return NULL;
+		for (size_t b = 0; b < ep_binreg_count(r0); b++)
+			if (strcmp(ep_binary_path(ep_binreg_at(ri, b)),
+				   ep_binary_path(ep_binreg_at(r0, b))) != 0)
+				return NULL;
+		nbins = aggs[i]->nbins > nbins ? aggs[i]->nbins : nbins;
+	}
+	Edgeprof__V1__Profile *p = malloc(sizeof(*p));
+	if (!p)
+		return NULL;
+	edgeprof__v1__profile__init(p);
+	p->format_version = 1;
+	p->binaries = calloc(nbins ? nbins : 1, sizeof(*p->binaries));
+	if (!p->binaries) {
+		free(p);
+		return NULL;
+	}
+	for (uint32_t b = 0; b < nbins; b++) {
+		bool active = false;
+		for (size_t i = 0; i < n; i++)
+			active = active || (b < aggs[i]->nbins && aggs[i]->bins[b].active);
+		if (!active)
+			continue;
+		Edgeprof__V1__BinaryProfile *bp = build_merged_binary(aggs, n, b);
+		if (!bp) {
+			protobuf_c_message_free_unpacked(&p->base, NULL);
+			return NULL;
+		}
+		p->binaries[p->n_binaries++] = bp;
+	}
+	return p;
 }
 
 Edgeprof__V1__Profile *ep_aggregator_build(struct ep_aggregator *a)

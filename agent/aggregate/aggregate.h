@@ -39,6 +39,17 @@ void ep_aggregator_free(struct ep_aggregator *a);
 void ep_aggregate_trace(struct ep_aggregator *a, const struct ep_trace *trace, size_t first,
 			bool count_first_range);
 
+/* The same for what ep_reconstruct_counted() found: spans newest first,
+ * the range ending at the oldest branch counted only when
+ * count_first_range. */
+void ep_aggregate_spans(struct ep_aggregator *a, const struct ep_spans *spans,
+			bool count_first_range);
+
+/* Counts one span times times, every range with it; mispredicted: how
+ * many of those times its branch was mispredicted. */
+void ep_aggregate_span_times(struct ep_aggregator *a, const struct ep_span *span, uint64_t times,
+			     uint64_t mispredicted);
+
 /* Counts a sample IP (resolved) and a sample of its binary. */
 void ep_aggregate_sample_ip(struct ep_aggregator *a, uint32_t bin, uint64_t vaddr);
 
@@ -57,5 +68,12 @@ Edgeprof__V1__BranchKind ep_proto_branch_kind(uint8_t kind);
  * with counts, sorted by address. Free with ep_profile_free(). Stats and
  * config are filled by the caller. NULL when memory runs out. */
 Edgeprof__V1__Profile *ep_aggregator_build(struct ep_aggregator *a);
+
+/* The same for aggregators that each counted a share of one recording:
+ * the sums, byte for byte what one aggregator counting everything builds
+ * (fall-throughs and functions come from the summed counts). Their
+ * registries must hold the same binaries at the same indexes (NULL
+ * otherwise, and when memory runs out). */
+Edgeprof__V1__Profile *ep_aggregator_build_merged(struct ep_aggregator *const *aggs, size_t n);
 
 #endif

@@ -36,6 +36,15 @@ struct ep_pipeline {
 	uint64_t retired_branches, retired_ranges; /* of freed sets */
 	uint64_t unlabelled_overflow;		   /* pids left unlabelled: too many sets */
 	struct ep_trace trace;
+	struct ep_spans spans;
+	/* the sample IPs' last mapping: most fall in the one before */
+	struct ip_cache {
+		bool valid;
+		uint32_t pid, bin;
+		uint64_t generation, start, end;
+		int64_t bias;
+	} ip_cache;
+	const uint64_t *generation; /* the procmap's */
 	struct ep_chop_stats chop_stats;
 	unsigned max_entries;
 	uint64_t lost;
@@ -144,6 +153,8 @@ static void assign_pid(struct ep_pipeline *p, uint32_t pid, size_t set)
 	size_t old = set_of_pid(p, pid);
 	if (old == set)
 		return;
+	/* what pid counted so far belongs to its old set */
+	ep_reconstructor_flush(p->reconstructor);
 	if (old)
 		p->sets[old]->pids--;
 	if (set == 0) {
@@ -173,6 +184,14 @@ size_t ep_pipeline_label_sets(const struct ep_pipeline *p)
 	return n;
 }
 
+/* Entries the reconstructor counted whole, in bulk. */
+static void count_spans(void *ctx, uint32_t pid, const struct ep_span *span, uint64_t times,
+			uint64_t mispredicted)
+{
+	struct ep_pipeline *p = ctx;
+	ep_aggregate_span_times(p->sets[set_of_pid(p, pid)]->agg, span, times, mispredicted);
+}
+
 void ep_pipeline_config_default(struct ep_pipeline_config *cfg)
 {
 	cfg->chop = EP_CHOP_AUTO;
@@ -191,6 +210,7 @@ struct ep_pipeline *ep_pipeline_new(const struct ep_pipeline_config *cfg,
 	p->binaries = binaries;
 	edgeprof__v1__stats__init(&p->sent);
 	p->procmap = ep_procmap_new();
+	p->generation = p->procmap ? ep_procmap_generation(p->procmap) : NULL;
 	p->decoders = ep_decoder_cache_new(binaries);
 	p->reconstructor =
 	    p->procmap && p->decoders ? ep_reconstructor_new(p->procmap, p->decoders) : NULL;
@@ -204,6 +224,7 @@ struct ep_pipeline *ep_pipeline_new(const struct ep_pipeline_config *cfg,
 	edgeprof__v1__labels__init(&p->sets[0]->labels);
 	p->sets[0]->agg = p->aggregator;
 	p->nsets = 1;
+	ep_reconstructor_set_span_sink(p->reconstructor, count_spans, p);
 	ep_reconstructor_set_append_trigger(p->reconstructor, cfg->append_trigger);
 	ep_reconstructor_set_calls_only(p->reconstructor, cfg->calls_only);
 	return p;
@@ -340,7 +361,9 @@ unsigned ep_pipeline_chop_used(const struct ep_pipeline *p)
 	return p->cfg.chop == EP_CHOP_AUTO ? p->max_entries : (unsigned)p->cfg.chop;
 }
 
-void ep_pipeline_sample(struct ep_pipeline *p, const struct ep_sample_record *rec)
+/* What later samples depend on: the stack size seen (--chop auto), and
+ * whether any stack was. */
+static void note_stack(struct ep_pipeline *p, const struct ep_sample_record *rec)
 {
 	if (rec->nr_entries > p->max_entries)
 		p->max_entries = rec->nr_entries > EP_MAX_BRANCH_ENTRIES ? EP_MAX_BRANCH_ENTRIES
@@ -358,14 +381,48 @@ void ep_pipeline_sample(struct ep_pipeline *p, const struct ep_sample_record *re
 		p->lazy_code = true;
 		ep_binreg_set_lazy_code(p->binaries, true);
 	}
+}
+
+void ep_pipeline_skip_sample(struct ep_pipeline *p, const struct ep_sample_record *rec)
+{
+	note_stack(p, rec);
+}
+
+void ep_pipeline_sample(struct ep_pipeline *p, const struct ep_sample_record *rec)
+{
+	note_stack(p, rec);
 	struct ep_aggregator *agg = p->sets[set_of_pid(p, rec->pid)]->agg;
 	if (!(rec->flags & EP_SAMPLE_IP_KERNEL)) {
-		struct ep_resolved res;
-		if (ep_procmap_resolve(p->procmap, rec->pid, rec->ip, &res) == EP_RESOLVE_OK)
-			ep_aggregate_sample_ip(agg, ep_binary_index(res.bin), res.vaddr);
+		struct ip_cache *c = &p->ip_cache;
+		if (c->valid && c->pid == rec->pid && rec->ip >= c->start && rec->ip < c->end &&
+		    c->generation == *p->generation) {
+			ep_aggregate_sample_ip(agg, c->bin, (uint64_t)((int64_t)rec->ip + c->bias));
+		} else {
+			struct ep_resolved res;
+			if (ep_procmap_resolve(p->procmap, rec->pid, rec->ip, &res) ==
+			    EP_RESOLVE_OK) {
+				ep_aggregate_sample_ip(agg, ep_binary_index(res.bin), res.vaddr);
+				*c = (struct ip_cache){.valid = res.map_end > res.map_start,
+						       .pid = rec->pid,
+						       .generation = *p->generation,
+						       .start = res.map_start,
+						       .end = res.map_end,
+						       .bias = res.vaddr_bias,
+						       .bin = ep_binary_index(res.bin)};
+			}
+		}
+	}
+	unsigned chop = ep_pipeline_chop_used(p);
+	if (ep_reconstruct_counted(p->reconstructor, rec, chop, &p->spans)) {
+		/* ep_chop()'s stats for what it would have kept */
+		size_t kept = p->spans.branches;
+		p->chop_stats.branches_kept += kept;
+		if (chop && kept > 0 && kept < chop)
+			p->chop_stats.branches_short += chop - kept;
+		ep_aggregate_spans(agg, &p->spans, chop == 0);
+		return;
 	}
 	ep_reconstruct(p->reconstructor, rec, &p->trace);
-	unsigned chop = ep_pipeline_chop_used(p);
 	size_t first = ep_chop(&p->trace, chop, &p->chop_stats);
 	ep_aggregate_trace(agg, &p->trace, first, chop == 0);
 }
@@ -480,9 +537,11 @@ static uint64_t total_ranges(const struct ep_pipeline *p)
 	return n;
 }
 
-static Edgeprof__V1__Profile *profile_of(struct ep_pipeline *p, bool labelled)
+/* Stats and config of prof: ps[0..n) are one recording's readers, their
+ * counters summed. */
+static Edgeprof__V1__Profile *with_stats(Edgeprof__V1__Profile *prof, struct ep_pipeline *const *ps,
+					 size_t n)
 {
-	Edgeprof__V1__Profile *prof = build_sets(p, labelled);
 	if (!prof)
 		return NULL;
 	Edgeprof__V1__Stats *st = malloc(sizeof(*st));
@@ -495,28 +554,33 @@ static Edgeprof__V1__Profile *profile_of(struct ep_pipeline *p, bool labelled)
 	}
 	edgeprof__v1__stats__init(st);
 	edgeprof__v1__sampling_config__init(cfg);
-	const struct ep_reconstruct_stats *rs = ep_reconstructor_stats(p->reconstructor);
-	st->samples = rs->samples;
-	st->samples_with_branches = rs->samples_with_branches;
-	st->branch_entries = rs->branch_entries;
-	st->branch_entries_user = rs->branch_entries_user;
-	st->branch_entries_kernel = rs->branch_entries_kernel;
-	st->branch_entries_unresolved = rs->branch_entries_unresolved;
-	st->gaps = rs->gaps;
-	st->gaps_inconsistent = rs->gaps_inconsistent;
-	st->gaps_unknown_code = rs->gaps_unknown_code;
-	st->gaps_backwards = rs->gaps_backwards;
-	st->trigger_appended = rs->trigger_appended;
-	st->trigger_inconsistent = rs->trigger_inconsistent;
-	st->entries_mismatched = rs->entries_mismatched;
-	st->entries_duplicate = rs->entries_duplicate;
-	st->branches_counted = total_branches(p);
-	st->branches_short = p->chop_stats.branches_short;
-	st->ranges_counted = total_ranges(p);
-	st->lost_records = p->lost;
-	st->processes_gone = p->gone;
+	for (size_t i = 0; i < n; i++) {
+		struct ep_pipeline *p = ps[i];
+		const struct ep_reconstruct_stats *rs = ep_reconstructor_stats(p->reconstructor);
+		st->samples += rs->samples;
+		st->samples_with_branches += rs->samples_with_branches;
+		st->branch_entries += rs->branch_entries;
+		st->branch_entries_user += rs->branch_entries_user;
+		st->branch_entries_kernel += rs->branch_entries_kernel;
+		st->branch_entries_unresolved += rs->branch_entries_unresolved;
+		st->gaps += rs->gaps;
+		st->gaps_inconsistent += rs->gaps_inconsistent;
+		st->gaps_unknown_code += rs->gaps_unknown_code;
+		st->gaps_backwards += rs->gaps_backwards;
+		st->trigger_appended += rs->trigger_appended;
+		st->trigger_inconsistent += rs->trigger_inconsistent;
+		st->entries_mismatched += rs->entries_mismatched;
+		st->entries_duplicate += rs->entries_duplicate;
+		st->branches_counted += total_branches(p);
+		st->branches_short += p->chop_stats.branches_short;
+		st->ranges_counted += total_ranges(p);
+		st->lost_records += p->lost;
+		st->processes_gone += p->gone;
+	}
 	prof->stats = st;
 
+	/* every reader saw every sample's stack size */
+	const struct ep_pipeline *p = ps[0];
 	cfg->entries = p->max_entries;
 	cfg->chop = ep_pipeline_chop_used(p);
 	cfg->trigger_appended = p->cfg.append_trigger && !p->cfg.calls_only;
@@ -532,9 +596,31 @@ static Edgeprof__V1__Profile *profile_of(struct ep_pipeline *p, bool labelled)
 	return prof;
 }
 
+static Edgeprof__V1__Profile *profile_of(struct ep_pipeline *p, bool labelled)
+{
+	ep_reconstructor_flush(p->reconstructor);
+	return with_stats(build_sets(p, labelled), &p, 1);
+}
+
 Edgeprof__V1__Profile *ep_pipeline_profile(struct ep_pipeline *p)
 {
 	return profile_of(p, false);
+}
+
+Edgeprof__V1__Profile *ep_pipeline_profile_merged(struct ep_pipeline *const *ps, size_t n)
+{
+	if (n == 1)
+		return ep_pipeline_profile(ps[0]);
+	struct ep_aggregator **aggs = calloc(n, sizeof(*aggs));
+	if (!aggs)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		ep_reconstructor_flush(ps[i]->reconstructor);
+		aggs[i] = ps[i]->aggregator;
+	}
+	Edgeprof__V1__Profile *prof = with_stats(ep_aggregator_build_merged(aggs, n), ps, n);
+	free(aggs);
+	return prof;
 }
 
 /* Stats is all uint64 counters: subtract field by field through the

@@ -69,6 +69,10 @@ void ep_pipeline_forget(struct ep_pipeline *p, uint32_t pid);
 size_t ep_pipeline_processes(const struct ep_pipeline *p);
 
 void ep_pipeline_sample(struct ep_pipeline *p, const struct ep_sample_record *rec);
+/* A sample another pipeline counts (a recording read by several threads,
+ * each counting a share of its samples): only what later samples depend
+ * on is kept, so each pipeline counts its share as one pipeline would. */
+void ep_pipeline_skip_sample(struct ep_pipeline *p, const struct ep_sample_record *rec);
 
 /* Resolves a runtime address of pid through the mappings seen so far. */
 enum ep_resolve_status ep_pipeline_resolve(struct ep_pipeline *p, uint32_t pid, uint64_t addr,
@@ -85,6 +89,13 @@ void ep_pipeline_add_gone(struct ep_pipeline *p, uint64_t gone);
  * (config.source and config.event are left for the caller). Free with
  * ep_profile_free(). */
 Edgeprof__V1__Profile *ep_pipeline_profile(struct ep_pipeline *p);
+
+/* The profile of pipelines that each counted a share of one recording's
+ * samples (and skipped the others): byte for byte the one a single
+ * pipeline would have built. Their own binary registries must have been
+ * given the same files and seen the same mappings (so binary indexes
+ * agree); label sets are not merged. */
+Edgeprof__V1__Profile *ep_pipeline_profile_merged(struct ep_pipeline *const *ps, size_t n);
 
 /* What was counted since the previous delta (stats too), then forgets it:
  * the streamer's unit, one BinaryProfile per binary and label set (with its

@@ -19,6 +19,11 @@
 
 struct entry_memo;
 
+enum gap_kind { GAP_NONE, GAP_OK, GAP_UNKNOWN, GAP_INCONSISTENT, GAP_BACKWARDS, GAP_KINDS };
+
+/* An entry's stats: kernel, unresolved, mismatched (a bit each), gap kind */
+#define ENTRY_COMBOS (8 * GAP_KINDS)
+
 struct ep_reconstructor {
 	struct entry_memo *memo; /* ENTRY_MEMO_SIZE, made on the first stack */
 	struct ep_procmap *procmap;
@@ -27,6 +32,12 @@ struct ep_reconstructor {
 	bool calls_only; /* entries are calls and returns: no straight lines between them */
 	bool cut_pending;
 	struct ep_reconstruct_stats stats;
+	/* ep_reconstruct_counted() counts each entry once, under its outcome's
+	 * combination of stats (entry_combo()); folded into stats when asked */
+	uint64_t combos[ENTRY_COMBOS];
+	uint32_t sample_seq; /* the memo entries a sample uses carry it */
+	ep_span_sink sink;   /* where entries counted whole go, NULL: out->items */
+	void *sink_ctx;
 	ep_gap_observer gap_observer;
 	void *gap_observer_ctx;
 	/* Consecutive entries nearly always hit the same mapping: remember the
@@ -86,8 +97,38 @@ void ep_reconstructor_set_gap_observer(struct ep_reconstructor *r, ep_gap_observ
 	r->gap_observer_ctx = ctx;
 }
 
-const struct ep_reconstruct_stats *ep_reconstructor_stats(const struct ep_reconstructor *r)
+static inline uint8_t entry_combo(bool kernel, bool unresolved, bool mismatched, uint8_t gap)
 {
+	return (uint8_t)(kernel | unresolved << 1 | mismatched << 2 | gap << 3);
+}
+
+/* The stats of n entries with this combination, as ep_reconstruct() counts
+ * one. */
+static void add_combo(struct ep_reconstruct_stats *st, unsigned combo, uint64_t n)
+{
+	unsigned gap = combo >> 3;
+	if (combo & 1) {
+		st->branch_entries_kernel += n;
+	} else {
+		st->branch_entries_user += n;
+		st->branch_entries_unresolved += combo & 2 ? n : 0;
+	}
+	if (gap != GAP_NONE) {
+		st->gaps += n;
+		st->gaps_unknown_code += gap == GAP_UNKNOWN ? n : 0;
+		st->gaps_inconsistent += gap >= GAP_INCONSISTENT ? n : 0;
+		st->gaps_backwards += gap == GAP_BACKWARDS ? n : 0;
+	}
+	st->entries_mismatched += combo & 4 ? n : 0;
+}
+
+const struct ep_reconstruct_stats *ep_reconstructor_stats(struct ep_reconstructor *r)
+{
+	for (unsigned c = 0; c < ENTRY_COMBOS; c++) {
+		if (r->combos[c])
+			add_combo(&r->stats, c, r->combos[c]);
+		r->combos[c] = 0;
+	}
 	return &r->stats;
 }
 
@@ -189,8 +230,6 @@ static bool kind_is_direct(uint8_t kind)
 	return kind == EP_BRANCH_COND || kind == EP_BRANCH_JUMP || kind == EP_BRANCH_CALL;
 }
 
-enum gap_kind { GAP_NONE, GAP_OK, GAP_UNKNOWN, GAP_INCONSISTENT, GAP_BACKWARDS };
-
 /*
  * What one branch entry does, given the previous entry's target: the gap
  * before it, the taken branch, the stats it moves. It depends only on the
@@ -200,10 +239,8 @@ enum gap_kind { GAP_NONE, GAP_OK, GAP_UNKNOWN, GAP_INCONSISTENT, GAP_BACKWARDS }
  * instead of two resolutions, a walk lookup and the site checks.
  */
 struct entry_memo {
-	/* the key */
-	uint64_t prev_to_addr, from_addr, to_addr, generation;
-	uint32_t pid;
-	bool has_prev, used;
+	/* the key; ctx: memo_ctx(), 0 in an unused slot */
+	uint64_t prev_to_addr, from_addr, to_addr, generation, ctx;
 	/* the outcome */
 	bool kernel, unresolved, mismatched;
 	uint8_t gap;  /* enum gap_kind */
@@ -213,6 +250,15 @@ struct entry_memo {
 	uint32_t steps_first, nsteps; /* not-taken steps: the from decoder's items */
 	uint32_t site, range;	      /* the taken branch; EP_NO_SITE: cut */
 	uint32_t next_prev_site;      /* from_site for the next entry's walk */
+	uint32_t stamp;		      /* sample_seq of the last sample that used it */
+	/* counted whole this often (mispredicted of them) since the sink last
+	 * had them: a span counted once per sample would cost more than the
+	 * sample's whole lookup */
+	uint64_t pending, pending_mispredicted;
+	uint8_t combo;		      /* entry_combo() of the outcome */
+	bool plain;		      /* a taken branch after a straight line: no cut */
+	uint32_t branches;	      /* in its part of the trace: the steps and the taken */
+	struct ep_trace_branch taken; /* the taken branch as traced (mispredicted aside) */
 };
 
 /* Walks the gap between the previous entry's target and this entry's
@@ -290,24 +336,81 @@ compute_entry(struct ep_reconstructor *r, uint32_t pid, bool has_prev, bool call
 	m->next_prev_site = (site != EP_NO_SITE && m->to.bin == m->from.bin) ? site : EP_NO_SITE;
 	if (!m->to.dec)
 		m->to.bin = EP_NO_BIN;
+	m->combo = entry_combo(m->kernel, m->unresolved, m->mismatched, m->gap);
+	m->plain = gap_ok && site != EP_NO_SITE;
+	m->branches = (site != EP_NO_SITE) + (gap_ok ? m->nsteps : 0);
+	m->taken = (struct ep_trace_branch){.bin = m->from.bin,
+					    .site = site,
+					    .range = m->range,
+					    .to_bin = m->to.bin,
+					    .to_vaddr = m->to.dec ? m->to.vaddr : 0,
+					    .gap_start = gap_ok ? prev_to->vaddr : 0,
+					    .kind = m->kind,
+					    .taken = true};
 }
 
 #define ENTRY_MEMO_SIZE 8192 /* about 1 MiB */
 
+static inline uint64_t rotl64(uint64_t x, unsigned n)
+{
+	return x << n | x >> (64 - n);
+}
+
+/* Code addresses differ in their low bits: each of the three gets its own
+ * stretch of the word, and one multiply mixes them into the top bits. */
 static inline uint64_t entry_hash(uint64_t prev_to, uint64_t from, uint64_t to)
 {
-	return ((prev_to * 0x9e3779b97f4a7c15ULL) ^ (from * 0xc2b2ae3d27d4eb4fULL) ^
-		(to * 0x165667b19e3779f9ULL)) >>
-	       40;
+	return ((from ^ rotl64(to, 21) ^ rotl64(prev_to, 42)) * 0x9e3779b97f4a7c15ULL) >> 40;
+}
+
+/* Entry m's part of the trace, whole. */
+static struct ep_span whole_span(const struct entry_memo *m)
+{
+	struct ep_span sp = {.bin = m->from.bin,
+			     .branch = m->site != EP_NO_SITE ? &m->taken : NULL};
+	if (m->gap == GAP_OK && m->nsteps) {
+		sp.steps = ep_decoder_steps(m->from.dec) + m->steps_first;
+		sp.nsteps = m->nsteps;
+	}
+	return sp;
+}
+
+static void __attribute__((noinline)) flush_entry(struct ep_reconstructor *r, struct entry_memo *m)
+{
+	struct ep_span sp = whole_span(m);
+	r->sink(r->sink_ctx, (uint32_t)(m->ctx >> 2), &sp, m->pending, m->pending_mispredicted);
+	m->pending = m->pending_mispredicted = 0;
+}
+
+void ep_reconstructor_set_span_sink(struct ep_reconstructor *r, ep_span_sink fn, void *ctx)
+{
+	ep_reconstructor_flush(r);
+	r->sink = fn;
+	r->sink_ctx = ctx;
+}
+
+void ep_reconstructor_flush(struct ep_reconstructor *r)
+{
+	for (size_t i = 0; r->memo && i < ENTRY_MEMO_SIZE; i++)
+		if (r->memo[i].pending)
+			flush_entry(r, &r->memo[i]);
+}
+
+/* The rest of an entry's key: pid and whether it has a previous entry,
+ * never 0. */
+static inline uint64_t memo_ctx(uint32_t pid, bool has_prev)
+{
+	return (uint64_t)pid << 2 | (uint64_t)has_prev << 1 | 1;
 }
 
 /* Entry k's outcome: remembered, or computed (and remembered unless in
- * call-graph mode, which computes into local). */
-static inline struct entry_memo *entry_outcome(struct ep_reconstructor *r,
-					       const struct ep_sample_record *rec, uint32_t k,
-					       bool have_prev, bool calls_only,
-					       const struct endpoint *prev_to, uint32_t prev_site,
-					       uint64_t generation, struct entry_memo *local)
+ * call-graph mode, which computes into local). With seq (not 0) the entries
+ * used are marked with it, and NULL is returned rather than overwrite one
+ * already marked. */
+static inline struct entry_memo *
+entry_outcome(struct ep_reconstructor *r, const struct ep_sample_record *rec, uint32_t k,
+	      bool have_prev, bool calls_only, const struct endpoint *prev_to, uint32_t prev_site,
+	      uint64_t generation, struct entry_memo *local, uint32_t seq)
 {
 	const struct ep_branch_entry *e = &rec->entries[k];
 	uint64_t prev_addr = have_prev ? rec->entries[k + 1].to : 0;
@@ -315,41 +418,60 @@ static inline struct entry_memo *entry_outcome(struct ep_reconstructor *r,
 		compute_entry(r, rec->pid, have_prev, calls_only, prev_to, prev_site, e, local);
 		return local;
 	}
+	uint64_t ctx = memo_ctx(rec->pid, have_prev);
 	struct entry_memo *m =
 	    &r->memo[entry_hash(prev_addr, e->from, e->to) & (ENTRY_MEMO_SIZE - 1)];
-	if (m->used && m->from_addr == e->from && m->to_addr == e->to &&
-	    m->prev_to_addr == prev_addr && m->has_prev == have_prev && m->pid == rec->pid &&
-	    m->generation == generation)
+	if (m->ctx == ctx && m->from_addr == e->from && m->to_addr == e->to &&
+	    m->prev_to_addr == prev_addr && m->generation == generation) {
+		m->stamp = seq ? seq : m->stamp;
 		return m;
+	}
+	if (seq && m->ctx && m->stamp == seq)
+		return NULL;
+	if (m->pending)
+		flush_entry(r, m);
 	compute_entry(r, rec->pid, have_prev, calls_only, prev_to, prev_site, e, m);
-	m->used = true;
+	m->ctx = ctx;
 	m->from_addr = e->from;
 	m->to_addr = e->to;
 	m->prev_to_addr = prev_addr;
-	m->has_prev = have_prev;
-	m->pid = rec->pid;
 	m->generation = generation;
+	m->stamp = seq;
 	return m;
+}
+
+/* The branches passed not taken from the newest entry's target to the
+ * sample IP, into r->steps, in binary *bin; 0 when none, and when the line
+ * is impossible (*status says why). */
+static size_t trigger_steps(struct ep_reconstructor *r, const struct ep_sample_record *rec,
+			    const struct endpoint *last_to, uint32_t last_site, uint32_t *bin,
+			    enum ep_walk_status *status)
+{
+	struct endpoint ip;
+	resolve(r, rec->pid, rec->ip, &ip);
+	*bin = ip.bin;
+	if (last_to->bin == EP_NO_BIN || ip.bin != last_to->bin || !ip.dec) {
+		*status = EP_WALK_NO_CODE;
+		return 0;
+	}
+	size_t nsteps = 0;
+	*status = ep_decoder_walk_to_ip(ip.dec, last_to->vaddr, ip.vaddr, last_site, r->steps,
+					EP_MAX_WALK_STEPS, &nsteps);
+	return *status == EP_WALK_OK ? nsteps : 0;
 }
 
 static void append_trigger(struct ep_reconstructor *r, const struct ep_sample_record *rec,
 			   struct ep_trace *t, const struct endpoint *last_to, uint32_t last_site)
 {
-	struct endpoint ip;
-	resolve(r, rec->pid, rec->ip, &ip);
-	if (last_to->bin == EP_NO_BIN || ip.bin != last_to->bin || !ip.dec) {
-		r->stats.trigger_inconsistent++;
-		return;
-	}
-	size_t nsteps = 0;
-	enum ep_walk_status ws = ep_decoder_walk_to_ip(ip.dec, last_to->vaddr, ip.vaddr, last_site,
-						       r->steps, EP_MAX_WALK_STEPS, &nsteps);
+	uint32_t bin;
+	enum ep_walk_status ws;
+	size_t nsteps = trigger_steps(r, rec, last_to, last_site, &bin, &ws);
 	if (ws != EP_WALK_OK) {
 		r->stats.trigger_inconsistent++;
 		return;
 	}
 	if (nsteps > 0) {
-		push_not_taken(r, t, ip.bin, ip.dec, r->steps, nsteps);
+		push_not_taken(r, t, bin, ep_decoder_cache_get(r->decoders, bin), r->steps, nsteps);
 		r->stats.trigger_appended++;
 	}
 }
@@ -403,7 +525,7 @@ size_t ep_reconstruct(struct ep_reconstructor *r, const struct ep_sample_record 
 		const struct ep_branch_entry *e = &rec->entries[k];
 		struct entry_memo local;
 		struct entry_memo *m = entry_outcome(r, rec, k, have_prev, calls_only, &prev_to,
-						     prev_site, generation, &local);
+						     prev_site, generation, &local, 0);
 		if (m->kernel) {
 			st->branch_entries_kernel++;
 		} else {
@@ -468,4 +590,235 @@ void ep_trace_free(struct ep_trace *trace)
 {
 	free(trace->branches);
 	*trace = (struct ep_trace){0};
+}
+
+/* Every entry's outcome, oldest first, remembered or computed (the memo
+ * filled for ep_reconstruct_counted()): false when computing one would
+ * overwrite another this sample uses (two of its entries on one slot). */
+static bool fill_entries(struct ep_reconstructor *r, const struct ep_sample_record *rec,
+			 uint32_t newest, uint32_t nr)
+{
+	const struct endpoint none = {.bin = EP_NO_BIN};
+	const struct endpoint *prev_to = &none;
+	uint32_t prev_site = EP_NO_SITE;
+	uint64_t generation = *r->generation;
+	uint32_t seq = ++r->sample_seq ? r->sample_seq : ++r->sample_seq;
+	for (uint32_t k = nr; k-- > newest;) {
+		bool have_prev = k + 1 < nr;
+		struct entry_memo *m = entry_outcome(r, rec, k, have_prev, false, prev_to,
+						     prev_site, generation, NULL, seq);
+		if (!m)
+			return false;
+		prev_to = &m->to;
+		prev_site = m->next_prev_site;
+	}
+	return true;
+}
+
+/* Where a sample's counting stands: kept in locals (the counters the loop
+ * increments would otherwise alias these, and be reloaded each time). */
+struct counting {
+	size_t left;	 /* branches the chop still takes */
+	size_t n;	 /* spans of out so far */
+	size_t branches; /* counted, the sink's included */
+	/* the oldest entry counted so far: under a chop its first range is
+	 * not counted, so if it stays the oldest it becomes out's last span */
+	struct entry_memo *last;
+	size_t last_span; /* its span in out, or SIZE_MAX: counted whole in the memo */
+	bool last_mispredicted;
+};
+
+/* Entry m's part of the trace when it is not plain or not wholly taken:
+ * as a span of out, as far as the chop takes. */
+static inline __attribute__((always_inline)) bool
+count_entry_span(struct entry_memo *m, bool mispredicted, struct counting *c, bool stop_at_cuts,
+		 struct ep_span *items)
+{
+	bool site = m->site != EP_NO_SITE;
+	if (site ? c->left == 0 : stop_at_cuts && c->branches)
+		return true;
+	uint32_t steps = m->gap == GAP_OK ? m->nsteps : 0;
+	size_t room = c->left - site;
+	uint32_t take = steps < room ? steps : (uint32_t)room;
+	if (site || take) {
+		struct ep_span *sp = &items[c->n];
+		*sp = whole_span(m);
+		sp->steps += steps - take;
+		sp->nsteps = take;
+		sp->mispredicted = mispredicted;
+		c->last = m;
+		c->last_span = c->n++;
+		c->last_mispredicted = mispredicted;
+		c->left -= site + take;
+		c->branches += site + take;
+	}
+	/* after a cut gap the taken branch follows the cut */
+	return take < steps || (m->gap != GAP_OK && stop_at_cuts && c->branches);
+}
+
+/* Adds entry m's part of the trace (its gap's steps, then its taken
+ * branch), newest first, as far as the chop takes: a plain entry taken
+ * whole is counted in its memo entry (lazy: a sink takes it later), any
+ * other as a span. True when the trace is done: the budget is spent, or a
+ * cut comes before what is counted (stop_at_cuts, under a chop). */
+static inline __attribute__((always_inline)) bool count_entry(struct entry_memo *m,
+							      bool mispredicted, struct counting *c,
+							      bool stop_at_cuts, bool lazy,
+							      struct ep_span *items)
+{
+	if (lazy && m->plain && m->branches <= c->left) {
+		m->pending++;
+		m->pending_mispredicted += mispredicted;
+		c->left -= m->branches;
+		c->branches += m->branches;
+		c->last = m;
+		c->last_span = SIZE_MAX;
+		c->last_mispredicted = mispredicted;
+		return false;
+	}
+	return count_entry_span(m, mispredicted, c, stop_at_cuts, items);
+}
+
+/* Under a chop the oldest entry counted has its first range left out: it
+ * goes last in out, where ep_aggregate_spans() looks for it. */
+static inline void oldest_last(struct counting *c, struct ep_span *items)
+{
+	if (!c->last)
+		return;
+	if (c->last_span == SIZE_MAX) {
+		c->last->pending--;
+		c->last->pending_mispredicted -= c->last_mispredicted;
+		items[c->n] = whole_span(c->last);
+		items[c->n++].mispredicted = c->last_mispredicted;
+	} else if (c->last_span + 1 < c->n) {
+		struct ep_span sp = items[c->last_span];
+		items[c->last_span] = items[c->n - 1];
+		items[c->n - 1] = sp;
+	}
+}
+
+/* The remembered outcome of entry k, or NULL. */
+static inline __attribute__((always_inline)) struct entry_memo *
+memo_hit(const struct ep_reconstructor *r, const struct ep_branch_entry *e, uint64_t prev_addr,
+	 uint64_t ctx, uint64_t generation)
+{
+	struct entry_memo *m =
+	    &r->memo[entry_hash(prev_addr, e->from, e->to) & (ENTRY_MEMO_SIZE - 1)];
+	return ((m->from_addr ^ e->from) | (m->to_addr ^ e->to) | (m->prev_to_addr ^ prev_addr) |
+		(m->ctx ^ ctx) | (m->generation ^ generation)) == 0
+		   ? m
+		   : NULL;
+}
+
+/* ms[k] for entries newest..nr-1, all remembered, or false. */
+static inline __attribute__((always_inline)) bool
+lookup_entries(const struct ep_reconstructor *r, const struct ep_branch_entry *e, uint32_t newest,
+	       uint32_t nr, uint64_t ctx, uint64_t oldest_ctx, uint64_t gen, struct entry_memo **ms)
+{
+	uint32_t oldest = nr - 1;
+	for (uint32_t k = newest; k < oldest; k++)
+		if (!(ms[k] = memo_hit(r, &e[k], e[k + 1].to, ctx, gen)))
+			return false;
+	return (ms[oldest] = memo_hit(r, &e[oldest], 0, oldest_ctx, gen)) != NULL;
+}
+
+bool ep_reconstruct_counted(struct ep_reconstructor *r, const struct ep_sample_record *rec,
+			    unsigned chop, struct ep_spans *out)
+{
+	out->n = 0;
+	out->branches = 0;
+	if (r->calls_only || (rec->flags & EP_SAMPLE_CALLS_ONLY) || r->gap_observer)
+		return false;
+	uint32_t nr = rec->nr_entries;
+	if (nr > EP_MAX_BRANCH_ENTRIES)
+		nr = EP_MAX_BRANCH_ENTRIES;
+	if (!(rec->flags & EP_SAMPLE_HAS_BRANCHES) || nr == 0) {
+		/* nothing to trace */
+		r->stats.samples++;
+		r->stats.samples_with_branches += (rec->flags & EP_SAMPLE_HAS_BRANCHES) != 0;
+		return true;
+	}
+	if (!r->memo && !(r->memo = calloc(ENTRY_MEMO_SIZE, sizeof(*r->memo))))
+		return false;
+	/* the duplicated newest entry, as ep_reconstruct() drops it */
+	const struct ep_branch_entry *e = rec->entries;
+	uint32_t newest = nr >= 2 && e[0].from == e[1].from && e[0].to == e[1].to &&
+			  e[0].from - e[0].to > EP_DUPLICATE_LOOP_LIMIT;
+	uint64_t ctx = memo_ctx(rec->pid, true), oldest_ctx = memo_ctx(rec->pid, false);
+	uint64_t gen = *r->generation;
+	/* every entry remembered first: counting changes the memo entries */
+	struct entry_memo *ms[EP_MAX_BRANCH_ENTRIES];
+	if (!lookup_entries(r, e, newest, nr, ctx, oldest_ctx, gen, ms)) {
+		if (!fill_entries(r, rec, newest, nr) ||
+		    !lookup_entries(r, e, newest, nr, ctx, oldest_ctx, gen, ms))
+			return false;
+	}
+
+	/* the trigger: the trace's newest part */
+	struct counting c = {.left = chop ? chop : SIZE_MAX};
+	bool done = false;
+	bool trigger = r->append_trigger && (rec->flags & EP_SAMPLE_TRIGGER_IS_BRANCH) &&
+		       !(rec->flags & EP_SAMPLE_IP_KERNEL);
+	enum ep_walk_status trigger_status = EP_WALK_OK;
+	size_t trigger_n = 0;
+	if (trigger) {
+		uint32_t bin;
+		size_t n = trigger_n = trigger_steps(
+		    r, rec, &ms[newest]->to, ms[newest]->next_prev_site, &bin, &trigger_status);
+		size_t take = n < c.left ? n : c.left;
+		out->items[0] = (struct ep_span){
+		    .steps = r->steps + (n - take), .nsteps = (uint32_t)take, .bin = bin};
+		c.n = take > 0;
+		c.branches = take;
+		c.left -= take;
+		done = take < n;
+	}
+	bool stop_at_cuts = chop != 0;
+	bool lazy = r->sink != NULL;
+	uint64_t *combos = r->combos;
+	uint32_t k = newest;
+	if (lazy && !done) {
+		/* nearly every entry is plain and taken whole until the chop's
+		 * end: those in a loop of their own, which keeps nothing else */
+		size_t left = c.left;
+		for (; k < nr; k++) {
+			struct entry_memo *m = ms[k];
+			if (!m->plain || m->branches > left)
+				break;
+			combos[m->combo]++;
+			m->pending++;
+			m->pending_mispredicted += e[k].flags & EP_BR_MISPRED;
+			left -= m->branches;
+		}
+		if (k > newest) {
+			c.branches += c.left - left;
+			c.left = left;
+			c.last = ms[k - 1];
+			c.last_span = SIZE_MAX;
+			c.last_mispredicted = (e[k - 1].flags & EP_BR_MISPRED) != 0;
+		}
+	}
+	for (; k < nr; k++) {
+		struct entry_memo *m = ms[k];
+		combos[m->combo]++;
+		if (!done)
+			done = count_entry(m, (e[k].flags & EP_BR_MISPRED) != 0, &c, stop_at_cuts,
+					   lazy, out->items);
+	}
+	if (chop)
+		oldest_last(&c, out->items);
+	out->n = c.n;
+	out->branches = c.branches;
+
+	struct ep_reconstruct_stats *st = &r->stats;
+	st->samples++;
+	st->samples_with_branches++;
+	st->branch_entries += nr;
+	st->entries_duplicate += newest;
+	st->branch_entries_user += newest;
+	if (trigger) {
+		st->trigger_inconsistent += trigger_status != EP_WALK_OK;
+		st->trigger_appended += trigger_n > 0;
+	}
+	return true;
 }

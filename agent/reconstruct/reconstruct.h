@@ -99,7 +99,52 @@ struct ep_gap_report {
 typedef void (*ep_gap_observer)(void *ctx, const struct ep_gap_report *gap);
 void ep_reconstructor_set_gap_observer(struct ep_reconstructor *r, ep_gap_observer fn, void *ctx);
 
-const struct ep_reconstruct_stats *ep_reconstructor_stats(const struct ep_reconstructor *r);
+/* The counts so far (entries reconstructed by ep_reconstruct_counted() are
+ * added up here when asked). */
+const struct ep_reconstruct_stats *ep_reconstructor_stats(struct ep_reconstructor *r);
+
+/* A part of a full branch trace: steps[0..nsteps) passed not taken (oldest
+ * first) in binary bin, then branch (taken or not; NULL when none). */
+struct ep_span {
+	const struct ep_walk_step *steps;
+	const struct ep_trace_branch *branch;
+	uint32_t nsteps;
+	uint32_t bin;
+	bool mispredicted; /* branch's, from the sample (branch->mispredicted is not) */
+};
+
+/* What one sample counts under a chop, newest span first: the trace's
+ * newest branches, never reaching back over a cut (ep_chop()'s rule), less
+ * those handed to the sink. Under a chop the oldest branch counted is
+ * always the last span's first. */
+struct ep_spans {
+	struct ep_span items[EP_MAX_BRANCH_ENTRIES + 1]; /* an entry each, and the trigger's */
+	size_t n;
+	size_t branches; /* counted, the sink's included */
+};
+
+/* Where entries that ep_reconstruct_counted() counts whole go: each is
+ * remembered with its count and handed over in bulk (times times, its
+ * branch mispredicted of them) when its memory is reused or on
+ * ep_reconstructor_flush(); pid is the sample's. */
+typedef void (*ep_span_sink)(void *ctx, uint32_t pid, const struct ep_span *span, uint64_t times,
+			     uint64_t mispredicted);
+/* Without a sink every span is handed out in ep_spans. */
+void ep_reconstructor_set_span_sink(struct ep_reconstructor *r, ep_span_sink fn, void *ctx);
+/* Hands every count held to the sink: before the counts are read, and
+ * before a pid's counts go elsewhere. */
+void ep_reconstructor_flush(struct ep_reconstructor *r);
+
+/*
+ * ep_reconstruct() and ep_chop() in one pass that builds no trace: the
+ * entries' remembered outcomes are read from the newest back, and only as
+ * far as the chop (C branches, 0 = all) counts. The spans point into the
+ * reconstructor and the decoders, valid until the next call. false when
+ * the sample needs the full way (call-graph mode, a gap observer, an entry
+ * that cannot be remembered): then nothing of it was counted.
+ */
+bool ep_reconstruct_counted(struct ep_reconstructor *r, const struct ep_sample_record *rec,
+			    unsigned chop, struct ep_spans *out);
 
 void ep_trace_free(struct ep_trace *trace);
 

@@ -163,6 +163,26 @@ bool ep_binary_is_pie(const struct ep_binary *bin)
 	return bin->pie;
 }
 
+struct ep_binary_registry *ep_binreg_clone(const struct ep_binary_registry *reg, char *err,
+					   size_t errlen)
+{
+	struct ep_binary_registry *c = ep_binreg_new();
+	if (!c || (reg->symfs && !(c->symfs = strdup(reg->symfs)))) {
+		snprintf(err, errlen, "out of memory");
+		ep_binreg_free(c);
+		return NULL;
+	}
+	c->lazy_code = reg->lazy_code;
+	for (size_t i = 0; i < reg->nexplicit; i++) {
+		if (ep_binreg_add_file(c, reg->bins[reg->explicit_files[i]]->path, err, errlen) !=
+		    0) {
+			ep_binreg_free(c);
+			return NULL;
+		}
+	}
+	return c;
+}
+
 void ep_binreg_set_lazy_code(struct ep_binary_registry *reg, bool lazy)
 {
 	reg->lazy_code = lazy;

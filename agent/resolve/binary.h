@@ -41,6 +41,11 @@ void ep_binreg_free(struct ep_binary_registry *reg);
 /* --binary FILE: a file that may be any of the recorded binaries. Returns 0,
  * or -1 with err naming the file and the problem (missing, not ELF, ...). */
 int ep_binreg_add_file(struct ep_binary_registry *reg, const char *path, char *err, size_t errlen);
+/* A registry with reg's --binary files (opened again, same order, so same
+ * indexes) and settings, and nothing looked up yet: for another thread
+ * reading the same recording. NULL with err when a file cannot be opened. */
+struct ep_binary_registry *ep_binreg_clone(const struct ep_binary_registry *reg, char *err,
+					   size_t errlen);
 /* --symfs DIR: recorded paths are looked up under DIR first. */
 void ep_binreg_set_symfs(struct ep_binary_registry *reg, const char *dir);
 /* Binaries opened from now on keep only where their code lies, and read it

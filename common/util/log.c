@@ -2,10 +2,17 @@
 #include "common/util/log.h"
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
 static enum ep_log_level current_level = EP_LOG_INFO;
+static _Thread_local bool thread_muted;
+
+void ep_log_mute_thread(bool mute)
+{
+	thread_muted = mute;
+}
 
 void ep_log_set_level(enum ep_log_level level)
 {
@@ -29,7 +36,7 @@ int ep_log_parse_level(const char *name)
 void ep_log(enum ep_log_level level, const char *fmt, ...)
 {
 	static const char *const tags[] = {"error", "warn", "info", "debug"};
-	if (level > current_level)
+	if (level > current_level || (thread_muted && level > EP_LOG_ERROR))
 		return;
 	/* Build the whole line first so concurrent writers never interleave
 	 * halves of a line. */

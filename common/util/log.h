@@ -4,12 +4,18 @@
 #ifndef EP_LOG_H
 #define EP_LOG_H
 
+#include <stdbool.h>
+
 enum ep_log_level { EP_LOG_ERROR = 0, EP_LOG_WARN, EP_LOG_INFO, EP_LOG_DEBUG };
 
 void ep_log_set_level(enum ep_log_level level);
 enum ep_log_level ep_log_get_level(void);
 /* Parses "error|warn|info|debug"; returns -1 on anything else. */
 int ep_log_parse_level(const char *name);
+
+/* Only errors from the calling thread: for a worker that would repeat what
+ * another one says (the readers of a parallel import). */
+void ep_log_mute_thread(bool mute);
 
 void ep_log(enum ep_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -64,4 +64,22 @@ echo "# propeller: $(p .stats.gaps) gaps, $consistent consistent"
 check "propeller: over 99% of gaps reconstruct" test $((consistent * 100)) -gt $(($(p .stats.gaps) * 99))
 check "propeller: every counted edge is in the binary's code" \
 	test "$(p '[.profiles[0].branches[] | select(.from == "0x0")] | length')" -eq 0
+
+# --- --jobs: threads that each count a share of the samples write the
+# one-thread profile, byte for byte (the unit tests compare more options)
+for pair in test.lbr:test.binary propeller_sample_1.perfdata1:propeller_sample_1.bin; do
+	rec=${pair%%:*}
+	for j in 1 3; do
+		"$EDGEPROF" import "$fx/$rec" --binary "$fx/${pair#*:}" --jobs $j \
+			-o "$TEST_TMP/jobs$j.prof" 2>"$TEST_TMP/jobs$j.log"
+	done
+	check "$rec: --jobs 3 writes the --jobs 1 profile, byte for byte" \
+		cmp "$TEST_TMP/jobs1.prof" "$TEST_TMP/jobs3.prof"
+	check "$rec: --jobs 3 logs what --jobs 1 logs" \
+		diff "$TEST_TMP/jobs1.log" "$TEST_TMP/jobs3.log"
+done
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 "$EDGEPROF_ASAN" import "$fx/test.lbr" \
+	--binary "$fx/test.binary" --jobs 3 -o "$TEST_TMP/asan_jobs.prof" 2>"$TEST_TMP/asan_jobs.log"
+check "ASan+UBSan import of test.lbr, 3 threads: clean exit, no sanitizer report" \
+	bash -c "test $? -eq 0 && ! grep -q Sanitizer '$TEST_TMP/asan_jobs.log'"
 finish

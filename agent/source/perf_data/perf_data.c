@@ -52,6 +52,9 @@ struct reader {
 	uint64_t dropped_to; /* pages below this were given back (MADV_DONTNEED) */
 	uint64_t read_off;   /* the record being read */
 	uint64_t hold_max_bytes;
+	/* this reader's samples: every parts-th from the part-th */
+	unsigned part, parts;
+	uint64_t sample_no;
 	struct ep_sample_record rec;
 };
 
@@ -438,7 +441,7 @@ static inline int skip_raw(struct sample_cursor *c)
 	return 0;
 }
 
-static inline int read_branch_stack(struct sample_cursor *c, bool has_hw_index,
+static inline int read_branch_stack(struct sample_cursor *c, bool has_hw_index, bool copy,
 				    struct ep_sample_record *rec, struct ep_perf_data_stats *stats)
 {
 	NEED(c, 1);
@@ -458,7 +461,8 @@ static inline int read_branch_stack(struct sample_cursor *c, bool has_hw_index,
 		keep = EP_MAX_BRANCH_ENTRIES; /* the newest ones come first */
 		stats->samples_truncated_stack++;
 	}
-	memcpy(rec->entries, &c->u[c->i], keep * sizeof(struct ep_branch_entry));
+	if (copy)
+		memcpy(rec->entries, &c->u[c->i], keep * sizeof(struct ep_branch_entry));
 	rec->nr_entries = (uint32_t)keep;
 	c->i += nr * 3;
 	stats->samples_with_branches++;
@@ -477,6 +481,7 @@ static int parse_sample(struct reader *r, uint64_t off, const struct perf_event_
 	struct sample_cursor c = {
 	    .r = r, .off = off, .eh = eh, .sample_type = st, .u = u, .nu = nu, .i = 0};
 	struct ep_sample_record *rec = &r->rec;
+	bool mine = r->parts <= 1 || r->sample_no++ % r->parts == r->part;
 	rec->flags = 0;
 	rec->ip = rec->time_ns = rec->period = rec->hw_index = rec->cgroup_id = 0;
 	rec->pid = rec->tid = rec->cpu = 0;
@@ -490,7 +495,7 @@ static int parse_sample(struct reader *r, uint64_t off, const struct perf_event_
 	if (rc == 0 && (st & PERF_SAMPLE_RAW))
 		rc = skip_raw(&c);
 	if (rc == 0 && (st & PERF_SAMPLE_BRANCH_STACK))
-		rc = read_branch_stack(&c, a->desc.branch_hw_index, rec, stats);
+		rc = read_branch_stack(&c, a->desc.branch_hw_index, mine, rec, stats);
 	if (rc != 0)
 		return rc;
 	uint16_t cpumode = eh->misc & PERF_RECORD_MISC_CPUMODE_MASK;
@@ -499,6 +504,8 @@ static int parse_sample(struct reader *r, uint64_t off, const struct perf_event_
 	if (a->desc.counts_all_branches)
 		rec->flags |= EP_SAMPLE_TRIGGER_IS_BRANCH;
 	stats->samples++;
+	if (!mine)
+		return cb->on_other_sample ? cb->on_other_sample(cb->ctx, rec) : 0;
 	return cb->on_sample ? cb->on_sample(cb->ctx, rec) : 0;
 }
 
@@ -848,9 +855,27 @@ int ep_perf_data_read(const char *path, const struct ep_perf_data_callbacks *cb,
 	return ep_perf_data_read_capped(path, cb, HOLD_MAX_BYTES, stats, err, errlen);
 }
 
+static int read_file(const char *path, const struct ep_perf_data_callbacks *cb,
+		     uint64_t hold_max_bytes, unsigned part, unsigned parts,
+		     struct ep_perf_data_stats *stats, char *err, size_t errlen);
+
 int ep_perf_data_read_capped(const char *path, const struct ep_perf_data_callbacks *cb,
 			     uint64_t hold_max_bytes, struct ep_perf_data_stats *stats, char *err,
 			     size_t errlen)
+{
+	return read_file(path, cb, hold_max_bytes, 0, 1, stats, err, errlen);
+}
+
+int ep_perf_data_read_part(const char *path, const struct ep_perf_data_callbacks *cb, unsigned part,
+			   unsigned parts, struct ep_perf_data_stats *stats, char *err,
+			   size_t errlen)
+{
+	return read_file(path, cb, HOLD_MAX_BYTES, part, parts, stats, err, errlen);
+}
+
+static int read_file(const char *path, const struct ep_perf_data_callbacks *cb,
+		     uint64_t hold_max_bytes, unsigned part, unsigned parts,
+		     struct ep_perf_data_stats *stats, char *err, size_t errlen)
 {
 	memset(stats, 0, sizeof(*stats));
 	struct reader *r = calloc(1, sizeof(*r));
@@ -860,6 +885,8 @@ int ep_perf_data_read_capped(const char *path, const struct ep_perf_data_callbac
 	}
 	r->path = path;
 	r->hold_max_bytes = hold_max_bytes;
+	r->part = part;
+	r->parts = parts;
 	r->err = err;
 	r->errlen = errlen;
 	char why[128];

@@ -65,6 +65,9 @@ struct ep_perf_data_callbacks {
 	int (*on_fork)(void *ctx, uint32_t pid, uint32_t ppid, uint32_t tid, uint32_t ptid);
 	int (*on_exit)(void *ctx, uint32_t pid, uint32_t ppid, uint32_t tid, uint32_t ptid);
 	int (*on_sample)(void *ctx, const struct ep_sample_record *rec);
+	/* A sample another reader of the same file delivers (see
+	 * ep_perf_data_read_part()): everything but the entries is read. */
+	int (*on_other_sample)(void *ctx, const struct ep_sample_record *rec);
 };
 
 struct ep_perf_data_stats {
@@ -100,5 +103,13 @@ int ep_perf_data_read(const char *path, const struct ep_perf_data_callbacks *cb,
 int ep_perf_data_read_capped(const char *path, const struct ep_perf_data_callbacks *cb,
 			     uint64_t hold_max_bytes, struct ep_perf_data_stats *stats, char *err,
 			     size_t errlen);
+
+/* The same, as one of parts readers of the file that share its samples:
+ * every parts-th sample from the part-th (0-based, in delivery order) goes
+ * to on_sample, the others to on_other_sample; every other record to every
+ * reader, so each sees the same process events in the same order. */
+int ep_perf_data_read_part(const char *path, const struct ep_perf_data_callbacks *cb, unsigned part,
+			   unsigned parts, struct ep_perf_data_stats *stats, char *err,
+			   size_t errlen);
 
 #endif

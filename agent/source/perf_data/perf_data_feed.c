@@ -3,7 +3,9 @@
 #include "common/util/clock.h"
 
 #include <linux/perf_event.h>
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -30,7 +32,7 @@ static void progress(struct feed_ctx *c)
 	const struct ep_perf_data_stats *st = &c->info->stats;
 	ep_info("%s: %.0f%% read, %llu samples", c->path,
 		st->file_size ? 100.0 * (double)st->bytes_read / (double)st->file_size : 0.0,
-		(unsigned long long)c->samples);
+		(unsigned long long)st->samples);
 }
 
 static int on_event_desc(void *ctx, const struct ep_perf_event_desc *desc)
@@ -92,6 +94,13 @@ static int on_exit_event(void *ctx, uint32_t pid, uint32_t ppid, uint32_t tid, u
 	return 0;
 }
 
+static int on_other_sample(void *ctx, const struct ep_sample_record *rec)
+{
+	struct feed_ctx *c = ctx;
+	ep_pipeline_skip_sample(c->pipeline, rec);
+	return 0;
+}
+
 static int on_sample(void *ctx, const struct ep_sample_record *rec)
 {
 	struct feed_ctx *c = ctx;
@@ -109,9 +118,10 @@ int ep_feed_perf_data(const char *path, struct ep_pipeline *pipeline,
 	return ep_feed_perf_data_hooked(path, pipeline, info, NULL, NULL, err, errlen);
 }
 
-int ep_feed_perf_data_hooked(const char *path, struct ep_pipeline *pipeline,
-			     struct ep_perf_data_feed_info *info, void (*after_sample)(void *ctx),
-			     void *after_ctx, char *err, size_t errlen)
+/* One reader of the file: part of parts of its samples into pipeline. */
+static int feed_part(const char *path, struct ep_pipeline *pipeline,
+		     struct ep_perf_data_feed_info *info, void (*after_sample)(void *ctx),
+		     void *after_ctx, unsigned part, unsigned parts, char *err, size_t errlen)
 {
 	memset(info, 0, sizeof(*info));
 	struct feed_ctx ctx = {.pipeline = pipeline,
@@ -129,11 +139,82 @@ int ep_feed_perf_data_hooked(const char *path, struct ep_pipeline *pipeline,
 	    .on_fork = on_fork,
 	    .on_exit = on_exit_event,
 	    .on_sample = on_sample,
+	    .on_other_sample = on_other_sample,
 	};
-	int rc = ep_perf_data_read(path, &cb, &info->stats, err, errlen);
+	int rc = ep_perf_data_read_part(path, &cb, part, parts, &info->stats, err, errlen);
 	if (!info->branch_stacks && info->stats.samples > 0)
 		ep_warn("%s: recorded without branch stacks (perf record -b): IP-only profile",
 			path);
-	ep_pipeline_add_lost(pipeline, info->stats.lost_records);
+	/* every reader reads them: counted once */
+	if (part == 0)
+		ep_pipeline_add_lost(pipeline, info->stats.lost_records);
+	return rc;
+}
+
+int ep_feed_perf_data_hooked(const char *path, struct ep_pipeline *pipeline,
+			     struct ep_perf_data_feed_info *info, void (*after_sample)(void *ctx),
+			     void *after_ctx, char *err, size_t errlen)
+{
+	return feed_part(path, pipeline, info, after_sample, after_ctx, 0, 1, err, errlen);
+}
+
+struct worker {
+	pthread_t thread;
+	const char *path;
+	struct ep_pipeline *pipeline;
+	unsigned part, parts;
+	struct ep_perf_data_feed_info info;
+	int rc;
+	char err[512];
+};
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	/* what it would say, the first reader says too */
+	ep_log_mute_thread(true);
+	w->rc = feed_part(w->path, w->pipeline, &w->info, NULL, NULL, w->part, w->parts, w->err,
+			  sizeof(w->err));
+	return NULL;
+}
+
+int ep_feed_perf_data_parallel(const char *path, struct ep_pipeline *const *ps, unsigned n,
+			       struct ep_perf_data_feed_info *info, char *err, size_t errlen)
+{
+	if (n <= 1)
+		return feed_part(path, ps[0], info, NULL, NULL, 0, 1, err, errlen);
+	struct worker *ws = calloc(n, sizeof(*ws));
+	if (!ws) {
+		snprintf(err, errlen, "%s: out of memory", path);
+		memset(info, 0, sizeof(*info));
+		return -1;
+	}
+	unsigned started = 1;
+	for (unsigned i = 1; i < n; i++) {
+		ws[i] = (struct worker){.path = path, .pipeline = ps[i], .part = i, .parts = n};
+		if (pthread_create(&ws[i].thread, NULL, worker_main, &ws[i]) != 0)
+			break;
+		started++;
+	}
+	/* parts no thread could take: this thread reads them after its own */
+	int rc = feed_part(path, ps[0], info, NULL, NULL, 0, n, err, errlen);
+	for (unsigned i = started; i < n; i++) {
+		struct ep_perf_data_feed_info unused;
+		char unused_err[512];
+		ep_log_mute_thread(true);
+		feed_part(path, ps[i], &unused, NULL, NULL, i, n, unused_err, sizeof(unused_err));
+		ep_log_mute_thread(false);
+	}
+	for (unsigned i = 1; i < started; i++)
+		pthread_join(ws[i].thread, NULL);
+	/* every reader stops at the same damage; a reader that failed alone
+	 * (memory) is reported */
+	for (unsigned i = 1; i < started && rc == 0; i++) {
+		if (ws[i].rc != 0) {
+			snprintf(err, errlen, "%s", ws[i].err);
+			rc = ws[i].rc;
+		}
+	}
+	free(ws);
 	return rc;
 }
