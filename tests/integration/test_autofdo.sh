@@ -14,6 +14,9 @@
 # - the peer: llvm-profgen-14 reads the same run's perf.data
 #   (--perf-data, one MMAP2 per executable segment as the kernel maps them)
 #   and finds the same shape.
+# - what the README says of create_llvm_prof 0.19 still holds: from this DWARF 5
+#   build it writes an empty profile, and from a DWARF 4 build it loses the
+#   inlined callee's name (if these fail, the tool changed: revisit the README).
 # Ratios are checked within 25% of the exact ones: the recording is seeded,
 # ~1,000 sampled calls of cold() make the sampling error ~3%.
 source "$(dirname "$0")/lib.sh"
@@ -87,4 +90,23 @@ for kind in nopie pie; do
 	check "$kind: perf.data -> llvm-profgen: head samples hot/cold within 25% of $exact_ratio" \
 		within "$(ratio "$(g profile_head_hot)" "$(g profile_head_cold)")" "$exact_ratio"
 done
+
+# create_llvm_prof 0.19 (README, AutoFDO: why the route avoids it)
+d=$w/nopie
+"$EDGEPROF" export "$d/run.prof" --format afdo -o "$d/run.afdo.txt"
+create_llvm_prof --profiler text --profile "$d/run.afdo.txt" --binary "$d/afdo_calls" \
+	--out "$d/cllp5.txt" --format text >/dev/null 2>&1
+check "create_llvm_prof 0.19 writes an empty profile from a DWARF 5 build" test ! -s "$d/cllp5.txt"
+b4=$w/afdo_calls_dwarf4
+clang-14 -O2 -gdwarf-4 -fdebug-info-for-profiling -fno-pie -no-pie -o "$b4" "$src"
+"$EDGEPROF" record --emulate --period 1009 --seed 7 -o "$w/d4.prof" -- "$b4" 1000000 >/dev/null 2>&1
+"$EDGEPROF" export "$w/d4.prof" --format afdo -o "$w/d4.afdo.txt"
+create_llvm_prof --profiler text --profile "$w/d4.afdo.txt" --binary "$b4" --out "$w/cllp4.txt" \
+	--format text >/dev/null 2>&1
+check "create_llvm_prof 0.19 profiles hot() from a DWARF 4 build" grep -q '^hot:[0-9]*:[1-9]' "$w/cllp4.txt"
+# callsite headers: " LINE: NAME:COUNT", where a body line is " LINE: COUNT ..."
+LC_ALL=C awk '/^ [0-9.]+: / && !/^ [0-9.]+: [0-9]+( |$)/' "$w/cllp4.txt" >"$w/cllp4.callsites"
+sed 's/^/# create_llvm_prof callsite:/' "$w/cllp4.callsites" | cat -v
+check "create_llvm_prof 0.19 loses the inlined callee's name (mix) there" \
+	bash -c "[ -s '$w/cllp4.callsites' ] && ! grep -aq ': mix:' '$w/cllp4.callsites'"
 finish
