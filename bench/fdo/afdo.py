@@ -2,7 +2,8 @@
 `python3 bench/fdo/afdo.py BUILD_DIR` (after bench/fdo/run.sh has fetched the sources) measures
 only these, for the programs in BENCH_FDO_AFDO (default lua).
 
-Variants, all clang-14 -O2 built the same way (build.sh) and measured on the EVALUATION input:
+Variants, all clang-14 -O2 built the same way (build.sh), measured on the EVALUATION input and on
+the training input (`<program>_train`, AFDO_TRAIN):
 - clang_base: no profile;
 - clang_pgo: instrumented PGO on the training input (-fprofile-instr-generate, llvm-profdata
   merge, -fprofile-instr-use), the exact reference;
