@@ -14,7 +14,7 @@
 
 static void export_usage(FILE *out)
 {
-	fprintf(out, "usage: edgeprof export PROFILE --format json|fdata|preagg|afdo "
+	fprintf(out, "usage: edgeprof export PROFILE --format json|fdata|preagg|afdo|profgen "
 		     "[--build-id ID] [-o OUT]\n"
 		     "       edgeprof export --collector URL --format F [--build-id ID] "
 		     "[--from S] [--to S] [--label K=V]... [--token-file F] [--cacert F] "
@@ -40,7 +40,7 @@ int ep_cmd_export(int argc, char **argv)
 		return ep_options_exit_code(first);
 	if ((q.url ? first != argc : first != argc - 1) || format < 0) {
 		ep_error("export needs one profile file (or --collector URL) and --format "
-			 "json|fdata|preagg|afdo");
+			 "json|fdata|preagg|afdo|profgen");
 		return 2;
 	}
 	Edgeprof__V1__Profile *profile = ep_cli_read_profile(&q, argv[first]);

@@ -29,7 +29,7 @@ static void usage(FILE *out)
 		     "                         --pod NAMESPACE/NAME) [--node NAME]\n"
 		     "         --duration S [--period P] [--mode edges|calls] --collector URL\n"
 		     "         [--token-file F] [--cacert F] [--cert F --key F]\n"
-		     "         [-o OUT [--format json|fdata|preagg|afdo]] [--top N]\n"
+		     "         [-o OUT [--format json|fdata|preagg|afdo|profgen]] [--top N]\n"
 		     "  --duration S   how long to sample: 30, 30s or 2m\n"
 		     "  --period P     events between samples (default: a quarter of the agent's)\n"
 		     "  -o OUT         the session's profile: an edgeprof profile file, or with\n"

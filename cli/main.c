@@ -22,7 +22,7 @@ static void usage(FILE *out)
 	    "                         profile a program under the LBR emulator (no PMU needed)\n"
 	    "  report PROFILE [--top N]\n"
 	    "                         print the hottest edges and functions\n"
-	    "  export PROFILE --format json|fdata|preagg|afdo [--build-id ID] [-o OUT]\n"
+	    "  export PROFILE --format json|fdata|preagg|afdo|profgen [--build-id ID] [-o OUT]\n"
 	    "                         write the profile for BOLT, AutoFDO or tools\n"
 	    "  agent [--pid P]... [--cgroup DIR]... [-o PROFILE] [--collector URL]\n"
 	    "        [--replay PERF.DATA [--binary FILE]...]\n"

@@ -7,7 +7,9 @@ set -euo pipefail
 # build: compiler, libelf, capstone, protobuf-c; BPF: clang, libbpf, bpftool;
 # tests: cmocka, and the oracles perf (linux-perf), BOLT 16, objdump/readelf
 # (binutils), callgrind (valgrind), create_llvm_prof (autofdo: reads the
-# emulator's perf.data); the LBR emulator runs programs under
+# emulator's perf.data), llvm-profgen-14 (llvm-14: the AutoFDO route that
+# works, test_autofdo; clang pulls clang-14 but only recommends llvm-14);
+# the LBR emulator runs programs under
 # qemu-user; scripts: python3, jq, bc, GNU time; streaming: zstd, libcurl,
 # libmicrohttpd (+ GnuTLS for its TLS), SQLite; tests: clickhouse-server,
 # openssl (test certificates), iproute2 (network namespaces), curl; deploy:
@@ -19,7 +21,7 @@ packages=(
 	libbpf-dev bpftool libzstd-dev
 	libcurl4-openssl-dev libmicrohttpd-dev libgnutls28-dev libsqlite3-dev
 	libjson-c-dev libcmocka-dev
-	linux-perf bolt-16 autofdo valgrind qemu-user python3 jq bc time
+	linux-perf bolt-16 autofdo llvm-14 valgrind qemu-user python3 jq bc time
 	clickhouse-server openssl iproute2 curl zstd python3-yaml podman runc
 )
 

@@ -155,9 +155,10 @@ void ep_api_profile(struct ep_store *store, const struct ep_store_filter *f, con
 	if (!proto) {
 		fmt = ep_export_parse_format(format ? format : "json");
 		if (fmt < 0) {
-			set_error(r, 400,
-				  "format '%s': expected json, fdata, preagg, afdo or proto\n",
-				  format);
+			set_error(
+			    r, 400,
+			    "format '%s': expected json, fdata, preagg, afdo, profgen or proto\n",
+			    format);
 			return;
 		}
 	}

@@ -3,7 +3,7 @@
  * Export stage on the collector: answers about what the store holds.
  *   binaries  the binaries with counts (JSON), under a time and label filter
  *   profile   one binary's (or every binary's) summed profile, as json,
- *             fdata, preagg, afdo (common/export) or proto (edgeprof.v1.Profile,
+ *             fdata, preagg, afdo, profgen (common/export) or proto (edgeprof.v1.Profile,
  *             which `edgeprof report/export --collector` read)
  */
 #ifndef EP_API_H

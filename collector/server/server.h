@@ -5,7 +5,7 @@
  *                       IngestResponse once stored; 400 with the reason for
  *                       what can never be stored, 413 too large, 503 store down
  *   GET  /v1/binaries   JSON list        (see collector/api)
- *   GET  /v1/profile    ?build_id=&format=json|fdata|preagg|afdo|proto
+ *   GET  /v1/profile    ?build_id=&format=json|fdata|preagg|afdo|profgen|proto
  *                       &from=&to= (unix s) &container_id=&pod=&namespace=
  *                       &cgroup=&process=
  *   POST /v1/sessions   ?container_id=|cgroup=|pid= &duration_s= [&node=]

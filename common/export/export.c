@@ -9,8 +9,8 @@
 #include "common/profile/model.h"
 
 const char *const ep_export_format_names[] = {
-    [EP_EXPORT_JSON] = "json", [EP_EXPORT_FDATA] = "fdata", [EP_EXPORT_PREAGG] = "preagg",
-    [EP_EXPORT_AFDO] = "afdo", [EP_EXPORT_AFDO + 1] = NULL,
+    [EP_EXPORT_JSON] = "json", [EP_EXPORT_FDATA] = "fdata",	[EP_EXPORT_PREAGG] = "preagg",
+    [EP_EXPORT_AFDO] = "afdo", [EP_EXPORT_PROFGEN] = "profgen", [EP_EXPORT_PROFGEN + 1] = NULL,
 };
 
 int ep_export_parse_format(const char *name)
@@ -192,6 +192,8 @@ int ep_export(const Edgeprof__V1__Profile *profile, enum ep_export_format format
 		return ep_export_preagg(profile, bp, out, err, errlen);
 	case EP_EXPORT_AFDO:
 		return ep_export_afdo(bp, out, err, errlen);
+	case EP_EXPORT_PROFGEN:
+		return ep_export_profgen(bp, out, err, errlen);
 	}
 	snprintf(err, errlen, "unknown export format %d", (int)format);
 	return -1;

@@ -5,6 +5,8 @@
  *  fdata   BOLT's profile format (llvm-bolt -data)
  *  preagg  BOLT's pre-aggregated format (perf2bolt -pa -p)
  *  afdo    AutoFDO's text profile (create_llvm_prof --profiler text)
+ *  profgen llvm-profgen's unsymbolized profile (--unsymbolized-profile,
+ *          --use-offset=false): AutoFDO through LLVM's own converter
  * and the human report (hottest edges and functions).
  */
 #ifndef EP_EXPORT_H
@@ -14,13 +16,19 @@
 
 #include "profile.pb-c.h"
 
-enum ep_export_format { EP_EXPORT_JSON, EP_EXPORT_FDATA, EP_EXPORT_PREAGG, EP_EXPORT_AFDO };
+enum ep_export_format {
+	EP_EXPORT_JSON,
+	EP_EXPORT_FDATA,
+	EP_EXPORT_PREAGG,
+	EP_EXPORT_AFDO,
+	EP_EXPORT_PROFGEN,
+};
 
 /* The formats' names in the enum's order, NULL-terminated (an option's
  * choices). */
 extern const char *const ep_export_format_names[];
 
-/* "json", "fdata", "preagg", "afdo"; -1 for anything else. */
+/* "json", "fdata", "preagg", "afdo", "profgen"; -1 for anything else. */
 int ep_export_parse_format(const char *name);
 
 /* build_id selects one binary of the profile (hex prefix), NULL = the format's

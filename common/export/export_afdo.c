@@ -20,6 +20,21 @@
  * and an edge with an end outside the binary, has no offset to write and
  * is left out. Not-taken edges are not written: AutoFDO's branches are the
  * taken ones the LBR records, and the ranges already count the code.
+ *
+ * llvm-profgen's unsymbolized profile (`llvm-profgen --unsymbolized-profile
+ * F --use-offset=false`) is the same ranges and taken branches without the
+ * sample addresses, in ELF virtual addresses:
+ *
+ *   N                  ranges
+ *   start-end:count    (401000-401010:10)
+ *   N                  taken branches
+ *   from->to:count     (401010->401030:7)
+ *
+ * It is the route that works with Debian 12's tools: create_llvm_prof 0.19
+ * writes callee names of inlined code from freed memory, which clang
+ * refuses (see README, AutoFDO). Without --use-offset=false, LLVM 14 reads
+ * the addresses as offsets from a base it picks differently when it writes
+ * them, so virtual addresses are the one unambiguous choice.
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -37,6 +52,14 @@ static bool file_offset(const Edgeprof__V1__BinaryProfile *bp, uint64_t vaddr, u
 		}
 	}
 	return false;
+}
+
+/* Whether vaddr lies in one of the profile's load segments (any address
+ * when the profile lists none: llvm-profgen needs no offsets). */
+static bool in_segments(const Edgeprof__V1__BinaryProfile *bp, uint64_t vaddr)
+{
+	uint64_t off;
+	return bp->n_segments == 0 || file_offset(bp, vaddr, &off);
 }
 
 static bool range_offsets(const Edgeprof__V1__BinaryProfile *bp, const Edgeprof__V1__Range *r,
@@ -104,5 +127,47 @@ int ep_export_afdo(const Edgeprof__V1__BinaryProfile *bp, FILE *out, char *err, 
 	free(ranges);
 	free(edges);
 	free(ips);
+	return ep_export_finish(out, err, errlen);
+}
+
+static bool profgen_range(const Edgeprof__V1__BinaryProfile *bp, const Edgeprof__V1__Range *r)
+{
+	return r->count && r->end >= r->start && in_segments(bp, r->start) &&
+	       in_segments(bp, r->end);
+}
+
+static bool profgen_edge(const Edgeprof__V1__BinaryProfile *bp, const Edgeprof__V1__Edge *e)
+{
+	return e->count && e->taken && !e->from_external && !e->to_external &&
+	       in_segments(bp, e->from) && in_segments(bp, e->to);
+}
+
+int ep_export_profgen(const Edgeprof__V1__BinaryProfile *bp, FILE *out, char *err, size_t errlen)
+{
+	const Edgeprof__V1__Range **ranges = ep_export_sorted_ranges(bp);
+	const Edgeprof__V1__Edge **edges = ep_export_sorted_edges(bp);
+	if (!ranges || !edges) {
+		free(ranges);
+		free(edges);
+		return ep_export_oom(err, errlen);
+	}
+	size_t n = 0;
+	for (size_t i = 0; i < bp->n_ranges; i++)
+		n += profgen_range(bp, ranges[i]);
+	fprintf(out, "%zu\n", n);
+	for (size_t i = 0; i < bp->n_ranges; i++)
+		if (profgen_range(bp, ranges[i]))
+			fprintf(out, "%" PRIx64 "-%" PRIx64 ":%" PRIu64 "\n", ranges[i]->start,
+				ranges[i]->end, ranges[i]->count);
+	n = 0;
+	for (size_t i = 0; i < bp->n_edges; i++)
+		n += profgen_edge(bp, edges[i]);
+	fprintf(out, "%zu\n", n);
+	for (size_t i = 0; i < bp->n_edges; i++)
+		if (profgen_edge(bp, edges[i]))
+			fprintf(out, "%" PRIx64 "->%" PRIx64 ":%" PRIu64 "\n", edges[i]->from,
+				edges[i]->to, edges[i]->count);
+	free(ranges);
+	free(edges);
 	return ep_export_finish(out, err, errlen);
 }

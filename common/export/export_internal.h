@@ -49,6 +49,7 @@ int ep_export_fdata(const Edgeprof__V1__BinaryProfile *bp, FILE *out, char *err,
 int ep_export_preagg(const Edgeprof__V1__Profile *p, const Edgeprof__V1__BinaryProfile *bp,
 		     FILE *out, char *err, size_t errlen);
 int ep_export_afdo(const Edgeprof__V1__BinaryProfile *bp, FILE *out, char *err, size_t errlen);
+int ep_export_profgen(const Edgeprof__V1__BinaryProfile *bp, FILE *out, char *err, size_t errlen);
 
 /* The last step of every format: -1 with err set if out saw an error. */
 int ep_export_finish(FILE *out, char *err, size_t errlen);

@@ -174,6 +174,7 @@ static void test_parse_format(void **state)
 	assert_int_equal(ep_export_parse_format("fdata"), EP_EXPORT_FDATA);
 	assert_int_equal(ep_export_parse_format("preagg"), EP_EXPORT_PREAGG);
 	assert_int_equal(ep_export_parse_format("afdo"), EP_EXPORT_AFDO);
+	assert_int_equal(ep_export_parse_format("profgen"), EP_EXPORT_PROFGEN);
 	assert_int_equal(ep_export_parse_format("FDATA"), -1);
 	assert_int_equal(ep_export_parse_format(""), -1);
 }
@@ -256,6 +257,27 @@ static void test_afdo(void **state)
 			    "/opt/demo \"q\"\\x\tz\xff: the profile has no load segments for this "
 			    "binary, so its addresses cannot be turned into the file offsets "
 			    "AutoFDO reads");
+}
+
+static void test_profgen(void **state)
+{
+	(void)state;
+	build();
+	/* virtual addresses, no sample IPs; only taken edges with both ends
+	 * in a load segment (0x3000 and 0x2000 are in none) */
+	const char *want = "6\n1000-1008:8\n100a-1010:10\n1012-1020:3\n1025-1030:10\n"
+			   "1030-1038:7\n1100-111c:5\n"
+			   "6\n1008->100a:2\n1010->1030:7\n1020->1100:5\n1036->1025:15\n"
+			   "1038->1000:9\n111c->1025:5\n";
+	expect_export(EP_EXPORT_PROFGEN, NULL, want);
+	/* a profile without segments needs none: every edge inside the
+	 * binary is written, 0x2000 and 0x2004 too */
+	bin.n_segments = 0;
+	expect_export(EP_EXPORT_PROFGEN, NULL,
+		      "6\n1000-1008:8\n100a-1010:10\n1012-1020:3\n1025-1030:10\n"
+		      "1030-1038:7\n1100-111c:5\n"
+		      "8\n1008->100a:2\n1010->1030:7\n1020->1100:5\n1036->1025:15\n"
+		      "1036->2000:1\n1038->1000:9\n111c->1025:5\n2004->2008:3\n");
 }
 
 static void test_binary_selection(void **state)
@@ -505,6 +527,7 @@ int main(void)
 	    cmocka_unit_test(test_bolt_names_plt_fallthrough),
 	    cmocka_unit_test(test_preagg),
 	    cmocka_unit_test(test_afdo),
+	    cmocka_unit_test(test_profgen),
 	    cmocka_unit_test(test_binary_selection),
 	    cmocka_unit_test(test_json_is_valid_complete_and_sorted),
 	    cmocka_unit_test(test_json_one_binary),

@@ -63,19 +63,6 @@ static void perf_event_of(const struct ep_emu_config *cfg, struct ep_perf_writer
 	}
 }
 
-/* Whether the mapping holds code: QEMU maps guest code without PROT_EXEC,
- * so the binary's executable PT_LOAD segments tell. */
-static bool maps_code(const struct ep_binary *bin, uint64_t pgoff, uint64_t len)
-{
-	size_t n;
-	const struct ep_load_segment *seg = ep_binary_load_segments(bin, &n);
-	for (size_t i = 0; i < n; i++)
-		if ((seg[i].flags & PF_X) && seg[i].offset < pgoff + len &&
-		    pgoff < seg[i].offset + seg[i].filesz)
-			return true;
-	return false;
-}
-
 static bool written_before(struct emu_feed *f, uint64_t start, uint64_t len, uint64_t pgoff)
 {
 	for (size_t i = 0; i < f->nmaps; i++)
@@ -93,16 +80,38 @@ static bool written_before(struct emu_feed *f, uint64_t start, uint64_t len, uin
 	return false;
 }
 
-/* One executable mapping of the guest to perf.data, with its build-id. */
+/* The guest's executable mappings to perf.data, with their build-ids: one
+ * MMAP2 per executable PT_LOAD segment (page-aligned), as the kernel maps
+ * them and perf records them. QEMU shows a binary as one mapping from
+ * offset 0 over all its segments, without PROT_EXEC; written as it is,
+ * llvm-profgen finds no text segment at that offset ("File offset not
+ * found") and the file's read-only parts would pass for code. */
 static void perf_mapping(struct emu_feed *f, const struct ep_perf_writer_mmap *m)
 {
 	struct ep_resolved r;
-	if (ep_pipeline_resolve(f->pipeline, f->pid, m->start, &r) != EP_RESOLVE_OK ||
-	    !maps_code(r.bin, m->pgoff, m->len) || written_before(f, m->start, m->len, m->pgoff))
+	if (ep_pipeline_resolve(f->pipeline, f->pid, m->start, &r) != EP_RESOLVE_OK)
 		return;
-	struct ep_perf_writer_mmap w = *m;
-	w.build_id = ep_binary_build_id(r.bin, &w.build_id_len);
-	ep_perf_writer_mmap2(f->perf, &w, f->last_time);
+	const uint64_t page = 4096;
+	size_t n;
+	const struct ep_load_segment *seg = ep_binary_load_segments(r.bin, &n);
+	for (size_t i = 0; i < n; i++) {
+		uint64_t lo = seg[i].offset & ~(page - 1);
+		uint64_t hi = (seg[i].offset + seg[i].filesz + page - 1) & ~(page - 1);
+		if (lo < m->pgoff)
+			lo = m->pgoff;
+		if (hi > m->pgoff + m->len)
+			hi = m->pgoff + m->len;
+		if (!(seg[i].flags & PF_X) || lo >= hi)
+			continue;
+		struct ep_perf_writer_mmap w = *m;
+		w.start = m->start + (lo - m->pgoff);
+		w.len = hi - lo;
+		w.pgoff = lo;
+		if (written_before(f, w.start, w.len, w.pgoff))
+			continue;
+		w.build_id = ep_binary_build_id(r.bin, &w.build_id_len);
+		ep_perf_writer_mmap2(f->perf, &w, f->last_time);
+	}
 }
 
 /* A file whose first bytes are an ELF header: only those can be code. */
