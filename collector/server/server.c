@@ -311,20 +311,36 @@ static const char *arg(struct MHD_Connection *c, const char *name)
 	return v ? v : "";
 }
 
-/* "30", "30s", "2m": seconds; -1 when it is none of those */
-static long long parse_duration_s(const char *v)
+/* "30", "30s", "2m": seconds, *out in milliseconds; -1 when it is none of
+ * those, -2 when it is one but its milliseconds do not fit 64 bits (a
+ * wrapped product once passed the maximum-duration check as a short
+ * session). Digits only: strtoull would also take " 5", "+5" and "-5". */
+static int parse_duration_ms(const char *v, uint64_t *out)
 {
-	char *end;
-	long long x = strtoll(v, &end, 10);
-	if (end == v || x < 0)
+	if (*v < '0' || *v > '9')
 		return -1;
-	if (*end == 's')
-		end++;
-	else if (*end == 'm') {
-		x *= 60;
-		end++;
+	uint64_t x = 0;
+	bool over = false;
+	for (; *v >= '0' && *v <= '9'; v++) {
+		unsigned d = (unsigned)(*v - '0');
+		if (x > (UINT64_MAX - d) / 10)
+			over = true;
+		else
+			x = x * 10 + d;
 	}
-	return *end ? -1 : x;
+	uint64_t unit_ms = 1000;
+	if (*v == 's')
+		v++;
+	else if (*v == 'm') {
+		unit_ms = 60000;
+		v++;
+	}
+	if (*v)
+		return -1;
+	if (over || x > UINT64_MAX / unit_ms)
+		return -2;
+	*out = x * unit_ms;
+	return 0;
 }
 
 static enum MHD_Result handle_sessions(struct ep_server *s, struct MHD_Connection *c,
@@ -358,7 +374,8 @@ static enum MHD_Result handle_sessions(struct ep_server *s, struct MHD_Connectio
 	req.pod = (char *)arg(c, "pod");
 	req.node = (char *)arg(c, "node");
 	req.mode = (char *)arg(c, "mode");
-	long long duration = parse_duration_s(arg(c, "duration_s"));
+	uint64_t duration_ms = 0;
+	int parsed = parse_duration_ms(arg(c, "duration_s"), &duration_ms);
 	char *end;
 	unsigned long long pid = strtoull(arg(c, "pid"), &end, 10);
 	if (*end || pid > UINT32_MAX)
@@ -368,10 +385,15 @@ static enum MHD_Result handle_sessions(struct ep_server *s, struct MHD_Connectio
 	if (*end)
 		return respond_text(c, 400, "period '%s': not a number of events\n",
 				    arg(c, "period"));
-	if (duration < 0)
+	if (parsed == -1)
 		return respond_text(c, 400, "duration_s '%s': expected seconds (30, 30s, 2m)\n",
 				    arg(c, "duration_s"));
-	req.duration_ms = (uint64_t)duration * 1000;
+	if (parsed == -2)
+		return respond_text(c, 400,
+				    "duration_s '%s' is over this collector's maximum of %u s "
+				    "(--max-session-s)\n",
+				    arg(c, "duration_s"), ep_sessions_max_duration_s(s->sessions));
+	req.duration_ms = duration_ms;
 	Edgeprof__V1__Session *created = NULL;
 	int status = ep_sessions_create(s->sessions, &req, &created, why, sizeof(why));
 	if (status != 0)

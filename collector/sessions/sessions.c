@@ -282,6 +282,11 @@ void ep_sessions_free(struct ep_sessions *ss)
 	free(ss);
 }
 
+unsigned ep_sessions_max_duration_s(const struct ep_sessions *ss)
+{
+	return ss->cfg.max_duration_s;
+}
+
 /* 409 with why when no agent could run the session, else 0. */
 static int check_nodes(struct ep_sessions *ss, const char *node, char *why, size_t whylen)
 {
