@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <zstd.h>
+#include <zstd_errors.h>
 
 /* Level 3 is zstd's default: edge tables compress ~5x at a few hundred
  * MB/s, far below the agent's sampling cost. */
@@ -22,7 +23,16 @@ int ep_wire_encode(const Edgeprof__V1__Batch *batch, uint8_t **out, size_t *out_
 		free(plain);
 		return -1;
 	}
-	size_t zlen = ZSTD_compress(z, bound, plain, plain_len, ZSTD_LEVEL);
+	/* the frame carries a checksum of its content (XXH64, 4 bytes): the
+	 * bytes wait in the spool, and one flipped bit there must be refused
+	 * by the collector, not stored as another edge or count */
+	size_t zlen = (size_t)-1;
+	ZSTD_CCtx *cctx = ZSTD_createCCtx();
+	if (cctx &&
+	    !ZSTD_isError(ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, ZSTD_LEVEL)) &&
+	    !ZSTD_isError(ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1)))
+		zlen = ZSTD_compress2(cctx, z, bound, plain, plain_len);
+	ZSTD_freeCCtx(cctx);
 	free(plain);
 	if (ZSTD_isError(zlen)) {
 		free(z);
@@ -57,6 +67,12 @@ static uint8_t *decompress(const uint8_t *data, size_t len, size_t max_size, siz
 	}
 	for (;;) {
 		last = ZSTD_decompressStream(ds, &out, &in);
+		if (ZSTD_getErrorCode(last) == ZSTD_error_checksum_wrong) {
+			snprintf(err, errlen,
+				 "zstd checksum mismatch: the batch was corrupted after it was "
+				 "written (spool or network)");
+			goto fail;
+		}
 		if (ZSTD_isError(last)) {
 			snprintf(err, errlen, "not a zstd stream: %s", ZSTD_getErrorName(last));
 			goto fail;

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Stream stage, the bytes: a Batch (proto/ingest.proto) as it crosses the
- * wire and sits in the spool: protobuf, zstd-compressed. The collector
+ * wire and sits in the spool: protobuf, zstd-compressed, the frame with a
+ * checksum of its content (a bit flipped in the spool is refused, not
+ * stored; frames of older agents, without one, are still read). The collector
  * decodes with the same functions, so both ends agree on limits.
  */
 #ifndef EP_WIRE_H
@@ -23,7 +25,8 @@ int ep_wire_encode(const Edgeprof__V1__Batch *batch, uint8_t **out, size_t *out_
 
 /* Decodes bytes that are zstd-compressed (compressed true) or plain
  * protobuf. Refuses more than max_size bytes once decompressed. NULL with
- * err saying what is wrong (not zstd, truncated, too large, not a Batch).
+ * err saying what is wrong (not zstd, checksum mismatch, truncated, too large,
+ * not a Batch).
  * Free with ep_wire_free(). Does not check wire_version or identity: the
  * caller answers those. */
 Edgeprof__V1__Batch *ep_wire_decode(const uint8_t *data, size_t len, bool compressed,
