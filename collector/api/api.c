@@ -11,6 +11,7 @@
 #include "common/export/export.h"
 #include "common/profile/profile_file.h"
 #include "common/util/json.h"
+#include "common/util/sat.h"
 
 static void set_error(struct ep_api_response *r, int status, const char *fmt, ...)
 {
@@ -121,7 +122,7 @@ static Edgeprof__V1__Profile *profile_all(struct ep_store *store, const struct e
 		for (size_t j = 0; j < p->n_binaries; j++)
 			all->binaries[all->n_binaries++] = p->binaries[j];
 		if (all->stats && p->stats)
-			all->stats->samples += p->stats->samples;
+			ep_add_sat(&all->stats->samples, p->stats->samples);
 		p->n_binaries = 0;
 		ep_profile_free(p);
 	}

@@ -218,6 +218,10 @@ static enum MHD_Result handle_metrics(struct ep_server *s, struct MHD_Connection
 	    "edgeprof_ingest_rows_total{kind=\"edges\"} %" PRIu64 "\n"
 	    "edgeprof_ingest_rows_total{kind=\"ranges\"} %" PRIu64 "\n"
 	    "edgeprof_ingest_rows_total{kind=\"ips\"} %" PRIu64 "\n"
+	    "# HELP edgeprof_ingest_counts_out_of_range_total Batches refused (of bad_request) "
+	    "because a count is more than their samples allow.\n"
+	    "# TYPE edgeprof_ingest_counts_out_of_range_total counter\n"
+	    "edgeprof_ingest_counts_out_of_range_total %" PRIu64 "\n"
 	    "# HELP edgeprof_ingest_pending_rows Merged rows waiting for the next commit.\n"
 	    "# TYPE edgeprof_ingest_pending_rows gauge\n"
 	    "edgeprof_ingest_pending_rows %" PRIu64 "\n"
@@ -242,9 +246,9 @@ static enum MHD_Result handle_metrics(struct ep_server *s, struct MHD_Connection
 	    "edgeprof_http_forbidden_total %" PRIu64 "\n"
 	    "# HELP edgeprof_http_requests_total Requests by endpoint.\n"
 	    "# TYPE edgeprof_http_requests_total counter\n",
-	    ic.edges, ic.ranges, ic.ips, ic.pending_rows, ic.commits, ic.commit_failures,
-	    ic.rows_written, ic.commit_seconds, (uint64_t)atomic_load(&s->unauthorized),
-	    (uint64_t)atomic_load(&s->forbidden));
+	    ic.edges, ic.ranges, ic.ips, ic.counts_out_of_range, ic.pending_rows, ic.commits,
+	    ic.commit_failures, ic.rows_written, ic.commit_seconds,
+	    (uint64_t)atomic_load(&s->unauthorized), (uint64_t)atomic_load(&s->forbidden));
 	for (int i = 0; i < NROUTES; i++)
 		fprintf(m, "edgeprof_http_requests_total{endpoint=\"%s\"} %" PRIu64 "\n",
 			route_names[i], (uint64_t)atomic_load(&s->requests[i]));
