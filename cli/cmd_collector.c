@@ -35,7 +35,7 @@ static void usage(FILE *out)
 	    "       [--token-file F] [--tls-cert F --tls-key F [--client-ca F]]\n"
 	    "       [--commit-ms MS] [--max-body BYTES] [--port-file F]\n"
 	    "       [--retention-days D] [--max-session-s S] [--session-pickup-s S]\n"
-	    "       [--node-silent-s S]\n"
+	    "       [--node-silent-s S] [--header-timeout-s S] [--max-client-conns N]\n"
 	    "  --listen HOST:PORT  default 127.0.0.1:7070; port 0 picks a free one\n"
 	    "  --token-file F      bearer token required on /v1/ (file must not be "
 	    "world-readable)\n"
@@ -47,7 +47,11 @@ static void usage(FILE *out)
 	    "  --retention-days D  forget counts older than D days (default 30, 0: never)\n"
 	    "  --max-session-s S   longest on-demand session accepted (default 600)\n"
 	    "  --session-pickup-s S  a session no agent takes within S fails (default 30)\n"
-	    "  --node-silent-s S   a node silent this long is not reporting (default 60)\n");
+	    "  --node-silent-s S   a node silent this long is not reporting (default 60)\n"
+	    "  --header-timeout-s S  a connection without the token must send a whole\n"
+	    "                      request header within S (default 10)\n"
+	    "  --max-client-conns N  connections without the token from one address "
+	    "(default 32)\n");
 }
 
 /* What the command line sets up. */
@@ -82,6 +86,10 @@ static int parse_setup(int argc, char **argv, struct collector_setup *c, int *ex
 		      .max = 86400),
 	    EP_OPTION("node-silent-s", 0, EP_OPT_UINT, &c->sessions.node_silent_s, .min = 1,
 		      .max = 86400),
+	    EP_OPTION("header-timeout-s", 0, EP_OPT_UINT, &c->server.header_timeout_s, .min = 1,
+		      .max = 3600),
+	    EP_OPTION("max-client-conns", 0, EP_OPT_UINT, &c->server.max_client_conns, .min = 1,
+		      .max = 512),
 	    EP_OPTION_END,
 	};
 	const struct ep_option *const tables[] = {opts, NULL};

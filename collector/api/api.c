@@ -10,6 +10,8 @@
 #include "collector/sessions/sessions.h"
 #include "common/export/export.h"
 #include "common/profile/profile_file.h"
+#include "common/util/json.h"
+#include "common/util/sat.h"
 
 static void set_error(struct ep_api_response *r, int status, const char *fmt, ...)
 {
@@ -21,20 +23,6 @@ static void set_error(struct ep_api_response *r, int status, const char *fmt, ..
 		r->body = NULL;
 	va_end(ap);
 	r->len = r->body ? strlen(r->body) : 0;
-}
-
-static void json_string(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-		if (*p == '"' || *p == '\\')
-			fprintf(f, "\\%c", *p);
-		else if (*p < 0x20)
-			fprintf(f, "\\u%04x", *p);
-		else
-			fputc(*p, f);
-	}
-	fputc('"', f);
 }
 
 void ep_api_binaries(struct ep_store *store, const struct ep_store_filter *f,
@@ -57,9 +45,9 @@ void ep_api_binaries(struct ep_store *store, const struct ep_store_filter *f,
 		const Edgeprof__V1__BinaryInfo *b = list->binaries[i];
 		fputs(i ? ",\n  {" : "\n  {", out);
 		fputs("\"build_id\": ", out);
-		json_string(out, b->build_id);
+		ep_json_string(out, b->build_id);
 		fputs(", \"arch\": ", out);
-		json_string(out, b->arch);
+		ep_json_string(out, b->arch);
 		fprintf(out, ", \"samples\": %llu, \"first_seen\": %lld, \"last_seen\": %lld",
 			(unsigned long long)b->samples, (long long)b->first_seen_s,
 			(long long)b->last_seen_s);
@@ -67,26 +55,26 @@ void ep_api_binaries(struct ep_store *store, const struct ep_store_filter *f,
 		for (size_t j = 0; j < b->n_paths; j++) {
 			if (j)
 				fputs(", ", out);
-			json_string(out, b->paths[j]);
+			ep_json_string(out, b->paths[j]);
 		}
 		fputs("], \"labels\": [", out);
 		for (size_t j = 0; j < b->n_labels; j++) {
 			const Edgeprof__V1__Labels *l = b->labels[j];
 			fputs(j ? ", {" : "{", out);
 			fputs("\"container_id\": ", out);
-			json_string(out, l->container_id);
+			ep_json_string(out, l->container_id);
 			fputs(", \"pod\": ", out);
-			json_string(out, l->pod);
+			ep_json_string(out, l->pod);
 			fputs(", \"namespace\": ", out);
-			json_string(out, l->namespace_);
+			ep_json_string(out, l->namespace_);
 			fputs(", \"cgroup\": ", out);
-			json_string(out, l->cgroup);
+			ep_json_string(out, l->cgroup);
 			fputs(", \"process\": ", out);
-			json_string(out, l->process);
+			ep_json_string(out, l->process);
 			/* only a session's label sets have one (filter.session_id selects them) */
 			if (l->session_id && *l->session_id) {
 				fputs(", \"session_id\": ", out);
-				json_string(out, l->session_id);
+				ep_json_string(out, l->session_id);
 			}
 			fputc('}', out);
 		}
@@ -134,7 +122,7 @@ static Edgeprof__V1__Profile *profile_all(struct ep_store *store, const struct e
 		for (size_t j = 0; j < p->n_binaries; j++)
 			all->binaries[all->n_binaries++] = p->binaries[j];
 		if (all->stats && p->stats)
-			all->stats->samples += p->stats->samples;
+			ep_add_sat(&all->stats->samples, p->stats->samples);
 		p->n_binaries = 0;
 		ep_profile_free(p);
 	}
@@ -223,26 +211,26 @@ void ep_api_session(const Edgeprof__V1__Session *s, const char *format, int stat
 		FILE *out = open_memstream(&r->body, &r->len);
 		if (out) {
 			fputs("{\"id\": ", out);
-			json_string(out, s->id);
+			ep_json_string(out, s->id);
 			fputs(", \"state\": ", out);
-			json_string(out, ep_session_state_name(s->state));
+			ep_json_string(out, ep_session_state_name(s->state));
 			fputs(", \"message\": ", out);
-			json_string(out, s->message);
+			ep_json_string(out, s->message);
 			fputs(", \"node\": ", out);
-			json_string(out, s->node);
+			ep_json_string(out, s->node);
 			fputs(", \"container_id\": ", out);
-			json_string(out, s->container_id);
+			ep_json_string(out, s->container_id);
 			fputs(", \"cgroup\": ", out);
-			json_string(out, s->cgroup);
+			ep_json_string(out, s->cgroup);
 			fputs(", \"pod\": ", out);
-			json_string(out, s->pod);
+			ep_json_string(out, s->pod);
 			fprintf(out, ", \"pid\": %u, \"duration_ms\": %llu, \"period\": %llu",
 				s->pid, (unsigned long long)s->duration_ms,
 				(unsigned long long)s->period);
 			fputs(", \"mode\": ", out);
-			json_string(out, s->mode);
+			ep_json_string(out, s->mode);
 			fputs(", \"agent_id\": ", out);
-			json_string(out, s->agent_id);
+			ep_json_string(out, s->agent_id);
 			fprintf(out,
 				", \"created\": %lld, \"started\": %lld, \"ended\": %lld, "
 				"\"ends\": %lld, \"samples\": %llu, \"refused_by\": [",
@@ -252,7 +240,7 @@ void ep_api_session(const Edgeprof__V1__Session *s, const char *format, int stat
 			for (size_t i = 0; i < s->n_refused_by; i++) {
 				if (i)
 					fputs(", ", out);
-				json_string(out, s->refused_by[i]);
+				ep_json_string(out, s->refused_by[i]);
 			}
 			fputs("]}\n", out);
 			if (fclose(out) == 0)

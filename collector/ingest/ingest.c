@@ -342,6 +342,11 @@ enum ep_ingest_result ep_ingest_batch(struct ep_ingest *in, const uint8_t *body,
 			goto out;
 		}
 	}
+	if (ep_wire_check_counts(b, why, whylen) != 0) {
+		in->counters.counts_out_of_range++;
+		r = count(in, EP_INGEST_BAD_REQUEST);
+		goto out;
+	}
 	const char *agent_id = b->agent->agent_id;
 	if (keys_has(&in->pending_keys, agent_id, b->sequence)) {
 		r = count(in, wait_generation(in, in->gen_open, why, whylen, EP_INGEST_DUPLICATE));

@@ -33,6 +33,9 @@ enum ep_ingest_result {
 
 struct ep_ingest_counters {
 	uint64_t stored, duplicate, bad_request, too_large, store_error;
+	/* of bad_request: counts beyond what the batch's samples allow
+	 * (ep_wire_check_counts) */
+	uint64_t counts_out_of_range;
 	uint64_t edges, ranges, ips; /* rows received, before merging */
 	uint64_t commits, commit_failures;
 	uint64_t rows_written; /* after merging */

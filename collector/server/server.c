@@ -7,19 +7,42 @@
 #include <inttypes.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include "collector/api/api.h"
+#include "common/util/clock.h"
 #include "common/util/log.h"
 #include "common/util/secret.h"
 #include "common/wire/wire.h"
 
-#define DEFAULT_MAX_BODY (16u << 20)
+#define DEFAULT_MAX_BODY	 (16u << 20)
+#define CONNECTION_LIMIT	 512u
+#define DEFAULT_HEADER_TIMEOUT_S 10u
+#define DEFAULT_MAX_CLIENT_CONNS 32u
+
+/* One open connection, as the admission rules see it. Entries live from
+ * MHD's STARTED notice to its CLOSED notice, which MHD sends before it
+ * closes the socket: so under conns_lock, fd is still this connection's and
+ * shutdown() on it cannot hit another's. */
+struct conn {
+	struct conn *prev, *next; /* oldest first */
+	int fd;
+	struct sockaddr_storage addr;
+	uint64_t waiting_since_ns; /* when its current wait for a header began */
+	bool waiting;		   /* no complete request header yet */
+	bool trusted;		   /* showed the bearer token: no header deadline */
+	bool cut;		   /* shut down by us, closing */
+};
+
+enum cut_reason { CUT_HEADER_TIMEOUT, CUT_PER_ADDRESS, CUT_EVICTED, NCUTS };
+static const char *const cut_names[NCUTS] = {"header_timeout", "per_address", "evicted"};
 
 enum route { R_INGEST, R_BINARIES, R_PROFILE, R_SESSIONS, R_METRICS, R_HEALTH, R_OTHER, NROUTES };
 static const char *const route_names[NROUTES] = {"ingest",  "binaries", "profile", "sessions",
@@ -37,6 +60,17 @@ struct ep_server {
 	unsigned port;
 	atomic_uint_fast64_t requests[NROUTES];
 	atomic_uint_fast64_t unauthorized, forbidden, too_large_bodies, bad_encoding;
+
+	/* admission (see struct ep_server_config) */
+	pthread_mutex_t conns_lock;
+	pthread_cond_t conns_stop;
+	struct conn *oldest, *newest;
+	size_t untrusted;     /* open, not trusted, not cut */
+	size_t untrusted_cap; /* beyond this the oldest untrusted one goes */
+	uint64_t header_timeout_ns;
+	bool stopping, watchdog_started;
+	pthread_t watchdog;
+	atomic_uint_fast64_t cuts[NCUTS];
 };
 
 struct request {
@@ -132,6 +166,145 @@ static bool client_certified(struct ep_server *s, struct MHD_Connection *c)
 	return gnutls_certificate_verify_peers2(session, &status) == 0 && status == 0;
 }
 
+static bool same_address(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+	if (a->ss_family != b->ss_family)
+		return false;
+	if (a->ss_family == AF_INET)
+		return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+		       ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+	if (a->ss_family == AF_INET6)
+		return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+			      &((const struct sockaddr_in6 *)b)->sin6_addr,
+			      sizeof(struct in6_addr)) == 0;
+	return true;
+}
+
+/* Closes k's socket under the lock (MHD sees end of stream and closes the
+ * connection, sending CLOSED); k no longer counts as open. */
+static void cut(struct ep_server *s, struct conn *k, enum cut_reason why)
+{
+	if (!k->trusted)
+		s->untrusted--;
+	k->cut = true;
+	shutdown(k->fd, SHUT_RDWR);
+	atomic_fetch_add(&s->cuts[why], 1);
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+			  enum MHD_ConnectionNotificationCode code)
+{
+	struct ep_server *s = cls;
+	struct conn *k = *socket_context;
+	if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+		if (!k)
+			return;
+		pthread_mutex_lock(&s->conns_lock);
+		if (!k->trusted && !k->cut)
+			s->untrusted--;
+		*(k->prev ? &k->prev->next : &s->oldest) = k->next;
+		*(k->next ? &k->next->prev : &s->newest) = k->prev;
+		pthread_mutex_unlock(&s->conns_lock);
+		free(k);
+		*socket_context = NULL;
+		return;
+	}
+	const union MHD_ConnectionInfo *fd =
+	    MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+	const union MHD_ConnectionInfo *addr =
+	    MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	if (!fd || !(k = calloc(1, sizeof(*k))))
+		return; /* untracked: only MHD's own limits apply to it */
+	k->fd = fd->connect_fd;
+	if (addr && addr->client_addr)
+		memcpy(&k->addr, addr->client_addr,
+		       addr->client_addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+								: sizeof(struct sockaddr_in));
+	k->waiting = true;
+	k->waiting_since_ns = ep_mono_ns();
+	pthread_mutex_lock(&s->conns_lock);
+	k->prev = s->newest;
+	*(s->newest ? &s->newest->next : &s->oldest) = k;
+	s->newest = k;
+	s->untrusted++;
+	/* the oldest goes, of the address or of all: a client that just
+	 * connected sends its header at once (an agent shows its token before
+	 * its turn comes), and a client that leaves idle connections behind
+	 * loses those, not the one it is using */
+	size_t same = 0;
+	struct conn *oldest_same = NULL, *oldest = NULL;
+	for (struct conn *o = s->oldest; o; o = o->next) {
+		if (o->trusted || o->cut)
+			continue;
+		if (!oldest)
+			oldest = o;
+		if (same_address(&o->addr, &k->addr) && !same++)
+			oldest_same = o;
+	}
+	if (same > s->cfg.max_client_conns)
+		cut(s, oldest_same, CUT_PER_ADDRESS);
+	else if (s->untrusted > s->untrusted_cap)
+		cut(s, oldest, CUT_EVICTED);
+	pthread_mutex_unlock(&s->conns_lock);
+	*socket_context = k;
+}
+
+static struct conn *conn_of(struct MHD_Connection *c)
+{
+	const union MHD_ConnectionInfo *i =
+	    MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	return i ? i->socket_context : NULL;
+}
+
+/* A request's header is complete; with the token, the connection is an
+ * agent's (or the CLI's) from now on. */
+static void header_complete(struct ep_server *s, struct MHD_Connection *c, bool token_shown)
+{
+	struct conn *k = conn_of(c);
+	if (!k)
+		return;
+	pthread_mutex_lock(&s->conns_lock);
+	k->waiting = false;
+	if (token_shown && !k->trusted && !k->cut) {
+		k->trusted = true;
+		s->untrusted--;
+	}
+	pthread_mutex_unlock(&s->conns_lock);
+}
+
+/* An answer went out: an untrusted connection's next header is due within
+ * the deadline too (keep-alive must not become a way to idle for free). */
+static void request_done(struct ep_server *s, struct MHD_Connection *c)
+{
+	struct conn *k = conn_of(c);
+	if (!k)
+		return;
+	pthread_mutex_lock(&s->conns_lock);
+	k->waiting = true;
+	k->waiting_since_ns = ep_mono_ns();
+	pthread_mutex_unlock(&s->conns_lock);
+}
+
+/* Cuts untrusted connections whose header is late, checking every 250 ms:
+ * MHD's own timeout is an idle timeout, which one header line every few
+ * seconds resets for ever. */
+static void *watchdog_main(void *arg)
+{
+	struct ep_server *s = arg;
+	pthread_mutex_lock(&s->conns_lock);
+	while (!s->stopping) {
+		struct timespec ts = ep_realtime_after(250000000ULL);
+		pthread_cond_timedwait(&s->conns_stop, &s->conns_lock, &ts);
+		uint64_t now = ep_mono_ns();
+		for (struct conn *k = s->oldest; k; k = k->next)
+			if (!k->trusted && !k->cut && k->waiting &&
+			    now - k->waiting_since_ns > s->header_timeout_ns)
+				cut(s, k, CUT_HEADER_TIMEOUT);
+	}
+	pthread_mutex_unlock(&s->conns_lock);
+	return NULL;
+}
+
 static enum route route_of(const char *url)
 {
 	if (strcmp(url, "/v1/ingest") == 0)
@@ -218,6 +391,10 @@ static enum MHD_Result handle_metrics(struct ep_server *s, struct MHD_Connection
 	    "edgeprof_ingest_rows_total{kind=\"edges\"} %" PRIu64 "\n"
 	    "edgeprof_ingest_rows_total{kind=\"ranges\"} %" PRIu64 "\n"
 	    "edgeprof_ingest_rows_total{kind=\"ips\"} %" PRIu64 "\n"
+	    "# HELP edgeprof_ingest_counts_out_of_range_total Batches refused (of bad_request) "
+	    "because a count is more than their samples allow.\n"
+	    "# TYPE edgeprof_ingest_counts_out_of_range_total counter\n"
+	    "edgeprof_ingest_counts_out_of_range_total %" PRIu64 "\n"
 	    "# HELP edgeprof_ingest_pending_rows Merged rows waiting for the next commit.\n"
 	    "# TYPE edgeprof_ingest_pending_rows gauge\n"
 	    "edgeprof_ingest_pending_rows %" PRIu64 "\n"
@@ -242,12 +419,32 @@ static enum MHD_Result handle_metrics(struct ep_server *s, struct MHD_Connection
 	    "edgeprof_http_forbidden_total %" PRIu64 "\n"
 	    "# HELP edgeprof_http_requests_total Requests by endpoint.\n"
 	    "# TYPE edgeprof_http_requests_total counter\n",
-	    ic.edges, ic.ranges, ic.ips, ic.pending_rows, ic.commits, ic.commit_failures,
-	    ic.rows_written, ic.commit_seconds, (uint64_t)atomic_load(&s->unauthorized),
-	    (uint64_t)atomic_load(&s->forbidden));
+	    ic.edges, ic.ranges, ic.ips, ic.counts_out_of_range, ic.pending_rows, ic.commits,
+	    ic.commit_failures, ic.rows_written, ic.commit_seconds,
+	    (uint64_t)atomic_load(&s->unauthorized), (uint64_t)atomic_load(&s->forbidden));
 	for (int i = 0; i < NROUTES; i++)
 		fprintf(m, "edgeprof_http_requests_total{endpoint=\"%s\"} %" PRIu64 "\n",
 			route_names[i], (uint64_t)atomic_load(&s->requests[i]));
+	fprintf(m, "# HELP edgeprof_http_connections_closed_total Connections the collector "
+		   "closed: header not complete in time, too many from one address without the "
+		   "token, oldest without the token closed to make room.\n"
+		   "# TYPE edgeprof_http_connections_closed_total counter\n");
+	for (int i = 0; i < NCUTS; i++)
+		fprintf(m, "edgeprof_http_connections_closed_total{reason=\"%s\"} %" PRIu64 "\n",
+			cut_names[i], (uint64_t)atomic_load(&s->cuts[i]));
+	size_t open = 0, untrusted;
+	pthread_mutex_lock(&s->conns_lock);
+	for (struct conn *k = s->oldest; k; k = k->next)
+		open += !k->cut;
+	untrusted = s->untrusted;
+	pthread_mutex_unlock(&s->conns_lock);
+	fprintf(m,
+		"# HELP edgeprof_http_connections Open connections, by whether they showed the "
+		"token.\n"
+		"# TYPE edgeprof_http_connections gauge\n"
+		"edgeprof_http_connections{token=\"yes\"} %zu\n"
+		"edgeprof_http_connections{token=\"no\"} %zu\n",
+		open - untrusted, untrusted);
 	fclose(m);
 	return respond(c, 200, "text/plain; version=0.0.4", body, len);
 }
@@ -311,20 +508,36 @@ static const char *arg(struct MHD_Connection *c, const char *name)
 	return v ? v : "";
 }
 
-/* "30", "30s", "2m": seconds; -1 when it is none of those */
-static long long parse_duration_s(const char *v)
+/* "30", "30s", "2m": seconds, *out in milliseconds; -1 when it is none of
+ * those, -2 when it is one but its milliseconds do not fit 64 bits (a
+ * wrapped product once passed the maximum-duration check as a short
+ * session). Digits only: strtoull would also take " 5", "+5" and "-5". */
+static int parse_duration_ms(const char *v, uint64_t *out)
 {
-	char *end;
-	long long x = strtoll(v, &end, 10);
-	if (end == v || x < 0)
+	if (*v < '0' || *v > '9')
 		return -1;
-	if (*end == 's')
-		end++;
-	else if (*end == 'm') {
-		x *= 60;
-		end++;
+	uint64_t x = 0;
+	bool over = false;
+	for (; *v >= '0' && *v <= '9'; v++) {
+		unsigned d = (unsigned)(*v - '0');
+		if (x > (UINT64_MAX - d) / 10)
+			over = true;
+		else
+			x = x * 10 + d;
 	}
-	return *end ? -1 : x;
+	uint64_t unit_ms = 1000;
+	if (*v == 's')
+		v++;
+	else if (*v == 'm') {
+		unit_ms = 60000;
+		v++;
+	}
+	if (*v)
+		return -1;
+	if (over || x > UINT64_MAX / unit_ms)
+		return -2;
+	*out = x * unit_ms;
+	return 0;
 }
 
 static enum MHD_Result handle_sessions(struct ep_server *s, struct MHD_Connection *c,
@@ -358,7 +571,8 @@ static enum MHD_Result handle_sessions(struct ep_server *s, struct MHD_Connectio
 	req.pod = (char *)arg(c, "pod");
 	req.node = (char *)arg(c, "node");
 	req.mode = (char *)arg(c, "mode");
-	long long duration = parse_duration_s(arg(c, "duration_s"));
+	uint64_t duration_ms = 0;
+	int parsed = parse_duration_ms(arg(c, "duration_s"), &duration_ms);
 	char *end;
 	unsigned long long pid = strtoull(arg(c, "pid"), &end, 10);
 	if (*end || pid > UINT32_MAX)
@@ -368,10 +582,15 @@ static enum MHD_Result handle_sessions(struct ep_server *s, struct MHD_Connectio
 	if (*end || strchr(arg(c, "period"), '-')) /* strtoull takes "-1" as 2^64-1 */
 		return respond_text(c, 400, "period '%s': not a number of events\n",
 				    arg(c, "period"));
-	if (duration < 0)
+	if (parsed == -1)
 		return respond_text(c, 400, "duration_s '%s': expected seconds (30, 30s, 2m)\n",
 				    arg(c, "duration_s"));
-	req.duration_ms = (uint64_t)duration * 1000;
+	if (parsed == -2)
+		return respond_text(c, 400,
+				    "duration_s '%s' is over this collector's maximum of %u s "
+				    "(--max-session-s)\n",
+				    arg(c, "duration_s"), ep_sessions_max_duration_s(s->sessions));
+	req.duration_ms = duration_ms;
 	Edgeprof__V1__Session *created = NULL;
 	int status = ep_sessions_create(s->sessions, &req, &created, why, sizeof(why));
 	if (status != 0)
@@ -398,6 +617,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 					    "a client certificate signed by the collector's "
 					    "client CA is required\n");
 		}
+		header_complete(s, c, s->has_token && authorized(s, c));
 		if (r == R_INGEST || r == R_BINARIES || r == R_PROFILE || r == R_SESSIONS) {
 			if (!authorized(s, c)) {
 				atomic_fetch_add(&s->unauthorized, 1);
@@ -477,9 +697,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 			 enum MHD_RequestTerminationCode toe)
 {
-	(void)cls;
-	(void)c;
 	(void)toe;
+	request_done(cls, c);
 	struct request *rq = *con_cls;
 	if (rq) {
 		free(rq->body);
@@ -559,6 +778,13 @@ struct ep_server *ep_server_start(const struct ep_server_config *cfg, struct ep_
 	s->store = store;
 	s->ingest = ingest;
 	s->sessions = sessions;
+	if (!s->cfg.header_timeout_s)
+		s->cfg.header_timeout_s = DEFAULT_HEADER_TIMEOUT_S;
+	if (!s->cfg.max_client_conns)
+		s->cfg.max_client_conns = DEFAULT_MAX_CLIENT_CONNS;
+	s->header_timeout_ns = (uint64_t)s->cfg.header_timeout_s * 1000000000ULL;
+	pthread_mutex_init(&s->conns_lock, NULL);
+	pthread_cond_init(&s->conns_stop, NULL);
 	struct sockaddr_storage ss;
 	if (parse_listen(cfg->listen, &ss, err, errlen) != 0)
 		goto fail;
@@ -568,6 +794,9 @@ struct ep_server *ep_server_start(const struct ep_server_config *cfg, struct ep_
 			goto fail;
 		s->has_token = true;
 	}
+	/* without a token nothing tells an agent from anyone else: every slot
+	 * is theirs (one kept free so MHD admits the newcomer that evicts) */
+	s->untrusted_cap = s->has_token ? CONNECTION_LIMIT / 4 * 3 : CONNECTION_LIMIT - 1;
 	if (!cfg->tls_cert != !cfg->tls_key) {
 		snprintf(err, errlen, "--tls-cert and --tls-key go together");
 		goto fail;
@@ -595,9 +824,10 @@ struct ep_server *ep_server_start(const struct ep_server_config *cfg, struct ep_
 	};
 	s->daemon = MHD_start_daemon(
 	    flags, 0, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-	    MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s,
-	    MHD_OPTION_CONNECTION_TIMEOUT, 60u, MHD_OPTION_CONNECTION_LIMIT, 512u, MHD_OPTION_ARRAY,
-	    tls_opts, MHD_OPTION_END);
+	    MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION,
+	    on_connection, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s,
+	    MHD_OPTION_CONNECTION_TIMEOUT, 60u, MHD_OPTION_CONNECTION_LIMIT, CONNECTION_LIMIT,
+	    MHD_OPTION_ARRAY, tls_opts, MHD_OPTION_END);
 	if (!s->daemon) {
 		snprintf(err, errlen, "cannot listen on %s (address in use, or bad TLS files?)",
 			 cfg->listen);
@@ -605,8 +835,16 @@ struct ep_server *ep_server_start(const struct ep_server_config *cfg, struct ep_
 	}
 	const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
 	s->port = di ? di->port : 0;
+	if (pthread_create(&s->watchdog, NULL, watchdog_main, s) != 0) {
+		snprintf(err, errlen, "cannot start the connection watchdog");
+		MHD_stop_daemon(s->daemon);
+		goto fail;
+	}
+	s->watchdog_started = true;
 	return s;
 fail:
+	pthread_cond_destroy(&s->conns_stop);
+	pthread_mutex_destroy(&s->conns_lock);
 	free(s->cert_pem);
 	free(s->key_pem);
 	free(s->ca_pem);
@@ -623,7 +861,16 @@ void ep_server_stop(struct ep_server *s)
 {
 	if (!s)
 		return;
+	pthread_mutex_lock(&s->conns_lock);
+	s->stopping = true;
+	pthread_cond_signal(&s->conns_stop);
+	pthread_mutex_unlock(&s->conns_lock);
+	if (s->watchdog_started)
+		pthread_join(s->watchdog, NULL);
+	/* closes every connection: the CLOSED notices empty the list */
 	MHD_stop_daemon(s->daemon);
+	pthread_cond_destroy(&s->conns_stop);
+	pthread_mutex_destroy(&s->conns_lock);
 	free(s->cert_pem);
 	free(s->key_pem);
 	free(s->ca_pem);

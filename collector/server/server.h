@@ -34,6 +34,16 @@ struct ep_server_config {
 	const char *tls_cert, *tls_key; /* PEM files; both or neither */
 	const char *client_ca;		/* PEM: require client certificates it signed */
 	size_t max_body;		/* request body limit; 0: 16 MiB */
+	/* Connections that have not shown the bearer token (every one when
+	 * there is none) must send a complete request header within
+	 * header_timeout_s of connecting or of their previous answer (0: 10),
+	 * one address may hold at most max_client_conns of them (0: 32), and
+	 * with a token they hold at most 3/4 of the 512 connections; past
+	 * either bound the oldest (of the address, or of all) is closed, so a
+	 * new connection always gets in: slow clients cannot keep /healthz or
+	 * an agent out. */
+	unsigned header_timeout_s;
+	unsigned max_client_conns;
 };
 
 struct ep_server;

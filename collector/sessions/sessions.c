@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "common/profile/pb_copy.h"
+#include "common/util/json.h"
 #include "common/util/log.h"
 #include "common/util/sampling_limits.h"
 
@@ -281,6 +282,11 @@ void ep_sessions_free(struct ep_sessions *ss)
 	free(ss->nodes);
 	pthread_mutex_destroy(&ss->lock);
 	free(ss);
+}
+
+unsigned ep_sessions_max_duration_s(const struct ep_sessions *ss)
+{
+	return ss->cfg.max_duration_s;
 }
 
 /* 409 with why when no agent could run the session, else 0. */
@@ -633,14 +639,10 @@ void ep_sessions_response_free(Edgeprof__V1__IngestResponse *resp)
 	resp->n_instructions = 0;
 }
 
-/* Names, ids and versions come from agents: printable, no quotes expected,
- * but never trusted to be. */
 static void json_field(FILE *out, const char *key, const char *value, bool first)
 {
-	fprintf(out, "%s\"%s\": \"", first ? "" : ", ", key);
-	for (const char *p = value ? value : ""; *p; p++)
-		fputc(*p == '"' || *p == '\\' || (unsigned char)*p < 0x20 ? '?' : *p, out);
-	fputc('"', out);
+	fprintf(out, "%s\"%s\": ", first ? "" : ", ", key);
+	ep_json_string(out, value);
 }
 
 char *ep_sessions_nodes_json(struct ep_sessions *ss, size_t *len)

@@ -44,6 +44,10 @@ void ep_sessions_free(struct ep_sessions *ss);
 int ep_sessions_create(struct ep_sessions *ss, const Edgeprof__V1__Session *req,
 		       Edgeprof__V1__Session **out, char *why, size_t whylen);
 
+/* The longest duration a request may ask for (--max-session-s), for
+ * refusals made before a request is built. */
+unsigned ep_sessions_max_duration_s(const struct ep_sessions *ss);
+
 /* The session as it stands now (timeouts applied). NULL with why "" when
  * there is no such session, NULL with why set on a store error. */
 Edgeprof__V1__Session *ep_sessions_get(struct ep_sessions *ss, const char *id, char *why,

@@ -438,6 +438,18 @@ static int add_label_sets(Edgeprof__V1__BinaryList *list, char *lab)
 	return 0;
 }
 
+/* sum() of UInt64 wraps silently past 2^64, so one agent's huge count could
+ * lower everyone's. ClickHouse 18 (Debian's) has no UInt128: the high and
+ * low 32 bits are summed apart (neither sum can wrap below 2^32 rows) and a
+ * total of 2^64 or more is answered as 2^64 - 1. */
+/* clang-format off */
+#define SAT_LO(col) "sum(modulo(" col ", 4294967296))"
+#define SAT_HI(col) "(sum(intDiv(" col ", 4294967296)) + intDiv(" SAT_LO(col) ", 4294967296))"
+#define SAT_SUM(col)                                                                               \
+	"if(" SAT_HI(col) " >= 4294967296, 18446744073709551615,"                                  \
+	" " SAT_HI(col) " * 4294967296 + modulo(" SAT_LO(col) ", 4294967296))"
+/* clang-format on */
+
 static Edgeprof__V1__BinaryList *ch_list(struct ep_store *base, const struct ep_store_filter *flt,
 					 char *err, size_t errlen)
 {
@@ -449,8 +461,9 @@ static Edgeprof__V1__BinaryList *ch_list(struct ep_store *base, const struct ep_
 	}
 	edgeprof__v1__binary_list__init(list);
 	struct ep_http_body out = {0}, lab = {0};
-	if (query_rows(s, "build_id, any(arch), sum(count), min(bucket), max(bucket)", "samples",
-		       flt, "GROUP BY build_id ORDER BY build_id", &out, err, errlen) != 0 ||
+	if (query_rows(s, "build_id, any(arch), " SAT_SUM("count") ", min(bucket), max(bucket)",
+		       "samples", flt, "GROUP BY build_id ORDER BY build_id", &out, err,
+		       errlen) != 0 ||
 	    query_rows(
 		s, "DISTINCT build_id, container_id, pod, namespace, cgroup, process, session_id",
 		"samples", flt,
@@ -486,11 +499,12 @@ static const struct {
 	int columns;
 	bool metadata;
 } parts[EP_STORE_NPARTS] = {
-    [EP_PART_EDGES] = {"from_addr, to_addr, flags, max(kind), sum(count), sum(mispredicted)",
+    [EP_PART_EDGES] = {"from_addr, to_addr, flags, max(kind), " SAT_SUM("count") ", " SAT_SUM(
+			   "mispredicted"),
 		       "edges", "GROUP BY from_addr, to_addr, flags", 6, false},
-    [EP_PART_RANGES] = {"start_addr, end_addr, sum(count)", "ranges",
+    [EP_PART_RANGES] = {"start_addr, end_addr, " SAT_SUM("count"), "ranges",
 			"GROUP BY start_addr, end_addr", 3, false},
-    [EP_PART_IPS] = {"ip, sum(count)", "ips", "GROUP BY ip", 2, false},
+    [EP_PART_IPS] = {"ip, " SAT_SUM("count"), "ips", "GROUP BY ip", 2, false},
     /* grouped (max): rows from agents before local_index carry 0 beside the
      * newer rows of the same function */
     [EP_PART_FUNCTIONS] = {"start_addr, name, max(size), max(local_index)", "functions",

@@ -53,16 +53,16 @@ static const char *const stmt_sql[NSTMTS] = {
     [S_LABELS_ID] = "SELECT id FROM label_sets WHERE container_id = ?1 AND pod = ?2 AND "
 		    "namespace = ?3 AND cgroup = ?4 AND process = ?5 AND session_id = ?6",
     [S_SAMPLES] = "INSERT INTO samples(binary_id, bucket, label_set, count) VALUES(?1, ?2, ?3, ?4) "
-		  "ON CONFLICT DO UPDATE SET count = count + excluded.count",
+		  "ON CONFLICT DO UPDATE SET count = sat_add(count, excluded.count)",
     [S_EDGE] = "INSERT INTO edges(binary_id, bucket, label_set, from_addr, to_addr, flags, kind, "
 	       "count, mispredicted) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) "
-	       "ON CONFLICT DO UPDATE SET count = count + excluded.count, "
-	       "mispredicted = mispredicted + excluded.mispredicted",
+	       "ON CONFLICT DO UPDATE SET count = sat_add(count, excluded.count), "
+	       "mispredicted = sat_add(mispredicted, excluded.mispredicted)",
     [S_RANGE] = "INSERT INTO ranges(binary_id, bucket, label_set, start_addr, end_addr, count) "
 		"VALUES(?1, ?2, ?3, ?4, ?5, ?6) "
-		"ON CONFLICT DO UPDATE SET count = count + excluded.count",
+		"ON CONFLICT DO UPDATE SET count = sat_add(count, excluded.count)",
     [S_IP] = "INSERT INTO ips(binary_id, bucket, label_set, ip, count) VALUES(?1, ?2, ?3, ?4, ?5) "
-	     "ON CONFLICT DO UPDATE SET count = count + excluded.count",
+	     "ON CONFLICT DO UPDATE SET count = sat_add(count, excluded.count)",
     /* an older agent sends 0 for every function: it never overwrites */
     [S_FUNCTION] = "INSERT INTO functions(binary_id, start_addr, name, size, local_index) "
 		   "VALUES(?1, ?2, ?3, ?4, ?5) ON CONFLICT DO UPDATE SET local_index ="
@@ -135,6 +135,71 @@ static const char migrate_v1[] =
     " SELECT id, container_id, pod, namespace, cgroup, process, '' FROM label_sets;"
     "DROP TABLE label_sets;"
     "ALTER TABLE label_sets_v2 RENAME TO label_sets;";
+
+/* Counts are uint64 kept in int64 by bit pattern, and SQLite's own + and
+ * SUM() work on int64: past 2^63 a sum became a REAL or failed with "integer
+ * overflow", and SUM() of one binary's rows then failed every listing. These
+ * add as uint64 and stop at 2^64 - 1: a count never wraps below what was
+ * added, and never fails. A REAL (what + left in files written before) is a
+ * sum that already overflowed: it reads as 2^64 - 1. */
+static bool count_value(sqlite3_value *v, uint64_t *out)
+{
+	switch (sqlite3_value_type(v)) {
+	case SQLITE_INTEGER:
+		*out = (uint64_t)sqlite3_value_int64(v);
+		return true;
+	case SQLITE_NULL:
+		*out = 0;
+		return true;
+	default:
+		*out = UINT64_MAX;
+		return false;
+	}
+}
+
+static uint64_t add_saturating(uint64_t a, uint64_t b)
+{
+	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+static void sat_add_fn(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+	(void)argc;
+	uint64_t a, b;
+	count_value(argv[0], &a);
+	count_value(argv[1], &b);
+	sqlite3_result_int64(ctx, (sqlite3_int64)add_saturating(a, b));
+}
+
+static void sat_sum_step(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+	(void)argc;
+	uint64_t *sum = sqlite3_aggregate_context(ctx, sizeof(*sum));
+	uint64_t v;
+	if (!sum) {
+		sqlite3_result_error_nomem(ctx);
+		return;
+	}
+	count_value(argv[0], &v);
+	*sum = add_saturating(*sum, v);
+}
+
+static void sat_sum_final(sqlite3_context *ctx)
+{
+	uint64_t *sum = sqlite3_aggregate_context(ctx, 0);
+	sqlite3_result_int64(ctx, sum ? (sqlite3_int64)*sum : 0);
+}
+
+static int register_functions(sqlite3 *db)
+{
+	int flags = SQLITE_UTF8 | SQLITE_DETERMINISTIC;
+	return sqlite3_create_function(db, "sat_add", 2, flags, NULL, sat_add_fn, NULL, NULL) ==
+			   SQLITE_OK &&
+		       sqlite3_create_function(db, "sat_sum", 1, flags, NULL, NULL, sat_sum_step,
+					       sat_sum_final) == SQLITE_OK
+		   ? 0
+		   : -1;
+}
 
 struct sqlite_store {
 	struct ep_store base;
@@ -496,7 +561,7 @@ static Edgeprof__V1__BinaryList *sqlite_list(struct ep_store *base, const struct
 	edgeprof__v1__binary_list__init(list);
 	sqlite3_stmt *q = prepare_filtered(
 	    s,
-	    "SELECT b.id, b.build_id, b.arch, SUM(t.count), MIN(t.bucket), MAX(t.bucket)"
+	    "SELECT b.id, b.build_id, b.arch, SAT_SUM(t.count), MIN(t.bucket), MAX(t.bucket)"
 	    " FROM samples t JOIN label_sets l ON l.id = t.label_set"
 	    " JOIN binaries b ON b.id = t.binary_id WHERE 1%s GROUP BY b.id ORDER BY b.build_id",
 	    f, err, errlen);
@@ -547,12 +612,12 @@ fail:
 /* Each part's query: counts under the filter (prepare_filtered), metadata
  * by build-id (?1). */
 static const char *const part_sql[EP_STORE_NPARTS] = {
-    [EP_PART_EDGES] = "SELECT t.from_addr, t.to_addr, t.flags, MAX(t.kind), SUM(t.count),"
-		      " SUM(t.mispredicted) FROM edges t JOIN label_sets l ON"
+    [EP_PART_EDGES] = "SELECT t.from_addr, t.to_addr, t.flags, MAX(t.kind), SAT_SUM(t.count),"
+		      " SAT_SUM(t.mispredicted) FROM edges t JOIN label_sets l ON"
 		      " l.id = t.label_set WHERE 1%s GROUP BY 1, 2, 3",
-    [EP_PART_RANGES] = "SELECT t.start_addr, t.end_addr, SUM(t.count) FROM ranges t JOIN"
+    [EP_PART_RANGES] = "SELECT t.start_addr, t.end_addr, SAT_SUM(t.count) FROM ranges t JOIN"
 		       " label_sets l ON l.id = t.label_set WHERE 1%s GROUP BY 1, 2",
-    [EP_PART_IPS] = "SELECT t.ip, SUM(t.count) FROM ips t JOIN label_sets l ON"
+    [EP_PART_IPS] = "SELECT t.ip, SAT_SUM(t.count) FROM ips t JOIN label_sets l ON"
 		    " l.id = t.label_set WHERE 1%s GROUP BY 1 ORDER BY 1",
     [EP_PART_FUNCTIONS] = "SELECT f.start_addr, f.name, f.size, f.local_index FROM functions f"
 			  " JOIN binaries b"
@@ -776,6 +841,11 @@ struct ep_store *ep_store_sqlite_open(const char *location, char *err, size_t er
 		return NULL;
 	}
 	sqlite3_busy_timeout(s->db, 10000);
+	if (register_functions(s->db) != 0) {
+		db_error(s, "functions", err, errlen);
+		sqlite_close(&s->base);
+		return NULL;
+	}
 	int version = user_version(s);
 	if (version < 0) {
 		db_error(s, "not a database", err, errlen);

@@ -39,6 +39,7 @@
 #include <stdlib.h>
 
 #include "common/export/export_internal.h"
+#include "common/util/sat.h"
 
 struct fdata_end {
 	bool sym;
@@ -91,8 +92,8 @@ int ep_export_fdata(const Edgeprof__V1__BinaryProfile *bp, FILE *out, char *err,
 		const Edgeprof__V1__Edge *e = edges[i];
 		uint64_t count = 0, mispredicted = 0;
 		for (; i < bp->n_edges && ep_export_same_ends(e, edges[i]); i++) {
-			count += edges[i]->count;
-			mispredicted += edges[i]->mispredicted;
+			ep_add_sat(&count, edges[i]->count);
+			ep_add_sat(&mispredicted, edges[i]->mispredicted);
 		}
 		struct fdata_end from = locate(&fx, e->from, e->from_external);
 		struct fdata_end to = locate(&fx, e->to, e->to_external);

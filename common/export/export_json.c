@@ -18,68 +18,7 @@
 
 #include "common/export/export_internal.h"
 #include "common/profile/model.h"
-
-/* Length of the valid UTF-8 sequence at s, or 0 (overlong forms,
- * surrogates and code points past U+10FFFF are invalid too). */
-static size_t utf8_len(const unsigned char *s)
-{
-	size_t n;
-	uint32_t cp;
-	if (s[0] < 0x80)
-		return 1;
-	if ((s[0] & 0xe0) == 0xc0)
-		n = 2, cp = s[0] & 0x1f;
-	else if ((s[0] & 0xf0) == 0xe0)
-		n = 3, cp = s[0] & 0x0f;
-	else if ((s[0] & 0xf8) == 0xf0)
-		n = 4, cp = s[0] & 0x07;
-	else
-		return 0;
-	for (size_t i = 1; i < n; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		cp = cp << 6 | (s[i] & 0x3f);
-	}
-	static const uint32_t min[] = {0, 0, 0x80, 0x800, 0x10000};
-	if (cp < min[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-		return 0;
-	return n;
-}
-
-static void json_string(FILE *out, const char *str)
-{
-	const unsigned char *s = (const unsigned char *)(str ? str : "");
-	fputc('"', out);
-	while (*s) {
-		size_t n = utf8_len(s);
-		if (n == 0) {
-			fputs("\\ufffd", out);
-			s++;
-			continue;
-		}
-		switch (*s) {
-		case '"':
-			fputs("\\\"", out);
-			break;
-		case '\\':
-			fputs("\\\\", out);
-			break;
-		case '\n':
-			fputs("\\n", out);
-			break;
-		case '\t':
-			fputs("\\t", out);
-			break;
-		default:
-			if (*s < 0x20)
-				fprintf(out, "\\u%04x", *s);
-			else
-				fwrite(s, 1, n, out);
-		}
-		s += n;
-	}
-	fputc('"', out);
-}
+#include "common/util/json.h"
 
 static void json_hex(FILE *out, uint64_t v)
 {
@@ -108,7 +47,7 @@ static void json_message(FILE *out, const ProtobufCMessage *m)
 			continue;
 		fputs(first ? "" : ", ", out);
 		first = false;
-		json_string(out, f->name);
+		ep_json_string(out, f->name);
 		fputs(": ", out);
 		switch (f->type) {
 		case PROTOBUF_C_TYPE_UINT64:
@@ -134,7 +73,7 @@ static void json_message(FILE *out, const ProtobufCMessage *m)
 			json_bool(out, *(const protobuf_c_boolean *)v);
 			break;
 		case PROTOBUF_C_TYPE_STRING:
-			json_string(out, *(char *const *)v);
+			ep_json_string(out, *(char *const *)v);
 			break;
 		case PROTOBUF_C_TYPE_FLOAT:
 			fprintf(out, "%.9g", (double)*(const float *)v);
@@ -163,16 +102,16 @@ static int json_binary(FILE *out, const Edgeprof__V1__BinaryProfile *bp)
 	qsort(ips, bp->n_ips, sizeof(*ips), ep_ip_cmp);
 
 	fputs("{\"build_id\": ", out);
-	json_string(out, bp->build_id);
+	ep_json_string(out, bp->build_id);
 	fputs(", \"path\": ", out);
-	json_string(out, bp->n_paths ? bp->paths[0] : "");
+	ep_json_string(out, bp->n_paths ? bp->paths[0] : "");
 	fputs(", \"paths\": [", out);
 	for (size_t i = 0; i < bp->n_paths; i++) {
 		fputs(i ? ", " : "", out);
-		json_string(out, bp->paths[i]);
+		ep_json_string(out, bp->paths[i]);
 	}
 	fputs("], \"arch\": ", out);
-	json_string(out, bp->arch);
+	ep_json_string(out, bp->arch);
 	fprintf(out, ", \"samples\": %" PRIu64 ",\n  \"branches\": [", bp->samples);
 	for (size_t i = 0; i < bp->n_edges; i++) {
 		const Edgeprof__V1__Edge *e = edges[i];
@@ -184,7 +123,7 @@ static int json_binary(FILE *out, const Edgeprof__V1__BinaryProfile *bp)
 		json_bool(out, e->taken);
 		fprintf(out, ", \"count\": %" PRIu64 ", \"mispredicted\": %" PRIu64 ", \"kind\": ",
 			e->count, e->mispredicted);
-		json_string(out, ep_export_kind_name(e->kind));
+		ep_json_string(out, ep_export_kind_name(e->kind));
 		/* without these "to": "0x0" would be ambiguous */
 		fputs(", \"to_external\": ", out);
 		json_bool(out, e->to_external);
@@ -209,7 +148,7 @@ static int json_binary(FILE *out, const Edgeprof__V1__BinaryProfile *bp)
 	fputs("],\n  \"functions\": [", out);
 	for (size_t i = 0; i < fx.n; i++) {
 		fputs(i ? ",\n    {\"name\": " : "\n    {\"name\": ", out);
-		json_string(out, fx.f[i]->name);
+		ep_json_string(out, fx.f[i]->name);
 		fputs(", \"start\": ", out);
 		json_hex(out, fx.f[i]->start);
 		fprintf(out, ", \"size\": %" PRIu64 "}", fx.f[i]->size);

@@ -46,6 +46,7 @@
 #include <string.h>
 
 #include "common/export/export_internal.h"
+#include "common/util/sat.h"
 
 static bool is_fallthrough(const Edgeprof__V1__Edge *e)
 {
@@ -128,8 +129,8 @@ int ep_export_preagg(const Edgeprof__V1__Profile *p, const Edgeprof__V1__BinaryP
 		for (; i < bp->n_edges && ep_export_same_ends(e, edges[i]); i++) {
 			if ((gap_ranges && !edges[i]->taken) || is_fallthrough(edges[i]))
 				continue;
-			count += edges[i]->count;
-			mispredicted += edges[i]->mispredicted;
+			ep_add_sat(&count, edges[i]->count);
+			ep_add_sat(&mispredicted, edges[i]->mispredicted);
 		}
 		if (count == 0 || (e->from_external && e->to_external))
 			continue;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/profile/model.h"
+#include "common/util/sat.h"
 #include "common/util/u64map.h"
 
 enum { EDGE_TAKEN = 1, EDGE_FROM_EXTERNAL = 2, EDGE_TO_EXTERNAL = 4 };
@@ -313,7 +314,7 @@ int ep_merge_add(struct ep_merge *m, int64_t bucket, const Edgeprof__V1__BinaryP
 	struct slice *s = find_slice(m, bucket, bp, labels);
 	if (!s)
 		return -1;
-	s->samples += bp->samples;
+	ep_add_sat(&s->samples, bp->samples);
 	if (!s->arch[0] && bp->arch && bp->arch[0]) {
 		char *arch = strdup(bp->arch);
 		if (!arch)
@@ -343,8 +344,8 @@ int ep_merge_add(struct ep_merge *m, int64_t bucket, const Edgeprof__V1__BinaryP
 			sum->kind = (uint8_t)e->kind;
 			m->rows++;
 		}
-		sum->count += e->count;
-		sum->mispredicted += e->mispredicted;
+		ep_add_sat(&sum->count, e->count);
+		ep_add_sat(&sum->mispredicted, e->mispredicted);
 	}
 	for (size_t i = 0; i < bp->n_ranges; i++) {
 		const Edgeprof__V1__Range *r = bp->ranges[i];
@@ -357,7 +358,7 @@ int ep_merge_add(struct ep_merge *m, int64_t bucket, const Edgeprof__V1__BinaryP
 			*sum = key;
 			m->rows++;
 		}
-		sum->count += r->count;
+		ep_add_sat(&sum->count, r->count);
 	}
 	for (size_t i = 0; i < bp->n_ips; i++) {
 		bool inserted;
@@ -366,7 +367,7 @@ int ep_merge_add(struct ep_merge *m, int64_t bucket, const Edgeprof__V1__BinaryP
 			return -1;
 		if (inserted)
 			m->rows++;
-		*count += bp->ips[i]->count;
+		ep_add_sat(count, bp->ips[i]->count);
 	}
 	for (size_t i = 0; i < bp->n_functions; i++) {
 		const Edgeprof__V1__Function *f = bp->functions[i];
@@ -632,7 +633,7 @@ void ep_stats_add(Edgeprof__V1__Stats *into, const Edgeprof__V1__Stats *delta)
 	for (unsigned i = 0; i < d->n_fields; i++) {
 		if (d->fields[i].type != PROTOBUF_C_TYPE_UINT64)
 			continue;
-		*(uint64_t *)((char *)into + d->fields[i].offset) +=
-		    *(const uint64_t *)((const char *)delta + d->fields[i].offset);
+		ep_add_sat((uint64_t *)((char *)into + d->fields[i].offset),
+			   *(const uint64_t *)((const char *)delta + d->fields[i].offset));
 	}
 }

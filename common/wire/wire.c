@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "common/wire/wire.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <zstd.h>
+#include <zstd_errors.h>
 
 /* Level 3 is zstd's default: edge tables compress ~5x at a few hundred
  * MB/s, far below the agent's sampling cost. */
@@ -22,7 +24,16 @@ int ep_wire_encode(const Edgeprof__V1__Batch *batch, uint8_t **out, size_t *out_
 		free(plain);
 		return -1;
 	}
-	size_t zlen = ZSTD_compress(z, bound, plain, plain_len, ZSTD_LEVEL);
+	/* the frame carries a checksum of its content (XXH64, 4 bytes): the
+	 * bytes wait in the spool, and one flipped bit there must be refused
+	 * by the collector, not stored as another edge or count */
+	size_t zlen = (size_t)-1;
+	ZSTD_CCtx *cctx = ZSTD_createCCtx();
+	if (cctx &&
+	    !ZSTD_isError(ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, ZSTD_LEVEL)) &&
+	    !ZSTD_isError(ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1)))
+		zlen = ZSTD_compress2(cctx, z, bound, plain, plain_len);
+	ZSTD_freeCCtx(cctx);
 	free(plain);
 	if (ZSTD_isError(zlen)) {
 		free(z);
@@ -57,6 +68,12 @@ static uint8_t *decompress(const uint8_t *data, size_t len, size_t max_size, siz
 	}
 	for (;;) {
 		last = ZSTD_decompressStream(ds, &out, &in);
+		if (ZSTD_getErrorCode(last) == ZSTD_error_checksum_wrong) {
+			snprintf(err, errlen,
+				 "zstd checksum mismatch: the batch was corrupted after it was "
+				 "written (spool or network)");
+			goto fail;
+		}
 		if (ZSTD_isError(last)) {
 			snprintf(err, errlen, "not a zstd stream: %s", ZSTD_getErrorName(last));
 			goto fail;
@@ -118,4 +135,71 @@ void ep_wire_free(Edgeprof__V1__Batch *batch)
 {
 	if (batch)
 		edgeprof__v1__batch__free_unpacked(batch, NULL);
+}
+
+static const char *build_id_of(const Edgeprof__V1__BinaryProfile *bp)
+{
+	return bp->build_id && bp->build_id[0] ? bp->build_id : "none";
+}
+
+int ep_wire_check_counts(const Edgeprof__V1__Batch *b, char *err, size_t errlen)
+{
+	uint64_t samples = 0;
+	if (b->stats)
+		samples = b->stats->samples;
+	else
+		for (size_t i = 0; i < b->n_binaries; i++)
+			if (b->binaries[i]->profile && b->binaries[i]->profile->samples > samples)
+				samples = b->binaries[i]->profile->samples;
+	if (samples > EP_WIRE_MAX_SAMPLES) {
+		snprintf(err, errlen,
+			 "%" PRIu64 " samples in one batch: more than the %llu allowed", samples,
+			 EP_WIRE_MAX_SAMPLES);
+		return -1;
+	}
+	uint32_t chop = b->config ? b->config->chop : 0;
+	if (chop > EP_WIRE_MAX_STACK) {
+		snprintf(err, errlen, "config.chop %u: deeper than any branch stack (%d)", chop,
+			 EP_WIRE_MAX_STACK);
+		return -1;
+	}
+	uint64_t per_sample = chop ? chop : EP_WIRE_MAX_WHOLE_STACK;
+	uint64_t most = samples * per_sample; /* < 2^58: no overflow */
+	char why[160];
+	for (size_t i = 0; i < b->n_binaries; i++) {
+		const Edgeprof__V1__BinaryProfile *bp = b->binaries[i]->profile;
+		if (!bp)
+			continue;
+		why[0] = '\0';
+		if (bp->samples > samples)
+			snprintf(why, sizeof(why), "samples %" PRIu64 " is more than the batch's",
+				 bp->samples);
+		for (size_t j = 0; !why[0] && j < bp->n_edges; j++) {
+			const Edgeprof__V1__Edge *e = bp->edges[j];
+			if (e->count > most || e->mispredicted > e->count)
+				snprintf(why, sizeof(why),
+					 "edge 0x%" PRIx64 "->0x%" PRIx64 " count %" PRIu64
+					 " (mispredicted %" PRIu64 ")",
+					 e->from, e->to, e->count, e->mispredicted);
+		}
+		for (size_t j = 0; !why[0] && j < bp->n_ranges; j++)
+			if (bp->ranges[j]->count > most)
+				snprintf(why, sizeof(why),
+					 "range 0x%" PRIx64 "-0x%" PRIx64 " count %" PRIu64,
+					 bp->ranges[j]->start, bp->ranges[j]->end,
+					 bp->ranges[j]->count);
+		for (size_t j = 0; !why[0] && j < bp->n_ips; j++)
+			if (bp->ips[j]->count > samples)
+				snprintf(why, sizeof(why), "ip 0x%" PRIx64 " count %" PRIu64,
+					 bp->ips[j]->ip, bp->ips[j]->count);
+		if (why[0]) {
+			snprintf(err, errlen,
+				 "binaries[%zu] (build-id %.64s): %s: out of range for a batch of "
+				 "%" PRIu64 " samples counting at most %" PRIu64
+				 " branches each (config.chop %u)",
+				 i, build_id_of(bp), why, samples, per_sample, chop);
+			return -1;
+		}
+	}
+	return 0;
 }

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Stream stage, the bytes: a Batch (proto/ingest.proto) as it crosses the
- * wire and sits in the spool: protobuf, zstd-compressed. The collector
+ * wire and sits in the spool: protobuf, zstd-compressed, the frame with a
+ * checksum of its content (a bit flipped in the spool is refused, not
+ * stored; frames of older agents, without one, are still read). The collector
  * decodes with the same functions, so both ends agree on limits.
  */
 #ifndef EP_WIRE_H
@@ -23,11 +25,34 @@ int ep_wire_encode(const Edgeprof__V1__Batch *batch, uint8_t **out, size_t *out_
 
 /* Decodes bytes that are zstd-compressed (compressed true) or plain
  * protobuf. Refuses more than max_size bytes once decompressed. NULL with
- * err saying what is wrong (not zstd, truncated, too large, not a Batch).
+ * err saying what is wrong (not zstd, checksum mismatch, truncated, too large,
+ * not a Batch).
  * Free with ep_wire_free(). Does not check wire_version or identity: the
  * caller answers those. */
 Edgeprof__V1__Batch *ep_wire_decode(const uint8_t *data, size_t len, bool compressed,
 				    size_t max_size, char *err, size_t errlen);
 void ep_wire_free(Edgeprof__V1__Batch *batch);
+
+/* What one batch may count, so that no single batch can push a stored sum
+ * to 2^64 (issue 18: one batch with samples = 2^63 - 1 made every listing
+ * fail). S, the batch's samples (stats.samples; without stats, the largest
+ * binary's samples), is at most EP_WIRE_MAX_SAMPLES: a 10 s batch of a
+ * 1,024-CPU node sampling every CPU at the kernel's default ceiling of
+ * 100,000 samples/s is 1.0e9 < 2^32. Each sample counts at most L branches:
+ * L = config.chop (at most EP_WIRE_MAX_STACK, the deepest branch stack, Arm
+ * BRBE's 64), or, when the whole stack is counted (chop 0, or no config),
+ * EP_WIRE_MAX_WHOLE_STACK: 65 gaps of at most 1 MiB (longer ones are cut as
+ * inconsistent) holding at most one 2-byte conditional branch per 2 bytes.
+ * So: every binary's samples <= S, every edge and range count <= S x L
+ * (mispredicted <= its edge's count), every IP count <= S. The largest
+ * accepted count is 2^57: 128 such batches on one key in one minute would
+ * be needed to reach 2^64, and the stores saturate there. */
+#define EP_WIRE_MAX_SAMPLES	(1ULL << 32)
+#define EP_WIRE_MAX_STACK	64
+#define EP_WIRE_MAX_WHOLE_STACK ((uint64_t)(EP_WIRE_MAX_STACK + 1) << 19)
+
+/* 0 when every count of b is within those bounds; -1 with err naming the
+ * first count that is not, where it is and the bound. */
+int ep_wire_check_counts(const Edgeprof__V1__Batch *b, char *err, size_t errlen);
 
 #endif

@@ -45,6 +45,15 @@ check "a body over --max-body: 413" test "$(post "$TEST_TMP/big")" = 413
 # a zstd bomb: 200 MB of zeros in a few KB, over the decompressed limit
 head -c 200000000 /dev/zero | zstd -q -c >"$TEST_TMP/bomb.zst"
 check "a decompression bomb: 413" test "$(post "$TEST_TMP/bomb.zst")" = 413
+# one bit flipped in the middle of a spooled batch (the frame's checksum
+# covers its content): refused, saying so, nothing stored
+cp "${batches[1]}" "$TEST_TMP/flipped"
+size=$(stat -c %s "$TEST_TMP/flipped")
+byte=$(od -An -tu1 -j $((size / 2)) -N1 "$TEST_TMP/flipped" | tr -d ' ')
+printf "$(printf '\\%03o' $((byte ^ 16)))" |
+	dd of="$TEST_TMP/flipped" bs=1 seek=$((size / 2)) conv=notrunc status=none
+check "a spooled batch with one flipped bit: 400" test "$(post "$TEST_TMP/flipped")" = 400
+check "  with the reason (zstd checksum mismatch)" grep -q "zstd checksum mismatch" "$TEST_TMP/body"
 printf '\x08\x63' >"$TEST_TMP/v99" # Batch{wire_version: 99}
 check "wire_version 99: 400" test "$(post "$TEST_TMP/v99" identity)" = 400
 check "  naming both versions" grep -q "wire_version 99 not supported: this collector speaks 1..1" \
@@ -57,8 +66,8 @@ check "an unknown path: 404" test "$(curl -s -o /dev/null -w '%{http_code}' "$ur
 
 curl -sf "$url/v1/profile?format=json" | edge_table >"$TEST_TMP/after"
 check "stored data unchanged by the bad requests" cmp -s "$TEST_TMP/before" "$TEST_TMP/after"
-check "bad requests counted in /metrics (5)" \
-	test "$(metric "$url" 'edgeprof_ingest_batches_total{result="bad_request"}')" = 5
+check "bad requests counted in /metrics (6)" \
+	test "$(metric "$url" 'edgeprof_ingest_batches_total{result="bad_request"}')" = 6
 check "too large counted in /metrics (2)" \
 	test "$(metric "$url" 'edgeprof_ingest_batches_total{result="too_large"}')" = 2
 check "unsupported encodings counted" \

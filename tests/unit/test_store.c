@@ -949,12 +949,82 @@ static void test_clickhouse_tables_from_before_sessions_migrate(void **state)
 	free(keys);
 }
 
+/* Counts near 2^64 (issue 18, defect 1): the ingest refuses implausible
+ * batches, but many plausible ones still add up, so every sum saturates at
+ * 2^64 - 1 instead of wrapping (which lowered others' counts) or failing
+ * (which made every listing answer 503 for as long as the rows were kept),
+ * and one binary's rows never break another's listing or profile. */
+static void test_counts_saturate_and_never_break_other_binaries(void **state)
+{
+	(void)state;
+	struct ep_store *s = open_store(true);
+	struct slice_data huge1, huge2, near1, near2, other;
+	make_slice(&huge1, "ee05", "/bin/e", "pod-1", 1);
+	huge1.bp.samples = INT64_MAX;
+	make_slice(&huge2, "ee05", "/bin/e", "pod-2", 1);
+	huge2.bp.samples = 1;
+	make_slice(&other, "ff05", "/bin/f", "", 1);
+	write_one(s, "agent-1", 1, 60, &huge1);
+	write_one(s, "agent-1", 2, 60, &huge2);
+	write_one(s, "agent-2", 1, 60, &other);
+	/* the same key twice: summed in place (SQLite) or at query time */
+	make_slice(&near1, "ee05", "/bin/e", "pod-1", 1);
+	near1.edges[0].count = UINT64_MAX - 150;
+	near1.ip.count = UINT64_MAX;
+	make_slice(&near2, "ee05", "/bin/e", "pod-1", 1);
+	near2.range.count = UINT64_MAX - 10;
+	write_one(s, "agent-1", 3, 60, &near1);
+	write_one(s, "agent-1", 4, 60, &near2);
+
+	char err[512] = "";
+	struct ep_store_filter all = {0};
+	Edgeprof__V1__BinaryList *l = ep_store_list_binaries(s, &all, err, sizeof(err));
+	if (!l)
+		fail_msg("listing: %s", err);
+	assert_int_equal(l->n_binaries, 2);
+	assert_string_equal(l->binaries[0]->build_id, "ee05");
+	/* 2^63 - 1 + 1 + 10 + 10: past int64, still exact as a uint64 */
+	assert_true(l->binaries[0]->samples == (uint64_t)INT64_MAX + 21);
+	assert_string_equal(l->binaries[1]->build_id, "ff05");
+	assert_int_equal(l->binaries[1]->samples, 10);
+	ep_store_free_list(l);
+
+	struct ep_store_filter f = {.build_id = "ee05"};
+	Edgeprof__V1__Profile *p = ep_store_profile(s, &f, err, sizeof(err));
+	if (!p)
+		fail_msg("profile: %s", err);
+	const Edgeprof__V1__BinaryProfile *bp = p->binaries[0];
+	/* (2^64 - 151) + 100 + 100 + 200 (pod-2): saturated, not 149 */
+	assert_true(find_edge(bp, 0x1000, 0x1040, true)->count == UINT64_MAX);
+	assert_int_equal(find_edge(bp, 0x1000, 0x1006, false)->count, 7 * 4);
+	assert_true(bp->ranges[0]->count == UINT64_MAX);
+	assert_true(bp->ips[0]->count == UINT64_MAX);
+	ep_profile_free(p);
+	struct ep_store_filter pod2 = {.build_id = "ee05", .pod = "pod-2"};
+	p = ep_store_profile(s, &pod2, err, sizeof(err));
+	assert_non_null(p);
+	assert_int_equal(find_edge(p->binaries[0], 0x1000, 0x1040, true)->count, 100);
+	ep_profile_free(p);
+	struct ep_store_filter g = {.build_id = "ff05"};
+	p = ep_store_profile(s, &g, err, sizeof(err));
+	assert_non_null(p);
+	assert_int_equal(find_edge(p->binaries[0], 0x1000, 0x1040, true)->count, 100);
+	ep_profile_free(p);
+
+	struct ep_api_response r = {0};
+	ep_api_binaries(s, &all, &r);
+	assert_int_equal(r.status, 200);
+	free(r.body);
+	ep_store_close(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_counts_add_up_over_buckets_and_labels),
 	    cmocka_unit_test(test_batch_ids_are_remembered),
 	    cmocka_unit_test(test_list_binaries),
+	    cmocka_unit_test(test_counts_saturate_and_never_break_other_binaries),
 	    cmocka_unit_test(test_prune_forgets_old_buckets_and_batch_ids),
 	    cmocka_unit_test(test_bad_specs_name_the_problem),
 	    cmocka_unit_test(test_newer_sqlite_schema_is_refused),
