@@ -100,10 +100,11 @@ struct vcpu {
 	 * do something (count_event_due). */
 	struct block *prev;
 	uint64_t until, until_set;
-	/* where the next taken branch goes in ring, in bytes: an entry is
-	 * written with no index arithmetic; the entries never written are the
-	 * ones with no block */
-	unsigned ring_next;
+	/* the bytes of ring entries written so far, wrapping at 2^32 (a
+	 * multiple of the ring's size): the next entry is at ring_next modulo
+	 * the ring's size, one add and one mask, and the entries never written
+	 * are the ones with no block */
+	uint32_t ring_next;
 	/* whole-run totals, plain: only this vCPU's thread writes them;
 	 * event=branches: the branches are the events (count_branches) */
 	uint64_t branches, instructions;
@@ -293,7 +294,7 @@ static void emit_sample(struct vcpu *v, unsigned vcpu_index, uint64_t ip)
 		rec.flags |= EP_SAMPLE_CALLS_ONLY;
 	unsigned head = v->ring_head, n = v->ring_n;
 	if (!st.reference) {
-		head = v->ring_next / sizeof(v->ring[0]);
+		head = (v->ring_next % sizeof(v->ring)) / sizeof(v->ring[0]);
 		for (n = 0; n < st.lbr && v->ring[(head - 1 - n) & (MAX_LBR - 1)].from; n++)
 			;
 	}
@@ -439,11 +440,11 @@ taken_to(struct vcpu *v, struct block *p, uint64_t to, enum event ev, bool calls
 	if (ev != EVENT_BRANCHES)
 		v->branches++;
 	if (!calls_only || p->recorded) {
-		unsigned next = v->ring_next;
-		struct ring_entry *e = (void *)((char *)v->ring + next);
+		uint32_t next = v->ring_next;
+		v->ring_next = next + sizeof(struct ring_entry);
+		struct ring_entry *e = (void *)((char *)v->ring + (next & (sizeof(v->ring) - 1)));
 		e->from = p;
 		e->to = to;
-		v->ring_next = (next + sizeof(*e)) & (sizeof(v->ring) - 1);
 	}
 }
 
