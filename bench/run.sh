@@ -294,6 +294,7 @@ fi
 # --- what sampling costs a busy program: the agent against perf record ----------
 bench/overhead.sh "$build"
 bench/period_schemes.sh "$build"
+bench/emulator.sh "$build"
 
 # --- accuracy: ours against the peers' method and ablations ---------------------
 bench/accuracy.sh "$build"

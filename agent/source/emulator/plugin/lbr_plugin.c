@@ -10,7 +10,18 @@
  * of every edge (the ground truth).
  *
  * Arguments (qemu -plugin lbr.so,ARG=VALUE,...): out=PATH, period=P,
- * jitter=D, lbr=N, seed=S, event=branches|taken|instructions, filter=any|calls.
+ * jitter=D, lbr=N, seed=S, event=branches|taken|instructions, filter=any|calls,
+ * steps=K or rearm=E (the period scheme), model=fast|reference.
+ *
+ * Speed: every block's callback is the emulator's cost, so it is one of six
+ * functions specialized per event and filter (on_block_fast), that decides
+ * the branch with two compares against the previous block's precomputed
+ * fall-through and target, counts the event with one decrement (the period
+ * logic runs only for the event that samples or re-arms), writes the ring
+ * with no division, counts indirect branches in the vCPU's own table, and
+ * takes no lock. on_block_reference is the same model written plainly, one
+ * step per event; model=reference runs it, and the tests hold the fast path
+ * to it (tests/integration/test_emulator_model.sh).
  */
 #include <capstone.h>
 #include <errno.h>
@@ -30,25 +41,35 @@
 
 EP_QEMU_PLUGIN_EXPORT int qemu_plugin_version = 1;
 
-#define MAX_VCPUS 256
-#define MAX_LBR	  64 /* a power of two: the ring index is masked, never divided */
+#define MAX_VCPUS 256 /* a power of two: the vCPU index is masked */
+#define MAX_LBR	  64  /* a power of two: the ring index is masked, never divided */
+/* no block starts there: a compare with it never matches */
+#define NO_ADDR UINT64_MAX
 
 enum event { EVENT_BRANCHES, EVENT_TAKEN, EVENT_INSTRUCTIONS };
 
 /* One translated block; its counters hold the exact counts of the branch
  * that ends it. A block translated again after a flush gets a new record;
- * counts are merged by address at exit. */
+ * counts are merged by address at exit. The first fields are what the next
+ * block's callback reads: the branch's outcome is decided by two compares. */
 struct block {
 	uint64_t start;
+	uint64_t not_taken_to; /* a conditional branch's fall-through, else NO_ADDR */
+	uint64_t taken_to;     /* the direct target, else NO_ADDR */
 	uint64_t last_addr;
-	uint64_t target; /* direct target of the last instruction, 0 when none */
-	uint32_t insns;
-	uint8_t last_len;
-	uint8_t kind; /* enum ep_branch_kind of the last instruction */
 	uint64_t taken, not_taken;
+	uint64_t salt; /* mixes this block into the vCPUs' indirect-table hashes */
+	uint32_t insns;
+	uint8_t kind;  /* enum ep_branch_kind of the last instruction */
+	bool recorded; /* its taken branch enters the record (filter=calls: calls, returns) */
+	uint8_t last_len;
+	uint64_t target;	   /* direct target of the last instruction, 0 when none */
 	struct ep_u64map *targets; /* indirect branches: target -> count */
 	struct block *next_all;
 };
+
+/* what a vCPU's first block follows: no branch */
+static struct block no_block = {.kind = EP_BRANCH_NONE};
 
 /* One (block, target) count of an indirect branch, in a vCPU's own table:
  * blocks are shared by all vCPUs, so counting there would need a lock on
@@ -59,21 +80,48 @@ struct indirect_slot {
 	uint64_t count;
 };
 
+/* the table of a vCPU that has counted no indirect branch yet: every lookup
+ * misses (two slots: the hash of an empty table is shifted by 63) */
+static struct indirect_slot no_slots[2];
+
+/* a taken branch in the ring: from the end of block `from` (its
+ * last_addr, read when a sample is written) to `to` */
+struct ring_entry {
+	const struct block *from;
+	uint64_t to;
+};
+
 struct vcpu {
+	/* What every block reads and writes. The events counted since the
+	 * period's state below was last brought up to date are until_set -
+	 * until: until is how many more events can pass before one that
+	 * re-arms or samples, so the common event is one compare and one
+	 * subtraction and the period's logic runs only for the events that
+	 * do something (count_event_due). */
 	struct block *prev;
-	/* the last taken branches; ring_n (<= lbr) of them are the record */
-	struct ep_branch_entry ring[MAX_LBR];
-	unsigned ring_n, ring_head;
+	uint64_t until, until_set;
+	/* the bytes of ring entries written so far, wrapping at 2^32 (a
+	 * multiple of the ring's size): the next entry is at ring_next modulo
+	 * the ring's size, one add and one mask, and the entries never written
+	 * are the ones with no block */
+	uint32_t ring_next;
+	/* whole-run totals, plain: only this vCPU's thread writes them;
+	 * event=branches: the branches are the events (count_branches) */
+	uint64_t branches, instructions;
+	struct indirect_slot *indirect; /* open addressing, power-of-two size */
+	unsigned indirect_shift;	/* 64 - log2(size): the hash's top bits */
+	size_t indirect_cap, indirect_used;
+	/* the period's state */
 	uint64_t countdown;
 	uint64_t period;     /* scheme=rearm: the period until the next re-arm */
 	uint64_t rearm_left; /* scheme=rearm: events until the agent's next drain */
 	uint64_t rng;
 	uint64_t events;
-	/* whole-run totals, plain: only this vCPU's thread writes them */
-	uint64_t branches, instructions;
-	struct indirect_slot *indirect; /* open addressing, power-of-two size */
-	size_t indirect_cap, indirect_used;
-};
+	/* model=reference keeps the ring its own way */
+	unsigned ring_n, ring_head;
+	/* the last taken branches; up to lbr of them are the record */
+	struct ring_entry ring[MAX_LBR];
+} __attribute__((aligned(2048))); /* a power-of-two size: vcpus[i] is a shift away */
 
 static struct {
 	int fd;
@@ -91,16 +139,21 @@ static struct {
 	uint64_t rearm;
 	unsigned lbr;
 	bool calls_only; /* filter=calls: the record keeps calls and returns only */
+	/* model=reference: every block goes through the plain model
+	 * (on_block_reference), the oracle the tests hold the fast path to */
+	bool reference;
+	qemu_plugin_vcpu_udata_cb_t on_block; /* the callback of every block */
 	uint64_t seed;
 	csh cs;
 	pthread_mutex_t lock; /* the output, the block list and the maps snapshot */
 	struct block *blocks;
-	struct vcpu vcpus[MAX_VCPUS];
 	/* address ranges of the last maps snapshot: a block outside them means
 	 * new code was mapped (dlopen) and the snapshot is taken again */
 	uint64_t (*ranges)[2];
 	size_t nranges;
 } st = {.fd = -1, .lock = PTHREAD_MUTEX_INITIALIZER};
+
+static struct vcpu vcpus[MAX_VCPUS];
 
 static void write_record(uint32_t type, const void *payload, size_t size)
 {
@@ -239,9 +292,17 @@ static void emit_sample(struct vcpu *v, unsigned vcpu_index, uint64_t ip)
 		rec.flags |= EP_SAMPLE_TRIGGER_IS_BRANCH;
 	if (st.calls_only)
 		rec.flags |= EP_SAMPLE_CALLS_ONLY;
-	rec.nr_entries = v->ring_n;
-	for (unsigned k = 0; k < v->ring_n; k++)
-		rec.entries[k] = v->ring[(v->ring_head - 1 - k) & (MAX_LBR - 1)];
+	unsigned head = v->ring_head, n = v->ring_n;
+	if (!st.reference) {
+		head = (v->ring_next % sizeof(v->ring)) / sizeof(v->ring[0]);
+		for (n = 0; n < st.lbr && v->ring[(head - 1 - n) & (MAX_LBR - 1)].from; n++)
+			;
+	}
+	rec.nr_entries = n;
+	for (unsigned k = 0; k < n; k++) {
+		const struct ring_entry *e = &v->ring[(head - 1 - k) & (MAX_LBR - 1)];
+		rec.entries[k] = (struct ep_branch_entry){.from = e->from->last_addr, .to = e->to};
+	}
 	size_t size = offsetof(struct ep_sample_record, entries) +
 		      rec.nr_entries * sizeof(struct ep_branch_entry);
 	pthread_mutex_lock(&st.lock);
@@ -249,6 +310,7 @@ static void emit_sample(struct vcpu *v, unsigned vcpu_index, uint64_t ip)
 	pthread_mutex_unlock(&st.lock);
 }
 
+/* n more events: the period's logic, one call per counted block */
 static void count_event(struct vcpu *v, unsigned vcpu_index, uint64_t n, uint64_t ip)
 {
 	v->events += n;
@@ -262,9 +324,44 @@ static void count_event(struct vcpu *v, unsigned vcpu_index, uint64_t n, uint64_
 	v->countdown = next_period(v);
 }
 
-static size_t indirect_hash(const struct block *b, uint64_t target)
+/* How many events can pass before one that re-arms or samples. */
+static void arm_until(struct vcpu *v)
 {
-	return (size_t)ep_hash_u64(target ^ ((uint64_t)(uintptr_t)b * 0x9e3779b97f4a7c15ULL));
+	uint64_t u = v->countdown;
+	if (st.scheme == SCHEME_REARM && v->rearm_left < u)
+		u = v->rearm_left;
+	v->until = v->until_set = u;
+}
+
+/* The fast path's event that reaches a re-arm or a sample: the events
+ * before it changed nothing but the counts, so they are applied at once,
+ * then this one goes through count_event() like every event of the plain
+ * model. */
+static __attribute__((noinline)) void count_event_due(struct vcpu *v, unsigned vcpu_index,
+						      uint64_t n, uint64_t ip)
+{
+	uint64_t passed = v->until_set - v->until;
+	v->events += passed;
+	v->countdown -= passed;
+	if (st.scheme == SCHEME_REARM)
+		v->rearm_left -= passed;
+	count_event(v, vcpu_index, n, ip);
+	arm_until(v);
+}
+
+/* One event (a branch): the common case is one decrement. */
+static inline __attribute__((always_inline)) void count_one(struct vcpu *v, unsigned vcpu_index,
+							    uint64_t ip)
+{
+	if (__builtin_expect(--v->until != 0, 1))
+		return;
+	v->until = 1; /* count_event_due counts this one itself */
+	count_event_due(v, vcpu_index, 1, ip);
+}
+
+static size_t indirect_slot_of(const struct vcpu *v, const struct block *b, uint64_t target)
+{
+	return (size_t)(((target * 0x9e3779b97f4a7c15ULL) ^ b->salt) >> v->indirect_shift);
 }
 
 /* Doubles v's indirect table (the first one has 1024 slots); false when out
@@ -275,31 +372,44 @@ static bool indirect_grow(struct vcpu *v)
 	struct indirect_slot *t = calloc(cap, sizeof(*t));
 	if (!t)
 		return false;
-	for (size_t i = 0; i < v->indirect_cap; i++) {
-		struct indirect_slot *e = &v->indirect[i];
+	struct indirect_slot *old = v->indirect;
+	size_t old_cap = v->indirect_cap;
+	v->indirect = t;
+	v->indirect_cap = cap;
+	v->indirect_shift = 64 - (unsigned)__builtin_ctzll(cap);
+	for (size_t i = 0; i < old_cap; i++) {
+		struct indirect_slot *e = &old[i];
 		if (!e->b)
 			continue;
-		size_t h = indirect_hash(e->b, e->target) & (cap - 1);
+		size_t h = indirect_slot_of(v, e->b, e->target);
 		while (t[h].b)
 			h = (h + 1) & (cap - 1);
 		t[h] = *e;
 	}
-	free(v->indirect);
-	v->indirect = t;
-	v->indirect_cap = cap;
+	if (old != no_slots)
+		free(old);
 	return true;
 }
 
-/* One more execution of p's indirect branch to target, in v's table. */
-static void count_indirect(struct vcpu *v, struct block *p, uint64_t target)
+/* p's indirect branch to target, not in the first slot its hash names. One
+ * found further on trades places with the one in that slot, so the
+ * branches taken often settle where the fast path looks first, whatever was
+ * inserted before them (start-up code's returns): that one stays on its
+ * probe path, as every slot between its first and this one is taken. */
+static __attribute__((noinline)) void count_indirect_probe(struct vcpu *v, struct block *p,
+							   uint64_t target)
 {
 	if (2 * (v->indirect_used + 1) > v->indirect_cap && !indirect_grow(v))
 		return;
 	size_t mask = v->indirect_cap - 1;
-	for (size_t h = indirect_hash(p, target) & mask;; h = (h + 1) & mask) {
+	size_t first = indirect_slot_of(v, p, target);
+	for (size_t h = first;; h = (h + 1) & mask) {
 		struct indirect_slot *e = &v->indirect[h];
 		if (e->b == p && e->target == target) {
-			e->count++;
+			struct indirect_slot found = *e;
+			*e = v->indirect[first];
+			found.count++;
+			v->indirect[first] = found;
 			return;
 		}
 		if (!e->b) {
@@ -310,35 +420,156 @@ static void count_indirect(struct vcpu *v, struct block *p, uint64_t target)
 	}
 }
 
-static void on_block(unsigned int vcpu_index, void *udata)
+/* p's indirect branch to target, not found in its first slot; then, with
+ * count, the event, since the counts may come last (the sample reads none)
+ * and the callers tail-call this, keeping their common path free of saved
+ * registers. */
+static __attribute__((noinline)) void count_indirect_probe_then(struct vcpu *v, struct block *p,
+								uint64_t target,
+								unsigned vcpu_index, bool count)
+{
+	count_indirect_probe(v, p, target);
+	if (count)
+		count_one(v, vcpu_index, target);
+}
+
+/* p's branch to `to` was taken: counted, and into the record */
+static inline __attribute__((always_inline)) void
+taken_to(struct vcpu *v, struct block *p, uint64_t to, enum event ev, bool calls_only)
+{
+	if (ev != EVENT_BRANCHES)
+		v->branches++;
+	if (!calls_only || p->recorded) {
+		uint32_t next = v->ring_next;
+		v->ring_next = next + sizeof(struct ring_entry);
+		struct ring_entry *e = (void *)((char *)v->ring + (next & (sizeof(v->ring) - 1)));
+		e->from = p;
+		e->to = to;
+	}
+}
+
+/* What follows the count of instructions: the previous block p's branch
+ * went to b. The counts of the edge come before the event's, as a sample
+ * reads none of them. */
+static inline __attribute__((always_inline)) void branch_to(struct vcpu *v, struct block *p,
+							    struct block *b, unsigned vcpu_index,
+							    enum event ev, bool calls_only)
+{
+	uint64_t to = b->start;
+	/* not_taken_to is NO_ADDR unless p ends in a conditional branch */
+	if (to == p->not_taken_to) {
+		p->not_taken++;
+		if (ev == EVENT_BRANCHES)
+			count_one(v, vcpu_index, to);
+		else
+			v->branches++;
+		return;
+	}
+	/* taken_to is NO_ADDR unless p ends in a direct branch */
+	if (to == p->taken_to) {
+		p->taken++;
+		taken_to(v, p, to, ev, calls_only);
+		if (ev != EVENT_INSTRUCTIONS)
+			count_one(v, vcpu_index, to);
+		return;
+	}
+	if (p->kind == EP_BRANCH_NONE)
+		return;
+	/* indirect, or a direct branch that went elsewhere (a signal) */
+	taken_to(v, p, to, ev, calls_only);
+	struct indirect_slot *e = &v->indirect[indirect_slot_of(v, p, to)];
+	if (__builtin_expect(e->b != p || e->target != to, 0)) {
+		count_indirect_probe_then(v, p, to, vcpu_index, ev != EVENT_INSTRUCTIONS);
+		return;
+	}
+	e->count++;
+	if (ev != EVENT_INSTRUCTIONS)
+		count_one(v, vcpu_index, to);
+}
+
+/* event=instructions, a block whose instructions reach a re-arm or a
+ * sample: counted before its branch-in, as in the plain model */
+static __attribute__((noinline)) void instructions_due(struct vcpu *v, struct block *p,
+						       struct block *b, unsigned vcpu_index,
+						       bool calls_only)
+{
+	count_event_due(v, vcpu_index, b->insns, b->start);
+	branch_to(v, p, b, vcpu_index, EVENT_INSTRUCTIONS, calls_only);
+}
+
+/* The block b starts. Specialized per event at compile time; decides the
+ * outcome, the record and the counts as on_block_reference does. */
+static inline __attribute__((always_inline)) void
+on_block_fast(unsigned int vcpu_index, struct block *b, enum event ev, bool calls_only)
+{
+	struct vcpu *v = &vcpus[vcpu_index & (MAX_VCPUS - 1)];
+	/* an opaque pointer from here: else GCC addresses every field from st
+	 * and the index again (three more instructions a ring push) */
+	__asm__("" : "+r"(v));
+	struct block *p = v->prev;
+	v->prev = b;
+	v->instructions += b->insns;
+	if (ev == EVENT_INSTRUCTIONS) {
+		if (__builtin_expect(v->until <= b->insns, 0)) {
+			instructions_due(v, p, b, vcpu_index, calls_only);
+			return;
+		}
+		v->until -= b->insns;
+	}
+	branch_to(v, p, b, vcpu_index, ev, calls_only);
+}
+
+#define ON_BLOCK(name, ev, calls_only)                                                             \
+	static void name(unsigned int vcpu_index, void *udata)                                     \
+	{                                                                                          \
+		on_block_fast(vcpu_index, udata, ev, calls_only);                                  \
+	}
+ON_BLOCK(on_block_branches, EVENT_BRANCHES, false)
+ON_BLOCK(on_block_taken, EVENT_TAKEN, false)
+ON_BLOCK(on_block_instructions, EVENT_INSTRUCTIONS, false)
+ON_BLOCK(on_block_branches_calls, EVENT_BRANCHES, true)
+ON_BLOCK(on_block_taken_calls, EVENT_TAKEN, true)
+ON_BLOCK(on_block_instructions_calls, EVENT_INSTRUCTIONS, true)
+
+/* The plain model, one step per event and nothing deferred: what the
+ * emulator computes, written for reading. model=reference runs it instead
+ * of the fast path, and the tests (test_emulator_model.sh) check that both
+ * write the same stream. */
+static void on_block_reference(unsigned int vcpu_index, void *udata)
 {
 	struct block *b = udata;
-	struct vcpu *v = &st.vcpus[vcpu_index % MAX_VCPUS];
+	struct vcpu *v = &vcpus[vcpu_index % MAX_VCPUS];
 	struct block *p = v->prev;
 	v->prev = b;
 	v->instructions += b->insns;
 	if (st.event == EVENT_INSTRUCTIONS)
 		count_event(v, vcpu_index, b->insns, b->start);
-	if (!p || p->kind == EP_BRANCH_NONE)
+	if (p->kind == EP_BRANCH_NONE)
 		return;
 	uint64_t fallthrough = p->last_addr + p->last_len;
 	bool taken = p->kind != EP_BRANCH_COND || b->start != fallthrough;
 	v->branches++;
-	if (!taken)
+	if (!taken) {
 		p->not_taken++;
-	else if (p->target && p->target == b->start)
+	} else if (p->target && p->target == b->start) {
 		p->taken++;
-	else /* indirect, or a direct branch that went elsewhere (a signal) */
-		count_indirect(v, p, b->start);
+	} else {
+		pthread_mutex_lock(&st.lock);
+		if (!p->targets)
+			p->targets = calloc(1, sizeof(*p->targets));
+		uint64_t *c = p->targets ? ep_u64map_upsert(p->targets, b->start, NULL) : NULL;
+		if (c)
+			(*c)++;
+		pthread_mutex_unlock(&st.lock);
+	}
 	/* the hardware's call filter (PERF_SAMPLE_BRANCH_ANY_CALL|ANY_RETURN):
 	 * only calls and returns enter the record */
 	bool recorded =
 	    taken && (!st.calls_only || p->kind == EP_BRANCH_CALL ||
 		      p->kind == EP_BRANCH_CALL_INDIRECT || p->kind == EP_BRANCH_RETURN);
 	if (recorded) {
-		v->ring[v->ring_head] =
-		    (struct ep_branch_entry){.from = p->last_addr, .to = b->start};
-		v->ring_head = (v->ring_head + 1) & (MAX_LBR - 1);
+		v->ring[v->ring_head] = (struct ring_entry){.from = p, .to = b->start};
+		v->ring_head = (v->ring_head + 1) % MAX_LBR;
 		if (v->ring_n < st.lbr)
 			v->ring_n++;
 	}
@@ -371,13 +602,32 @@ static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 	}
 	if (insn)
 		cs_free(insn, 1);
+	b->not_taken_to = b->kind == EP_BRANCH_COND ? b->last_addr + b->last_len : NO_ADDR;
+	b->taken_to = b->target ? b->target : NO_ADDR;
+	b->recorded = !st.calls_only || b->kind == EP_BRANCH_CALL ||
+		      b->kind == EP_BRANCH_CALL_INDIRECT || b->kind == EP_BRANCH_RETURN;
+	b->salt = ep_hash_u64((uint64_t)(uintptr_t)b);
 	pthread_mutex_lock(&st.lock);
 	b->next_all = st.blocks;
 	st.blocks = b;
 	if (!mapped(b->start))
 		snapshot_maps_locked();
 	pthread_mutex_unlock(&st.lock);
-	qemu_plugin_register_vcpu_tb_exec_cb(tb, on_block, QEMU_PLUGIN_CB_NO_REGS, b);
+	qemu_plugin_register_vcpu_tb_exec_cb(tb, st.on_block, QEMU_PLUGIN_CB_NO_REGS, b);
+}
+
+/* The exact edges in (from, to, taken) order: the stream then does not
+ * depend on the order of the blocks' and the vCPUs' hash tables (edges to
+ * code outside every binary share one entry in the profile, written in
+ * this order). */
+static int exact_cmp(const void *a, const void *b)
+{
+	const struct ep_emu_exact *x = a, *y = b;
+	if (x->from != y->from)
+		return x->from < y->from ? -1 : 1;
+	if (x->to != y->to)
+		return x->to < y->to ? -1 : 1;
+	return (x->taken > y->taken) - (x->taken < y->taken);
 }
 
 /* Exact counts merged by (from, to, taken): a block translated twice holds
@@ -441,10 +691,20 @@ static void write_exact(void)
 			edges[n++] = e;
 		}
 	}
+	qsort(edges, n, sizeof(*edges), exact_cmp);
 	write_record(EP_EMU_EXACT, edges, n * sizeof(*edges));
 out:
 	free(edges);
 	ep_u64map_free(&index);
+}
+
+/* The branches v ran: event=branches counts them only as events, those
+ * brought up to date and those since. */
+static uint64_t branches_of(const struct vcpu *v)
+{
+	if (st.reference || st.event != EVENT_BRANCHES)
+		return v->branches;
+	return v->events + (v->until_set - v->until);
 }
 
 /* The vCPUs' indirect-branch tables into their blocks' target maps, and
@@ -452,8 +712,8 @@ out:
 static void merge_vcpus(uint64_t totals[2])
 {
 	for (unsigned i = 0; i < MAX_VCPUS; i++) {
-		struct vcpu *v = &st.vcpus[i];
-		totals[0] += v->branches;
+		struct vcpu *v = &vcpus[i];
+		totals[0] += branches_of(v);
 		totals[1] += v->instructions;
 		for (size_t k = 0; k < v->indirect_cap; k++) {
 			struct indirect_slot *e = &v->indirect[k];
@@ -466,8 +726,10 @@ static void merge_vcpus(uint64_t totals[2])
 			if (c)
 				*c += e->count;
 		}
-		free(v->indirect);
-		v->indirect = NULL;
+		if (v->indirect != no_slots)
+			free(v->indirect);
+		v->indirect = no_slots;
+		v->indirect_shift = 63;
 		v->indirect_cap = v->indirect_used = 0;
 	}
 }
@@ -553,6 +815,11 @@ EP_QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_in
 				st.calls_only = true;
 			else
 				ok = strcmp(v, "any") == 0;
+		} else if (klen == 5 && strncmp(a, "model", 5) == 0) {
+			if (strcmp(v, "reference") == 0)
+				st.reference = true;
+			else
+				ok = strcmp(v, "fast") == 0;
 		} else if (klen == 5 && strncmp(a, "event", 5) == 0) {
 			if (strcmp(v, "branches") == 0)
 				st.event = EVENT_BRANCHES;
@@ -573,6 +840,12 @@ EP_QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_in
 		return -1;
 	}
 	st.lbr = (unsigned)lbr;
+	static const qemu_plugin_vcpu_udata_cb_t fast[3][2] = {
+	    [EVENT_BRANCHES] = {on_block_branches, on_block_branches_calls},
+	    [EVENT_TAKEN] = {on_block_taken, on_block_taken_calls},
+	    [EVENT_INSTRUCTIONS] = {on_block_instructions, on_block_instructions_calls},
+	};
+	st.on_block = st.reference ? on_block_reference : fast[st.event][st.calls_only];
 	if (st.scheme == SCHEME_STEPS) {
 		/* as the live agent plans it (agent/source/live) */
 		st.step = st.period / st.steps ? st.period / st.steps : 1;
@@ -593,16 +866,21 @@ EP_QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_in
 		return -1;
 	cs_option(st.cs, CS_OPT_DETAIL, CS_OPT_ON);
 	for (unsigned i = 0; i < MAX_VCPUS; i++) {
-		st.vcpus[i].rng = st.seed * 0x100000001b3ULL + i;
-		st.vcpus[i].period = draw_period(&st.vcpus[i]);
-		st.vcpus[i].rearm_left = st.rearm;
-		st.vcpus[i].countdown = next_period(&st.vcpus[i]);
+		struct vcpu *v = &vcpus[i];
+		v->prev = &no_block;
+		v->indirect = no_slots;
+		v->indirect_shift = 63;
+		v->rng = st.seed * 0x100000001b3ULL + i;
+		v->period = draw_period(v);
+		v->rearm_left = st.rearm;
+		v->countdown = next_period(v);
+		arm_until(v);
 	}
 	qemu_plugin_register_vcpu_tb_trans_cb(id, on_translate);
 	qemu_plugin_register_atexit_cb(id, on_exit_cb, NULL);
 	return 0;
 bad:
 	fprintf(stderr, "edgeprof-lbr: bad argument; use out=PATH,period=P,jitter=D,lbr=N,seed=S,"
-			"event=branches|taken|instructions\n");
+			"event=branches|taken|instructions,model=fast|reference\n");
 	return -1;
 }
