@@ -119,6 +119,12 @@ static void log_summary(const struct daemon *d, const struct ep_live_counters *l
 		(unsigned long long)lc->proc_reserve_failed,
 		(unsigned long long)d->feed.unresolved_pids,
 		ep_pipeline_processes(d->feed.pipeline), (unsigned long long)d->feed.forgotten);
+	const uint64_t *r = d->feed.maps_reads;
+	ep_info("process maps read: %llu at exec, %llu at a first sample, %llu again for an "
+		"address in none of them, %llu after executable mmaps",
+		(unsigned long long)r[EP_MAPS_AT_EXEC],
+		(unsigned long long)r[EP_MAPS_AT_FIRST_SAMPLE],
+		(unsigned long long)r[EP_MAPS_UNRESOLVED], (unsigned long long)r[EP_MAPS_AT_MMAP]);
 	ep_live_feed_log_periods(&d->feed);
 	log_cost(d, lc);
 	if (lc->reserve_failed)

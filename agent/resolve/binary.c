@@ -63,6 +63,10 @@ struct ep_binary_registry {
 	struct ep_u64map lookup_index; /* key hash -> index in lookups */
 	struct lookup_entry *lookups;
 	size_t nlookups, lookups_cap;
+	/* identity hash -> index in bins (probing on the hash): a live
+	 * process's mapping of a known file costs one stat, not a scan of every
+	 * binary the machine ran */
+	struct ep_u64map by_identity;
 };
 
 void ep_build_id_to_hex(const uint8_t *id, size_t len, char *out)
@@ -109,6 +113,7 @@ void ep_binreg_free(struct ep_binary_registry *reg)
 		free(reg->lookups[i].key);
 	free(reg->lookups);
 	ep_u64map_free(&reg->lookup_index);
+	ep_u64map_free(&reg->by_identity);
 	free(reg->bins);
 	free(reg->explicit_files);
 	free(reg->symfs);
@@ -858,18 +863,46 @@ out:
 	return b;
 }
 
+static uint64_t identity_hash(dev_t dev, ino_t ino, off_t size, const struct timespec *mtime)
+{
+	uint64_t h = ep_hash_u64((uint64_t)dev ^ ep_hash_u64((uint64_t)ino));
+	h = ep_hash_u64(h ^ (uint64_t)size);
+	return ep_hash_u64(h ^ (uint64_t)mtime->tv_sec ^ ((uint64_t)mtime->tv_nsec << 34));
+}
+
+static bool same_identity(const struct ep_binary *b, const struct stat *st)
+{
+	return b->dev == st->st_dev && b->ino == st->st_ino && b->size == st->st_size &&
+	       b->mtime.tv_sec == st->st_mtim.tv_sec && b->mtime.tv_nsec == st->st_mtim.tv_nsec;
+}
+
+static struct ep_binary *find_identity(const struct ep_binary_registry *reg, const struct stat *st)
+{
+	for (uint64_t h = identity_hash(st->st_dev, st->st_ino, st->st_size, &st->st_mtim);; h++) {
+		const uint64_t *i = ep_u64map_get(&reg->by_identity, h);
+		if (!i)
+			return NULL;
+		if (same_identity(reg->bins[*i], st))
+			return reg->bins[*i];
+	}
+}
+
+static void index_identity(struct ep_binary_registry *reg, const struct ep_binary *b)
+{
+	uint64_t h = identity_hash(b->dev, b->ino, b->size, &b->mtime);
+	while (ep_u64map_get(&reg->by_identity, h))
+		h++;
+	uint64_t *slot = ep_u64map_upsert(&reg->by_identity, h, NULL);
+	if (slot)
+		*slot = b->index; /* else found by a new open: a copy, not a wrong file */
+}
+
 static struct ep_binary *find_loaded(struct ep_binary_registry *reg, const char *path)
 {
 	struct stat st;
 	if (stat(path, &st) != 0)
 		return NULL;
-	for (size_t i = 0; i < reg->n; i++) {
-		const struct ep_binary *b = reg->bins[i];
-		if (b->dev == st.st_dev && b->ino == st.st_ino && b->size == st.st_size &&
-		    b->mtime.tv_sec == st.st_mtim.tv_sec && b->mtime.tv_nsec == st.st_mtim.tv_nsec)
-			return reg->bins[i];
-	}
-	return NULL;
+	return find_identity(reg, &st);
 }
 
 static struct ep_binary *open_registered(struct ep_binary_registry *reg, const char *path,
@@ -894,6 +927,7 @@ static struct ep_binary *open_registered(struct ep_binary_registry *reg, const c
 	}
 	b->index = (uint32_t)reg->n;
 	reg->bins[reg->n++] = b;
+	index_identity(reg, b);
 	return b;
 }
 
@@ -980,6 +1014,19 @@ static struct ep_binary *search(struct ep_binary_registry *reg, const char *reco
 		ep_warn("%s", err);
 	}
 	return NULL;
+}
+
+struct ep_binary *ep_binreg_known(struct ep_binary_registry *reg, const char *recorded_path,
+				  const struct stat *st)
+{
+	/* --binary and --symfs files come first in a lookup: the slow path
+	 * decides between them */
+	if (reg->nexplicit || reg->symfs)
+		return NULL;
+	struct ep_binary *b = find_identity(reg, st);
+	if (b && !b->recorded_path && !is_pseudo_path(recorded_path))
+		b->recorded_path = strdup(recorded_path);
+	return b;
 }
 
 struct ep_binary *ep_binreg_lookup(struct ep_binary_registry *reg, const char *recorded_path,

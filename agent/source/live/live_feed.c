@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "agent/source/live/live_feed.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "agent/attribute/process_labels.h"
@@ -20,6 +23,8 @@
 /* an exited process's mappings are dropped this long after its exit event:
  * far longer than a drain interval, so its last samples still resolve */
 #define FORGET_AFTER_NS 2000000000ULL
+/* the longest maps text read: a process with ~500,000 mappings */
+#define MAPS_MAX_BYTES (64u << 20)
 
 void ep_live_feed_init(struct ep_live_feed *f, struct ep_pipeline *pipeline,
 		       struct ep_process_labeller *labeller)
@@ -27,52 +32,101 @@ void ep_live_feed_init(struct ep_live_feed *f, struct ep_pipeline *pipeline,
 	*f = (struct ep_live_feed){.pipeline = pipeline, .labeller = labeller};
 }
 
-/* The process's executable mappings from /proc. Each file is opened
- * through /proc/PID/map_files/START-END: the very file mapped, even when it
- * has since been deleted or replaced on disk (an upgrade under a running
+/* /proc/PID/maps whole, in the feed's buffer (kept between reads); NULL
+ * when the process is gone. */
+static char *slurp_maps(struct ep_live_feed *f, uint32_t pid, size_t *len)
+{
+	char path[40];
+	snprintf(path, sizeof(path), "/proc/%u/maps", pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	size_t n = 0;
+	for (;;) {
+		if (f->maps_cap - n < 4096) {
+			size_t cap = f->maps_cap ? f->maps_cap * 2 : 64 * 1024;
+			char *b = cap <= MAPS_MAX_BYTES ? realloc(f->maps_buf, cap) : NULL;
+			if (!b)
+				break; /* what was read is used: lines cut short are skipped */
+			f->maps_buf = b;
+			f->maps_cap = cap;
+		}
+		ssize_t r = read(fd, f->maps_buf + n, f->maps_cap - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			if (r < 0 && n == 0) {
+				close(fd);
+				return NULL;
+			}
+			break;
+		}
+		n += (size_t)r;
+	}
+	close(fd);
+	*len = n;
+	return f->maps_buf;
+}
+
+/* One executable file mapping. The file is opened through
+ * /proc/PID/map_files/START-END: the very file mapped, even when it has
+ * since been deleted or replaced on disk (an upgrade under a running
  * process), and inside containers. Without the right to read map_files
  * (CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE) /proc/PID/root/PATH is the
- * fallback, and deleted files are skipped. The registry caches files by
+ * fallback, and deleted files are skipped. The registry knows files by
  * identity (device, inode, size, mtime), so a library mapped by a thousand
- * processes is read once. */
-static void read_maps(struct ep_live_feed *f, uint32_t pid)
+ * processes is read once, and each later mapping of it costs one stat(). */
+static void add_file_mapping(struct ep_live_feed *f, uint32_t pid, const struct ep_maps_entry *m)
 {
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%u/maps", pid);
-	FILE *maps = fopen(path, "r");
-	if (!maps) {
+	char file[PATH_MAX + 64];
+	struct stat st;
+	uint64_t len = m->end - m->start;
+	if (!f->no_map_files) {
+		snprintf(file, sizeof(file), "/proc/%u/map_files/%llx-%llx", pid,
+			 (unsigned long long)m->start, (unsigned long long)m->end);
+		if (stat(file, &st) == 0) {
+			if (!ep_pipeline_mmap_known(f->pipeline, pid, m->start, len, m->offset,
+						    m->path, &st))
+				ep_pipeline_mmap_at(f->pipeline, pid, m->start, len, m->offset,
+						    m->path, file);
+			return;
+		}
+		/* the agent lacks the capability: so it stays */
+		f->no_map_files = errno == EPERM;
+	}
+	if (m->deleted)
+		return;
+	snprintf(file, sizeof(file), "/proc/%u/root%s", pid, m->path);
+	if (stat(file, &st) != 0 ||
+	    !ep_pipeline_mmap_known(f->pipeline, pid, m->start, len, m->offset, m->path, &st))
+		ep_pipeline_mmap_at(f->pipeline, pid, m->start, len, m->offset, m->path, file);
+}
+
+/* The process's executable mappings from /proc, read in one go and parsed
+ * in place: the agent does this for every process the machine starts. */
+static void read_maps(struct ep_live_feed *f, uint32_t pid, enum ep_maps_read why)
+{
+	size_t len, pos = 0;
+	char *text = slurp_maps(f, pid, &len);
+	if (!text) {
 		f->unresolved_pids++;
 		return;
 	}
-	char line[PATH_MAX + 256];
-	while (fgets(line, sizeof(line), maps)) {
-		unsigned long long start, end, offset;
-		char perms[8];
-		int at = 0;
-		if (sscanf(line, "%llx-%llx %7s %llx %*s %*s %n", &start, &end, perms, &offset,
-			   &at) != 4 ||
-		    perms[2] != 'x' || line[at] != '/')
-			continue;
-		line[strcspn(line, "\n")] = '\0';
-		char *deleted = strstr(line + at, " (deleted)");
-		if (deleted && deleted[10] == '\0')
-			*deleted = '\0';
-		char file[PATH_MAX + 64];
-		snprintf(file, sizeof(file), "/proc/%u/map_files/%llx-%llx", pid, start, end);
-		if (access(file, R_OK) != 0) {
-			if (deleted)
-				continue;
-			snprintf(file, sizeof(file), "/proc/%u/root%s", pid, line + at);
-		}
-		ep_pipeline_mmap_at(f->pipeline, pid, start, end - start, offset, line + at, file);
+	f->maps_reads[why]++;
+	struct ep_maps_entry m;
+	while (ep_maps_next_exec(text, len, &pos, &m)) {
+		if (m.path[0] == '/')
+			add_file_mapping(f, pid, &m);
+		else
+			ep_pipeline_mmap_anon(f->pipeline, pid, m.start, m.end - m.start);
 	}
-	fclose(maps);
 }
 
 /* Reads the maps and notes when, for the next re-read. */
-static void read_maps_now(struct ep_live_feed *f, uint32_t pid, uint64_t *last)
+static void read_maps_now(struct ep_live_feed *f, uint32_t pid, uint64_t *last,
+			  enum ep_maps_read why)
 {
-	read_maps(f, pid);
+	read_maps(f, pid, why);
 	if (last)
 		*last = ep_mono_ns();
 }
@@ -149,7 +203,7 @@ static void on_process_event(void *ctx, const struct ep_proc_record *rec)
 		/* runtimes move a container's first process into its cgroup
 		 * between fork and exec: look again */
 		label(f, rec->pid);
-		read_maps(f, rec->pid);
+		read_maps(f, rec->pid, EP_MAPS_AT_EXEC);
 		maps_known_now(f, rec->pid);
 		break;
 	case EP_PROC_EXIT:
@@ -163,7 +217,7 @@ static void on_process_event(void *ctx, const struct ep_proc_record *rec)
 		last = ep_u64map_get(&f->maps_read, rec->pid);
 		if (!last)
 			break;
-		read_maps_now(f, rec->pid, last);
+		read_maps_now(f, rec->pid, last, EP_MAPS_AT_MMAP);
 		ep_debug("pid %u mapped executable code: its maps read again", rec->pid);
 		break;
 	default:
@@ -193,12 +247,15 @@ static void on_sample(void *ctx, const struct ep_sample_record *rec)
 	uint64_t *last = ep_u64map_upsert(&f->maps_read, rec->pid, &inserted);
 	if (inserted) {
 		label(f, rec->pid);
-		read_maps_now(f, rec->pid, last);
+		read_maps_now(f, rec->pid, last, EP_MAPS_AT_FIRST_SAMPLE);
 	} else if (last && !(rec->flags & EP_SAMPLE_IP_KERNEL)) {
+		/* code of no file (JIT output) resolves as such: a re-read would
+		 * find nothing new, and a JIT's maps are long */
 		struct ep_resolved r;
-		if (ep_pipeline_resolve(f->pipeline, rec->pid, rec->ip, &r) != EP_RESOLVE_OK &&
+		enum ep_resolve_status st = ep_pipeline_resolve(f->pipeline, rec->pid, rec->ip, &r);
+		if (st != EP_RESOLVE_OK && st != EP_RESOLVE_ANON_CODE &&
 		    ep_mono_ns() - *last > MAPS_REREAD_NS)
-			read_maps_now(f, rec->pid, last);
+			read_maps_now(f, rec->pid, last, EP_MAPS_UNRESOLVED);
 	}
 	ep_pipeline_sample(f->pipeline, rec);
 }
@@ -230,5 +287,6 @@ void ep_live_feed_free(struct ep_live_feed *f)
 	ep_u64map_free(&f->maps_read);
 	ep_u64map_free(&f->exited);
 	free(f->exits);
+	free(f->maps_buf);
 	ep_pipeline_free(f->pipeline);
 }
