@@ -255,6 +255,7 @@ static __always_inline void proc_event(__u32 type, __u32 pid, __u32 ppid)
 	r->ppid = ppid;
 	r->pad = 0;
 	r->time_ns = bpf_ktime_get_ns();
+	r->cgroup_id = bpf_get_current_cgroup_id();
 	bpf_ringbuf_submit(r, type == EP_PROC_EXEC ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
 }
 

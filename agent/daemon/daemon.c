@@ -125,6 +125,9 @@ static void log_summary(const struct daemon *d, const struct ep_live_counters *l
 		(unsigned long long)r[EP_MAPS_AT_EXEC],
 		(unsigned long long)r[EP_MAPS_AT_FIRST_SAMPLE],
 		(unsigned long long)r[EP_MAPS_UNRESOLVED], (unsigned long long)r[EP_MAPS_AT_MMAP]);
+	ep_info("process cgroups: %llu read from /proc, %llu known by their cgroup id",
+		(unsigned long long)d->labeller.cgroup_reads,
+		(unsigned long long)d->labeller.cgroup_hits);
 	ep_live_feed_log_periods(&d->feed);
 	log_cost(d, lc);
 	if (lc->reserve_failed)
@@ -173,6 +176,7 @@ int ep_daemon_run(struct ep_daemon_config *cfg, struct ep_binary_registry *reg,
 	}
 	ep_session_runner_free(d.sessions);
 	ep_live_feed_free(&d.feed);
+	ep_process_labeller_free(&d.labeller);
 	ep_live_close(d.live);
 	return rc;
 }

@@ -179,10 +179,10 @@ void ep_live_feed_forget_exited(struct ep_live_feed *f)
 	}
 }
 
-static void label(struct ep_live_feed *f, uint32_t pid)
+static void label(struct ep_live_feed *f, uint32_t pid, uint64_t cgroup_id)
 {
 	if (f->labeller)
-		ep_process_label(f->labeller, pid);
+		ep_process_label(f->labeller, pid, cgroup_id);
 }
 
 /* exec, fork and exit as they happen: a forked child starts with its
@@ -202,7 +202,7 @@ static void on_process_event(void *ctx, const struct ep_proc_record *rec)
 		ep_pipeline_exec(f->pipeline, rec->pid);
 		/* runtimes move a container's first process into its cgroup
 		 * between fork and exec: look again */
-		label(f, rec->pid);
+		label(f, rec->pid, rec->cgroup_id);
 		read_maps(f, rec->pid, EP_MAPS_AT_EXEC);
 		maps_known_now(f, rec->pid);
 		break;
@@ -246,7 +246,7 @@ static void on_sample(void *ctx, const struct ep_sample_record *rec)
 	bool inserted = false;
 	uint64_t *last = ep_u64map_upsert(&f->maps_read, rec->pid, &inserted);
 	if (inserted) {
-		label(f, rec->pid);
+		label(f, rec->pid, rec->cgroup_id);
 		read_maps_now(f, rec->pid, last, EP_MAPS_AT_FIRST_SAMPLE);
 	} else if (last && !(rec->flags & EP_SAMPLE_IP_KERNEL)) {
 		/* code of no file (JIT output) resolves as such: a re-read would
