@@ -72,6 +72,23 @@ static bool cgroup_is(struct ep_process_labeller *l, const char *path, uint64_t 
 	return stat(full, &st) == 0 && (uint64_t)st.st_ino == id;
 }
 
+/* Whether the path /proc gave is the cgroup v2 one ("0::PATH"), the only
+ * one a cgroup id names: on hybrid hosts a v1 hierarchy's path tells
+ * containers apart, and checking it against the id would be a stat() per
+ * process that always fails. */
+static bool is_v2_path(const char *text, const char *cgroup)
+{
+	size_t len = strlen(cgroup);
+	for (const char *line = text; line; line = strchr(line, '\n')) {
+		if (*line == '\n')
+			line++;
+		if (strncmp(line, "0::", 3) == 0)
+			return strncmp(line + 3, cgroup, len) == 0 &&
+			       (line[3 + len] == '\n' || line[3 + len] == '\0');
+	}
+	return false;
+}
+
 static void remember(struct ep_process_labeller *l, uint64_t id, const char *container_cgroup,
 		     const struct ep_container_ref *ref)
 {
@@ -120,7 +137,7 @@ static bool label_once(struct ep_process_labeller *l, uint32_t pid, uint64_t cgr
 	struct ep_container_ref ref = {0};
 	bool have_path = ep_cgroup_from_proc(text, cgroup, sizeof(cgroup));
 	bool container = have_path && ep_container_from_cgroup(cgroup, &ref) && !ref.monitor;
-	if (have_path && cgroup_id && cgroup_is(l, cgroup, cgroup_id))
+	if (have_path && cgroup_id && is_v2_path(text, cgroup) && cgroup_is(l, cgroup, cgroup_id))
 		remember(l, cgroup_id, container ? cgroup : NULL, &ref);
 	if (!container) {
 		ep_pipeline_label_pid(l->pipeline, pid, NULL);
