@@ -37,6 +37,19 @@ check "samples of the busy child arrive (${samples:-0} in 2 s)" test "${samples:
 check "the IP-only profile names the child's hot function" test "$hottest" = hot_loop
 check "pid filter: only the targeted process" test "$(paths "$TEST_TMP/a.prof")" = "$TEST_TMP/hot_cold"
 
+# A filtered agent reads the maps of the processes it samples only, not of
+# every process the machine starts meanwhile.
+(while :; do /bin/true; done) &
+churn=$!
+track_pid "$churn"
+"$EDGEPROF" agent --pid "$a" --duration 1 -o "$TEST_TMP/f.prof" --log-level info 2>"$TEST_TMP/f.err"
+kill "$churn"
+wait "$churn" 2>/dev/null
+reads=$(sed -n 's/.*process maps read: \([0-9]*\) at exec.*/\1/p' "$TEST_TMP/f.err")
+events=$(sed -n 's/.* \([0-9]*\) process events (.*/\1/p' "$TEST_TMP/f.err")
+echo "# --pid while the machine execs: ${reads:-?} maps read at exec, ${events:-?} process events"
+check "--pid: no maps read for the other processes' execs (${reads:-?})" test "${reads:-?}" = 0
+
 # --event picks the PMU's event; without a PMU the line names it and falls back
 "$EDGEPROF" agent --pid "$a" --duration 1 --event taken -o "$TEST_TMP/ev.prof" 2>"$TEST_TMP/ev.err"
 check "--event taken: the no-PMU line names the vendor's event, IP-only fallback" \
