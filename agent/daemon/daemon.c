@@ -101,11 +101,11 @@ static void log_cost(const struct daemon *d, const struct ep_live_counters *lc)
 	else
 		snprintf(asked, sizeof(asked), "asked %u", cfg->ip_hz);
 	ep_info("sampling cost: %.0f samples/s per CPU (%s), %.2f overflows (interrupts) per "
-		"sample, %llu drains in %.1f s (%llu woken early by the kernel), %llu periods "
-		"drawn",
+		"sample, %llu drains in %.1f s (%llu woken early by the kernel, %llu of them for "
+		"execs), %llu periods drawn",
 		(double)samples / s / ncpus, asked, (double)lc->seen / (double)samples,
 		(unsigned long long)lc->drains, s, (unsigned long long)lc->early_wakeups,
-		(unsigned long long)lc->rearms);
+		(unsigned long long)lc->exec_wakeups, (unsigned long long)lc->rearms);
 }
 
 static void log_summary(const struct daemon *d, const struct ep_live_counters *lc)

@@ -199,10 +199,12 @@ check "re-armed period: one overflow (interrupt) per sample" \
 # ring.
 "$EDGEPROF" agent --duration 3 --ip-hz 4000 -o "$TEST_TMP/wake.prof" --log-level info \
 	2>"$TEST_TMP/wake.err"
-read -r rate drains early < <(sed -n 's/.*sampling cost: \([0-9]*\) samples\/s per CPU.* \([0-9]*\) drains in [0-9.]* s (\([0-9]*\) woken early.*/\1 \2 \3/p' "$TEST_TMP/wake.err")
-echo "# 4 kHz asked: ${rate:-?} samples/s per CPU, ${drains:-?} drains, ${early:-?} woken early"
-check "wake-ups: ${drains:-?} drains for ${rate:-?} samples/s per CPU over 3 s" \
-	test "${drains:-1000}" -le 60 -a "${rate:-0}" -gt 500
+read -r rate drains early execs < <(sed -n 's/.*sampling cost: \([0-9]*\) samples\/s per CPU.* \([0-9]*\) drains in [0-9.]* s (\([0-9]*\) woken early by the kernel, \([0-9]*\) of them for execs).*/\1 \2 \3 \4/p' "$TEST_TMP/wake.err")
+echo "# 4 kHz asked: ${rate:-?} samples/s per CPU, ${drains:-?} drains, ${early:-?} woken early, ${execs:-?} of them by the machine's execs"
+# the other processes' execs wake the agent by design (their maps are read
+# while they live): counted apart, and not against the samples' drains
+check "wake-ups: ${drains:-?} drains, ${execs:-?} of them for execs, for ${rate:-?} samples/s per CPU over 3 s" \
+	test $((${drains:-1000} - ${execs:-0})) -le 60 -a "${rate:-0}" -gt 500
 
 # A stalled consumer: the agent is stopped (SIGSTOP) for 1.5 s with a
 # 64 KiB ring buffer filling at 4 kHz per CPU; the kernel side counts every
