@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -102,24 +103,94 @@ static void add_file_mapping(struct ep_live_feed *f, uint32_t pid, const struct 
 		ep_pipeline_mmap_at(f->pipeline, pid, m->start, len, m->offset, m->path, file);
 }
 
-/* The process's executable mappings from /proc, read in one go and parsed
- * in place: the agent does this for every process the machine starts. */
+/* PROCMAP_QUERY (Linux 6.11): the kernel answers for the executable
+ * mappings alone, one ioctl each, without writing every mapping's line
+ * (~3x less CPU than reading the text of a just-started process here).
+ * Declared here: Debian 12's headers predate it. */
+struct ep_procmap_query {
+	uint64_t size, query_flags, query_addr;
+	uint64_t vma_start, vma_end, vma_flags, vma_page_size, vma_offset, inode;
+	uint32_t dev_major, dev_minor, vma_name_size, build_id_size;
+	uint64_t vma_name_addr, build_id_addr;
+};
+#define EP_PROCMAP_QUERY	    _IOWR('f', 17, struct ep_procmap_query)
+#define EP_PROCMAP_VMA_EXECUTABLE   0x04
+#define EP_PROCMAP_COVERING_OR_NEXT 0x10
+
+static void add_mapping(struct ep_live_feed *f, uint32_t pid, const struct ep_maps_entry *m)
+{
+	if (m->path[0] == '/')
+		add_file_mapping(f, pid, m);
+	else
+		ep_pipeline_mmap_anon(f->pipeline, pid, m->start, m->end - m->start);
+}
+
+/* 1: read; 0: the process is gone; -1: this kernel has no PROCMAP_QUERY. */
+static int query_maps(struct ep_live_feed *f, uint32_t pid)
+{
+	static const char deleted[] = " (deleted)";
+	const size_t dlen = sizeof(deleted) - 1;
+	char path[40], name[PATH_MAX + 16];
+	snprintf(path, sizeof(path), "/proc/%u/maps", pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	int rc = 1;
+	for (uint64_t addr = 0;;) {
+		struct ep_procmap_query q = {.size = sizeof(q),
+					     .query_flags = EP_PROCMAP_VMA_EXECUTABLE |
+							    EP_PROCMAP_COVERING_OR_NEXT,
+					     .query_addr = addr,
+					     .vma_name_addr = (uint64_t)(uintptr_t)name,
+					     .vma_name_size = sizeof(name)};
+		if (ioctl(fd, EP_PROCMAP_QUERY, &q) != 0) {
+			/* ENOENT: no mapping past addr; ESRCH: gone meanwhile */
+			if (addr == 0 && (errno == ENOTTY || errno == EINVAL))
+				rc = -1;
+			break;
+		}
+		if (q.vma_end <= addr)
+			break; /* never seen; a loop guard */
+		addr = q.vma_end;
+		if (!q.vma_name_size)
+			name[0] = '\0';
+		struct ep_maps_entry m = {
+		    .start = q.vma_start, .end = q.vma_end, .offset = q.vma_offset, .path = name};
+		size_t len = strlen(name);
+		if (name[0] == '/' && len > dlen && strcmp(name + len - dlen, deleted) == 0) {
+			name[len - dlen] = '\0';
+			m.deleted = true;
+		}
+		add_mapping(f, pid, &m);
+	}
+	close(fd);
+	return rc;
+}
+
+/* The process's executable mappings from /proc: asked of the kernel where
+ * it answers PROCMAP_QUERY, else the maps text read in one go and parsed in
+ * place. The agent does this for every process the machine starts. */
 static void read_maps(struct ep_live_feed *f, uint32_t pid, enum ep_maps_read why)
 {
-	size_t len, pos = 0;
-	char *text = slurp_maps(f, pid, &len);
-	if (!text) {
+	int queried = f->maps_text ? -1 : query_maps(f, pid);
+	if (queried < 0) {
+		f->maps_text = true;
+		size_t len, pos = 0;
+		char *text = slurp_maps(f, pid, &len);
+		queried = text != NULL;
+		struct ep_maps_entry m;
+		while (text && ep_maps_next_exec(text, len, &pos, &m))
+			add_mapping(f, pid, &m);
+	}
+	if (queried)
+		f->maps_reads[why]++;
+	else
 		f->unresolved_pids++;
-		return;
-	}
-	f->maps_reads[why]++;
-	struct ep_maps_entry m;
-	while (ep_maps_next_exec(text, len, &pos, &m)) {
-		if (m.path[0] == '/')
-			add_file_mapping(f, pid, &m);
-		else
-			ep_pipeline_mmap_anon(f->pipeline, pid, m.start, m.end - m.start);
-	}
+}
+
+void ep_live_feed_read_maps(struct ep_live_feed *f, uint32_t pid)
+{
+	read_maps(f, pid, EP_MAPS_AT_EXEC);
 }
 
 /* Reads the maps and notes when, for the next re-read. */

@@ -47,6 +47,7 @@ struct ep_live_feed {
 	char *maps_buf; /* the last maps text read, kept for the next */
 	size_t maps_cap;
 	bool no_map_files; /* without CAP_CHECKPOINT_RESTORE: /proc/PID/root only */
+	bool maps_text;	   /* a kernel without PROCMAP_QUERY: the maps text is read */
 	/* exited processes, forgotten a while later (their last samples may
 	 * still be in the other ring buffer): FIFO of pids by exit time, and
 	 * pid -> exit time to tell a reused pid from the one that exited */
@@ -70,6 +71,9 @@ int ep_live_feed_poll(struct ep_live_feed *f, struct ep_live *live, int timeout_
 /* Drops the processes that exited long enough ago: memory stays bounded by
  * the processes alive, not by all the machine ever ran. */
 void ep_live_feed_forget_exited(struct ep_live_feed *f);
+/* Reads pid's executable mappings into the pipeline now, as an exec does
+ * (tests compare the two ways of reading them: f->maps_text). */
+void ep_live_feed_read_maps(struct ep_live_feed *f, uint32_t pid);
 /* One info line on the sampling periods seen, when there are some. */
 void ep_live_feed_log_periods(const struct ep_live_feed *f);
 /* The process tables and the pipeline. */
