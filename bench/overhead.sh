@@ -6,7 +6,8 @@
 # peer, `perf record -a`, samples at the same rates. Runs are interleaved,
 # ROUNDS times (BENCH_OVERHEAD_ROUNDS, default 5), and the medians compared:
 #   workload_slowdown_pct_{agent,perf_record}[_4x]  CPU time over the alone median, %
-#   agent_cpu_pct_of_core      the agent's own CPU while the workload runs (after start-up)
+#   agent_cpu_pct_of_core      the agent's own CPU while the workload runs, from
+#                              BENCH_OVERHEAD_SETTLE_S (2) after it started sampling
 #   agent_cpu_us_per_sample    the same per sample taken
 #   interrupts_per_sample      overflows of the sampling event per sample (agent's log)
 # Without a branch-stack PMU (VMs) both sample IPs on cpu-clock; with one,
@@ -16,6 +17,7 @@ set -euo pipefail
 build=${1:-build}
 cd "$(dirname "$0")/.."
 rounds=${BENCH_OVERHEAD_ROUNDS:-5}
+settle=${BENCH_OVERHEAD_SETTLE_S:-2}
 note() { echo "bench: note: $*" >&2; }
 if [ "$(id -u)" -ne 0 ]; then
 	note "not root: the overhead figures are skipped"
@@ -77,6 +79,10 @@ start_sampler() {
 			grep -q 'sampling IPs\|branch stacks on' "$tmp/s.err" 2>/dev/null && break
 			sleep 0.05
 		done
+		# start-up is not over when sampling starts: the first drains read
+		# the maps and binaries of every process running. The agent's
+		# steady state is measured after it (BENCH_OVERHEAD_SETTLE_S).
+		sleep "$settle"
 	else
 		# shellcheck disable=SC2046
 		perf record -a $(perf_args "$rate") -o "$tmp/s.data" 2>"$tmp/s.err" >/dev/null &

@@ -293,6 +293,7 @@ fi
 
 # --- what sampling costs a busy program: the agent against perf record ----------
 bench/overhead.sh "$build"
+bench/agent_cpu.sh "$build"
 bench/period_schemes.sh "$build"
 bench/emulator.sh "$build"
 

@@ -255,13 +255,19 @@ static __always_inline void proc_event(__u32 type, __u32 pid, __u32 ppid)
 	r->ppid = ppid;
 	r->pad = 0;
 	r->time_ns = bpf_ktime_get_ns();
+	r->cgroup_id = bpf_get_current_cgroup_id();
 	bpf_ringbuf_submit(r, type == EP_PROC_EXEC ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
 }
 
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
-	proc_event(EP_PROC_EXEC, BPF_CORE_READ(p, tgid), 0);
+	/* an agent filtered to pids or cgroups (an on-demand session's too)
+	 * reads the maps of the processes it samples, not of every exec on
+	 * the node */
+	__u32 tgid = BPF_CORE_READ(p, tgid);
+	if (wanted(tgid))
+		proc_event(EP_PROC_EXEC, tgid, 0);
 	return 0;
 }
 
@@ -270,7 +276,7 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 {
 	__u32 tgid = BPF_CORE_READ(child, tgid);
 	/* a new thread shares its process's mappings: only processes matter */
-	if (tgid != BPF_CORE_READ(parent, tgid))
+	if (tgid != BPF_CORE_READ(parent, tgid) && wanted(tgid))
 		proc_event(EP_PROC_FORK, tgid, BPF_CORE_READ(parent, tgid));
 	return 0;
 }

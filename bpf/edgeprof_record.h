@@ -89,6 +89,10 @@ struct ep_proc_record {
 	__u32 ppid;
 	__u32 pad;
 	__u64 time_ns;
+	/* the cgroup (v2) the event happened in, the exec'ing or exiting
+	 * process's, the parent's at fork: the agent labels processes by it
+	 * without reading /proc/PID/cgroup again for each one */
+	__u64 cgroup_id;
 };
 
 #endif

@@ -1,9 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "agent/attribute/process_labels.h"
 
+#include <fcntl.h>
 #include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "agent/attribute/container.h"
 #include "agent/attribute/k8s_pods.h"
@@ -20,28 +25,30 @@ void ep_process_labeller_init(struct ep_process_labeller *l, struct ep_pipeline 
 	*l = (struct ep_process_labeller){.pipeline = pipeline, .k8s = k8s};
 }
 
-/* true when the process is labelled for good (or gone), false when its
- * container's pod is not known yet */
-static bool label_once(struct ep_process_labeller *l, uint32_t pid)
+static void forget_cgroups(struct ep_process_labeller *l)
 {
-	char path[64], text[4096], cgroup[PATH_MAX];
-	snprintf(path, sizeof(path), "/proc/%u/cgroup", pid);
-	FILE *f = fopen(path, "r");
-	if (!f)
-		return true;
-	size_t n = fread(text, 1, sizeof(text) - 1, f);
-	fclose(f);
-	text[n] = '\0';
-	struct ep_container_ref ref;
-	if (!ep_cgroup_from_proc(text, cgroup, sizeof(cgroup)) ||
-	    !ep_container_from_cgroup(cgroup, &ref) || ref.monitor) {
-		ep_pipeline_label_pid(l->pipeline, pid, NULL);
-		return true;
-	}
+	for (size_t i = 0; i < l->ncgroups; i++)
+		free(l->cgroups[i].path);
+	l->ncgroups = 0;
+	ep_u64map_free(&l->cgroup_index);
+}
+
+void ep_process_labeller_free(struct ep_process_labeller *l)
+{
+	forget_cgroups(l);
+	free(l->cgroups);
+	l->cgroups = NULL;
+}
+
+/* A container's process labelled: true when for good, false when its pod
+ * is not listed yet */
+static bool label_container(struct ep_process_labeller *l, uint32_t pid, const char *cgroup,
+			    const struct ep_container_ref *ref)
+{
 	Edgeprof__V1__Labels labels = EDGEPROF__V1__LABELS__INIT;
-	labels.container_id = ref.id;
-	labels.cgroup = cgroup;
-	const struct ep_k8s_pod *pod = l->k8s ? ep_k8s_pod_of(l->k8s, ref.id, NULL) : NULL;
+	labels.container_id = (char *)ref->id;
+	labels.cgroup = (char *)cgroup;
+	const struct ep_k8s_pod *pod = l->k8s ? ep_k8s_pod_of(l->k8s, ref->id, NULL) : NULL;
 	if (pod) {
 		labels.pod = (char *)pod->name;
 		labels.namespace_ = (char *)pod->ns;
@@ -50,9 +57,98 @@ static bool label_once(struct ep_process_labeller *l, uint32_t pid)
 	return pod || !l->k8s;
 }
 
-void ep_process_label(struct ep_process_labeller *l, uint32_t pid)
+/* Whether id is the cgroup at path (a cgroup v2 directory's inode number
+ * is its id): a process moved between its event and the read of its
+ * /proc/PID/cgroup must not teach the table a wrong path. */
+static bool cgroup_is(struct ep_process_labeller *l, const char *path, uint64_t id)
 {
-	if (label_once(l, pid))
+	if (!l->cgroup_root[0] && ep_cgroup2_root(l->cgroup_root, sizeof(l->cgroup_root)) != 0)
+		snprintf(l->cgroup_root, sizeof(l->cgroup_root), "-");
+	if (l->cgroup_root[0] == '-')
+		return false;
+	char full[PATH_MAX + 256];
+	struct stat st;
+	snprintf(full, sizeof(full), "%s%s", l->cgroup_root, path);
+	return stat(full, &st) == 0 && (uint64_t)st.st_ino == id;
+}
+
+/* Whether the path /proc gave is the cgroup v2 one ("0::PATH"), the only
+ * one a cgroup id names: on hybrid hosts a v1 hierarchy's path tells
+ * containers apart, and checking it against the id would be a stat() per
+ * process that always fails. */
+static bool is_v2_path(const char *text, const char *cgroup)
+{
+	size_t len = strlen(cgroup);
+	for (const char *line = text; line; line = strchr(line, '\n')) {
+		if (*line == '\n')
+			line++;
+		if (strncmp(line, "0::", 3) == 0)
+			return strncmp(line + 3, cgroup, len) == 0 &&
+			       (line[3 + len] == '\n' || line[3 + len] == '\0');
+	}
+	return false;
+}
+
+static void remember(struct ep_process_labeller *l, uint64_t id, const char *container_cgroup,
+		     const struct ep_container_ref *ref)
+{
+	if (l->ncgroups == EP_CGROUP_CACHE_MAX)
+		forget_cgroups(l);
+	if (!l->cgroups) {
+		l->cgroups = calloc(EP_CGROUP_CACHE_MAX, sizeof(*l->cgroups));
+		if (!l->cgroups)
+			return;
+	}
+	char *path = container_cgroup ? strdup(container_cgroup) : NULL;
+	uint64_t *slot = ep_u64map_upsert(&l->cgroup_index, id, NULL);
+	if (!slot || (container_cgroup && !path)) {
+		free(path);
+		ep_u64map_remove(&l->cgroup_index, id);
+		return;
+	}
+	*slot = l->ncgroups;
+	l->cgroups[l->ncgroups++] = (struct ep_cgroup_seen){.path = path, .ref = *ref};
+}
+
+/* true when the process is labelled for good (or gone), false when its
+ * container's pod is not known yet */
+static bool label_once(struct ep_process_labeller *l, uint32_t pid, uint64_t cgroup_id)
+{
+	const uint64_t *seen = cgroup_id ? ep_u64map_get(&l->cgroup_index, cgroup_id) : NULL;
+	if (seen) {
+		const struct ep_cgroup_seen *c = &l->cgroups[*seen];
+		l->cgroup_hits++;
+		if (c->path)
+			return label_container(l, pid, c->path, &c->ref);
+		ep_pipeline_label_pid(l->pipeline, pid, NULL);
+		return true;
+	}
+	char path[64], text[4096], cgroup[PATH_MAX];
+	snprintf(path, sizeof(path), "/proc/%u/cgroup", pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return true;
+	ssize_t n = read(fd, text, sizeof(text) - 1);
+	close(fd);
+	if (n < 0)
+		return true;
+	text[n] = '\0';
+	l->cgroup_reads++;
+	struct ep_container_ref ref = {0};
+	bool have_path = ep_cgroup_from_proc(text, cgroup, sizeof(cgroup));
+	bool container = have_path && ep_container_from_cgroup(cgroup, &ref) && !ref.monitor;
+	if (have_path && cgroup_id && is_v2_path(text, cgroup) && cgroup_is(l, cgroup, cgroup_id))
+		remember(l, cgroup_id, container ? cgroup : NULL, &ref);
+	if (!container) {
+		ep_pipeline_label_pid(l->pipeline, pid, NULL);
+		return true;
+	}
+	return label_container(l, pid, cgroup, &ref);
+}
+
+void ep_process_label(struct ep_process_labeller *l, uint32_t pid, uint64_t cgroup_id)
+{
+	if (label_once(l, pid, cgroup_id))
 		return;
 	for (size_t i = 0; i < l->npending; i++)
 		if (l->pending[i].pid == pid)
@@ -65,7 +161,8 @@ void ep_process_label_pending(struct ep_process_labeller *l)
 {
 	uint64_t now = ep_mono_ns();
 	for (size_t i = 0; i < l->npending;) {
-		if (now - l->pending[i].since > POD_PENDING_NS || label_once(l, l->pending[i].pid))
+		if (now - l->pending[i].since > POD_PENDING_NS ||
+		    label_once(l, l->pending[i].pid, 0))
 			l->pending[i] = l->pending[--l->npending];
 		else
 			i++;

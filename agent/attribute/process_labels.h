@@ -12,6 +12,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "agent/attribute/container.h"
+#include "common/util/u64map.h"
+
 struct ep_pipeline;
 struct ep_k8s;
 
@@ -19,6 +22,9 @@ struct ep_k8s;
  * container runs, after its first exec: processes of containers not listed
  * yet are labelled again at each interval until they are, for a while. */
 #define EP_POD_PENDING_MAX 256
+/* cgroups remembered (by id) with what /proc said of them; the table
+ * starts over when full */
+#define EP_CGROUP_CACHE_MAX 4096
 
 struct ep_process_labeller {
 	struct ep_pipeline *pipeline; /* where the labels go */
@@ -28,13 +34,26 @@ struct ep_process_labeller {
 		uint64_t since; /* monotonic ns */
 	} pending[EP_POD_PENDING_MAX];
 	size_t npending;
+	/* cgroup id -> index in cgroups: each cgroup's /proc/PID/cgroup text
+	 * is read and parsed once, not once per process started in it */
+	struct ep_u64map cgroup_index;
+	struct ep_cgroup_seen {
+		char *path; /* NULL: a cgroup of no container */
+		struct ep_container_ref ref;
+	} * cgroups;
+	size_t ncgroups;
+	char cgroup_root[256]; /* cgroup v2's mount, "" until found; "-" for none */
+	uint64_t cgroup_reads, cgroup_hits;
 };
 
 void ep_process_labeller_init(struct ep_process_labeller *l, struct ep_pipeline *pipeline,
 			      struct ep_k8s *k8s);
+void ep_process_labeller_free(struct ep_process_labeller *l);
 /* Labels the process now; one whose container's pod is not listed yet is
- * kept and looked at again by ep_process_label_pending. */
-void ep_process_label(struct ep_process_labeller *l, uint32_t pid);
+ * kept and looked at again by ep_process_label_pending. cgroup_id: the
+ * cgroup the process was seen in (0: unknown), so a process of a cgroup
+ * seen before costs no read of /proc. */
+void ep_process_label(struct ep_process_labeller *l, uint32_t pid, uint64_t cgroup_id);
 /* At each interval: the processes whose pods were not known yet. */
 void ep_process_label_pending(struct ep_process_labeller *l);
 

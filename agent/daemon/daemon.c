@@ -140,11 +140,11 @@ static void log_cost(const struct daemon *d, const struct ep_live_counters *lc)
 	else
 		snprintf(asked, sizeof(asked), "asked %u", cfg->ip_hz);
 	ep_info("sampling cost: %.0f samples/s per CPU (%s), %.2f overflows (interrupts) per "
-		"sample, %llu drains in %.1f s (%llu woken early by the kernel), %llu periods "
-		"drawn",
+		"sample, %llu drains in %.1f s (%llu woken early by the kernel, %llu of them for "
+		"execs), %llu periods drawn",
 		(double)samples / s / ncpus, asked, (double)lc->seen / (double)samples,
 		(unsigned long long)lc->drains, s, (unsigned long long)lc->early_wakeups,
-		(unsigned long long)lc->rearms);
+		(unsigned long long)lc->exec_wakeups, (unsigned long long)lc->rearms);
 }
 
 static void log_summary(const struct daemon *d, const struct ep_live_counters *lc)
@@ -157,6 +157,15 @@ static void log_summary(const struct daemon *d, const struct ep_live_counters *l
 		(unsigned long long)lc->reserve_failed, (unsigned long long)lc->proc_events,
 		(unsigned long long)lc->proc_reserve_failed, (unsigned long long)d->gone_added,
 		ep_pipeline_processes(d->feed.pipeline), (unsigned long long)d->feed.forgotten);
+	const uint64_t *r = d->feed.maps_reads;
+	ep_info("process maps read: %llu at exec, %llu at a first sample, %llu again for an "
+		"address in none of them, %llu after executable mmaps",
+		(unsigned long long)r[EP_MAPS_AT_EXEC],
+		(unsigned long long)r[EP_MAPS_AT_FIRST_SAMPLE],
+		(unsigned long long)r[EP_MAPS_UNRESOLVED], (unsigned long long)r[EP_MAPS_AT_MMAP]);
+	ep_info("process cgroups: %llu read from /proc, %llu known by their cgroup id",
+		(unsigned long long)d->labeller.cgroup_reads,
+		(unsigned long long)d->labeller.cgroup_hits);
 	ep_live_feed_log_periods(&d->feed);
 	log_cost(d, lc);
 	if (lc->reserve_failed)
@@ -207,6 +216,7 @@ int ep_daemon_run(struct ep_daemon_config *cfg, struct ep_binary_registry *reg,
 	}
 	ep_session_runner_free(d.sessions);
 	ep_live_feed_free(&d.feed);
+	ep_process_labeller_free(&d.labeller);
 	ep_live_close(d.live);
 	return rc;
 }

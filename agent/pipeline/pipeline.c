@@ -302,6 +302,20 @@ void ep_pipeline_mmap_at(struct ep_pipeline *p, uint32_t pid, uint64_t start, ui
 	ep_procmap_add(p->procmap, pid, start, len, pgoff, bin);
 }
 
+bool ep_pipeline_mmap_known(struct ep_pipeline *p, uint32_t pid, uint64_t start, uint64_t len,
+			    uint64_t pgoff, const char *path, const struct stat *st)
+{
+	struct ep_binary *bin = ep_binreg_known(p->binaries, path, st);
+	if (bin)
+		ep_procmap_add(p->procmap, pid, start, len, pgoff, bin);
+	return bin != NULL;
+}
+
+void ep_pipeline_mmap_anon(struct ep_pipeline *p, uint32_t pid, uint64_t start, uint64_t len)
+{
+	ep_procmap_add_anon(p->procmap, pid, start, len);
+}
+
 void ep_pipeline_fork(struct ep_pipeline *p, uint32_t child_pid, uint32_t parent_pid)
 {
 	ep_procmap_fork(p->procmap, child_pid, parent_pid);

@@ -53,6 +53,12 @@ void ep_pipeline_mmap(struct ep_pipeline *p, uint32_t pid, uint64_t start, uint6
 /* A live process's mapping: the file is read at open_path, named path. */
 void ep_pipeline_mmap_at(struct ep_pipeline *p, uint32_t pid, uint64_t start, uint64_t len,
 			 uint64_t pgoff, const char *path, const char *open_path);
+/* The same for a file already opened, st its stat(): false, adding nothing,
+ * when none is (then ep_pipeline_mmap_at reads it). No system call. */
+bool ep_pipeline_mmap_known(struct ep_pipeline *p, uint32_t pid, uint64_t start, uint64_t len,
+			    uint64_t pgoff, const char *path, const struct stat *st);
+/* Executable memory of no file (JIT output, [vdso]). */
+void ep_pipeline_mmap_anon(struct ep_pipeline *p, uint32_t pid, uint64_t start, uint64_t len);
 void ep_pipeline_fork(struct ep_pipeline *p, uint32_t child_pid, uint32_t parent_pid);
 void ep_pipeline_exec(struct ep_pipeline *p, uint32_t pid);
 void ep_pipeline_exit(struct ep_pipeline *p, uint32_t pid);

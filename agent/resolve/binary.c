@@ -65,6 +65,10 @@ struct ep_binary_registry {
 	struct lookup_entry *lookups;
 	size_t nlookups, lookups_cap;
 	struct ep_binreg_proc_failures proc_failures;
+	/* identity hash -> index in bins (probing on the hash): a live
+	 * process's mapping of a known file costs one stat, not a scan of every
+	 * binary the machine ran */
+	struct ep_u64map by_identity;
 };
 
 void ep_build_id_to_hex(const uint8_t *id, size_t len, char *out)
@@ -111,6 +115,7 @@ void ep_binreg_free(struct ep_binary_registry *reg)
 		free(reg->lookups[i].key);
 	free(reg->lookups);
 	ep_u64map_free(&reg->lookup_index);
+	ep_u64map_free(&reg->by_identity);
 	free(reg->bins);
 	free(reg->explicit_files);
 	free(reg->symfs);
@@ -411,9 +416,31 @@ static bool section_of(Elf *elf, size_t shndx, GElf_Shdr *sh)
 	return scn && gelf_getshdr(scn, sh);
 }
 
-/* The symbol a PLT entry's GOT slot is relocated against, from the
- * allocated (dynamic) RELA sections. */
-static const char *got_slot_symbol(Elf *elf, uint64_t slot)
+/* A PLT entry's GOT slot and the symbol it is relocated against. */
+struct got_slot {
+	uint64_t slot;
+	const char *name; /* NULL: no relocation names it */
+	bool found;
+};
+
+static int cmp_got_slot(const void *a, const void *b)
+{
+	uint64_t x = ((const struct got_slot *)a)->slot, y = ((const struct got_slot *)b)->slot;
+	return x < y ? -1 : x > y;
+}
+
+static struct got_slot *find_got_slot(struct got_slot *slots, size_t n, uint64_t slot)
+{
+	struct got_slot key = {.slot = slot};
+	return n ? bsearch(&key, slots, n, sizeof(*slots), cmp_got_slot) : NULL;
+}
+
+/* Names every slot from the allocated (dynamic) RELA sections in one pass
+ * over them, the first relocation of a slot in file order winning. Looking
+ * each slot up by a scan of every relocation cost PLT entries x relocations:
+ * seconds of the live agent's CPU for each new process mapping libclang-cpp
+ * (1,800 PLT entries, 230,000 relocations). */
+static void name_got_slots(Elf *elf, struct got_slot *slots, size_t n)
 {
 	Elf_Scn *scn = NULL;
 	while ((scn = elf_nextscn(elf, scn))) {
@@ -430,15 +457,17 @@ static const char *got_slot_symbol(Elf *elf, uint64_t slot)
 		for (size_t i = 0; i < sh.sh_size / sh.sh_entsize; i++) {
 			GElf_Rela r;
 			GElf_Sym sym;
-			if (!gelf_getrela(d, (int)i, &r) || r.r_offset != slot)
+			struct got_slot *g;
+			if (!gelf_getrela(d, (int)i, &r) ||
+			    !(g = find_got_slot(slots, n, r.r_offset)) || g->found)
 				continue;
+			g->found = true;
 			if (!gelf_getsym(syms, (int)GELF_R_SYM(r.r_info), &sym))
-				return NULL;
+				continue;
 			const char *name = elf_strptr(elf, symsh.sh_link, sym.st_name);
-			return name && *name ? name : NULL;
+			g->name = name && *name ? name : NULL;
 		}
 	}
-	return NULL;
 }
 
 /* The GOT slot an x86-64 PLT entry jumps through: jmp *disp(%rip), maybe
@@ -501,44 +530,105 @@ static int add_plt_function(struct raw_sym **raw, size_t *n, size_t *cap, struct
  * symbol precedes .plt; PLT0, the lazy resolver's stub that a first call
  * goes through, is its pseudo function "__BOLT_PSEUDO_.plt". Appends them to
  * raw (grown as needed); their names go to *plt_names. */
+/* The PLT sections, in file order, with their entry size. */
+static Elf_Scn *next_plt_section(Elf *elf, size_t shstrndx, Elf_Scn *scn, GElf_Shdr *sh,
+				 Elf_Data **d, const char **sname)
+{
+	while ((scn = elf_nextscn(elf, scn))) {
+		if (!gelf_getshdr(scn, sh) || sh->sh_type != SHT_PROGBITS ||
+		    !(sh->sh_flags & SHF_EXECINSTR))
+			continue;
+		*sname = elf_strptr(elf, shstrndx, sh->sh_name);
+		if (!*sname || (strcmp(*sname, ".plt") != 0 && strcmp(*sname, ".plt.sec") != 0 &&
+				strcmp(*sname, ".plt.got") != 0))
+			continue;
+		*d = elf_getdata(scn, NULL);
+		if (!*d || !(*d)->d_buf || (*d)->d_size < sh->sh_size)
+			continue;
+		return scn;
+	}
+	return NULL;
+}
+
+/* The GOT slot of every PLT entry, sorted, each once; *n of them. */
+static struct got_slot *plt_slots(Elf *elf, size_t shstrndx, size_t *n)
+{
+	struct got_slot *slots = NULL;
+	size_t cap = 0;
+	*n = 0;
+	GElf_Shdr sh;
+	Elf_Data *d;
+	const char *sname;
+	for (Elf_Scn *scn = NULL; (scn = next_plt_section(elf, shstrndx, scn, &sh, &d, &sname));) {
+		uint64_t entsize = sh.sh_entsize ? sh.sh_entsize : 16;
+		for (uint64_t off = 0; off + entsize <= sh.sh_size; off += entsize) {
+			uint64_t slot = plt_entry_slot((const uint8_t *)d->d_buf + off,
+						       (size_t)entsize, sh.sh_addr + off);
+			if (!slot)
+				continue;
+			if (*n == cap) {
+				cap = cap ? cap * 2 : 256;
+				struct got_slot *g = realloc(slots, cap * sizeof(*g));
+				if (!g) {
+					free(slots);
+					return NULL;
+				}
+				slots = g;
+			}
+			slots[(*n)++] = (struct got_slot){.slot = slot};
+		}
+	}
+	if (*n)
+		qsort(slots, *n, sizeof(*slots), cmp_got_slot);
+	size_t u = 0;
+	for (size_t i = 0; i < *n; i++)
+		if (u == 0 || slots[u - 1].slot != slots[i].slot)
+			slots[u++] = slots[i];
+	*n = u;
+	return slots;
+}
+
+/* BOLT makes each PLT entry a function "SYM@PLT" (createPLTBinaryFunction),
+ * so calls into libraries are profile of that name rather than of whatever
+ * symbol precedes .plt; PLT0, the lazy resolver's stub that a first call
+ * goes through, is its pseudo function "__BOLT_PSEUDO_.plt". Appends them to
+ * raw (grown as needed); their names go to *plt_names. */
 static int read_plt(Elf *elf, struct raw_sym **raw, size_t *n, size_t *cap, char **plt_names)
 {
 	size_t shstrndx;
 	if (elf_getshdrstrndx(elf, &shstrndx) != 0)
 		return 0;
+	size_t nslots;
+	struct got_slot *slots = plt_slots(elf, shstrndx, &nslots);
+	if (!slots && nslots)
+		return -1;
+	name_got_slots(elf, slots, nslots);
 	struct plt_names pn = {.text = plt_names};
-	Elf_Scn *scn = NULL;
-	while ((scn = elf_nextscn(elf, scn))) {
-		GElf_Shdr sh;
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_PROGBITS ||
-		    !(sh.sh_flags & SHF_EXECINSTR))
-			continue;
-		const char *sname = elf_strptr(elf, shstrndx, sh.sh_name);
-		if (!sname || (strcmp(sname, ".plt") != 0 && strcmp(sname, ".plt.sec") != 0 &&
-			       strcmp(sname, ".plt.got") != 0))
-			continue;
-		Elf_Data *d = elf_getdata(scn, NULL);
+	GElf_Shdr sh;
+	Elf_Data *d;
+	const char *sname;
+	int rc = 0;
+	for (Elf_Scn *scn = NULL;
+	     rc == 0 && (scn = next_plt_section(elf, shstrndx, scn, &sh, &d, &sname));) {
 		uint64_t entsize = sh.sh_entsize ? sh.sh_entsize : 16;
 		uint64_t end = sh.sh_addr + sh.sh_size;
-		if (!d || !d->d_buf || d->d_size < sh.sh_size)
-			continue;
 		uint64_t first = 0;
 		if (strcmp(sname, ".plt") == 0) {
-			if (add_plt_function(raw, n, cap, &pn, "__BOLT_PSEUDO_%s", sname,
-					     sh.sh_addr, entsize, end) != 0)
-				return -1;
+			rc = add_plt_function(raw, n, cap, &pn, "__BOLT_PSEUDO_%s", sname,
+					      sh.sh_addr, entsize, end);
 			first = entsize;
 		}
-		for (uint64_t off = first; off + entsize <= sh.sh_size; off += entsize) {
+		for (uint64_t off = first; rc == 0 && off + entsize <= sh.sh_size; off += entsize) {
 			uint64_t slot = plt_entry_slot((const uint8_t *)d->d_buf + off,
 						       (size_t)entsize, sh.sh_addr + off);
-			const char *sym = slot ? got_slot_symbol(elf, slot) : NULL;
-			if (sym && add_plt_function(raw, n, cap, &pn, "%s@PLT", sym,
-						    sh.sh_addr + off, entsize, end) != 0)
-				return -1;
+			const struct got_slot *g = slot ? find_got_slot(slots, nslots, slot) : NULL;
+			if (g && g->name)
+				rc = add_plt_function(raw, n, cap, &pn, "%s@PLT", g->name,
+						      sh.sh_addr + off, entsize, end);
 		}
 	}
-	return 0;
+	free(slots);
+	return rc;
 }
 
 static int read_symbols(Elf *elf, struct ep_binary *b)
@@ -797,18 +887,46 @@ out:
 	return b;
 }
 
+static uint64_t identity_hash(dev_t dev, ino_t ino, off_t size, const struct timespec *mtime)
+{
+	uint64_t h = ep_hash_u64((uint64_t)dev ^ ep_hash_u64((uint64_t)ino));
+	h = ep_hash_u64(h ^ (uint64_t)size);
+	return ep_hash_u64(h ^ (uint64_t)mtime->tv_sec ^ ((uint64_t)mtime->tv_nsec << 34));
+}
+
+static bool same_identity(const struct ep_binary *b, const struct stat *st)
+{
+	return b->dev == st->st_dev && b->ino == st->st_ino && b->size == st->st_size &&
+	       b->mtime.tv_sec == st->st_mtim.tv_sec && b->mtime.tv_nsec == st->st_mtim.tv_nsec;
+}
+
+static struct ep_binary *find_identity(const struct ep_binary_registry *reg, const struct stat *st)
+{
+	for (uint64_t h = identity_hash(st->st_dev, st->st_ino, st->st_size, &st->st_mtim);; h++) {
+		const uint64_t *i = ep_u64map_get(&reg->by_identity, h);
+		if (!i)
+			return NULL;
+		if (same_identity(reg->bins[*i], st))
+			return reg->bins[*i];
+	}
+}
+
+static void index_identity(struct ep_binary_registry *reg, const struct ep_binary *b)
+{
+	uint64_t h = identity_hash(b->dev, b->ino, b->size, &b->mtime);
+	while (ep_u64map_get(&reg->by_identity, h))
+		h++;
+	uint64_t *slot = ep_u64map_upsert(&reg->by_identity, h, NULL);
+	if (slot)
+		*slot = b->index; /* else found by a new open: a copy, not a wrong file */
+}
+
 static struct ep_binary *find_loaded(struct ep_binary_registry *reg, const char *path)
 {
 	struct stat st;
 	if (stat(path, &st) != 0)
 		return NULL;
-	for (size_t i = 0; i < reg->n; i++) {
-		const struct ep_binary *b = reg->bins[i];
-		if (b->dev == st.st_dev && b->ino == st.st_ino && b->size == st.st_size &&
-		    b->mtime.tv_sec == st.st_mtim.tv_sec && b->mtime.tv_nsec == st.st_mtim.tv_nsec)
-			return reg->bins[i];
-	}
-	return NULL;
+	return find_identity(reg, &st);
 }
 
 static struct ep_binary *open_registered(struct ep_binary_registry *reg, const char *path,
@@ -833,6 +951,7 @@ static struct ep_binary *open_registered(struct ep_binary_registry *reg, const c
 	}
 	b->index = (uint32_t)reg->n;
 	reg->bins[reg->n++] = b;
+	index_identity(reg, b);
 	return b;
 }
 
@@ -945,6 +1064,19 @@ static struct ep_binary *search(struct ep_binary_registry *reg, const char *reco
 			ep_warn("%s", err);
 	}
 	return NULL;
+}
+
+struct ep_binary *ep_binreg_known(struct ep_binary_registry *reg, const char *recorded_path,
+				  const struct stat *st)
+{
+	/* --binary and --symfs files come first in a lookup: the slow path
+	 * decides between them */
+	if (reg->nexplicit || reg->symfs)
+		return NULL;
+	struct ep_binary *b = find_identity(reg, st);
+	if (b && !b->recorded_path && !is_pseudo_path(recorded_path))
+		b->recorded_path = strdup(recorded_path);
+	return b;
 }
 
 struct ep_binary *ep_binreg_lookup(struct ep_binary_registry *reg, const char *recorded_path,

@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "common/util/arch.h"
 
@@ -85,6 +86,14 @@ struct ep_binary *ep_binreg_lookup(struct ep_binary_registry *reg, const char *r
 struct ep_binary *ep_binreg_lookup_at(struct ep_binary_registry *reg, const char *recorded_path,
 				      const char *open_path, const uint8_t *build_id,
 				      size_t build_id_len);
+
+/* The binary already opened from the file st describes (device, inode, size,
+ * mtime), named recorded_path if it has no name yet; NULL when none is, or
+ * when --binary or --symfs files take precedence (then ep_binreg_lookup_at
+ * decides). Costs no system call: a live process's mapping of a known file
+ * is one stat() of it. */
+struct ep_binary *ep_binreg_known(struct ep_binary_registry *reg, const char *recorded_path,
+				  const struct stat *st);
 
 size_t ep_binreg_count(const struct ep_binary_registry *reg);
 struct ep_binary *ep_binreg_at(const struct ep_binary_registry *reg, size_t index);

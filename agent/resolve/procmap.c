@@ -9,6 +9,7 @@
 struct mapping {
 	uint64_t start, end, pgoff;
 	struct ep_binary *bin;
+	bool anon; /* code of no file */
 };
 
 struct process {
@@ -94,8 +95,8 @@ static int reserve(struct process *p, size_t n)
 	return 0;
 }
 
-void ep_procmap_add(struct ep_procmap *pm, uint32_t pid, uint64_t start, uint64_t len,
-		    uint64_t pgoff, struct ep_binary *bin)
+static void add_mapping(struct ep_procmap *pm, uint32_t pid, uint64_t start, uint64_t len,
+			uint64_t pgoff, struct ep_binary *bin, bool anon)
 {
 	if (len == 0 || start + len < start)
 		return;
@@ -133,7 +134,7 @@ void ep_procmap_add(struct ep_procmap *pm, uint32_t pid, uint64_t start, uint64_
 	memmove(&p->maps[insert_at + 1], &p->maps[insert_at],
 		(p->n - insert_at) * sizeof(*p->maps));
 	p->maps[insert_at] =
-	    (struct mapping){.start = start, .end = end, .pgoff = pgoff, .bin = bin};
+	    (struct mapping){.start = start, .end = end, .pgoff = pgoff, .bin = bin, .anon = anon};
 	p->n++;
 	if (have_right) {
 		size_t at = insert_at + 1;
@@ -142,6 +143,17 @@ void ep_procmap_add(struct ep_procmap *pm, uint32_t pid, uint64_t start, uint64_
 		p->n++;
 	}
 	p->last_hit = insert_at;
+}
+
+void ep_procmap_add(struct ep_procmap *pm, uint32_t pid, uint64_t start, uint64_t len,
+		    uint64_t pgoff, struct ep_binary *bin)
+{
+	add_mapping(pm, pid, start, len, pgoff, bin, false);
+}
+
+void ep_procmap_add_anon(struct ep_procmap *pm, uint32_t pid, uint64_t start, uint64_t len)
+{
+	add_mapping(pm, pid, start, len, 0, NULL, true);
 }
 
 void ep_procmap_fork(struct ep_procmap *pm, uint32_t child_pid, uint32_t parent_pid)
@@ -240,7 +252,7 @@ enum ep_resolve_status ep_procmap_resolve(struct ep_procmap *pm, uint32_t pid, u
 		m = &p->maps[lo - 1];
 	}
 	if (!m->bin)
-		return EP_RESOLVE_UNKNOWN_BINARY;
+		return m->anon ? EP_RESOLVE_ANON_CODE : EP_RESOLVE_UNKNOWN_BINARY;
 	uint64_t offset = addr - m->start + m->pgoff;
 	uint64_t seg_offset, seg_vaddr, seg_filesz;
 	if (!ep_binary_load_segment(m->bin, offset, &seg_offset, &seg_vaddr, &seg_filesz))
@@ -257,4 +269,75 @@ enum ep_resolve_status ep_procmap_resolve(struct ep_procmap *pm, uint32_t pid, u
 	out->map_start = seg_rt_start > m->start ? seg_rt_start : m->start;
 	out->map_end = seg_rt_end < m->end ? seg_rt_end : m->end;
 	return EP_RESOLVE_OK;
+}
+
+static bool parse_hex(const char *s, const char *end, const char **after, uint64_t *out)
+{
+	uint64_t v = 0;
+	const char *p = s;
+	for (; p < end; p++) {
+		unsigned d;
+		if (*p >= '0' && *p <= '9')
+			d = (unsigned)(*p - '0');
+		else if (*p >= 'a' && *p <= 'f')
+			d = (unsigned)(*p - 'a' + 10);
+		else
+			break;
+		if (v >> 60)
+			return false;
+		v = v << 4 | d;
+	}
+	*after = p;
+	*out = v;
+	return p > s;
+}
+
+/* Past one field and the blanks after it. */
+static const char *skip_field(const char *p, const char *end)
+{
+	while (p < end && *p != ' ')
+		p++;
+	while (p < end && *p == ' ')
+		p++;
+	return p;
+}
+
+/* "START-END PERMS OFFSET DEV INODE   PATH": parsed by hand, since the
+ * live agent reads the maps of every process the machine starts (sscanf
+ * over stdio cost it more than the kernel's writing of them). */
+bool ep_maps_next_exec(char *text, size_t len, size_t *pos, struct ep_maps_entry *out)
+{
+	static const char deleted[] = " (deleted)";
+	const size_t dlen = sizeof(deleted) - 1;
+	while (*pos < len) {
+		char *line = text + *pos, *end = memchr(line, '\n', len - *pos);
+		if (!end)
+			break; /* a last line cut short: its path may be too */
+		*pos = (size_t)(end - text) + 1;
+		const char *p = line;
+		uint64_t start, stop, offset;
+		if (!parse_hex(p, end, &p, &start) || p >= end || *p++ != '-' ||
+		    !parse_hex(p, end, &p, &stop) || p >= end || *p++ != ' ' || end - p < 5 ||
+		    p[2] != 'x' || stop <= start)
+			continue;
+		p = skip_field(p, end);
+		if (!parse_hex(p, end, &p, &offset))
+			continue;
+		while (p < end && *p == ' ')
+			p++;
+		p = skip_field(skip_field(p, end), end); /* device, inode */
+		*end = '\0';
+		out->start = start;
+		out->end = stop;
+		out->offset = offset;
+		out->deleted = false;
+		if ((size_t)(end - p) > dlen && memcmp(end - dlen, deleted, dlen) == 0 &&
+		    *p == '/') {
+			end[-(ptrdiff_t)dlen] = '\0';
+			out->deleted = true;
+		}
+		out->path = p;
+		return true;
+	}
+	return false;
 }

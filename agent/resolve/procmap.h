@@ -7,6 +7,8 @@
 #ifndef EP_PROCMAP_H
 #define EP_PROCMAP_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "agent/resolve/binary.h"
@@ -20,6 +22,7 @@ enum ep_resolve_status {
 	EP_RESOLVE_NO_MAPPING,	   /* address in no known mapping of the pid */
 	EP_RESOLVE_UNKNOWN_BINARY, /* mapped, but its file was not found */
 	EP_RESOLVE_NOT_LOADED,	   /* file offset outside every PT_LOAD segment */
+	EP_RESOLVE_ANON_CODE,	   /* code of no file: JIT output, [vdso] */
 };
 
 struct ep_resolved {
@@ -38,6 +41,9 @@ void ep_procmap_free(struct ep_procmap *pm);
  * file is unknown. Replaces whatever overlapped it. */
 void ep_procmap_add(struct ep_procmap *pm, uint32_t pid, uint64_t start, uint64_t len,
 		    uint64_t pgoff, struct ep_binary *bin);
+/* Executable memory of no file (JIT output, [vdso]): its addresses resolve
+ * to EP_RESOLVE_ANON_CODE, so they are known not to need a maps re-read. */
+void ep_procmap_add_anon(struct ep_procmap *pm, uint32_t pid, uint64_t start, uint64_t len);
 /* The child starts with a copy of the parent's mappings. */
 void ep_procmap_fork(struct ep_procmap *pm, uint32_t child_pid, uint32_t parent_pid);
 /* exec replaced the address space: forget the pid's mappings. */
@@ -56,5 +62,19 @@ const uint64_t *ep_procmap_generation(const struct ep_procmap *pm);
 
 enum ep_resolve_status ep_procmap_resolve(struct ep_procmap *pm, uint32_t pid, uint64_t addr,
 					  struct ep_resolved *out);
+
+/* One executable mapping of a /proc/PID/maps text. */
+struct ep_maps_entry {
+	uint64_t start, end, offset;
+	const char *path; /* "/..." for a file, else "" or a pseudo name ("[vdso]") */
+	bool deleted;	  /* the file was deleted: " (deleted)" is cut off path */
+};
+
+/* The next executable mapping of text[*pos..len) (a /proc/PID/maps text,
+ * read whole): true with *out, *pos past its line; false at the end. The
+ * path is cut out of text in place (the newline becomes its NUL), so text
+ * is written to and out->path points into it. Lines that do not parse are
+ * skipped, and so is a last line without its newline (a read cut short). */
+bool ep_maps_next_exec(char *text, size_t len, size_t *pos, struct ep_maps_entry *out);
 
 #endif

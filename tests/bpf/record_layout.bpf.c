@@ -16,9 +16,10 @@ _Static_assert(__builtin_offsetof(struct ep_branch_entry, to) ==
 		   __builtin_offsetof(struct perf_branch_entry, to),
 	       "to");
 _Static_assert(sizeof(struct ep_sample_record) % 8 == 0, "records stay 8-byte aligned");
-/* process events (exec, fork, exit, mmap) share one 24-byte record: the
+/* process events (exec, fork, exit, mmap) share one 32-byte record: the
  * agent reads them by this layout whatever their type */
-_Static_assert(sizeof(struct ep_proc_record) == 24, "ep_proc_record is 24 bytes");
+_Static_assert(sizeof(struct ep_proc_record) == 32, "ep_proc_record is 32 bytes");
+_Static_assert(__builtin_offsetof(struct ep_proc_record, cgroup_id) == 24, "cgroup_id");
 _Static_assert(__builtin_offsetof(struct ep_proc_record, time_ns) == 16, "time_ns");
 _Static_assert(EP_PROC_MMAP != EP_PROC_EXEC && EP_PROC_MMAP != EP_PROC_FORK &&
 		   EP_PROC_MMAP != EP_PROC_EXIT,

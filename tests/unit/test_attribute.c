@@ -2,6 +2,8 @@
 /* Container attribution on the cgroup paths runtimes really write
  * (containerd, CRI-O, docker, podman; systemd and cgroupfs drivers; cgroup
  * v1, v2 and hybrid /proc/PID/cgroup files). */
+#include <limits.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -9,6 +11,8 @@
 #include "test_util.h"
 
 #include "agent/attribute/container.h"
+#include "agent/attribute/process_labels.h"
+#include "agent/pipeline/pipeline.h"
 
 #define ID    "3f2a9c0e8d7b6a5f4e3d2c1b0a9f8e7d6c5b4a3f2e1d0c9b8a7f6e5d4c3b2a19"
 #define UID_  "5f4b0c58-3a8b-4b3e-9b8e-3c2f6f8d9a11"
@@ -162,6 +166,101 @@ static void test_find_a_pod_cgroup(void **state)
 	assert_int_equal(system(dir), 0);
 }
 
+/* This process's cgroup v2 path and id; one made for the test (and this
+ * process moved into it, *made set) when it sits in v2's root, whose
+ * processes /proc names by a v1 hierarchy on hybrid hosts. false when
+ * there is no cgroup v2 we can use. */
+static bool own_v2_cgroup(const char *root, char *cgroup, size_t len, uint64_t *id, char *made,
+			  size_t madelen)
+{
+	char text[4096], full[PATH_MAX + 256];
+	struct stat st;
+	made[0] = '\0';
+	for (int attempt = 0; attempt < 2; attempt++) {
+		FILE *f = fopen("/proc/self/cgroup", "r");
+		size_t n = f ? fread(text, 1, sizeof(text) - 1, f) : 0;
+		if (f)
+			fclose(f);
+		text[n] = '\0';
+		char *v2 = strstr(text, "0::");
+		if (v2 && v2[3] == '/' && v2[4] != '\n' && v2[4] != '\0' &&
+		    ep_cgroup_from_proc(text, cgroup, len)) {
+			snprintf(full, sizeof(full), "%s%s", root, cgroup);
+			if (stat(full, &st) != 0)
+				return false; /* a cgroup namespace hiding the path */
+			*id = (uint64_t)st.st_ino;
+			return true;
+		}
+		if (attempt || geteuid() != 0)
+			return false;
+		snprintf(made, madelen, "%s/edgeprof-test-%d", root, (int)getpid());
+		snprintf(full, sizeof(full), "%s/cgroup.procs", made);
+		FILE *procs = mkdir(made, 0755) == 0 ? fopen(full, "w") : NULL;
+		bool moved = procs && fprintf(procs, "%d\n", (int)getpid()) > 0;
+		if (procs && fclose(procs) != 0)
+			moved = false;
+		if (!moved)
+			return false;
+	}
+	return false;
+}
+
+/* Back to v2's root, and the test's cgroup gone. */
+static void leave_made_cgroup(const char *root, const char *made)
+{
+	if (!made[0])
+		return;
+	char path[PATH_MAX + 64];
+	snprintf(path, sizeof(path), "%s/cgroup.procs", root);
+	FILE *procs = fopen(path, "w");
+	if (procs) {
+		fprintf(procs, "%d\n", (int)getpid());
+		fclose(procs);
+	}
+	rmdir(made);
+}
+
+/* A process labelled by its cgroup id: /proc/PID/cgroup is read for the
+ * first process of a cgroup, not for the next ones; an id that is not the
+ * cgroup /proc names (a process moved between its event and the read) is
+ * never remembered, and neither is an unknown one (0). */
+static void test_labels_read_once_per_cgroup(void **state)
+{
+	(void)state;
+	char root[256], cgroup[PATH_MAX], made[PATH_MAX];
+	uint64_t id = 0;
+	if (ep_cgroup2_root(root, sizeof(root)) != 0)
+		skip();
+	if (!own_v2_cgroup(root, cgroup, sizeof(cgroup), &id, made, sizeof(made))) {
+		leave_made_cgroup(root, made);
+		skip();
+	}
+	struct ep_binary_registry *reg = ep_binreg_new();
+	struct ep_pipeline_config cfg;
+	ep_pipeline_config_default(&cfg);
+	struct ep_pipeline *p = ep_pipeline_new(&cfg, reg);
+	struct ep_process_labeller l;
+	ep_process_labeller_init(&l, p, NULL);
+	uint32_t pid = (uint32_t)getpid();
+	ep_process_label(&l, pid, id + 1);
+	ep_process_label(&l, pid, id + 1);
+	uint64_t wrong_id_reads = l.cgroup_reads;
+	ep_process_label(&l, pid, id);
+	ep_process_label(&l, pid, id);
+	ep_process_label(&l, pid, id);
+	uint64_t reads = l.cgroup_reads, hits = l.cgroup_hits;
+	ep_process_label(&l, pid, 0);
+	uint64_t unknown_reads = l.cgroup_reads - reads;
+	ep_process_labeller_free(&l);
+	ep_pipeline_free(p);
+	ep_binreg_free(reg);
+	leave_made_cgroup(root, made);
+	assert_int_equal(wrong_id_reads, 2);
+	assert_int_equal(reads, 3);
+	assert_int_equal(hits, 2);
+	assert_int_equal(unknown_reads, 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -170,6 +269,7 @@ int main(void)
 	    cmocka_unit_test(test_proc_cgroup_files),
 	    cmocka_unit_test(test_find_a_container_cgroup),
 	    cmocka_unit_test(test_find_a_pod_cgroup),
+	    cmocka_unit_test(test_labels_read_once_per_cgroup),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

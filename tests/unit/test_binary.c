@@ -250,6 +250,43 @@ static void test_plt_entries_and_locals(void **state)
 	ep_binreg_free(reg);
 }
 
+/* A shared library's PLT (lazy .plt, relocated through .rela.plt) and its
+ * .plt.got (slots relocated by GLOB_DAT in .rela.dyn, the table most of a
+ * library's relocations are in): every entry named as objdump names it. */
+static void test_plt_names_of_a_library(void **state)
+{
+	(void)state;
+	const char *path = "/lib/x86_64-linux-gnu/libstdc++.so.6";
+	if (access(path, R_OK) != 0)
+		skip();
+	struct ep_binary_registry *reg = ep_binreg_new();
+	char err[256];
+	assert_int_equal(ep_binreg_add_file(reg, path, err, sizeof(err)), 0);
+	struct ep_binary *b = ep_binreg_at(reg, 0);
+	char cmd[512], line[1024];
+	snprintf(cmd, sizeof(cmd), "objdump -d -j .plt -j .plt.got %s | grep '@plt>:'", path);
+	FILE *p = popen(cmd, "r");
+	assert_non_null(p);
+	int checked = 0, in_plt_got = 0;
+	while (fgets(line, sizeof(line), p)) {
+		unsigned long long addr;
+		char name[900], want[920];
+		if (sscanf(line, "%llx <%899[^@]@plt>:", &addr, name) != 2)
+			continue;
+		snprintf(want, sizeof(want), "%s@PLT", name);
+		const struct ep_symbol *s = ep_binary_symbol_at(b, addr);
+		assert_non_null(s);
+		assert_string_equal(s->name, want);
+		assert_int_equal(s->start, addr);
+		in_plt_got += s->size == 8;
+		checked++;
+	}
+	pclose(p);
+	assert_true(checked > 100);
+	assert_true(in_plt_got > 0);
+	ep_binreg_free(reg);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -259,6 +296,7 @@ int main(void)
 	    cmocka_unit_test(test_errors_and_misses),
 	    cmocka_unit_test(test_lazy_code),
 	    cmocka_unit_test(test_plt_entries_and_locals),
+	    cmocka_unit_test(test_plt_names_of_a_library),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

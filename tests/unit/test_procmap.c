@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "test_util.h"
 
+#include <stdio.h>
+#include <string.h>
+
 #include "agent/resolve/procmap.h"
 #include "common/util/u64map.h"
 
@@ -160,6 +163,80 @@ static void test_u64map_remove_matches_a_reference(void **state)
 	ep_u64map_free(&m);
 }
 
+/* The maps lines the kernel writes (show_map_vma): only executable ones
+ * come back, files with their path (a space inside kept, " (deleted)" cut
+ * and said), anonymous code and [vdso] with theirs; a last line without its
+ * newline (a read cut short) is not trusted. */
+static void test_maps_text_parsed_in_place(void **state)
+{
+	(void)state;
+	char text[] = "555555554000-555555556000 r--p 00000000 fd:01 1048602                    "
+		      "/usr/bin/cat\n"
+		      "555555556000-55555555a000 r-xp 00002000 fd:01 1048602                    "
+		      "/usr/bin/cat\n"
+		      "7ffff7dd0000-7ffff7f45000 r-xp 00028000 fd:01 1050002                    "
+		      "/opt/my app/lib x.so (deleted)\n"
+		      "7ffff7f45000-7ffff7f60000 rwxp 00000000 00:00 0 \n"
+		      "garbage line\n"
+		      "7ffff7fc1000-7ffff7fc3000 r-xp 00000000 00:00 0                          "
+		      "[vdso]\n"
+		      "7ffff7fc3000-7ffff7fc4000 r-xp 00000000 fd:01 1050003                    "
+		      "/cut/short";
+	size_t pos = 0, len = strlen(text);
+	struct ep_maps_entry m;
+	assert_true(ep_maps_next_exec(text, len, &pos, &m));
+	assert_int_equal(m.start, 0x555555556000ULL);
+	assert_int_equal(m.end, 0x55555555a000ULL);
+	assert_int_equal(m.offset, 0x2000);
+	assert_string_equal(m.path, "/usr/bin/cat");
+	assert_false(m.deleted);
+	assert_true(ep_maps_next_exec(text, len, &pos, &m));
+	assert_int_equal(m.offset, 0x28000);
+	assert_string_equal(m.path, "/opt/my app/lib x.so");
+	assert_true(m.deleted);
+	assert_true(ep_maps_next_exec(text, len, &pos, &m));
+	assert_int_equal(m.start, 0x7ffff7f45000ULL);
+	assert_string_equal(m.path, "");
+	assert_true(ep_maps_next_exec(text, len, &pos, &m));
+	assert_string_equal(m.path, "[vdso]");
+	assert_false(ep_maps_next_exec(text, len, &pos, &m));
+}
+
+/* Our own maps, read whole, against sscanf's reading of the same text: the
+ * same executable mappings, in the same order. */
+static void test_maps_of_this_process(void **state)
+{
+	(void)state;
+	static char text[1 << 20], copy[1 << 20];
+	FILE *f = fopen("/proc/self/maps", "r");
+	assert_non_null(f);
+	size_t len = fread(text, 1, sizeof(text) - 1, f);
+	fclose(f);
+	memcpy(copy, text, len);
+	copy[len] = '\0';
+	size_t pos = 0, n = 0;
+	struct ep_maps_entry m;
+	char *save = NULL, *line = strtok_r(copy, "\n", &save);
+	while (ep_maps_next_exec(text, len, &pos, &m)) {
+		unsigned long long start, end, offset;
+		char perms[8];
+		int at = 0;
+		for (; line; line = strtok_r(NULL, "\n", &save))
+			if (sscanf(line, "%llx-%llx %7s %llx %*s %*s %n", &start, &end, perms,
+				   &offset, &at) == 4 &&
+			    perms[2] == 'x')
+				break;
+		assert_non_null(line);
+		assert_int_equal(m.start, start);
+		assert_int_equal(m.end, end);
+		assert_int_equal(m.offset, offset);
+		assert_string_equal(m.path, line + at);
+		line = strtok_r(NULL, "\n", &save);
+		n++;
+	}
+	assert_true(n >= 2); /* this program and libc at least */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -168,6 +245,8 @@ int main(void)
 	    cmocka_unit_test(test_fork_copies_exec_clears),
 	    cmocka_unit_test(test_forget_keeps_the_rest_and_moves_the_generation),
 	    cmocka_unit_test(test_u64map_remove_matches_a_reference),
+	    cmocka_unit_test(test_maps_text_parsed_in_place),
+	    cmocka_unit_test(test_maps_of_this_process),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

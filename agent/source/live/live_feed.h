@@ -10,6 +10,7 @@
 #ifndef EP_LIVE_FEED_H
 #define EP_LIVE_FEED_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -25,6 +26,15 @@ struct ep_period_stats {
 	double sum, sumsq;
 };
 
+/* Why a process's maps were read. */
+enum ep_maps_read {
+	EP_MAPS_AT_EXEC,
+	EP_MAPS_AT_FIRST_SAMPLE, /* a process running before the agent, or unseen */
+	EP_MAPS_UNRESOLVED,	 /* a sample in no known mapping, at most once a second */
+	EP_MAPS_AT_MMAP,	 /* --watch-mmaps: new code mapped */
+	EP_MAPS_READ_KINDS
+};
+
 struct ep_live_feed {
 	struct ep_pipeline *pipeline; /* owned */
 	/* NULL: processes are not labelled one by one (an on-demand session's
@@ -33,6 +43,11 @@ struct ep_live_feed {
 	struct ep_period_stats periods;
 	struct ep_u64map maps_read; /* pid -> monotonic ns of the last /proc read */
 	uint64_t unresolved_pids;   /* processes gone before their maps were read */
+	uint64_t maps_reads[EP_MAPS_READ_KINDS];
+	char *maps_buf; /* the last maps text read, kept for the next */
+	size_t maps_cap;
+	bool no_map_files; /* without CAP_CHECKPOINT_RESTORE: /proc/PID/root only */
+	bool maps_text;	   /* a kernel without PROCMAP_QUERY: the maps text is read */
 	/* exited processes, forgotten a while later (their last samples may
 	 * still be in the other ring buffer): FIFO of pids by exit time, and
 	 * pid -> exit time to tell a reused pid from the one that exited */
@@ -56,6 +71,9 @@ int ep_live_feed_poll(struct ep_live_feed *f, struct ep_live *live, int timeout_
 /* Drops the processes that exited long enough ago: memory stays bounded by
  * the processes alive, not by all the machine ever ran. */
 void ep_live_feed_forget_exited(struct ep_live_feed *f);
+/* Reads pid's executable mappings into the pipeline now, as an exec does
+ * (tests compare the two ways of reading them: f->maps_text). */
+void ep_live_feed_read_maps(struct ep_live_feed *f, uint32_t pid);
 /* One info line on the sampling periods seen, when there are some. */
 void ep_live_feed_log_periods(const struct ep_live_feed *f);
 /* The process tables and the pipeline. */

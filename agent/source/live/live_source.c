@@ -82,7 +82,7 @@ struct ep_live {
 	uint64_t rng;
 	uint64_t rearms, rearm_failures;
 	int epoll_fd; /* both rings: the agent sleeps until a drain is due */
-	uint64_t polls, early_wakeups;
+	uint64_t polls, early_wakeups, exec_wakeups;
 	uint64_t drain_ns, last_rearm_ns; /* periods are drawn once per drain interval */
 	char mode[320];
 	uint64_t received;
@@ -708,8 +708,8 @@ static int open_ring_buffers(struct ep_live *l, char *err, size_t errlen)
 	/* edge-triggered on the maps themselves: a ring is readable whenever it
 	 * holds data, so level-triggered waits would return at once while
 	 * samples trickle in; only the kernel's wake-ups should end a wait */
-	struct epoll_event rb_ev = {.events = EPOLLIN | EPOLLET},
-			   procs_ev = {.events = EPOLLIN | EPOLLET};
+	struct epoll_event rb_ev = {.events = EPOLLIN | EPOLLET, .data.u32 = 0},
+			   procs_ev = {.events = EPOLLIN | EPOLLET, .data.u32 = 1};
 	if (epoll_ctl(l->epoll_fd, EPOLL_CTL_ADD, bpf_map__fd(l->skel->maps.samples), &rb_ev) !=
 		0 ||
 	    epoll_ctl(l->epoll_fd, EPOLL_CTL_ADD, bpf_map__fd(l->skel->maps.procs), &procs_ev) !=
@@ -851,6 +851,12 @@ int ep_live_poll(struct ep_live *l, int timeout_ms, ep_live_sample_cb cb, void *
 	l->polls++;
 	if (woken > 0)
 		l->early_wakeups++;
+	/* the process events' ring wakes the agent only for an exec */
+	for (int i = 0; i < woken; i++)
+		if (ev[i].data.u32 == 1) {
+			l->exec_wakeups++;
+			break;
+		}
 	/* process events first: a sample taken after an exec or an mmap then
 	 * finds it known, whichever buffer the kernel filled first */
 	int before = ring_buffer__consume(l->procs);
@@ -891,5 +897,6 @@ void ep_live_counters(const struct ep_live *l, struct ep_live_counters *out)
 	out->received = l->received;
 	out->drains = l->polls;
 	out->early_wakeups = l->early_wakeups;
+	out->exec_wakeups = l->exec_wakeups;
 	out->rearms = l->rearms;
 }

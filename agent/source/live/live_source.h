@@ -53,6 +53,7 @@ struct ep_live_counters {
 	uint64_t mmap_rereads;	      /* handed on, one per process's next sample */
 	uint64_t drains;	      /* ep_live_poll calls */
 	uint64_t early_wakeups;	      /* of those, woken by the kernel (exec, ring half full) */
+	uint64_t exec_wakeups;	      /* of those, by an exec (its maps are read while it lives) */
 	uint64_t rearms;	      /* periods drawn again (one per CPU per drain) */
 };
 
