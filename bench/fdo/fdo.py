@@ -204,6 +204,7 @@ class Program:
         self.variants = {}      # name -> binary, in the order they are reported
         self.recorded = {}      # name -> samples in its training recording
         self.bolt_logs = {}     # name -> llvm-bolt's log
+        self.checks = {}        # name -> value printed as fdo_<name>_<program>
 
     def path(self, f, ep=True):
         return f'{self.ep if ep else self.dir}/{f}'
@@ -273,6 +274,7 @@ class Program:
                 cached([PERF2BOLT, '-p', pd, '-o', p2b, self.base], p2b, log=p2b + '.log',
                        check=False, stdout=True)
                 self.bolt(f'bolt_perf2bolt_{k}', p2b)
+                self.same_samples(k, pd, p2b)
             # the peers' method inside edgeprof: fixed period, whole stacks counted
             prof0 = self.record(self.path(f'train.chop0.{k}.prof'), period,
                                 ['--chop', '0', '--jitter', '0'])
@@ -281,6 +283,22 @@ class Program:
             cached([EDGEPROF, 'export', prof0, '--format', 'fdata', '-o', fd0], fd0,
                    log=fd0 + '.log')
             self.bolt(f'bolt_edgeprof_chop0_{k}', fd0)
+
+    def same_samples(self, k, pd, p2b):
+        """Our export of the very samples perf2bolt read (import --chop 0, counting whole
+        stacks as perf2bolt does) must name every function perf2bolt's profile names: one
+        it lacks is profile the export or the reconstruction lost, not sampling."""
+        if not fresh(p2b):
+            return
+        prof, fd = self.path(f'{k}.import0.prof'), self.path(f'{k}.import0.fdata')
+        cached([EDGEPROF, 'import', pd, '--binary', self.base, '--chop', '0', '-o', prof], prof,
+               log=prof + '.log')
+        cached([EDGEPROF, 'export', prof, '--format', 'fdata', '-o', fd], fd, log=fd + '.log')
+        missing = sorted(fdata_functions(p2b) - fdata_functions(fd))
+        self.checks[f'fdata_functions_missing_vs_perf2bolt_{k}'] = len(missing)
+        if missing:
+            note(f'{self.name}: functions in perf2bolt\'s profile of {pd} and not in ours: '
+                 + ' '.join(missing))
 
     def measure_dir(self, name):
         # base and exact do not depend on edgeprof's profiles: measured once
@@ -333,6 +351,16 @@ def figures(cg, tk, binary):
         if real in {os.path.realpath(x) for x in p.get('paths') or [p.get('path')]}:
             f['taken_branches'] = sum(e['count'] for e in p['branches'] if e['taken'])
     return f
+
+
+def fdata_functions(path):
+    """The functions an fdata file gives counts to (ends written "1 NAME OFFSET")."""
+    names = set()
+    for line in open(path, errors='replace'):
+        v = line.split()
+        if len(v) == 8:
+            names.update(v[i + 1] for i in (0, 3) if v[i] == '1')
+    return names
 
 
 def bolt_report(log):
@@ -413,6 +441,8 @@ def report_program(p, lines):
     for n, log in p.bolt_logs.items():
         for k, v in bolt_report(log).items():
             lines.append(f'fdo_bolt_{k}_{n.removeprefix("bolt_")}_{p.name}: {v}')
+    for n, v in p.checks.items():
+        lines.append(f'fdo_{n}_{p.name}: {v}')
     return fractions
 
 
