@@ -13,7 +13,9 @@ edgeprof live under a directory named after edgeprof's hash (afdo.py caches by t
 
 Environment: BENCH_FDO_PROGRAMS (lua,sqlite,zstd), BENCH_FDO_SAMPLES (2000,20000,200000),
 BENCH_FDO_AFDO (programs for the clang AutoFDO/PGO variants, default lua; "" for none),
-BENCH_FDO_WALL=1 (also wall time, BENCH_FDO_WALL_RUNS interleaved rounds, default 11).
+BENCH_FDO_WALL=1 (also wall time, BENCH_FDO_WALL_RUNS interleaved rounds, default 11),
+BENCH_FDO_NICE (the niceness of every command, default 19; 0 on a machine shared with
+other work at normal priority, where 19 gets almost no CPU).
 Prints `name: value` lines on stdout; progress and tool messages go to stderr.
 """
 import hashlib
@@ -41,7 +43,8 @@ BOLT_OPTS = ['-reorder-blocks=ext-tsp', '-reorder-functions=hfsort', '-split-fun
              '-split-all-cold', '-dyno-stats']
 # one sample per this many branches: the taken-branch count then costs one tiny profile
 EXACT_PERIOD = '100000007'
-NICE = ['nice', '-n', '19']
+# every command runs niced (BENCH_FDO_NICE, 19): hours of CPU that should not slow the machine
+NICE = ['nice', '-n', os.environ.get('BENCH_FDO_NICE', '19')]
 GAIN_FIGURES = ('taken_branches', 'i1_misses', 'lli_misses', 'instructions')
 # and instructions executed in code BOLT split off as cold: why a layout gains less
 FIGURES = GAIN_FIGURES + ('cold_instructions',)
