@@ -14,7 +14,8 @@ set -euo pipefail
 # libmicrohttpd (+ GnuTLS for its TLS), SQLite; tests: clickhouse-server,
 # openssl (test certificates), iproute2 (network namespaces), curl; deploy:
 # podman + runc (the agent image run as the DaemonSet would), python3-yaml;
-# pod names: json-c parses the Kubernetes API server's pod list
+# pod names: json-c parses the Kubernetes API server's pod list; `make bench-fdo`:
+# tcl (sqlite's source package puts its amalgamation together with tclsh)
 packages=(
 	build-essential pkg-config binutils clang clang-format
 	libelf-dev zlib1g-dev libcapstone-dev libprotobuf-c-dev protobuf-c-compiler
@@ -23,6 +24,7 @@ packages=(
 	libjson-c-dev libcmocka-dev
 	linux-perf bolt-16 autofdo llvm-14 valgrind qemu-user python3 jq bc time
 	clickhouse-server openssl iproute2 curl zstd python3-yaml podman runc
+	tcl
 )
 
 missing=()

@@ -4,13 +4,18 @@ profiles, measured on an EVALUATION input the profiles never saw.
 
 usage: fdo.py BUILD_DIR   (bench/fdo/run.sh prepares sources, baselines and inputs first)
 
-Everything is cached under BUILD_DIR/fdo: a second run measures only what is missing. Files
-made with edgeprof live under a directory named after edgeprof's hash, so a rebuilt edgeprof
-(an export fix) redoes its profiles and their measurements, and nothing else.
+Everything is cached under BUILD_DIR/fdo: a second run measures only what is missing. Every
+cached file OUT has a key beside it (OUT.key): a hash of all that determines it, the command
+line with the content of every file it names (the binary, the inputs, the profile), and the
+tools that make it (edgeprof and its emulator plugin, llvm-bolt, valgrind, qemu). A changed
+option, input, binary or tool remakes exactly the files that depend on it. Files made with
+edgeprof live under a directory named after edgeprof's hash (afdo.py caches by that).
 
 Environment: BENCH_FDO_PROGRAMS (lua,sqlite,zstd), BENCH_FDO_SAMPLES (2000,20000,200000),
 BENCH_FDO_AFDO (programs for the clang AutoFDO/PGO variants, default lua; "" for none),
-BENCH_FDO_WALL=1 (also wall time, BENCH_FDO_WALL_RUNS interleaved rounds, default 11).
+BENCH_FDO_WALL=1 (also wall time, BENCH_FDO_WALL_RUNS interleaved rounds, default 11),
+BENCH_FDO_NICE (the niceness of every command, default 19; 0 on a machine shared with
+other work at normal priority, where 19 gets almost no CPU).
 Prints `name: value` lines on stdout; progress and tool messages go to stderr.
 """
 import hashlib
@@ -38,8 +43,19 @@ BOLT_OPTS = ['-reorder-blocks=ext-tsp', '-reorder-functions=hfsort', '-split-fun
              '-split-all-cold', '-dyno-stats']
 # one sample per this many branches: the taken-branch count then costs one tiny profile
 EXACT_PERIOD = '100000007'
-NICE = ['nice', '-n', '19']
-FIGURES = ('taken_branches', 'i1_misses', 'lli_misses', 'instructions')
+# every command runs niced (BENCH_FDO_NICE, 19): hours of CPU that should not slow the machine
+NICE = ['nice', '-n', os.environ.get('BENCH_FDO_NICE', '19')]
+GAIN_FIGURES = ('taken_branches', 'i1_misses', 'lli_misses', 'instructions')
+# and instructions executed in code BOLT split off as cold: why a layout gains less
+FIGURES = GAIN_FIGURES + ('cold_instructions',)
+# the figures fdo_gain_fraction_min is taken over, and the least the exact profile must save
+# of one, in events per 1000 instructions the baseline executes, for it to judge a profile:
+# below that the figure is worth less than ~0.1% of the run time, and its fraction is
+# decided by code run a few hundred times, which no sampled profile reaches (zstd's I1
+# misses: 33k in 3 G instructions, 0.011 per 1000; see README.md)
+MIN_FIGURES = ('taken_branches', 'i1_misses')
+MIN_SAVED_PER_KINSTR = 0.1
+MIN_SAMPLES = 20000
 
 PROGRAMS = {
     'lua': dict(train=[f'{HERE}/inputs/lua_train.lua', '2'],
@@ -61,6 +77,90 @@ def note(msg):
 
 def fresh(path):
     return os.path.exists(path) and os.path.getsize(path) > 0
+
+
+_DIGESTS = {}
+
+
+def file_digest(path):
+    """sha256 of a file's content, computed once per run for each (path, size, mtime)."""
+    st = os.stat(path)
+    k = (os.path.realpath(path), st.st_size, st.st_mtime_ns)
+    if k not in _DIGESTS:
+        h = hashlib.sha256()
+        with open(path, 'rb') as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b''):
+                h.update(chunk)
+        _DIGESTS[k] = h.hexdigest()
+    return _DIGESTS[k]
+
+
+def tool_version(cmd):
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    return cmd[0] + ' ' + r.stdout + r.stderr
+
+
+# what a command's output depends on beyond its own binary and arguments: the emulator's
+# plugin and qemu for edgeprof (record runs the program under qemu-user), cachegrind's tool
+# for valgrind (/usr/bin/valgrind is only its launcher)
+_TOOL_DEPS = {}
+
+
+def tool_deps(exe):
+    if exe not in _TOOL_DEPS:
+        if exe == EDGEPROF:
+            _TOOL_DEPS[exe] = [file_digest(os.path.join(BUILD, 'edgeprof-lbr.so')),
+                               tool_version(['qemu-x86_64', '--version'])]
+        elif os.path.basename(exe) == 'valgrind':
+            _TOOL_DEPS[exe] = [tool_version(['valgrind', '--version'])]
+        else:
+            _TOOL_DEPS[exe] = []
+    return _TOOL_DEPS[exe]
+
+
+def cache_key(cmd, outs, extra=()):
+    """A hash of everything that determines what cmd writes to outs: every argument, the
+    content of every file an argument names (alone, after '=', or as a word of it, like
+    sqlite's '.read FILE'), the content of the program run and of its tools; the files of
+    outs are left out (only their names count). extra: more strings that count (a file the
+    command reads without naming it)."""
+    h = hashlib.sha256()
+    exe = shutil.which(cmd[0]) or cmd[0]
+    h.update(file_digest(exe).encode())
+    for d in tool_deps(exe):
+        h.update(d.encode())
+    skip = {os.path.realpath(o) for o in outs}
+    for a in list(cmd[1:]) + list(extra):
+        h.update(b'\0' + a.encode())
+        for tok in re.split(r'[\s=]+', a):
+            if tok and os.path.isfile(tok) and os.path.realpath(tok) not in skip:
+                h.update(file_digest(tok).encode())
+    return h.hexdigest()
+
+
+def cached(cmd, outs, extra=(), later=(), **kw):
+    """Runs cmd (see run) unless every file of outs is there with the key of this command
+    (OUT.key). Returns cmd's exit status, 0 when cached. The key is written after a run that
+    made every output; a failed one runs again next time. later: files cmd names but does not
+    read (what the program it makes will write), left out of the key like outs."""
+    outs = [outs] if isinstance(outs, str) else list(outs)
+    key = cache_key(cmd, outs + list(later), extra)
+    stamps = [o + '.key' for o in outs]
+
+    def stamped(o, s):
+        return fresh(o) and os.path.exists(s) and open(s).read().strip() == key
+    if all(stamped(o, s) for o, s in zip(outs, stamps)):
+        return 0
+    for o, s in zip(outs, stamps):
+        for f in (o, s):
+            if os.path.exists(f):
+                os.remove(f)
+    rc = run(cmd, **kw)
+    if all(fresh(o) for o in outs):
+        for s in stamps:
+            with open(s, 'w') as fh:
+                fh.write(key + '\n')
+    return rc
 
 
 def run(cmd, log=None, cwd=None, check=True, env=None, stdout=False):
@@ -107,6 +207,7 @@ class Program:
         self.variants = {}      # name -> binary, in the order they are reported
         self.recorded = {}      # name -> samples in its training recording
         self.bolt_logs = {}     # name -> llvm-bolt's log
+        self.checks = {}        # name -> value printed as fdo_<name>_<program>
 
     def path(self, f, ep=True):
         return f'{self.ep if ep else self.dir}/{f}'
@@ -114,9 +215,11 @@ class Program:
     def bolt(self, name, data, ep=True):
         out = self.path(f'{name}.bin', ep)
         log = out + '.log'
-        if not fresh(out) and fresh(data):
-            run([BOLT, self.base, '-o', out, '-data', data] + BOLT_OPTS, log=log, check=False,
-                stdout=True)
+        if fresh(data):
+            cached([BOLT, self.base, '-o', out, '-data', data] + BOLT_OPTS, out, log=log,
+                   check=False, stdout=True)
+        elif os.path.exists(out):
+            os.remove(out)  # made from another profile
         self.bolt_logs[name] = log
         if fresh(out):
             self.variants[name] = out
@@ -126,18 +229,20 @@ class Program:
     def exact(self):
         """BOLT's instrumentation on the training input: every branch counted."""
         inst, fd = self.path('instrumented', False), self.path('exact.fdata', False)
-        if not fresh(fd):
-            run([BOLT, self.base, '-instrument', '-o', inst, '-instrumentation-file=' + fd,
-                 '--runtime-instrumentation-lib=' + BOLT_RT], log=inst + '.log', stdout=True)
-            run([inst] + self.cfg['train'], log=fd + '.run.log', cwd=self.dir)
+        # the runtime library BOLT links in is named relative to /usr/lib (see BOLT_RT)
+        cached([BOLT, self.base, '-instrument', '-o', inst, '-instrumentation-file=' + fd,
+                '--runtime-instrumentation-lib=' + BOLT_RT], inst, [f'/usr/lib/{BOLT_RT}'],
+               later=[fd], log=inst + '.log', stdout=True)
+        # the instrumented binary holds fd's path: it is in the key through inst's content
+        cached([inst] + self.cfg['train'], fd, log=fd + '.run.log', cwd=self.dir)
         self.bolt('bolt_exact', fd, ep=False)
 
-    def record(self, out, period=None, extra=()):
-        if not fresh(out):
-            cmd = [EDGEPROF, 'record', '--emulate', '--seed', '1', '-o', out] + list(extra)
-            if period:
-                cmd += ['--period', str(period)]
-            run(cmd + ['--', self.base] + self.cfg['train'], log=out + '.log', cwd=self.ep)
+    def record(self, out, period=None, extra=(), outs=()):
+        cmd = [EDGEPROF, 'record', '--emulate', '--seed', '1', '-o', out] + list(extra)
+        if period:
+            cmd += ['--period', str(period)]
+        cached(cmd + ['--', self.base] + self.cfg['train'], [out] + list(outs),
+               log=out + '.log', cwd=self.ep)
         return out
 
     def training_branches(self):
@@ -160,27 +265,43 @@ class Program:
             period = max(1, branches // n)
             pd = self.path(f'train.{k}.perf.data')
             prof = self.record(self.path(f'train.{k}.prof'), period,
-                               ['--perf-data', pd] if perf_data else [])
+                               ['--perf-data', pd] if perf_data else [],
+                               [pd] if perf_data else [])
             self.recorded[f'bolt_edgeprof_{k}'] = self.samples(prof)
             # the README's route for users: export --format fdata, then llvm-bolt -data
             fd = self.path(f'{k}.fdata')
-            if not fresh(fd):
-                run([EDGEPROF, 'export', prof, '--format', 'fdata', '-o', fd], log=fd + '.log')
+            cached([EDGEPROF, 'export', prof, '--format', 'fdata', '-o', fd], fd, log=fd + '.log')
             self.bolt(f'bolt_edgeprof_{k}', fd)
             if perf_data and fresh(pd):
                 p2b = self.path(f'{k}.perf2bolt.fdata')
-                if not fresh(p2b):
-                    run([PERF2BOLT, '-p', pd, '-o', p2b, self.base], log=p2b + '.log', check=False,
-                        stdout=True)
+                cached([PERF2BOLT, '-p', pd, '-o', p2b, self.base], p2b, log=p2b + '.log',
+                       check=False, stdout=True)
                 self.bolt(f'bolt_perf2bolt_{k}', p2b)
+                self.same_samples(k, pd, p2b)
             # the peers' method inside edgeprof: fixed period, whole stacks counted
             prof0 = self.record(self.path(f'train.chop0.{k}.prof'), period,
                                 ['--chop', '0', '--jitter', '0'])
             self.recorded[f'bolt_edgeprof_chop0_{k}'] = self.samples(prof0)
             fd0 = self.path(f'chop0.{k}.fdata')
-            if not fresh(fd0):
-                run([EDGEPROF, 'export', prof0, '--format', 'fdata', '-o', fd0], log=fd0 + '.log')
+            cached([EDGEPROF, 'export', prof0, '--format', 'fdata', '-o', fd0], fd0,
+                   log=fd0 + '.log')
             self.bolt(f'bolt_edgeprof_chop0_{k}', fd0)
+
+    def same_samples(self, k, pd, p2b):
+        """Our export of the very samples perf2bolt read (import --chop 0, counting whole
+        stacks as perf2bolt does) must name every function perf2bolt's profile names: one
+        it lacks is profile the export or the reconstruction lost, not sampling."""
+        if not fresh(p2b):
+            return
+        prof, fd = self.path(f'{k}.import0.prof'), self.path(f'{k}.import0.fdata')
+        cached([EDGEPROF, 'import', pd, '--binary', self.base, '--chop', '0', '-o', prof], prof,
+               log=prof + '.log')
+        cached([EDGEPROF, 'export', prof, '--format', 'fdata', '-o', fd], fd, log=fd + '.log')
+        missing = sorted(fdata_functions(p2b) - fdata_functions(fd))
+        self.checks[f'fdata_functions_missing_vs_perf2bolt_{k}'] = len(missing)
+        if missing:
+            note(f'{self.name}: functions in perf2bolt\'s profile of {pd} and not in ours: '
+                 + ' '.join(missing))
 
     def measure_dir(self, name):
         # base and exact do not depend on edgeprof's profiles: measured once
@@ -190,18 +311,36 @@ class Program:
         args = args or self.cfg['eval']
         d = self.measure_dir(name)
         cg = f'{d}/{name}.cachegrind.txt'
-        if not fresh(cg):
-            run(['valgrind', '--tool=cachegrind', '--cache-sim=yes',
-                 '--cachegrind-out-file=/dev/null', binary] + args, log=cg, cwd=d)
+        # the per-function counts (cg + '.out') say where the misses and the cold code are
+        cached(['valgrind', '--tool=cachegrind', '--cache-sim=yes',
+                '--cachegrind-out-file=' + cg + '.out', binary] + args, [cg, cg + '.out'],
+               log=cg, cwd=d)
         tk = f'{d}/{name}.exact.json'
-        if not fresh(tk):
-            run([EDGEPROF, 'record', '--emulate', '--period', EXACT_PERIOD, '--exact-out', tk,
-                 '-o', tk + '.prof', '--', binary] + args, log=tk + '.log', cwd=d)
+        cached([EDGEPROF, 'record', '--emulate', '--period', EXACT_PERIOD, '--exact-out', tk,
+                '-o', tk + '.prof', '--', binary] + args, [tk, tk + '.prof'], log=tk + '.log',
+               cwd=d)
         return figures(cg, tk, binary)
+
+
+def cold_instructions(cg_out):
+    """Instructions executed in code BOLT split off as cold (functions NAME.cold.N): what the
+    evaluation input ran of the blocks the training profile had no count for."""
+    n, fn, col = 0, '', None
+    for line in open(cg_out, errors='replace'):
+        if line.startswith('events:'):
+            col = line.split()[1:].index('Ir')
+        elif line.startswith('fn='):
+            fn = line[3:].strip()
+        elif col is not None and line[:1].isdigit() and re.search(r'\.cold(\.\d+)?$', fn):
+            v = line.split()
+            n += int(v[1 + col]) if len(v) > 1 + col else 0
+    return n
 
 
 def figures(cg, tk, binary):
     f = {}
+    if fresh(cg + '.out'):
+        f['cold_instructions'] = cold_instructions(cg + '.out')
     text = open(cg, errors='replace').read()
     for key, pat in (('instructions', r'I\s+refs:\s+([\d,]+)'),
                      ('i1_misses', r'I1\s+misses:\s+([\d,]+)'),
@@ -215,6 +354,16 @@ def figures(cg, tk, binary):
         if real in {os.path.realpath(x) for x in p.get('paths') or [p.get('path')]}:
             f['taken_branches'] = sum(e['count'] for e in p['branches'] if e['taken'])
     return f
+
+
+def fdata_functions(path):
+    """The functions an fdata file gives counts to (ends written "1 NAME OFFSET")."""
+    names = set()
+    for line in open(path, errors='replace'):
+        v = line.split()
+        if len(v) == 8:
+            names.update(v[i + 1] for i in (0, 3) if v[i] == '1')
+    return names
 
 
 def bolt_report(log):
@@ -275,15 +424,28 @@ def report_program(p, lines):
     for n, f in figs.items():
         if n in ('base', 'bolt_exact'):
             continue
-        for k in FIGURES + ('wall_s',):
+        for k in GAIN_FIGURES + ('wall_s',):
             if k in f and k in base and k in exact:
                 g = gain(base[k], exact[k], f[k])
                 if g is not None:
                     fractions[(n, k)] = g
                     lines.append(f'fdo_gain_fraction_{n}_{k}_{p.name}: {g:.3f}')
+    for k in GAIN_FIGURES:
+        if k in base and k in exact and base.get('instructions'):
+            saved = (base[k] - exact[k]) * 1000 / base['instructions']
+            lines.append(f'fdo_exact_saved_per_kinstr_{k}_{p.name}: {saved:.4f}')
+            if k in MIN_FIGURES and saved < MIN_SAVED_PER_KINSTR:
+                lines.append(f'fdo_gain_fraction_min_excludes_{k}_{p.name}: {saved:.4f}')
+                note(f'{p.name}: {k} left out of fdo_gain_fraction_min: the exact profile saves '
+                     f'{base[k] - exact[k]} ({saved:.4f} per 1000 instructions, less than '
+                     f'{MIN_SAVED_PER_KINSTR})')
+                for key in [x for x in fractions if x[1] == k]:
+                    fractions[key] = None
     for n, log in p.bolt_logs.items():
         for k, v in bolt_report(log).items():
             lines.append(f'fdo_bolt_{k}_{n.removeprefix("bolt_")}_{p.name}: {v}')
+    for n, v in p.checks.items():
+        lines.append(f'fdo_{n}_{p.name}: {v}')
     return fractions
 
 
@@ -299,16 +461,13 @@ def main():
     if not perf_data:
         note('edgeprof record has no --perf-data: the perf2bolt peer line is skipped')
     ep_hash = edgeprof_hash()
-    minimum = []
+    fractions = {}  # program -> (variant, figure) -> gain fraction, None: left out of the min
     for name in programs:
         p = Program(name, ep_hash)
         p.variants['base'] = p.base
         p.exact()
         p.sampled(counts, perf_data)
-        fr = report_program(p, lines)
-        for k in ('taken_branches', 'i1_misses'):
-            if ('bolt_edgeprof_20k', k) in fr:
-                minimum.append(fr[('bolt_edgeprof_20k', k)])
+        fractions[name] = report_program(p, lines)
     afdo = [x for x in env_list('BENCH_FDO_AFDO', 'lua') if x in programs]
     if afdo:
         sys.modules.setdefault('fdo', sys.modules[__name__])  # one module, not a second copy
@@ -320,11 +479,43 @@ def main():
                 autofdo.run_program(Program(name, ep_hash), lines)
             except SystemExit as e:
                 note(f'{name}: AutoFDO variants skipped: {e}')
-    if minimum and len(minimum) == 2 * len(programs):
-        lines.append(f'fdo_gain_fraction_min: {min(minimum):.3f}')
-    else:
-        note('fdo_gain_fraction_min needs BOLT at 20000 samples measured on every program')
+    minimum_lines(fractions, counts, lines)
     print('\n'.join(lines))
+
+
+def minimum_lines(fractions, counts, lines):
+    """fdo_gain_fraction_min_<variant>: the least gain fraction of one BOLT variant over
+    programs and MIN_FIGURES (those the exact profile moves enough); fdo_gain_fraction_min:
+    edgeprof's at MIN_SAMPLES; fdo_gain_fraction_lead_over_peers_min: the least, over the
+    same programs and figures, of edgeprof's fraction less the best peer's at that count."""
+    def variant_min(v):
+        got = []
+        for fr in fractions.values():
+            if all((v, k) not in fr for k in MIN_FIGURES):
+                return None  # not measured on this program
+            got += [fr[(v, k)] for k in MIN_FIGURES if fr.get((v, k)) is not None]
+        return min(got) if got else None
+    for n in counts:
+        k = samples_label(n)
+        for v in (f'bolt_edgeprof_{k}', f'bolt_edgeprof_chop0_{k}', f'bolt_perf2bolt_{k}'):
+            m = variant_min(v)
+            if m is not None:
+                lines.append(f'fdo_gain_fraction_min_{v.removeprefix("bolt_")}: {m:.3f}')
+        leads = []
+        for fr in fractions.values():
+            for f in MIN_FIGURES:
+                ours = fr.get((f'bolt_edgeprof_{k}', f))
+                peers = [fr.get((v, f)) for v in (f'bolt_edgeprof_chop0_{k}', f'bolt_perf2bolt_{k}')]
+                peers = [x for x in peers if x is not None]
+                if ours is not None and peers:
+                    leads.append(ours - max(peers))
+        if leads:
+            lines.append(f'fdo_gain_fraction_lead_over_peers_min_{k}: {min(leads):.3f}')
+    m = variant_min(f'bolt_edgeprof_{samples_label(MIN_SAMPLES)}')
+    if m is not None:
+        lines.append(f'fdo_gain_fraction_min: {m:.3f}')
+    else:
+        note(f'fdo_gain_fraction_min needs BOLT at {MIN_SAMPLES} samples measured on every program')
 
 
 if __name__ == '__main__':

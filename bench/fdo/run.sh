@@ -15,9 +15,22 @@ for tool in llvm-bolt-16 /usr/lib/llvm-16/bin/perf2bolt valgrind gcc dpkg-source
 done
 bench/fdo/sources.sh "$top/src"
 programs=${BENCH_FDO_PROGRAMS:-lua,sqlite,zstd}
+# a baseline is rebuilt when what makes it changes: the build script, the compiler, the
+# source packages' versions (their directory names); everything measured from it is keyed
+# by its content in fdo.py
 for p in ${programs//,/ }; do
-	[ -s "$top/build/$p/base" ] ||
-		bench/fdo/build.sh "$top/src" "$top/work" "$p" "$top/build/$p/base" gcc
+	out=$top/build/$p/base
+	key=$({
+		echo "$p"
+		cat bench/fdo/build.sh
+		gcc --version
+		ls "$top/src"
+	} | sha256sum | cut -d' ' -f1)
+	if [ ! -s "$out" ] || [ "$(cat "$out.key" 2> /dev/null)" != "$key" ]; then
+		rm -f "$out" "$out.key"
+		bench/fdo/build.sh "$top/src" "$top/work" "$p" "$out" gcc
+		echo "$key" > "$out.key"
+	fi
 done
 # zstd's inputs are made from the sqlite amalgamation
 [[ ,$programs, != *,zstd,* ]] || {
