@@ -68,7 +68,7 @@ $$($(1)_LIB): $$($(1)_OBJS)
 	@echo "  AR      $$@"
 	$$(Q)ar rcs $$@ $$^
 
-$$($(1)_DIR)/tests/%: tests/unit/%.c $$($(1)_LIB) tests/unit/test_util.h
+$$($(1)_DIR)/tests/%: tests/unit/%.c $$($(1)_LIB) tests/unit/test_util.h tests/unit/test_samples.h
 	@mkdir -p $$(dir $$@)
 	@echo "  LD      $$@"
 	$$(Q)$$(CC) $$(STD_FLAGS) $$(CFLAGS) $(3) $$(DEPFLAGS) $$(INCLUDES) $$< $$($(1)_LIB) -lcmocka $$(LDLIBS) $(3) -o $$@

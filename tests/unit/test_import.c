@@ -9,7 +9,7 @@
  *    against one thread.
  * Compared on the real recordings, serialized.
  */
-#include "test_util.h"
+#include "test_samples.h"
 
 #include <string.h>
 
@@ -114,23 +114,6 @@ static void test_one_pass_equals_full_trace(void **state)
 			 cases[i].chop, cases[i].ranges);
 		assert_same(import_one(&cases[i], false), import_one(&cases[i], true), what);
 	}
-}
-
-struct samples {
-	struct ep_sample_record *recs;
-	size_t n, cap;
-};
-
-static int keep_sample(void *ctx, const struct ep_sample_record *rec)
-{
-	struct samples *s = ctx;
-	if (s->n == s->cap) {
-		s->cap = s->cap ? s->cap * 2 : 1024;
-		s->recs = realloc(s->recs, s->cap * sizeof(*s->recs));
-		assert_non_null(s->recs);
-	}
-	s->recs[s->n++] = *rec;
-	return 0;
 }
 
 /* test.lbr counted taken branches only; read as if its event had counted

@@ -5,29 +5,12 @@
  * that a remembered entry gives what computing it gives, and that a change
  * of mappings is never answered from memory.
  */
-#include "test_util.h"
+#include "test_samples.h"
 
 #include <string.h>
 
 #include "agent/pipeline/pipeline.h"
 #include "agent/source/perf_data/perf_data.h"
-
-struct samples {
-	struct ep_sample_record *recs;
-	size_t n, cap;
-};
-
-static int keep_sample(void *ctx, const struct ep_sample_record *rec)
-{
-	struct samples *s = ctx;
-	if (s->n == s->cap) {
-		s->cap = s->cap ? s->cap * 2 : 1024;
-		s->recs = realloc(s->recs, s->cap * sizeof(*s->recs));
-		assert_non_null(s->recs);
-	}
-	s->recs[s->n++] = *rec;
-	return 0;
-}
 
 /* test.lbr's samples; test.binary is mapped at 0x400000 (not PIE). */
 static void load_samples(struct samples *s)
