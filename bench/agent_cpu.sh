@@ -20,18 +20,8 @@ build=${1:-build}
 cd "$(dirname "$0")/.."
 rounds=${BENCH_AGENT_CPU_ROUNDS:-3}
 execs=${BENCH_AGENT_CPU_EXECS:-2000}
-note() { echo "bench: note: $*" >&2; }
-if [ "$(id -u)" -ne 0 ]; then
-	note "not root: the agent CPU figures are skipped"
-	exit 0
-fi
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/edgeprof-agentcpu.XXXXXX")
-sampler=
-cleanup() {
-	if [ -n "$sampler" ]; then kill -INT "$sampler" 2>/dev/null || true; fi
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
+source bench/sampling_lib.sh
+sampling_bench_setup agent-cpu
 ep=$build/edgeprof
 cat >"$tmp/churn.c" <<'EOF'
 /* fork and exec ARGV[2] ARGV[1] times, one after the other */

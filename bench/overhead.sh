@@ -18,18 +18,8 @@ build=${1:-build}
 cd "$(dirname "$0")/.."
 rounds=${BENCH_OVERHEAD_ROUNDS:-5}
 settle=${BENCH_OVERHEAD_SETTLE_S:-2}
-note() { echo "bench: note: $*" >&2; }
-if [ "$(id -u)" -ne 0 ]; then
-	note "not root: the overhead figures are skipped"
-	exit 0
-fi
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/edgeprof-overhead.XXXXXX")
-sampler=
-cleanup() {
-	if [ -n "$sampler" ]; then kill -INT "$sampler" 2>/dev/null || true; fi
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
+source bench/sampling_lib.sh
+sampling_bench_setup overhead
 ep=$build/edgeprof
 cc -O2 -o "$tmp/work" tests/workloads/interp.c
 ncpus=$(nproc)
