@@ -28,7 +28,8 @@ static void import_usage(FILE *out)
 	    "                    (AutoFDO's whole gaps between taken branches; needs --chop 0)\n"
 	    "  --no-trigger      do not extend traces to the sample IP\n"
 	    "  -j, --jobs N      threads, each counting a share of the samples (default:\n"
-	    "                    the CPUs online, at most 8); the profile is the same for any N\n"
+	    "                    the CPUs online, at most 8, and 1 below 4 CPUs); the\n"
+	    "                    profile is the same for any N\n"
 	    "  -o PROFILE        write the profile (protobuf); without it print a report\n"
 	    "  --top N           report length (default 10)\n");
 }
@@ -58,6 +59,11 @@ static const char *const range_modes[] = {"split", "gap", NULL};
  * memory (a copy of the binaries and up to 64 MiB of ordering keys each)
  * keeps growing: the default stops there. */
 #define DEFAULT_MAX_JOBS 8
+/* On 2 CPUs two threads cost 1.6-1.9x the CPU of one (each maps, pages in
+ * and orders the whole file) for at best 1.2x less wall time on an idle
+ * machine, and took 1.7x longer once anything else ran beside them
+ * (propeller_sample_1 x300): below this, one thread by default. */
+#define DEFAULT_MIN_CPUS_FOR_JOBS 4
 
 /* config.source and config.event of what was read; 0, or -1 out of memory. */
 static int name_source(Edgeprof__V1__Profile *profile, const char *input, const char *event)
@@ -107,9 +113,9 @@ int ep_cmd_import(int argc, char **argv)
 	struct ep_pipeline *pipeline = NULL;
 	Edgeprof__V1__Profile *profile = NULL;
 	long online = sysconf(_SC_NPROCESSORS_ONLN);
-	unsigned jobs = online < 1		    ? 1
-			: online > DEFAULT_MAX_JOBS ? DEFAULT_MAX_JOBS
-						    : (unsigned)online;
+	unsigned jobs = online < DEFAULT_MIN_CPUS_FOR_JOBS ? 1
+			: online > DEFAULT_MAX_JOBS	   ? DEFAULT_MAX_JOBS
+							   : (unsigned)online;
 	struct ep_pipeline *workers[MAX_JOBS] = {NULL};
 	struct ep_binary_registry *worker_regs[MAX_JOBS] = {NULL};
 	if (!reg) {
