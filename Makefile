@@ -151,6 +151,39 @@ bench-fdo: deps
 	@$(MAKE) --no-print-directory all
 	@bench/fdo/run.sh $(BUILD)
 
+# libFuzzer target over the ingest path below zstd (tests/fuzz/fuzz_ingest.c): decode,
+# the collector's checks, merge. `make fuzz` runs it FUZZ_SECONDS (60) on a copy of the
+# committed corpus; new inputs it finds stay in $(BUILD)/fuzz/corpus. Needs clang's libFuzzer.
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_SRCS    := tests/fuzz/fuzz_ingest.c common/wire/wire.c common/profile/merge.c \
+                common/profile/model.c common/util/u64map.c
+FUZZ_FLAGS   := -g -O1 -std=c11 -D_GNU_SOURCE -fno-omit-frame-pointer -fno-sanitize-recover=all
+FUZZ_LIBS    := $(shell pkg-config --libs libprotobuf-c libzstd 2>/dev/null)
+
+$(BUILD)/fuzz/fuzz_ingest: $(FUZZ_SRCS) $(PROTO_C) $(PROTO_H) $(wildcard common/*/*.h)
+	@mkdir -p $(dir $@)
+	@echo "  FUZZ    $@"
+	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer,address,undefined $(INCLUDES) \
+		$(FUZZ_SRCS) $(PROTO_C) $(FUZZ_LIBS) -o $@
+
+# writes the seed corpus (tests/fuzz/corpus/ingest) from the target's own helper
+$(BUILD)/fuzz/fuzz_ingest_seeds: $(FUZZ_SRCS) $(PROTO_C) $(PROTO_H)
+	@mkdir -p $(dir $@)
+	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -DEP_FUZZ_WRITE_SEEDS -fsanitize=address,undefined \
+		$(INCLUDES) $(FUZZ_SRCS) $(PROTO_C) $(FUZZ_LIBS) -o $@
+
+.PHONY: fuzz fuzz-seeds
+fuzz: $(BUILD)/fuzz/fuzz_ingest
+	@mkdir -p $(BUILD)/fuzz/corpus
+	@cp tests/fuzz/corpus/ingest/* $(BUILD)/fuzz/corpus/
+	$(BUILD)/fuzz/fuzz_ingest -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+		-dict=tests/fuzz/ingest.dict \
+		$(BUILD)/fuzz/corpus
+fuzz-seeds: $(BUILD)/fuzz/fuzz_ingest_seeds
+	@mkdir -p tests/fuzz/corpus/ingest
+	$(BUILD)/fuzz/fuzz_ingest_seeds tests/fuzz/corpus/ingest
+
 FORMAT_FILES = $(shell find common agent bpf collector cli tests bench -name '*.[ch]' 2>/dev/null)
 format:
 	clang-format -i $(FORMAT_FILES)

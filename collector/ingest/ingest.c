@@ -324,26 +324,10 @@ enum ep_ingest_result ep_ingest_batch(struct ep_ingest *in, const uint8_t *body,
 		goto out;
 	}
 	*sequence = b->sequence;
-	if (b->wire_version == 0 || b->wire_version > EP_WIRE_VERSION) {
-		snprintf(why, whylen, "wire_version %u not supported: this collector speaks 1..%u",
-			 b->wire_version, EP_WIRE_VERSION);
-		r = count(in, EP_INGEST_BAD_REQUEST);
-		goto out;
-	}
-	if (!b->agent || !b->agent->agent_id || !b->agent->agent_id[0] || b->sequence == 0) {
-		snprintf(why, whylen, "batch without agent id or sequence number");
-		r = count(in, EP_INGEST_BAD_REQUEST);
-		goto out;
-	}
-	for (size_t i = 0; i < b->n_binaries; i++) {
-		if (!b->binaries[i]->profile) {
-			snprintf(why, whylen, "binaries[%zu] has no profile", i);
-			r = count(in, EP_INGEST_BAD_REQUEST);
-			goto out;
-		}
-	}
-	if (ep_wire_check_counts(b, why, whylen) != 0) {
-		in->counters.counts_out_of_range++;
+	int bad = ep_wire_check_batch(b, why, whylen);
+	if (bad != 0) {
+		if (bad == EP_WIRE_BAD_COUNTS)
+			in->counters.counts_out_of_range++;
 		r = count(in, EP_INGEST_BAD_REQUEST);
 		goto out;
 	}

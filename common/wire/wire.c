@@ -203,3 +203,25 @@ int ep_wire_check_counts(const Edgeprof__V1__Batch *b, char *err, size_t errlen)
 	}
 	return 0;
 }
+
+int ep_wire_check_batch(const Edgeprof__V1__Batch *b, char *err, size_t errlen)
+{
+	if (b->wire_version == 0 || b->wire_version > EP_WIRE_VERSION) {
+		snprintf(err, errlen, "wire_version %u not supported: this collector speaks 1..%u",
+			 b->wire_version, EP_WIRE_VERSION);
+		return EP_WIRE_BAD_BATCH;
+	}
+	if (!b->agent || !b->agent->agent_id || !b->agent->agent_id[0] || b->sequence == 0) {
+		snprintf(err, errlen, "batch without agent id or sequence number");
+		return EP_WIRE_BAD_BATCH;
+	}
+	for (size_t i = 0; i < b->n_binaries; i++) {
+		if (!b->binaries[i]->profile) {
+			snprintf(err, errlen, "binaries[%zu] has no profile", i);
+			return EP_WIRE_BAD_BATCH;
+		}
+	}
+	if (ep_wire_check_counts(b, err, errlen) != 0)
+		return EP_WIRE_BAD_COUNTS;
+	return 0;
+}

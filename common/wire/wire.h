@@ -45,8 +45,10 @@ void ep_wire_free(Edgeprof__V1__Batch *batch);
  * inconsistent) holding at most one 2-byte conditional branch per 2 bytes.
  * So: every binary's samples <= S, every edge and range count <= S x L
  * (mispredicted <= its edge's count), every IP count <= S. The largest
- * accepted count is 2^57: 128 such batches on one key in one minute would
- * be needed to reach 2^64, and the stores saturate there. */
+ * accepted count is 2^32 x 65 x 2^19 = 65 x 2^51, just over 2^57 (under
+ * 2^58, so S x L never overflows): 127 such counts on one key (entries of
+ * one batch, or batches of one minute) are needed to reach 2^64, and the
+ * merge and the stores saturate there (tests/fuzz/fuzz_ingest.c). */
 #define EP_WIRE_MAX_SAMPLES	(1ULL << 32)
 #define EP_WIRE_MAX_STACK	64
 #define EP_WIRE_MAX_WHOLE_STACK ((uint64_t)(EP_WIRE_MAX_STACK + 1) << 19)
@@ -54,5 +56,14 @@ void ep_wire_free(Edgeprof__V1__Batch *batch);
 /* 0 when every count of b is within those bounds; -1 with err naming the
  * first count that is not, where it is and the bound. */
 int ep_wire_check_counts(const Edgeprof__V1__Batch *b, char *err, size_t errlen);
+
+/* Everything the collector checks of a decoded batch before storing it:
+ * wire_version (1..EP_WIRE_VERSION), an agent id and a non-zero sequence,
+ * a profile in every binary, then ep_wire_check_counts. 0 when accepted;
+ * EP_WIRE_BAD_BATCH or EP_WIRE_BAD_COUNTS with err saying why. The fuzz
+ * target (tests/fuzz/fuzz_ingest.c) runs the same function. */
+#define EP_WIRE_BAD_BATCH  (-1)
+#define EP_WIRE_BAD_COUNTS (-2)
+int ep_wire_check_batch(const Edgeprof__V1__Batch *b, char *err, size_t errlen);
 
 #endif
