@@ -83,7 +83,7 @@ for name in hot_cold hot_cold_pie interp; do
 	create_llvm_prof --profile="$f.data" --binary="$w/$name" --format=text \
 		--out="$f.afdo.txt" >"$f.cllp" 2>&1
 	check "$name: create_llvm_prof exits 0" test $? -eq 0
-	head_line=$(grep -m1 "^$hot:" "$f.afdo.txt")
+	head_line=$(grep -a -m1 "^$hot:" "$f.afdo.txt")
 	echo "# $name: create_llvm_prof: $head_line ($(wc -l <"$f.afdo.txt") lines)"
 	check "$name: create_llvm_prof profiles $hot with samples" \
 		test "$(echo "$head_line" | cut -d: -f2)" -gt 0
