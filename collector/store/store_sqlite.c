@@ -17,6 +17,7 @@
 
 #include "collector/store/store_backend.h"
 #include "common/profile/model.h"
+#include "common/util/sat.h"
 
 /* 2: label_sets.session_id (in its UNIQUE key), the sessions table
  * 3: functions.local_index (BOLT's NAME/N of a local function) */
@@ -157,18 +158,14 @@ static bool count_value(sqlite3_value *v, uint64_t *out)
 	}
 }
 
-static uint64_t add_saturating(uint64_t a, uint64_t b)
-{
-	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
-}
-
 static void sat_add_fn(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
 	(void)argc;
 	uint64_t a, b;
 	count_value(argv[0], &a);
 	count_value(argv[1], &b);
-	sqlite3_result_int64(ctx, (sqlite3_int64)add_saturating(a, b));
+	ep_add_sat(&a, b);
+	sqlite3_result_int64(ctx, (sqlite3_int64)a);
 }
 
 static void sat_sum_step(sqlite3_context *ctx, int argc, sqlite3_value **argv)
@@ -181,7 +178,7 @@ static void sat_sum_step(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 		return;
 	}
 	count_value(argv[0], &v);
-	*sum = add_saturating(*sum, v);
+	ep_add_sat(sum, v);
 }
 
 static void sat_sum_final(sqlite3_context *ctx)
