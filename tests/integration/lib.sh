@@ -24,3 +24,13 @@ check() {
 	if "$@"; then ok "$name"; else not_ok "$name"; fi
 }
 finish() { exit "$_status"; }
+# wait_agent_sampling ERRFILE: until the agent writing ERRFILE says it samples
+# (IPs or branch stacks), at most 60 s: workloads started before then would
+# run unsampled on a loaded machine
+wait_agent_sampling() {
+	for _ in $(seq 600); do
+		grep -q 'sampling IPs\|branch stacks on' "$1" && return 0
+		sleep 0.1
+	done
+	return 1
+}

@@ -252,10 +252,7 @@ cc -O1 -g -Wl,--defsym=ep_short_lived=0 -o "$TEST_TMP/short_lived" "$here/../wor
 "$EDGEPROF" agent -o "$TEST_TMP/short.prof" --log-level info 2>"$TEST_TMP/short.err" &
 agent=$!
 track_pid "$agent"
-for _ in $(seq 600); do
-	grep -q 'sampling IPs\|branch stacks on' "$TEST_TMP/short.err" && break
-	sleep 0.1
-done
+wait_agent_sampling "$TEST_TMP/short.err"
 for i in $(seq 1 20); do "$TEST_TMP/short_lived" 15000000 >/dev/null; done
 # the agent forgets an exited process once its late samples are drained
 # (FORGET_AFTER_NS, agent/source/live/live_feed.c): it runs that long more

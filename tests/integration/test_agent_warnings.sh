@@ -45,10 +45,7 @@ check "the final summary counts every failed open (${total:-0} >= 4)" test "${to
 "$EDGEPROF" agent --interval 1 -o "$TEST_TMP/storm.prof" --log-level info 2>"$TEST_TMP/storm.err" &
 agent=$!
 track_pid "$agent"
-for _ in $(seq 600); do
-	grep -q 'sampling IPs\|branch stacks on' "$TEST_TMP/storm.err" && break
-	sleep 0.1
-done
+wait_agent_sampling "$TEST_TMP/storm.err"
 for _ in $(seq 300); do /bin/true; done
 kill -TERM "$agent"
 wait "$agent"
