@@ -15,7 +15,11 @@ Environment: BENCH_FDO_PROGRAMS (lua,sqlite,zstd), BENCH_FDO_SAMPLES (2000,20000
 BENCH_FDO_AFDO (programs for the clang AutoFDO/PGO variants, default lua; "" for none),
 BENCH_FDO_WALL=1 (also wall time, BENCH_FDO_WALL_RUNS interleaved rounds, default 11),
 BENCH_FDO_NICE (the niceness of every command, default 19; 0 on a machine shared with
-other work at normal priority, where 19 gets almost no CPU).
+other work at normal priority, where 19 gets almost no CPU), BENCH_FDO_SEEDS (the emulator's
+seeds for the sampled profiles, default 1: a profile of 20k samples is one draw, and which
+rarely run code it reaches, so what BOLT splits off as cold, changes from seed to seed; with
+several seeds the fractions are reported per seed and as their median, and the minimum and
+the lead over the peers are taken over the medians).
 Prints `name: value` lines on stdout; progress and tool messages go to stderr.
 """
 import hashlib
@@ -237,8 +241,8 @@ class Program:
         cached([inst] + self.cfg['train'], fd, log=fd + '.run.log', cwd=self.dir)
         self.bolt('bolt_exact', fd, ep=False)
 
-    def record(self, out, period=None, extra=(), outs=()):
-        cmd = [EDGEPROF, 'record', '--emulate', '--seed', '1', '-o', out] + list(extra)
+    def record(self, out, period=None, extra=(), outs=(), seed=1):
+        cmd = [EDGEPROF, 'record', '--emulate', '--seed', str(seed), '-o', out] + list(extra)
         if period:
             cmd += ['--period', str(period)]
         cached(cmd + ['--', self.base] + self.cfg['train'], [out] + list(outs),
@@ -257,35 +261,43 @@ class Program:
         m = re.search(r': (\d+) samples', open(prof + '.log', errors='replace').read())
         return int(m.group(1)) if m else None
 
-    def sampled(self, counts, perf_data):
-        """edgeprof's default profile at each sample count, and the peers' profiles of it."""
+    def sampled(self, counts, perf_data, seeds=(1,)):
+        """edgeprof's default profile at each sample count, and the peers' profiles of it;
+        one set per seed, named as seed 1's with `_sSEED` added (seed 1's names unchanged)."""
         branches = self.training_branches()
         for n in counts:
-            k = samples_label(n)
-            period = max(1, branches // n)
-            pd = self.path(f'train.{k}.perf.data')
-            prof = self.record(self.path(f'train.{k}.prof'), period,
-                               ['--perf-data', pd] if perf_data else [],
-                               [pd] if perf_data else [])
-            self.recorded[f'bolt_edgeprof_{k}'] = self.samples(prof)
-            # the README's route for users: export --format fdata, then llvm-bolt -data
-            fd = self.path(f'{k}.fdata')
-            cached([EDGEPROF, 'export', prof, '--format', 'fdata', '-o', fd], fd, log=fd + '.log')
-            self.bolt(f'bolt_edgeprof_{k}', fd)
-            if perf_data and fresh(pd):
-                p2b = self.path(f'{k}.perf2bolt.fdata')
-                cached([PERF2BOLT, '-p', pd, '-o', p2b, self.base], p2b, log=p2b + '.log',
-                       check=False, stdout=True)
-                self.bolt(f'bolt_perf2bolt_{k}', p2b)
+            for seed in seeds:
+                self.sampled_one(n, branches, perf_data, seed)
+
+    def sampled_one(self, n, branches, perf_data, seed):
+        k = samples_label(n)
+        tag = '' if seed == 1 else f'.s{seed}'      # file names
+        sfx = '' if seed == 1 else f'_s{seed}'      # variant names
+        period = max(1, branches // n)
+        pd = self.path(f'train.{k}{tag}.perf.data')
+        prof = self.record(self.path(f'train.{k}{tag}.prof'), period,
+                           ['--perf-data', pd] if perf_data else [],
+                           [pd] if perf_data else [], seed)
+        self.recorded[f'bolt_edgeprof_{k}{sfx}'] = self.samples(prof)
+        # the README's route for users: export --format fdata, then llvm-bolt -data
+        fd = self.path(f'{k}{tag}.fdata')
+        cached([EDGEPROF, 'export', prof, '--format', 'fdata', '-o', fd], fd, log=fd + '.log')
+        self.bolt(f'bolt_edgeprof_{k}{sfx}', fd)
+        if perf_data and fresh(pd):
+            p2b = self.path(f'{k}{tag}.perf2bolt.fdata')
+            cached([PERF2BOLT, '-p', pd, '-o', p2b, self.base], p2b, log=p2b + '.log',
+                   check=False, stdout=True)
+            self.bolt(f'bolt_perf2bolt_{k}{sfx}', p2b)
+            if seed == 1:
                 self.same_samples(k, pd, p2b)
-            # the peers' method inside edgeprof: fixed period, whole stacks counted
-            prof0 = self.record(self.path(f'train.chop0.{k}.prof'), period,
-                                ['--chop', '0', '--jitter', '0'])
-            self.recorded[f'bolt_edgeprof_chop0_{k}'] = self.samples(prof0)
-            fd0 = self.path(f'chop0.{k}.fdata')
-            cached([EDGEPROF, 'export', prof0, '--format', 'fdata', '-o', fd0], fd0,
-                   log=fd0 + '.log')
-            self.bolt(f'bolt_edgeprof_chop0_{k}', fd0)
+        # the peers' method inside edgeprof: fixed period, whole stacks counted
+        prof0 = self.record(self.path(f'train.chop0.{k}{tag}.prof'), period,
+                            ['--chop', '0', '--jitter', '0'], seed=seed)
+        self.recorded[f'bolt_edgeprof_chop0_{k}{sfx}'] = self.samples(prof0)
+        fd0 = self.path(f'chop0.{k}{tag}.fdata')
+        cached([EDGEPROF, 'export', prof0, '--format', 'fdata', '-o', fd0], fd0,
+               log=fd0 + '.log')
+        self.bolt(f'bolt_edgeprof_chop0_{k}{sfx}', fd0)
 
     def same_samples(self, k, pd, p2b):
         """Our export of the very samples perf2bolt read (import --chop 0, counting whole
@@ -441,6 +453,7 @@ def report_program(p, lines):
                      f'{MIN_SAVED_PER_KINSTR})')
                 for key in [x for x in fractions if x[1] == k]:
                     fractions[key] = None
+    seed_lines(p.name, fractions, lines)
     for n, log in p.bolt_logs.items():
         for k, v in bolt_report(log).items():
             lines.append(f'fdo_bolt_{k}_{n.removeprefix("bolt_")}_{p.name}: {v}')
@@ -456,6 +469,7 @@ def main():
     os.makedirs(RUN_ENV['HOME'], exist_ok=True)
     programs = env_list('BENCH_FDO_PROGRAMS', 'lua,sqlite,zstd')
     counts = [int(x) for x in env_list('BENCH_FDO_SAMPLES', '2000,20000,200000')]
+    seeds = [int(x) for x in env_list('BENCH_FDO_SEEDS', '1')]
     perf_data = has_perf_data_option()
     lines = []
     if not perf_data:
@@ -466,7 +480,7 @@ def main():
         p = Program(name, ep_hash)
         p.variants['base'] = p.base
         p.exact()
-        p.sampled(counts, perf_data)
+        p.sampled(counts, perf_data, seeds)
         fractions[name] = report_program(p, lines)
     afdo = [x for x in env_list('BENCH_FDO_AFDO', 'lua') if x in programs]
     if afdo:
@@ -483,6 +497,34 @@ def main():
     print('\n'.join(lines))
 
 
+def by_seed(fr):
+    """(variant, figure) -> {seed: fraction} from one program's fractions, a variant's seeds
+    other than 1 being named VARIANT_sSEED."""
+    out = {}
+    for (n, k), v in fr.items():
+        m = re.fullmatch(r'(.*)_s(\d+)', n)
+        base, seed = (m.group(1), int(m.group(2))) if m else (n, 1)
+        out.setdefault((base, k), {})[seed] = v
+    return out
+
+
+def seed_median(fr, v, k):
+    """The median over seeds of variant v's fraction of figure k; None where left out."""
+    got = [x for x in by_seed(fr).get((v, k), {}).values() if x is not None]
+    return statistics.median(got) if got else None
+
+
+def seed_lines(program, fractions, lines):
+    """With several seeds: each variant's median, least and greatest fraction over them."""
+    for (v, k), per in sorted(by_seed(fractions).items()):
+        got = [x for x in per.values() if x is not None]
+        if len(per) > 1 and got:
+            lines.append(f'fdo_gain_fraction_seeds_{len(got)}_median_{v}_{k}_{program}: '
+                         f'{statistics.median(got):.3f}')
+            lines.append(f'fdo_gain_fraction_seeds_{len(got)}_lo_{v}_{k}_{program}: {min(got):.3f}')
+            lines.append(f'fdo_gain_fraction_seeds_{len(got)}_hi_{v}_{k}_{program}: {max(got):.3f}')
+
+
 def minimum_lines(fractions, counts, lines):
     """fdo_gain_fraction_min_<variant>: the least gain fraction of one BOLT variant over
     programs and MIN_FIGURES (those the exact profile moves enough); fdo_gain_fraction_min:
@@ -493,7 +535,7 @@ def minimum_lines(fractions, counts, lines):
         for fr in fractions.values():
             if all((v, k) not in fr for k in MIN_FIGURES):
                 return None  # not measured on this program
-            got += [fr[(v, k)] for k in MIN_FIGURES if fr.get((v, k)) is not None]
+            got += [m for m in (seed_median(fr, v, k) for k in MIN_FIGURES) if m is not None]
         return min(got) if got else None
     for n in counts:
         k = samples_label(n)
@@ -501,14 +543,22 @@ def minimum_lines(fractions, counts, lines):
             m = variant_min(v)
             if m is not None:
                 lines.append(f'fdo_gain_fraction_min_{v.removeprefix("bolt_")}: {m:.3f}')
+        # paired by seed (the peers read the same recording, or one made with the same seed),
+        # then the median over seeds
         leads = []
         for fr in fractions.values():
+            per = by_seed(fr)
             for f in MIN_FIGURES:
-                ours = fr.get((f'bolt_edgeprof_{k}', f))
-                peers = [fr.get((v, f)) for v in (f'bolt_edgeprof_chop0_{k}', f'bolt_perf2bolt_{k}')]
-                peers = [x for x in peers if x is not None]
-                if ours is not None and peers:
-                    leads.append(ours - max(peers))
+                ours = per.get((f'bolt_edgeprof_{k}', f), {})
+                peers = [per.get((v, f), {}) for v in (f'bolt_edgeprof_chop0_{k}',
+                                                        f'bolt_perf2bolt_{k}')]
+                paired = []
+                for seed, x in ours.items():
+                    best = [p[seed] for p in peers if p.get(seed) is not None]
+                    if x is not None and best:
+                        paired.append(x - max(best))
+                if paired:
+                    leads.append(statistics.median(paired))
         if leads:
             lines.append(f'fdo_gain_fraction_lead_over_peers_min_{k}: {min(leads):.3f}')
     m = variant_min(f'bolt_edgeprof_{samples_label(MIN_SAMPLES)}')

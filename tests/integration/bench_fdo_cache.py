@@ -68,4 +68,30 @@ n = go_later()
 write(later, 'written by the program the command made\n')
 check('a file the command names but does not read (later=) is not part of its key',
       go_later() == n)
+
+# several seeds (BENCH_FDO_SEEDS): the minimum is taken over each variant's median over seeds,
+# and the lead over the peers pairs each seed's profile with the peers' of the same seed
+fr = {('bolt_edgeprof_20k', 'taken_branches'): 0.90,
+      ('bolt_edgeprof_20k_s2', 'taken_branches'): 0.97,
+      ('bolt_edgeprof_20k_s3', 'taken_branches'): 0.99,
+      ('bolt_perf2bolt_20k', 'taken_branches'): 0.95,
+      ('bolt_perf2bolt_20k_s2', 'taken_branches'): 0.96,
+      ('bolt_perf2bolt_20k_s3', 'taken_branches'): 0.93,
+      ('bolt_edgeprof_20k', 'i1_misses'): None,
+      ('bolt_perf2bolt_20k', 'i1_misses'): None}
+got = []
+fdo.minimum_lines({'p': fr}, [20000], got)
+vals = dict(line.split(': ') for line in got)
+check('the minimum over programs is the median over seeds',
+      vals.get('fdo_gain_fraction_min') == '0.970'
+      and vals.get('fdo_gain_fraction_min_perf2bolt_20k') == '0.950')
+# paired leads: -0.05, +0.01, +0.06; median +0.01 (unpaired medians would give +0.02)
+check('the lead over the peers is the median of the leads paired by seed',
+      vals.get('fdo_gain_fraction_lead_over_peers_min_20k') == '0.010')
+got = []
+fdo.seed_lines('p', fr, got)
+check('each variant gets its median, least and greatest fraction over the seeds',
+      'fdo_gain_fraction_seeds_3_median_bolt_edgeprof_20k_taken_branches_p: 0.970' in got
+      and 'fdo_gain_fraction_seeds_3_lo_bolt_perf2bolt_20k_taken_branches_p: 0.930' in got
+      and not any('i1_misses' in x for x in got))
 sys.exit(failed)
