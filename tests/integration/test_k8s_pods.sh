@@ -185,10 +185,16 @@ check "  once the API lists it, its new counts carry the pod (shop/late-1)" wait
 kill "$late"
 wait "$late" 2>/dev/null
 rm -f "$LATE_FLAG"
-sleep 2
-# the paths as JSON, so that an empty one shows
-paths=$(curl -s "$url/v1/profile?namespace=shop&pod=web-7d9f&format=json" |
-	jq -c '[.profiles[] | select(.samples > 0) | .path] | unique')
+# the paths as JSON, so that an empty one shows; polled, since the pod's counts reach the
+# collector with the agent's next batch
+pod_paths() {
+	curl -s "$url/v1/profile?namespace=shop&pod=web-7d9f&format=json" |
+		jq -c '[.profiles[] | select(.samples > 0) | .path] | unique'
+}
+until=$((SECONDS + 30))
+while paths=$(pod_paths) && [ "$paths" != "[\"$TEST_TMP/random_branches\"]" ] && [ "$SECONDS" -lt "$until" ]; do
+	sleep 0.5
+done
 check "/v1/profile?namespace=shop&pod=web-7d9f holds only the pod's program ($paths)" \
 	test "$paths" = "[\"$TEST_TMP/random_branches\"]"
 
@@ -234,8 +240,11 @@ check "API unreachable: profile --pod of an unlisted pod fails, 'pod names need 
 "$EDGEPROF" profile --pod shop/other2 --duration 2 --collector "$url" 2>"$TEST_TMP/s5.err"
 check "  and again, still without a second warning" grep -q 'pod names need API access' "$TEST_TMP/s5.err"
 before=$(metric "$url" 'edgeprof_ingest_batches_total{result="stored"}')
-sleep 3
-after=$(metric "$url" 'edgeprof_ingest_batches_total{result="stored"}')
+until=$((SECONDS + 30))
+while after=$(metric "$url" 'edgeprof_ingest_batches_total{result="stored"}') &&
+	[ "${after:-0}" -le "${before:-0}" ] && [ "$SECONDS" -lt "$until" ]; do
+	sleep 0.5
+done
 check "  the agent keeps streaming (stored batches $before -> $after)" test "${after:-0}" -gt "${before:-0}"
 warnings=$(grep -c "kubernetes: GET $api_url/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-a: .*labelling with container ids only" "$TEST_TMP/agent.err")
 check "  and logged one warning naming the URL ($warnings)" test "$warnings" = 1
