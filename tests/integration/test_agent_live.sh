@@ -224,7 +224,8 @@ check "wake-ups: ${drains:-?} drains, ${execs:-?} of them for execs, for ${rate:
 	--log-level info 2>"$TEST_TMP/stall.err" &
 agent=$!
 track_pid "$agent"
-sleep 1
+wait_agent_sampling "$TEST_TMP/stall.err"
+sleep 0.5
 kill -STOP "$agent"
 sleep 1.5
 kill -CONT "$agent"
@@ -336,9 +337,11 @@ check "a replaced and a deleted binary: their samples go to the code they run (b
 	test "$swap_ids" = "$hot_id"
 check "  and name its hot function" bash -c "grep -A3 'hottest functions' '$TEST_TMP/swap.txt' | grep -q hot_loop"
 
-"$EDGEPROF" agent --duration 600 -o "$TEST_TMP/term.prof" 2>"$TEST_TMP/term.err" &
+"$EDGEPROF" agent --duration 600 -o "$TEST_TMP/term.prof" --log-level info 2>"$TEST_TMP/term.err" &
 agent=$!
 track_pid "$agent"
+# the busy processes are seen within a second of sampling, however long the start took
+wait_agent_sampling "$TEST_TMP/term.err"
 sleep 1.5
 kill -TERM "$agent"
 wait "$agent"
