@@ -52,6 +52,11 @@ for spec in hot_cold:branches:300000 interp:branches:100000 interp:taken:100000 
 	check "$t: perf buildid-list names the binary with its build-id" \
 		grep -qx "$(readelf -n "$w/$name" | awk '/Build ID/ {print $3}') $w/$name" "$f.bid"
 
+	# QEMU's own mappings share the guest's address space: only the guest's may be listed
+	perf script -i "$f.data" --show-mmap-events 2>/dev/null | awk '/PERF_RECORD_MMAP2/ {print $NF}' |
+		sort -u >"$f.mmaps"
+	check "$t: the mappings in perf.data are the guest's ($(tr '\n' ' ' <"$f.mmaps")), none of QEMU's" \
+		bash -c "grep -qx '$w/$name' '$f.mmaps' && ! grep -Eq 'qemu|edgeprof-lbr|libglib|libcapstone' '$f.mmaps'"
 	perf script -i "$f.data" -F ip,brstack 2>"$f.ps.err" | norm >"$f.ps"
 	"$EDGEPROF" dump "$f.data" | norm >"$f.dump"
 	check "$t: perf script prints every sample ($(wc -l <"$f.ps") of $n)" test "$(wc -l <"$f.ps")" -eq "$n"

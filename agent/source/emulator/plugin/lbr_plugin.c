@@ -223,31 +223,111 @@ static void maybe_rearm(struct vcpu *v, uint64_t n)
 	v->countdown = v->period;
 }
 
-static void snapshot_maps_locked(void)
+/* /proc/self/maps in one buffer (NUL-terminated), or NULL */
+static char *read_self_maps(size_t *len_out)
 {
 	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return;
+		return NULL;
 	size_t cap = 1 << 16, len = 0;
 	char *text = malloc(cap);
 	for (;;) {
 		if (!text)
 			break;
-		if (len == cap) {
+		if (len + 1 >= cap) {
 			char *t = realloc(text, cap * 2);
-			if (!t)
+			if (!t) {
+				free(text);
+				text = NULL;
 				break;
+			}
 			text = t;
 			cap *= 2;
 		}
-		ssize_t n = read(fd, text + len, cap - len);
+		ssize_t n = read(fd, text + len, cap - 1 - len);
 		if (n <= 0)
 			break;
 		len += (size_t)n;
 	}
 	close(fd);
+	if (text)
+		text[len] = '\0';
+	*len_out = len;
+	return text;
+}
+
+/* The start address and inode of a maps line's file mapping (inode 0: not a file). */
+static bool maps_line_file(const char *line, uint64_t *start, uint64_t *ino)
+{
+	unsigned long long a, b, off, inode;
+	unsigned maj, min;
+	if (sscanf(line, "%llx-%llx %*s %llx %x:%x %llu", &a, &b, &off, &maj, &min, &inode) != 6)
+		return false;
+	*start = a;
+	*ino = inode;
+	return true;
+}
+
+/* The host's own file mappings (QEMU, its libraries, this plugin), all there
+ * before QEMU loads the guest: in user mode they share the address space
+ * with the guest's, and written into the snapshots they would reach perf.data
+ * and the pipeline as if the guest had mapped them (the guest's libc and the
+ * host's are the same file at other addresses). */
+static struct host_map {
+	uint64_t start, ino;
+} * host_maps;
+static size_t n_host_maps;
+
+static void remember_host_maps(void)
+{
+	size_t len;
+	char *text = read_self_maps(&len);
 	if (!text)
 		return;
+	size_t lines = 0;
+	for (size_t i = 0; i < len; i++)
+		lines += text[i] == '\n';
+	host_maps = calloc(lines + 1, sizeof(*host_maps));
+	for (char *line = text; host_maps && line < text + len;) {
+		char *nl = memchr(line, '\n', (size_t)(text + len - line));
+		uint64_t start, ino;
+		if (maps_line_file(line, &start, &ino) && ino != 0)
+			host_maps[n_host_maps++] = (struct host_map){start, ino};
+		line = nl ? nl + 1 : text + len;
+	}
+	free(text);
+}
+
+static bool host_mapping(const char *line)
+{
+	uint64_t start, ino;
+	if (!maps_line_file(line, &start, &ino) || ino == 0)
+		return false;
+	for (size_t i = 0; i < n_host_maps; i++)
+		if (host_maps[i].start == start && host_maps[i].ino == ino)
+			return true;
+	return false;
+}
+
+static void snapshot_maps_locked(void)
+{
+	size_t len;
+	char *text = read_self_maps(&len);
+	if (!text)
+		return;
+	/* the guest's lines only, compacted in place */
+	size_t kept = 0;
+	for (char *line = text; line < text + len;) {
+		char *nl = memchr(line, '\n', (size_t)(text + len - line));
+		size_t n = (size_t)((nl ? nl + 1 : text + len) - line);
+		if (!host_mapping(line)) {
+			memmove(text + kept, line, n);
+			kept += n;
+		}
+		line += n;
+	}
+	len = kept;
+	text[len] = '\0';
 	write_record(EP_EMU_MAPS, text, len);
 	free(st.ranges);
 	st.ranges = NULL;
@@ -755,6 +835,9 @@ static void on_exit_cb(qemu_plugin_id_t id, void *udata)
 	st.blocks = NULL;
 	free(st.ranges);
 	st.ranges = NULL;
+	free(host_maps);
+	host_maps = NULL;
+	n_host_maps = 0;
 	close(st.fd);
 	st.fd = -1;
 	pthread_mutex_unlock(&st.lock);
@@ -865,6 +948,7 @@ EP_QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_in
 	    cs_open(CS_ARCH_X86, CS_MODE_64, &st.cs) != CS_ERR_OK)
 		return -1;
 	cs_option(st.cs, CS_OPT_DETAIL, CS_OPT_ON);
+	remember_host_maps();
 	for (unsigned i = 0; i < MAX_VCPUS; i++) {
 		struct vcpu *v = &vcpus[i];
 		v->prev = &no_block;
