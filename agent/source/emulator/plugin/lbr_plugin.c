@@ -957,7 +957,11 @@ EP_QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_in
 		v->rng = st.seed * 0x100000001b3ULL + i;
 		v->period = draw_period(v);
 		v->rearm_left = st.rearm;
-		v->countdown = next_period(v);
+		/* the first sample at a uniform phase of its period, as a counter
+		 * enabled at a moment unrelated to the program: with a fixed
+		 * period (jitter 0, the peers' way) the seed would otherwise change
+		 * nothing, and every recording of a program would be the same draw */
+		v->countdown = 1 + rng_next(&v->rng) % next_period(v);
 		arm_until(v);
 	}
 	qemu_plugin_register_vcpu_tb_trans_cb(id, on_translate);
