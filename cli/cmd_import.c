@@ -24,6 +24,9 @@ static void import_usage(FILE *out)
 	    "  --chop C          count the last C branches of each trace (default: the\n"
 	    "                    hardware's stack size); 0 counts whole stacks like\n"
 	    "                    perf2bolt/AutoFDO (biased, for comparison)\n"
+	    "  --chop-unit U     branches (default) or taken: the recording's event counts\n"
+	    "                    taken branches only; C then counts taken branches, each\n"
+	    "                    with the not-taken ones before it (default N-1)\n"
 	    "  --ranges MODE     split (default: ranges end at every branch) or gap\n"
 	    "                    (AutoFDO's whole gaps between taken branches; needs --chop 0)\n"
 	    "  --no-trigger      do not extend traces to the sample IP\n"
@@ -51,6 +54,7 @@ static int parse_chop(void *chop, const char *arg, char *err, size_t errlen)
 }
 
 static const char *const range_modes[] = {"split", "gap", NULL};
+static const char *const chop_units[] = {"branches", "taken", NULL};
 
 /* --jobs: each thread holds its own binaries, decoders and counters */
 #define MAX_JOBS 256
@@ -107,6 +111,7 @@ int ep_cmd_import(int argc, char **argv)
 	const char *output = NULL;
 	unsigned top = 10;
 	int range_mode = 0;
+	int chop_unit = 0;
 	char err[512];
 	int rc = 2;
 	struct ep_binary_registry *reg = ep_binreg_new();
@@ -128,6 +133,7 @@ int ep_cmd_import(int argc, char **argv)
 	const struct ep_option import_opts[] = {
 	    EP_OPTION("chop", 0, EP_OPT_CALL, &cfg.chop, .call = parse_chop),
 	    EP_OPTION("ranges", 0, EP_OPT_CHOICE, &range_mode, .choices = range_modes),
+	    EP_OPTION("chop-unit", 0, EP_OPT_CHOICE, &chop_unit, .choices = chop_units),
 	    EP_OPTION("no-trigger", 0, EP_OPT_FALSE, &cfg.append_trigger),
 	    EP_OPTION("output", 'o', EP_OPT_STRING, &output),
 	    EP_OPTION("jobs", 'j', EP_OPT_UINT, &jobs, .min = 1, .max = MAX_JOBS),
@@ -141,6 +147,7 @@ int ep_cmd_import(int argc, char **argv)
 		goto out;
 	}
 	cfg.range_mode = range_mode ? EP_RANGES_GAP : EP_RANGES_SPLIT;
+	cfg.chop_taken = chop_unit == 1;
 	if (first != argc - 1) {
 		ep_error("import needs exactly one perf.data file");
 		import_usage(stderr);

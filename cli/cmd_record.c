@@ -40,7 +40,9 @@ static void usage(FILE *out)
 	    "  --period P         mean sampling period in events (default 10007)\n"
 	    "  --jitter D         period drawn from [P-D, P+D] (default P/16; 0 = fixed)\n"
 	    "  --lbr N            branch-stack entries, 1-64 (default 32)\n"
-	    "  --chop C           branches counted per sample (default N; 0 = whole stack)\n"
+	    "  --chop C           branches counted per sample (default N; 0 = whole stack);\n"
+	    "                     with --event taken, taken branches, each with the\n"
+	    "                     not-taken ones before it (default N-1)\n"
 	    "  --period-scheme S  how the live agent draws periods, modelled exactly: sample\n"
 	    "                     (default: a new period at every sample), steps:K (K\n"
 	    "                     overflows of a prime step per sample), rearm:E (one period\n"
@@ -218,7 +220,11 @@ static int record(const struct record_opts *o, char **cmd)
 {
 	struct ep_pipeline_config cfg;
 	ep_pipeline_config_default(&cfg);
-	cfg.chop = o->chop_given ? (int)o->chop : (int)o->emu.lbr;
+	/* counting taken branches, the stack's pairs (a taken branch and the
+	 * gap before it) are what each sample point covers equally: all but
+	 * the oldest entry's, whose gap is unknown */
+	cfg.chop_taken = strcmp(o->emu.event, "taken") == 0;
+	cfg.chop = o->chop_given ? (int)o->chop : (int)o->emu.lbr - cfg.chop_taken;
 	cfg.calls_only = o->emu.calls_only;
 	struct ep_binary_registry *reg = ep_binreg_new();
 	struct ep_pipeline *pipeline = reg ? ep_pipeline_new(&cfg, reg) : NULL;

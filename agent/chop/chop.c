@@ -17,3 +17,26 @@ size_t ep_chop(const struct ep_trace *trace, unsigned chop, struct ep_chop_stats
 		stats->branches_short += chop - kept;
 	return first;
 }
+
+size_t ep_chop_taken(const struct ep_trace *trace, unsigned chop, struct ep_chop_stats *stats)
+{
+	/* from the newest back: the (C+1)-th taken branch, or the oldest one
+	 * after the last cut, bounds what is kept (exclusive) */
+	size_t bound = SIZE_MAX;
+	unsigned taken = 0;
+	for (size_t k = trace->n; k-- > trace->last_cut;) {
+		if (!trace->branches[k].taken)
+			continue;
+		bound = k;
+		if (taken++ == chop)
+			break;
+	}
+	if (bound == SIZE_MAX)
+		return trace->n; /* no taken branch: no pair is whole */
+	/* the branch at bound closes the pair before the counted ones */
+	unsigned kept_taken = taken - 1;
+	stats->branches_kept += trace->n - (bound + 1);
+	if (kept_taken < chop)
+		stats->branches_short += chop - kept_taken;
+	return bound + 1;
+}

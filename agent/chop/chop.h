@@ -25,4 +25,16 @@ struct ep_chop_stats {
  * cut: a trace is only known to be contiguous after its last cut. */
 size_t ep_chop(const struct ep_trace *trace, unsigned chop, struct ep_chop_stats *stats);
 
+/* The chop when the sampled event counts taken branches only: the last C
+ * taken branches, each with the not-taken ones between it and the taken
+ * branch before it. The samples fall every ~P taken branches, and each
+ * branch, taken or not, is then in the counted part of exactly C of the
+ * possible sample points, so the profile is uniform without throwing half
+ * of each stack away (a chop in branches would be biased here: it reaches
+ * back over fewer taken branches where not-taken ones are dense). C = N-1
+ * of an N-entry stack keeps all of it but the oldest entry's branch, whose
+ * gap before it is unknown. The first range of what is kept is known (it
+ * starts at a taken branch's target): count it. Slots: taken branches. */
+size_t ep_chop_taken(const struct ep_trace *trace, unsigned chop, struct ep_chop_stats *stats);
+
 #endif

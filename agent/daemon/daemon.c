@@ -201,6 +201,7 @@ int ep_daemon_run(struct ep_daemon_config *cfg, struct ep_binary_registry *reg,
 	ep_pipeline_config_default(&pcfg);
 	/* only an event that counts every branch ends its trace at the sample IP */
 	pcfg.append_trigger = ep_live_counts_all_branches(d.live);
+	pcfg.chop_taken = ep_live_counts_taken_only(d.live);
 	pcfg.calls_only = cfg->live.calls_only && ep_live_has_branch_stacks(d.live);
 	ep_live_feed_init(&d.feed, ep_pipeline_new(&pcfg, reg), &d.labeller);
 	ep_process_labeller_init(&d.labeller, d.feed.pipeline, cfg->k8s);

@@ -148,6 +148,7 @@ static int open_sampling(struct ep_session_runner *r, struct agent_session *x,
 	struct ep_pipeline_config pcfg;
 	ep_pipeline_config_default(&pcfg);
 	pcfg.append_trigger = ep_live_counts_all_branches(x->live);
+	pcfg.chop_taken = ep_live_counts_taken_only(x->live);
 	pcfg.calls_only = cfg->calls_only && ep_live_has_branch_stacks(x->live);
 	ep_live_feed_init(&x->feed, ep_pipeline_new(&pcfg, r->reg), NULL);
 	if (!x->feed.pipeline) {

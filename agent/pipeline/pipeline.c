@@ -195,6 +195,7 @@ static void count_spans(void *ctx, uint32_t pid, const struct ep_span *span, uin
 void ep_pipeline_config_default(struct ep_pipeline_config *cfg)
 {
 	cfg->chop = EP_CHOP_AUTO;
+	cfg->chop_taken = false;
 	cfg->range_mode = EP_RANGES_SPLIT;
 	cfg->append_trigger = true;
 	cfg->calls_only = false;
@@ -372,7 +373,9 @@ struct ep_decoder_cache *ep_pipeline_decoders(struct ep_pipeline *p)
 
 unsigned ep_pipeline_chop_used(const struct ep_pipeline *p)
 {
-	return p->cfg.chop == EP_CHOP_AUTO ? p->max_entries : (unsigned)p->cfg.chop;
+	if (p->cfg.chop != EP_CHOP_AUTO)
+		return (unsigned)p->cfg.chop;
+	return p->cfg.chop_taken && p->max_entries ? p->max_entries - 1 : p->max_entries;
 }
 
 /* What later samples depend on: the stack size seen (--chop auto), and
@@ -427,6 +430,13 @@ void ep_pipeline_sample(struct ep_pipeline *p, const struct ep_sample_record *re
 		}
 	}
 	unsigned chop = ep_pipeline_chop_used(p);
+	if (p->cfg.chop_taken && chop) {
+		/* the one-pass counting chops in branches: the trace is built whole */
+		ep_reconstruct(p->reconstructor, rec, &p->trace);
+		size_t first = ep_chop_taken(&p->trace, chop, &p->chop_stats);
+		ep_aggregate_trace(agg, &p->trace, first, true);
+		return;
+	}
 	if (ep_reconstruct_counted(p->reconstructor, rec, chop, &p->spans)) {
 		/* ep_chop()'s stats for what it would have kept */
 		size_t kept = p->spans.branches;
@@ -600,10 +610,11 @@ static Edgeprof__V1__Profile *with_stats(Edgeprof__V1__Profile *prof, struct ep_
 	cfg->trigger_appended = p->cfg.append_trigger && !p->cfg.calls_only;
 	cfg->range_mode = strdup(p->cfg.range_mode == EP_RANGES_GAP ? "gap" : "split");
 	cfg->mode = strdup(p->cfg.calls_only ? "calls" : "edges");
+	cfg->chop_unit = strdup(p->cfg.chop_taken ? "taken" : "branches");
 	cfg->source = strdup("");
 	cfg->event = strdup("");
 	prof->config = cfg;
-	if (!cfg->range_mode || !cfg->mode || !cfg->source || !cfg->event) {
+	if (!cfg->range_mode || !cfg->mode || !cfg->chop_unit || !cfg->source || !cfg->event) {
 		protobuf_c_message_free_unpacked(&prof->base, NULL);
 		return NULL;
 	}

@@ -27,6 +27,9 @@ struct ep_pipeline_config {
 	/* C of SPEC step 4; 0 = whole stack; EP_CHOP_AUTO = the hardware's
 	 * stack size, i.e. the longest stack seen. */
 	int chop;
+	/* the event counts taken branches only: C counts taken branches, each
+	 * with the not-taken ones before it (ep_chop_taken), and AUTO is N-1 */
+	bool chop_taken;
 	enum ep_range_mode range_mode;
 	bool append_trigger;
 	bool calls_only; /* call-graph mode: entries are calls and returns only */

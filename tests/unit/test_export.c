@@ -304,7 +304,7 @@ static void test_binary_selection(void **state)
 		      "\"entries_duplicate\": 0, \"processes_gone\": 0},\n"
 		      " \"config\": {\"source\": \"emulator\", \"event\": \"\", \"period\": 0, "
 		      "\"jitter\": 0, \"entries\": 32, \"chop\": 32, \"trigger_appended\": false, "
-		      "\"range_mode\": \"split\", \"mode\": \"edges\"},\n"
+		      "\"range_mode\": \"split\", \"mode\": \"edges\", \"chop_unit\": \"\"},\n"
 		      " \"profiles\": []}\n");
 }
 

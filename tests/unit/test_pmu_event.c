@@ -36,14 +36,17 @@ static void test_events_per_vendor(void **state)
 	assert_int_equal(e.config, 0x00c4);
 	assert_int_equal(e.precise_ip, 2);
 	assert_true(e.counts_all);
+	assert_false(e.taken_only);
 	assert_int_equal(ep_pmu_branch_event(EP_PMU_INTEL, "taken", &e, err, sizeof(err)), 0);
 	assert_int_equal(e.config, 0x20c4);
 	assert_false(e.counts_all);
+	assert_true(e.taken_only); /* chopped in taken branches */
 	assert_int_equal(ep_pmu_branch_event(EP_PMU_AMD, "branches", &e, err, sizeof(err)), 0);
 	assert_int_equal(e.config, 0xc2);
 	assert_int_equal(e.precise_ip, 0);
 	assert_int_equal(ep_pmu_branch_event(EP_PMU_AMD, "taken", &e, err, sizeof(err)), 0);
 	assert_int_equal(e.config, 0xc4);
+	assert_true(e.taken_only);
 	assert_int_equal(ep_pmu_branch_event(EP_PMU_ARM, "branches", &e, err, sizeof(err)), 0);
 	assert_int_equal(e.config, 0x21);
 	assert_int_equal(ep_pmu_branch_event(EP_PMU_ARM, "taken", &e, err, sizeof(err)), -1);
@@ -62,6 +65,7 @@ static void test_raw_and_bad_events(void **state)
 	assert_int_equal(e.type, PERF_TYPE_RAW);
 	assert_int_equal(e.config, 0x1c4);
 	assert_false(e.counts_all);
+	assert_false(e.taken_only); /* a raw event's meaning is the user's */
 	assert_int_equal(ep_pmu_branch_event(EP_PMU_AMD, "rxyz", &e, err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "--event rxyz"));
 	assert_int_equal(ep_pmu_branch_event(EP_PMU_INTEL, "cycles", &e, err, sizeof(err)), -1);

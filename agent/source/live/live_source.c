@@ -804,6 +804,11 @@ bool ep_live_counts_all_branches(const struct ep_live *l)
 	return l->branch_stacks && l->event.counts_all;
 }
 
+bool ep_live_counts_taken_only(const struct ep_live *l)
+{
+	return l->branch_stacks && l->event.taken_only;
+}
+
 bool ep_live_has_branch_stacks(const struct ep_live *l)
 {
 	return l->branch_stacks;

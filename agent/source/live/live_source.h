@@ -72,6 +72,9 @@ const char *ep_live_event(const struct ep_live *live);
 /* True when the event counts not-taken branches too, so traces may be
  * extended to the sample IP (SPEC step 3). */
 bool ep_live_counts_all_branches(const struct ep_live *live);
+/* The event counts retired taken branches only (--event taken): the chop
+ * counts taken branches (ep_chop_taken). */
+bool ep_live_counts_taken_only(const struct ep_live *live);
 /* The smallest branch period this kernel's perf_event_max_sample_rate
  * allows (see common/util/sampling_limits.h); ep_live_open() refuses less. */
 uint64_t ep_live_period_min(void);

@@ -81,12 +81,14 @@ int ep_pmu_branch_event(enum ep_pmu_vendor v, const char *event, struct ep_branc
 			set(out, PERF_TYPE_RAW, 0x00c4, 2, true, "br_inst_retired.all_branches");
 		else
 			set(out, PERF_TYPE_RAW, 0x20c4, 2, false, "br_inst_retired.near_taken");
+		out->taken_only = !all;
 		return 0;
 	case EP_PMU_AMD:
 		if (all)
 			set(out, PERF_TYPE_RAW, 0xc2, 0, true, "ex_ret_brn");
 		else
 			set(out, PERF_TYPE_RAW, 0xc4, 0, false, "ex_ret_brn_tkn");
+		out->taken_only = !all;
 		return 0;
 	case EP_PMU_ARM:
 		if (!all) {

@@ -27,6 +27,7 @@ struct ep_branch_event {
 	uint64_t config;
 	uint8_t precise_ip; /* the most to try; fall back to less when refused */
 	bool counts_all;    /* counts not-taken branches too (the trigger can be appended) */
+	bool taken_only;    /* a retired-taken-branches event: chopped in taken branches */
 	char name[64];	    /* for the mode line and the profile */
 };
 
