@@ -10,6 +10,8 @@
 #               entry of the stack counted, no chop (perf2bolt / AutoFDO)
 #   fixed       ours with a fixed period
 #   no_chop     ours counting the whole stack
+#   taken       the taken-branches event, randomized period, chopped in taken
+#               branches (each with the not-taken ones before it, N-1 of them)
 # On the aliasing workload the fixed periods are made multiples of the
 # workload's pattern length, in branches and in instructions.
 set -euo pipefail
@@ -35,8 +37,9 @@ record() { # NAME ARG OUT OPTIONS...
 	"$ep" record --emulate "$@" -o "$out" -- "$tmp/$name" "$arg" >/dev/null 2>&1
 }
 
-printf '%-16s %8s %8s %8s %8s %8s\n' workload samples ours peers fixed no_chop
+printf '%-16s %8s %8s %8s %8s %8s %8s\n' workload samples ours peers fixed no_chop taken
 min=1
+min_taken=1
 for spec in hot_cold:30000000 interp:3000000 recursion:32 random_branches:4000000 \
 	state_machine:6000000 libc_calls:400 aliasing:1600000; do
 	name=${spec%%:*}
@@ -62,12 +65,18 @@ for spec in hot_cold:30000000 interp:3000000 recursion:32 random_branches:400000
 	record "$name" "$arg" "$tmp/b.prof" --event instructions --period "$fixed_i" --jitter 0 --chop 0
 	record "$name" "$arg" "$tmp/c.prof" --event branches --period "$fixed_b" --jitter 0
 	record "$name" "$arg" "$tmp/d.prof" --event branches --period "$pb" --jitter $((pb / 16)) --chop 0
+	taken=$(jq '[.profiles[].branches[] | select(.taken) | .count] | add' "$tmp/$name.exact.json")
+	pt=$((taken / target))
+	record "$name" "$arg" "$tmp/e.prof" --event taken --period "$pt" --jitter $((pt / 16))
 	a=$(overlap "$tmp/a.prof" "$name")
 	b=$(overlap "$tmp/b.prof" "$name")
 	c=$(overlap "$tmp/c.prof" "$name")
 	d=$(overlap "$tmp/d.prof" "$name")
+	e=$(overlap "$tmp/e.prof" "$name")
 	samples=$(jq .stats.samples "$tmp/a.prof.json")
-	printf '%-16s %8s %8s %8s %8s %8s\n' "$name" "$samples" "$a" "$b" "$c" "$d"
+	printf '%-16s %8s %8s %8s %8s %8s %8s\n' "$name" "$samples" "$a" "$b" "$c" "$d" "$e"
 	min=$(python3 -c "print(min($min, $a))")
+	min_taken=$(python3 -c "print(min($min_taken, $e))")
 done
 echo "accuracy_min_overlap: $min"
+echo "accuracy_min_overlap_taken_event: $min_taken"
