@@ -41,10 +41,12 @@ struct ep_pipeline {
 	struct ip_cache {
 		bool valid;
 		uint32_t pid, bin;
-		uint64_t generation, start, end;
+		/* pid's mappings' generation when it was filled, and the procmap's
+		 * changes when that was last checked (unmoved: still valid) */
+		uint64_t generation, changes, start, end;
 		int64_t bias;
 	} ip_cache;
-	const uint64_t *generation; /* the procmap's */
+	const uint64_t *changes; /* the procmap's */
 	struct ep_chop_stats chop_stats;
 	unsigned max_entries;
 	uint64_t lost;
@@ -210,7 +212,7 @@ struct ep_pipeline *ep_pipeline_new(const struct ep_pipeline_config *cfg,
 	p->binaries = binaries;
 	edgeprof__v1__stats__init(&p->sent);
 	p->procmap = ep_procmap_new();
-	p->generation = p->procmap ? ep_procmap_generation(p->procmap) : NULL;
+	p->changes = p->procmap ? ep_procmap_changes(p->procmap) : NULL;
 	p->decoders = ep_decoder_cache_new(binaries);
 	p->reconstructor =
 	    p->procmap && p->decoders ? ep_reconstructor_new(p->procmap, p->decoders) : NULL;
@@ -402,6 +404,18 @@ void ep_pipeline_skip_sample(struct ep_pipeline *p, const struct ep_sample_recor
 	note_stack(p, rec);
 }
 
+/* Whether c's process's mappings are still those it was filled under:
+ * other processes' changes leave it valid. */
+static inline bool ip_cache_current(struct ep_pipeline *p, struct ip_cache *c)
+{
+	if (c->changes == *p->changes)
+		return true;
+	if (ep_procmap_generation(p->procmap, c->pid) != c->generation)
+		return false;
+	c->changes = *p->changes;
+	return true;
+}
+
 void ep_pipeline_sample(struct ep_pipeline *p, const struct ep_sample_record *rec)
 {
 	note_stack(p, rec);
@@ -409,20 +423,22 @@ void ep_pipeline_sample(struct ep_pipeline *p, const struct ep_sample_record *re
 	if (!(rec->flags & EP_SAMPLE_IP_KERNEL)) {
 		struct ip_cache *c = &p->ip_cache;
 		if (c->valid && c->pid == rec->pid && rec->ip >= c->start && rec->ip < c->end &&
-		    c->generation == *p->generation) {
+		    ip_cache_current(p, c)) {
 			ep_aggregate_sample_ip(agg, c->bin, (uint64_t)((int64_t)rec->ip + c->bias));
 		} else {
 			struct ep_resolved res;
 			if (ep_procmap_resolve(p->procmap, rec->pid, rec->ip, &res) ==
 			    EP_RESOLVE_OK) {
 				ep_aggregate_sample_ip(agg, ep_binary_index(res.bin), res.vaddr);
-				*c = (struct ip_cache){.valid = res.map_end > res.map_start,
-						       .pid = rec->pid,
-						       .generation = *p->generation,
-						       .start = res.map_start,
-						       .end = res.map_end,
-						       .bias = res.vaddr_bias,
-						       .bin = ep_binary_index(res.bin)};
+				*c = (struct ip_cache){
+				    .valid = res.map_end > res.map_start,
+				    .pid = rec->pid,
+				    .generation = ep_procmap_generation(p->procmap, rec->pid),
+				    .changes = *p->changes,
+				    .start = res.map_start,
+				    .end = res.map_end,
+				    .bias = res.vaddr_bias,
+				    .bin = ep_binary_index(res.bin)};
 			}
 		}
 	}

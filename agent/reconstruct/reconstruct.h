@@ -60,6 +60,9 @@ struct ep_reconstruct_stats {
 	uint64_t entries_duplicate;
 	uint64_t trigger_appended;
 	uint64_t trigger_inconsistent;
+	/* entries worked out rather than remembered: what a mapping change of
+	 * the sample's process (and only of it) costs again */
+	uint64_t entries_computed;
 };
 
 struct ep_reconstructor;
