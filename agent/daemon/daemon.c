@@ -159,10 +159,12 @@ static void log_summary(const struct daemon *d, const struct ep_live_counters *l
 		ep_pipeline_processes(d->feed.pipeline), (unsigned long long)d->feed.forgotten);
 	const uint64_t *r = d->feed.maps_reads;
 	ep_info("process maps read: %llu at exec, %llu at a first sample, %llu again for an "
-		"address in none of them, %llu after executable mmaps",
+		"address in none of them (%llu of them at once after an exec), %llu after "
+		"executable mmaps",
 		(unsigned long long)r[EP_MAPS_AT_EXEC],
 		(unsigned long long)r[EP_MAPS_AT_FIRST_SAMPLE],
-		(unsigned long long)r[EP_MAPS_UNRESOLVED], (unsigned long long)r[EP_MAPS_AT_MMAP]);
+		(unsigned long long)(r[EP_MAPS_UNRESOLVED] + r[EP_MAPS_AFTER_EXEC]),
+		(unsigned long long)r[EP_MAPS_AFTER_EXEC], (unsigned long long)r[EP_MAPS_AT_MMAP]);
 	ep_info("process cgroups: %llu read from /proc, %llu known by their cgroup id",
 		(unsigned long long)d->labeller.cgroup_reads,
 		(unsigned long long)d->labeller.cgroup_hits);
