@@ -186,6 +186,30 @@ size_t ep_pipeline_label_sets(const struct ep_pipeline *p)
 	return n;
 }
 
+/* The registry's eviction asks: the binaries this pipeline's processes map,
+ * and those with counts not yet taken (a file-only agent's totals are
+ * never taken: its counted binaries stay). */
+static void mark_binaries(void *ctx, uint8_t *in_use, size_t n)
+{
+	struct ep_pipeline *p = ctx;
+	ep_reconstructor_flush(p->reconstructor);
+	ep_procmap_mark_binaries(p->procmap, in_use, n);
+	for (size_t i = 0; i < p->nsets; i++)
+		if (p->sets[i])
+			ep_aggregator_mark_binaries(p->sets[i]->agg, in_use, n);
+}
+
+static void forget_binaries(void *ctx, const uint8_t *evicted, size_t n)
+{
+	struct ep_pipeline *p = ctx;
+	ep_reconstructor_forget_binaries(p->reconstructor, evicted, n);
+	for (size_t i = 0; i < p->nsets; i++)
+		if (p->sets[i])
+			ep_aggregator_forget_binaries(p->sets[i]->agg, evicted, n);
+	ep_decoder_cache_forget(p->decoders, evicted, n);
+	p->ip_cache.valid = false;
+}
+
 /* Entries the reconstructor counted whole, in bulk. */
 static void count_spans(void *ctx, uint32_t pid, const struct ep_span *span, uint64_t times,
 			uint64_t mispredicted)
@@ -219,7 +243,8 @@ struct ep_pipeline *ep_pipeline_new(const struct ep_pipeline_config *cfg,
 	p->aggregator =
 	    p->reconstructor ? ep_aggregator_new(p->decoders, binaries, cfg->range_mode) : NULL;
 	p->sets[0] = p->aggregator ? calloc(1, sizeof(*p->sets[0])) : NULL;
-	if (!p->sets[0]) {
+	struct ep_binreg_user user = {.mark = mark_binaries, .forget = forget_binaries, .ctx = p};
+	if (!p->sets[0] || ep_binreg_add_user(binaries, &user) != 0) {
 		ep_pipeline_free(p);
 		return NULL;
 	}
@@ -236,6 +261,7 @@ void ep_pipeline_free(struct ep_pipeline *p)
 {
 	if (!p)
 		return;
+	ep_binreg_remove_user(p->binaries, p);
 	for (size_t i = 1; i < p->nsets; i++)
 		free_set(p->sets[i]);
 	free(p->sets[0]);

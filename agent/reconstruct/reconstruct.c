@@ -840,3 +840,20 @@ bool ep_reconstruct_counted(struct ep_reconstructor *r, const struct ep_sample_r
 	}
 	return true;
 }
+
+static bool names_evicted(uint32_t bin, const uint8_t *evicted, size_t n)
+{
+	return bin != EP_NO_BIN && bin < n && evicted[bin];
+}
+
+void ep_reconstructor_forget_binaries(struct ep_reconstructor *r, const uint8_t *evicted, size_t n)
+{
+	if (r->cache_valid && names_evicted(r->cache_bin, evicted, n))
+		r->cache_valid = false;
+	for (size_t i = 0; r->memo && i < ENTRY_MEMO_SIZE; i++) {
+		struct entry_memo *m = &r->memo[i];
+		if (m->ctx && (names_evicted(m->from.bin, evicted, n) ||
+			       names_evicted(m->to.bin, evicted, n)))
+			memset(m, 0, sizeof(*m));
+	}
+}

@@ -106,6 +106,11 @@ void ep_reconstructor_set_gap_observer(struct ep_reconstructor *r, ep_gap_observ
  * added up here when asked). */
 const struct ep_reconstruct_stats *ep_reconstructor_stats(struct ep_reconstructor *r);
 
+/* Forgets the remembered entries and the resolution cached for binaries
+ * with evicted[i] set (flushed before: none has pending counts): their
+ * indexes may name other binaries from now on. */
+void ep_reconstructor_forget_binaries(struct ep_reconstructor *r, const uint8_t *evicted, size_t n);
+
 /* A part of a full branch trace: steps[0..nsteps) passed not taken (oldest
  * first) in binary bin, then branch (taken or not; NULL when none). */
 struct ep_span {

@@ -224,6 +224,19 @@ size_t ep_procmap_processes(const struct ep_procmap *pm)
 	return pm->nprocs;
 }
 
+void ep_procmap_mark_binaries(const struct ep_procmap *pm, uint8_t *in_use, size_t n)
+{
+	for (size_t i = 0; i < pm->nprocs; i++) {
+		const struct process *p = &pm->procs[i];
+		for (size_t k = 0; k < p->n; k++) {
+			uint32_t index =
+			    p->maps[k].bin ? ep_binary_index(p->maps[k].bin) : UINT32_MAX;
+			if (index < n)
+				in_use[index] = 1;
+		}
+	}
+}
+
 uint64_t ep_procmap_generation(struct ep_procmap *pm, uint32_t pid)
 {
 	const struct process *p = find_process(pm, pid);

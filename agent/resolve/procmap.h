@@ -55,6 +55,9 @@ void ep_procmap_exit(struct ep_procmap *pm, uint32_t pid);
 /* Drops a process and its mappings (the live agent, a while after exit). */
 void ep_procmap_forget(struct ep_procmap *pm, uint32_t pid);
 size_t ep_procmap_processes(const struct ep_procmap *pm);
+/* Sets in_use[i] for the index i of every binary a known process maps
+ * (exited ones not yet forgotten included): those the registry keeps. */
+void ep_procmap_mark_binaries(const struct ep_procmap *pm, uint8_t *in_use, size_t n);
 /* pid's mappings' generation: it changes with every add, fork and exec of
  * pid, and a pid forgotten and seen again never gets an old one back, so a
  * resolution cached under (pid, generation) is valid while it stays the
