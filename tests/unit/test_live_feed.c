@@ -147,15 +147,19 @@ static void test_code_mapped_after_the_exec_read_resolves_at_once(void **state)
 		struct ep_sample_record rec = ip_sample(pid, (uint64_t)(uintptr_t)(map + code));
 		ep_live_feed_sample(&f, &rec);
 	}
-	assert_int_equal(f.maps_reads[EP_MAPS_AFTER_EXEC], 1);
+	/* one read (the once-a-second one instead when this machine took more
+	 * than a second since the exec's read) */
+	assert_int_equal(f.maps_reads[EP_MAPS_AFTER_EXEC] + f.maps_reads[EP_MAPS_UNRESOLVED], 1);
 	Edgeprof__V1__Profile *prof = ep_pipeline_profile(f.pipeline);
 	assert_non_null(prof);
 	struct ep_binary_registry *r2 = ep_binreg_new();
 	char err[256];
 	assert_int_equal(ep_binreg_add_file(r2, lib, err, sizeof(err)), 0);
 	const char *id = ep_binary_build_id_hex(ep_binreg_at(r2, 0));
-	/* the ten taken after the read, the early one before it was read */
-	assert_int_equal(samples_of(prof, id), 10);
+	/* the ten taken after the read (and the early one, had the
+	 * once-a-second read come for it) */
+	uint64_t resolved = samples_of(prof, id);
+	assert_true(resolved == 10 || resolved == 11);
 	ep_profile_free(prof);
 
 	/* an address no read finds asks for a few reads, not one per sample */
