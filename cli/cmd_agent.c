@@ -121,6 +121,8 @@ static void agent_usage(FILE *out)
 		     "         [--jitter D] [--steps K] [--drain-ms MS] [--ring-kib N]\n"
 		     "         [--ip-hz HZ] [--kernel] [--watch-mmaps] (libraries mapped later\n"
 		     "          found at once, by a probe on every system call)\n"
+		     "         [--binaries-max-mib N] (binaries no process maps are forgotten\n"
+		     "          once idle for an interval, or past N MiB held; 64)\n"
 		     "         [-o PROFILE] [--collector URL [--spool DIR] [--spool-max-mib N]\n"
 		     "          [--token-file F] [--cacert F] [--cert F --key F] [--node NAME]\n"
 		     "          [--flush-timeout S] [--retry-max-ms MS]]\n"
@@ -156,6 +158,8 @@ static int parse_options(int argc, char **argv, struct agent_options *o,
 	    EP_OPTION("event", 0, EP_OPT_CALL, o, .call = set_event),
 	    EP_OPTION("mode", 0, EP_OPT_CALL, o, .call = set_mode),
 	    EP_OPTION("watch-mmaps", 0, EP_OPT_TRUE, &live->watch_mmaps),
+	    EP_OPTION("binaries-max-mib", 0, EP_OPT_UINT, &o->daemon.binaries_max_mib, .min = 1,
+		      .max = 1u << 20),
 	    EP_OPTION("replay", 0, EP_OPT_STRING, &o->replay),
 	    EP_OPTION("batch-samples", 0, EP_OPT_UINT, &o->batch_samples, .min = 1,
 		      .max = 1u << 30),
@@ -259,6 +263,7 @@ int ep_cmd_agent(int argc, char **argv)
 						 .ip_hz = 997,
 						 .drain_ms = 200};
 	o->daemon.interval_s = 10;
+	o->daemon.binaries_max_mib = 64;
 	o->daemon.stop = &stop_requested;
 	o->batch_samples = 10000;
 	ep_sink_options_init(&o->sink);

@@ -116,6 +116,23 @@ void ep_aggregator_reset(struct ep_aggregator *a)
 	}
 }
 
+void ep_aggregator_mark_binaries(const struct ep_aggregator *a, uint8_t *in_use, size_t n)
+{
+	for (size_t i = 0; i < a->nbins && i < n; i++)
+		if (a->bins[i].active)
+			in_use[i] = 1;
+}
+
+void ep_aggregator_forget_binaries(struct ep_aggregator *a, const uint8_t *evicted, size_t n)
+{
+	for (size_t i = 0; i < a->nbins && i < n; i++) {
+		if (!evicted[i])
+			continue;
+		bin_counts_free(&a->bins[i]);
+		memset(&a->bins[i], 0, sizeof(a->bins[i]));
+	}
+}
+
 uint64_t ep_aggregator_branches(const struct ep_aggregator *a)
 {
 	return a->branches;

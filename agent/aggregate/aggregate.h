@@ -57,6 +57,13 @@ void ep_aggregate_sample_ip(struct ep_aggregator *a, uint32_t bin, uint64_t vadd
  * what was counted since, which is how the agent streams deltas. */
 void ep_aggregator_reset(struct ep_aggregator *a);
 
+/* Sets in_use[i] for every binary i with counts not yet taken (since the
+ * last reset): the registry must keep them. */
+void ep_aggregator_mark_binaries(const struct ep_aggregator *a, uint8_t *in_use, size_t n);
+/* Frees what was kept for the binaries with evicted[i] set (none has
+ * counts): their indexes may name other binaries from now on. */
+void ep_aggregator_forget_binaries(struct ep_aggregator *a, const uint8_t *evicted, size_t n);
+
 /* Edges, ranges and IPs counted so far (for logs and tests). */
 uint64_t ep_aggregator_branches(const struct ep_aggregator *a);
 uint64_t ep_aggregator_ranges(const struct ep_aggregator *a);

@@ -92,6 +92,20 @@ static void count_lost(struct daemon *d, struct ep_live_counters *lc)
 	d->lost_added = lc->reserve_failed;
 }
 
+/* After the counts went out (every pipeline's: sessions' too), binaries no
+ * process maps any more are forgotten: a build node runs thousands of
+ * programs a day, each read once. */
+static void evict_binaries(struct daemon *d)
+{
+	size_t n = ep_binreg_evict(d->reg, (uint64_t)d->cfg->binaries_max_mib << 20);
+	if (!n)
+		return;
+	struct ep_binreg_stats st;
+	ep_binreg_stats(d->reg, &st);
+	ep_debug("%zu binaries evicted; %llu held (%.1f MiB)", n, (unsigned long long)st.held,
+		 (double)st.bytes_held / (1 << 20));
+}
+
 /* Drains, and sends the counts every interval, until stop or the end of
  * the duration. 0, or 1 when the ring buffer cannot be read. */
 static int loop(struct daemon *d)
@@ -119,6 +133,8 @@ static int loop(struct daemon *d)
 		}
 		if (d->sessions)
 			ep_session_runner_turn(d->sessions, emit);
+		if (emit)
+			evict_binaries(d);
 	}
 	return 0;
 }
@@ -159,10 +175,19 @@ static void log_summary(const struct daemon *d, const struct ep_live_counters *l
 		ep_pipeline_processes(d->feed.pipeline), (unsigned long long)d->feed.forgotten);
 	const uint64_t *r = d->feed.maps_reads;
 	ep_info("process maps read: %llu at exec, %llu at a first sample, %llu again for an "
-		"address in none of them, %llu after executable mmaps",
+		"address in none of them (%llu of them at once after an exec), %llu after "
+		"executable mmaps",
 		(unsigned long long)r[EP_MAPS_AT_EXEC],
 		(unsigned long long)r[EP_MAPS_AT_FIRST_SAMPLE],
-		(unsigned long long)r[EP_MAPS_UNRESOLVED], (unsigned long long)r[EP_MAPS_AT_MMAP]);
+		(unsigned long long)(r[EP_MAPS_UNRESOLVED] + r[EP_MAPS_AFTER_EXEC]),
+		(unsigned long long)r[EP_MAPS_AFTER_EXEC], (unsigned long long)r[EP_MAPS_AT_MMAP]);
+	struct ep_binreg_stats bs;
+	ep_binreg_stats(d->reg, &bs);
+	ep_info("binaries: %llu read (%llu of them again after their eviction), %llu evicted once "
+		"no process mapped them, %llu held (%.1f MiB)",
+		(unsigned long long)bs.opened, (unsigned long long)bs.reread,
+		(unsigned long long)bs.evicted, (unsigned long long)bs.held,
+		(double)bs.bytes_held / (1 << 20));
 	ep_info("process cgroups: %llu read from /proc, %llu known by their cgroup id",
 		(unsigned long long)d->labeller.cgroup_reads,
 		(unsigned long long)d->labeller.cgroup_hits);

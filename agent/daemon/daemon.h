@@ -23,7 +23,11 @@ struct ep_daemon_config {
 	bool jitter_given;	    /* else P/16 */
 	unsigned duration_s;	    /* 0: until stop is set */
 	unsigned interval_s;	    /* how often the counts go to the sink */
-	struct ep_k8s *k8s;	    /* this node's pods; NULL outside a cluster */
+	/* binaries no process maps, with no counts left to send, are
+	 * forgotten once idle for an interval, and past this memory bound
+	 * the least recently used of them */
+	unsigned binaries_max_mib;
+	struct ep_k8s *k8s; /* this node's pods; NULL outside a cluster */
 	/* set by the caller's signal handler: the run drains what the kernel
 	 * holds, sends the last counts and returns */
 	volatile sig_atomic_t *stop;

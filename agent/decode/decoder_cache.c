@@ -52,6 +52,17 @@ static bool grow(struct ep_decoder_cache *c, size_t n)
 	return true;
 }
 
+void ep_decoder_cache_forget(struct ep_decoder_cache *c, const uint8_t *evicted, size_t n)
+{
+	for (size_t i = 0; i < n && i < c->n; i++) {
+		if (!evicted[i])
+			continue;
+		ep_decoder_free(c->decoders[i]);
+		c->decoders[i] = NULL;
+		c->tried[i] = 0;
+	}
+}
+
 struct ep_decoder *ep_decoder_cache_get(struct ep_decoder_cache *c, uint32_t bin_index)
 {
 	if (bin_index >= c->n) {
@@ -60,8 +71,10 @@ struct ep_decoder *ep_decoder_cache_get(struct ep_decoder_cache *c, uint32_t bin
 			return NULL;
 	}
 	if (!c->tried[bin_index]) {
-		c->tried[bin_index] = 1;
 		struct ep_binary *bin = ep_binreg_at(c->binaries, bin_index);
+		if (!bin)
+			return NULL; /* evicted: no one holds its index any more */
+		c->tried[bin_index] = 1;
 		size_t nsegs = 0;
 		const struct ep_code_segment *segs = ep_binary_code_segments(bin, &nsegs);
 		c->decoders[bin_index] = ep_decoder_new(ep_binary_arch(bin), segs, nsegs);

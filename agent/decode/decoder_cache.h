@@ -22,4 +22,8 @@ void ep_decoder_cache_free(struct ep_decoder_cache *c);
  * binary has no code we can decode (warned once). */
 struct ep_decoder *ep_decoder_cache_get(struct ep_decoder_cache *c, uint32_t bin_index);
 
+/* Frees the decoders of the binaries with evicted[i] set: their indexes
+ * may name other binaries from now on. */
+void ep_decoder_cache_forget(struct ep_decoder_cache *c, const uint8_t *evicted, size_t n);
+
 #endif

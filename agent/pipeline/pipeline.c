@@ -41,10 +41,12 @@ struct ep_pipeline {
 	struct ip_cache {
 		bool valid;
 		uint32_t pid, bin;
-		uint64_t generation, start, end;
+		/* pid's mappings' generation when it was filled, and the procmap's
+		 * changes when that was last checked (unmoved: still valid) */
+		uint64_t generation, changes, start, end;
 		int64_t bias;
 	} ip_cache;
-	const uint64_t *generation; /* the procmap's */
+	const uint64_t *changes; /* the procmap's */
 	struct ep_chop_stats chop_stats;
 	unsigned max_entries;
 	uint64_t lost;
@@ -184,6 +186,30 @@ size_t ep_pipeline_label_sets(const struct ep_pipeline *p)
 	return n;
 }
 
+/* The registry's eviction asks: the binaries this pipeline's processes map,
+ * and those with counts not yet taken (a file-only agent's totals are
+ * never taken: its counted binaries stay). */
+static void mark_binaries(void *ctx, uint8_t *in_use, size_t n)
+{
+	struct ep_pipeline *p = ctx;
+	ep_reconstructor_flush(p->reconstructor);
+	ep_procmap_mark_binaries(p->procmap, in_use, n);
+	for (size_t i = 0; i < p->nsets; i++)
+		if (p->sets[i])
+			ep_aggregator_mark_binaries(p->sets[i]->agg, in_use, n);
+}
+
+static void forget_binaries(void *ctx, const uint8_t *evicted, size_t n)
+{
+	struct ep_pipeline *p = ctx;
+	ep_reconstructor_forget_binaries(p->reconstructor, evicted, n);
+	for (size_t i = 0; i < p->nsets; i++)
+		if (p->sets[i])
+			ep_aggregator_forget_binaries(p->sets[i]->agg, evicted, n);
+	ep_decoder_cache_forget(p->decoders, evicted, n);
+	p->ip_cache.valid = false;
+}
+
 /* Entries the reconstructor counted whole, in bulk. */
 static void count_spans(void *ctx, uint32_t pid, const struct ep_span *span, uint64_t times,
 			uint64_t mispredicted)
@@ -211,14 +237,15 @@ struct ep_pipeline *ep_pipeline_new(const struct ep_pipeline_config *cfg,
 	p->binaries = binaries;
 	edgeprof__v1__stats__init(&p->sent);
 	p->procmap = ep_procmap_new();
-	p->generation = p->procmap ? ep_procmap_generation(p->procmap) : NULL;
+	p->changes = p->procmap ? ep_procmap_changes(p->procmap) : NULL;
 	p->decoders = ep_decoder_cache_new(binaries);
 	p->reconstructor =
 	    p->procmap && p->decoders ? ep_reconstructor_new(p->procmap, p->decoders) : NULL;
 	p->aggregator =
 	    p->reconstructor ? ep_aggregator_new(p->decoders, binaries, cfg->range_mode) : NULL;
 	p->sets[0] = p->aggregator ? calloc(1, sizeof(*p->sets[0])) : NULL;
-	if (!p->sets[0]) {
+	struct ep_binreg_user user = {.mark = mark_binaries, .forget = forget_binaries, .ctx = p};
+	if (!p->sets[0] || ep_binreg_add_user(binaries, &user) != 0) {
 		ep_pipeline_free(p);
 		return NULL;
 	}
@@ -235,6 +262,7 @@ void ep_pipeline_free(struct ep_pipeline *p)
 {
 	if (!p)
 		return;
+	ep_binreg_remove_user(p->binaries, p);
 	for (size_t i = 1; i < p->nsets; i++)
 		free_set(p->sets[i]);
 	free(p->sets[0]);
@@ -405,6 +433,18 @@ void ep_pipeline_skip_sample(struct ep_pipeline *p, const struct ep_sample_recor
 	note_stack(p, rec);
 }
 
+/* Whether c's process's mappings are still those it was filled under:
+ * other processes' changes leave it valid. */
+static inline bool ip_cache_current(struct ep_pipeline *p, struct ip_cache *c)
+{
+	if (c->changes == *p->changes)
+		return true;
+	if (ep_procmap_generation(p->procmap, c->pid) != c->generation)
+		return false;
+	c->changes = *p->changes;
+	return true;
+}
+
 void ep_pipeline_sample(struct ep_pipeline *p, const struct ep_sample_record *rec)
 {
 	note_stack(p, rec);
@@ -412,20 +452,22 @@ void ep_pipeline_sample(struct ep_pipeline *p, const struct ep_sample_record *re
 	if (!(rec->flags & EP_SAMPLE_IP_KERNEL)) {
 		struct ip_cache *c = &p->ip_cache;
 		if (c->valid && c->pid == rec->pid && rec->ip >= c->start && rec->ip < c->end &&
-		    c->generation == *p->generation) {
+		    ip_cache_current(p, c)) {
 			ep_aggregate_sample_ip(agg, c->bin, (uint64_t)((int64_t)rec->ip + c->bias));
 		} else {
 			struct ep_resolved res;
 			if (ep_procmap_resolve(p->procmap, rec->pid, rec->ip, &res) ==
 			    EP_RESOLVE_OK) {
 				ep_aggregate_sample_ip(agg, ep_binary_index(res.bin), res.vaddr);
-				*c = (struct ip_cache){.valid = res.map_end > res.map_start,
-						       .pid = rec->pid,
-						       .generation = *p->generation,
-						       .start = res.map_start,
-						       .end = res.map_end,
-						       .bias = res.vaddr_bias,
-						       .bin = ep_binary_index(res.bin)};
+				*c = (struct ip_cache){
+				    .valid = res.map_end > res.map_start,
+				    .pid = rec->pid,
+				    .generation = ep_procmap_generation(p->procmap, rec->pid),
+				    .changes = *p->changes,
+				    .start = res.map_start,
+				    .end = res.map_end,
+				    .bias = res.vaddr_bias,
+				    .bin = ep_binary_index(res.bin)};
 			}
 		}
 	}

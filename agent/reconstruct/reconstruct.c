@@ -44,8 +44,12 @@ struct ep_reconstructor {
 	 * last one so most resolutions are two compares and an add. */
 	bool cache_valid;
 	uint32_t cache_pid;
-	uint64_t cache_generation;  /* the procmap's, when the cache was filled */
-	const uint64_t *generation; /* the procmap's, now */
+	uint64_t cache_generation; /* cache_pid's in the procmap, when it was filled */
+	/* gen_pid's generation, asked of the procmap when its changes were
+	 * gen_changes: asked again only once they move (or the pid does) */
+	uint64_t gen, gen_changes;
+	uint32_t gen_pid;
+	const uint64_t *changes; /* the procmap's */
 	uint32_t cache_bin;
 	struct ep_decoder *cache_dec;
 	struct ep_resolved cache;
@@ -67,7 +71,8 @@ struct ep_reconstructor *ep_reconstructor_new(struct ep_procmap *procmap,
 	if (!r)
 		return NULL;
 	r->procmap = procmap;
-	r->generation = ep_procmap_generation(procmap);
+	r->changes = ep_procmap_changes(procmap);
+	r->gen_changes = UINT64_MAX; /* never reached: nothing asked yet */
 	r->decoders = decoders;
 	r->append_trigger = true;
 	return r;
@@ -132,6 +137,18 @@ const struct ep_reconstruct_stats *ep_reconstructor_stats(struct ep_reconstructo
 	return &r->stats;
 }
 
+/* The generation of pid's mappings, which the sample's remembered entries
+ * and the resolution cache must have been made under: in r->gen. */
+static inline uint64_t sample_generation(struct ep_reconstructor *r, uint32_t pid)
+{
+	if (r->gen_pid != pid || r->gen_changes != *r->changes) {
+		r->gen = ep_procmap_generation(r->procmap, pid);
+		r->gen_pid = pid;
+		r->gen_changes = *r->changes;
+	}
+	return r->gen;
+}
+
 static void __attribute__((noinline))
 resolve_slow(struct ep_reconstructor *r, uint32_t pid, uint64_t addr, struct endpoint *ep)
 {
@@ -149,7 +166,7 @@ resolve_slow(struct ep_reconstructor *r, uint32_t pid, uint64_t addr, struct end
 	if (res.map_end > res.map_start) {
 		r->cache_valid = true;
 		r->cache_pid = pid;
-		r->cache_generation = *r->generation;
+		r->cache_generation = r->gen;
 		r->cache_bin = ep->bin;
 		r->cache_dec = ep->dec;
 		r->cache = res;
@@ -160,7 +177,7 @@ static inline void resolve(struct ep_reconstructor *r, uint32_t pid, uint64_t ad
 			   struct endpoint *ep)
 {
 	if (r->cache_valid && r->cache_pid == pid && addr >= r->cache.map_start &&
-	    addr < r->cache.map_end && r->cache_generation == *r->generation) {
+	    addr < r->cache.map_end && r->cache_generation == r->gen) {
 		ep->bin = r->cache_bin;
 		ep->vaddr = (uint64_t)((int64_t)addr + r->cache.vaddr_bias);
 		ep->dec = r->cache_dec;
@@ -304,6 +321,7 @@ compute_entry(struct ep_reconstructor *r, uint32_t pid, bool has_prev, bool call
 	      const struct endpoint *prev_to, uint32_t prev_site, const struct ep_branch_entry *e,
 	      struct entry_memo *m)
 {
+	r->stats.entries_computed++;
 	m->kernel = ep_addr_is_kernel(e->from) || ep_addr_is_kernel(e->to);
 	resolve(r, pid, e->from, &m->from);
 	resolve(r, pid, e->to, &m->to);
@@ -519,7 +537,7 @@ size_t ep_reconstruct(struct ep_reconstructor *r, const struct ep_sample_record 
 	bool have_prev = false;
 	if (!r->memo && !calls_only) /* without it (no memory) every entry is computed */
 		r->memo = calloc(ENTRY_MEMO_SIZE, sizeof(*r->memo));
-	uint64_t generation = *r->generation;
+	uint64_t generation = sample_generation(r, rec->pid);
 
 	for (uint32_t k = nr; k-- > newest;) {
 		const struct ep_branch_entry *e = &rec->entries[k];
@@ -601,7 +619,7 @@ static bool fill_entries(struct ep_reconstructor *r, const struct ep_sample_reco
 	const struct endpoint none = {.bin = EP_NO_BIN};
 	const struct endpoint *prev_to = &none;
 	uint32_t prev_site = EP_NO_SITE;
-	uint64_t generation = *r->generation;
+	uint64_t generation = r->gen;
 	uint32_t seq = ++r->sample_seq ? r->sample_seq : ++r->sample_seq;
 	for (uint32_t k = nr; k-- > newest;) {
 		bool have_prev = k + 1 < nr;
@@ -745,7 +763,7 @@ bool ep_reconstruct_counted(struct ep_reconstructor *r, const struct ep_sample_r
 	uint32_t newest = nr >= 2 && e[0].from == e[1].from && e[0].to == e[1].to &&
 			  e[0].from - e[0].to > EP_DUPLICATE_LOOP_LIMIT;
 	uint64_t ctx = memo_ctx(rec->pid, true), oldest_ctx = memo_ctx(rec->pid, false);
-	uint64_t gen = *r->generation;
+	uint64_t gen = sample_generation(r, rec->pid);
 	/* every entry remembered first: counting changes the memo entries */
 	struct entry_memo *ms[EP_MAX_BRANCH_ENTRIES];
 	if (!lookup_entries(r, e, newest, nr, ctx, oldest_ctx, gen, ms)) {
@@ -821,4 +839,21 @@ bool ep_reconstruct_counted(struct ep_reconstructor *r, const struct ep_sample_r
 		st->trigger_appended += trigger_n > 0;
 	}
 	return true;
+}
+
+static bool names_evicted(uint32_t bin, const uint8_t *evicted, size_t n)
+{
+	return bin != EP_NO_BIN && bin < n && evicted[bin];
+}
+
+void ep_reconstructor_forget_binaries(struct ep_reconstructor *r, const uint8_t *evicted, size_t n)
+{
+	if (r->cache_valid && names_evicted(r->cache_bin, evicted, n))
+		r->cache_valid = false;
+	for (size_t i = 0; r->memo && i < ENTRY_MEMO_SIZE; i++) {
+		struct entry_memo *m = &r->memo[i];
+		if (m->ctx && (names_evicted(m->from.bin, evicted, n) ||
+			       names_evicted(m->to.bin, evicted, n)))
+			memset(m, 0, sizeof(*m));
+	}
 }

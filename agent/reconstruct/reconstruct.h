@@ -60,6 +60,9 @@ struct ep_reconstruct_stats {
 	uint64_t entries_duplicate;
 	uint64_t trigger_appended;
 	uint64_t trigger_inconsistent;
+	/* entries worked out rather than remembered: what a mapping change of
+	 * the sample's process (and only of it) costs again */
+	uint64_t entries_computed;
 };
 
 struct ep_reconstructor;
@@ -102,6 +105,11 @@ void ep_reconstructor_set_gap_observer(struct ep_reconstructor *r, ep_gap_observ
 /* The counts so far (entries reconstructed by ep_reconstruct_counted() are
  * added up here when asked). */
 const struct ep_reconstruct_stats *ep_reconstructor_stats(struct ep_reconstructor *r);
+
+/* Forgets the remembered entries and the resolution cached for binaries
+ * with evicted[i] set (flushed before: none has pending counts): their
+ * indexes may name other binaries from now on. */
+void ep_reconstructor_forget_binaries(struct ep_reconstructor *r, const uint8_t *evicted, size_t n);
 
 /* A part of a full branch trace: steps[0..nsteps) passed not taken (oldest
  * first) in binary bin, then branch (taken or not; NULL when none). */

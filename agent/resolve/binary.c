@@ -42,14 +42,22 @@ struct ep_binary {
 	bool code_pending;
 	struct ep_symbol *syms;
 	size_t nsyms;
-	char *names;	 /* every symbol name, back to back */
-	char *plt_names; /* the PLT entries' "SYM@PLT" names */
+	char *names;	    /* every symbol name, back to back */
+	char *plt_names;    /* the PLT entries' "SYM@PLT" names */
+	size_t sym_bytes;   /* the symbols and their names */
+	uint64_t last_used; /* the registry's epoch at its last lookup */
+	bool pinned;	    /* a --binary file: never evicted */
 };
 
 struct lookup_entry {
 	char *key; /* recorded path + '\0' + hex build-id */
 	struct ep_binary *bin;
+	bool stale; /* its binary was evicted: search again */
 };
+
+/* Build-ids of recent evictions, to count the binaries read again (a
+ * direct-mapped table: bounded however many the node runs). */
+#define EVICTED_IDS 1024
 
 struct ep_binary_registry {
 	struct ep_binary **bins;
@@ -69,6 +77,16 @@ struct ep_binary_registry {
 	 * process's mapping of a known file costs one stat, not a scan of every
 	 * binary the machine ran */
 	struct ep_u64map by_identity;
+	/* eviction (ep_binreg_evict): the holders of indexes, the indexes
+	 * freed for reuse, and how many evictions there were (lookups mark
+	 * their binaries with it) */
+	struct ep_binreg_user *users;
+	size_t nusers;
+	uint32_t *free_slots;
+	size_t nfree, free_cap;
+	uint64_t epoch;
+	struct ep_binreg_stats stats;
+	uint64_t evicted_ids[EVICTED_IDS];
 };
 
 void ep_build_id_to_hex(const uint8_t *id, size_t len, char *out)
@@ -119,6 +137,8 @@ void ep_binreg_free(struct ep_binary_registry *reg)
 	free(reg->bins);
 	free(reg->explicit_files);
 	free(reg->symfs);
+	free(reg->users);
+	free(reg->free_slots);
 	free(reg);
 }
 
@@ -875,6 +895,9 @@ static struct ep_binary *binary_open(const char *path, bool lazy_code, char *err
 		snprintf(err, errlen, "%s: out of memory reading symbols", path);
 		goto out;
 	}
+	b->sym_bytes = b->nsyms * sizeof(*b->syms);
+	for (size_t i = 0; i < b->nsyms; i++)
+		b->sym_bytes += strlen(b->syms[i].name) + 1;
 	rc = 0;
 out:
 	if (elf)
@@ -938,20 +961,35 @@ static struct ep_binary *open_registered(struct ep_binary_registry *reg, const c
 	b = binary_open(path, reg->lazy_code, err, errlen);
 	if (!b)
 		return NULL;
-	if (reg->n == reg->cap) {
-		size_t cap = reg->cap ? reg->cap * 2 : 16;
-		struct ep_binary **bins = realloc(reg->bins, cap * sizeof(*bins));
-		if (!bins) {
-			binary_free(b);
-			snprintf(err, errlen, "%s: out of memory", path);
-			return NULL;
+	if (reg->nfree) {
+		/* an evicted binary's index: every user forgot it */
+		b->index = reg->free_slots[--reg->nfree];
+	} else {
+		if (reg->n == reg->cap) {
+			size_t cap = reg->cap ? reg->cap * 2 : 16;
+			struct ep_binary **bins = realloc(reg->bins, cap * sizeof(*bins));
+			if (!bins) {
+				binary_free(b);
+				snprintf(err, errlen, "%s: out of memory", path);
+				return NULL;
+			}
+			reg->bins = bins;
+			reg->cap = cap;
 		}
-		reg->bins = bins;
-		reg->cap = cap;
+		b->index = (uint32_t)reg->n++;
 	}
-	b->index = (uint32_t)reg->n;
-	reg->bins[reg->n++] = b;
+	reg->bins[b->index] = b;
+	b->last_used = reg->epoch;
 	index_identity(reg, b);
+	reg->stats.opened++;
+	if (b->build_id_len) {
+		uint64_t h = ep_hash_bytes(b->build_id, b->build_id_len) | 1;
+		uint64_t *seen = &reg->evicted_ids[h % EVICTED_IDS];
+		if (*seen == h) {
+			reg->stats.reread++;
+			*seen = 0;
+		}
+	}
 	return b;
 }
 
@@ -968,6 +1006,7 @@ int ep_binreg_add_file(struct ep_binary_registry *reg, const char *path, char *e
 		snprintf(err, errlen, "%s: out of memory", path);
 		return -1;
 	}
+	b->pinned = true;
 	reg->explicit_files = e;
 	reg->explicit_files[reg->nexplicit++] = b->index;
 	return 0;
@@ -1074,6 +1113,8 @@ struct ep_binary *ep_binreg_known(struct ep_binary_registry *reg, const char *re
 	if (reg->nexplicit || reg->symfs)
 		return NULL;
 	struct ep_binary *b = find_identity(reg, st);
+	if (b)
+		b->last_used = reg->epoch;
 	if (b && !b->recorded_path && !is_pseudo_path(recorded_path))
 		b->recorded_path = strdup(recorded_path);
 	return b;
@@ -1100,6 +1141,8 @@ struct ep_binary *ep_binreg_lookup_at(struct ep_binary_registry *reg, const char
 	 * Files are found by identity instead (open_registered). */
 	if (strncmp(open_path, "/proc/", 6) == 0 && strcmp(recorded_path, open_path) != 0) {
 		struct ep_binary *b = search(reg, recorded_path, open_path, build_id, build_id_len);
+		if (b)
+			b->last_used = reg->epoch;
 		if (b && !b->recorded_path && !is_pseudo_path(recorded_path))
 			b->recorded_path = strdup(recorded_path);
 		if (!b && !is_pseudo_path(recorded_path))
@@ -1124,6 +1167,13 @@ struct ep_binary *ep_binreg_lookup_at(struct ep_binary_registry *reg, const char
 		struct lookup_entry *e = &reg->lookups[*slot];
 		if (memcmp(e->key, key, klen) == 0) {
 			free(key);
+			if (e->stale) {
+				e->bin =
+				    search(reg, recorded_path, open_path, build_id, build_id_len);
+				e->stale = false;
+			}
+			if (e->bin)
+				e->bin->last_used = reg->epoch;
 			return e->bin;
 		}
 		h++;
@@ -1131,6 +1181,7 @@ struct ep_binary *ep_binreg_lookup_at(struct ep_binary_registry *reg, const char
 
 	struct ep_binary *b = search(reg, recorded_path, open_path, build_id, build_id_len);
 	if (b) {
+		b->last_used = reg->epoch;
 		if (!b->recorded_path && !is_pseudo_path(recorded_path))
 			b->recorded_path = strdup(recorded_path);
 		if (build_id_len > 0 && b->build_id_len > 0 &&
@@ -1165,4 +1216,185 @@ struct ep_binary *ep_binreg_lookup_at(struct ep_binary_registry *reg, const char
 	*slot = reg->nlookups;
 	reg->lookups[reg->nlookups++] = (struct lookup_entry){.key = key, .bin = b};
 	return b;
+}
+
+/* ---- forgetting binaries ---- */
+
+int ep_binreg_add_user(struct ep_binary_registry *reg, const struct ep_binreg_user *user)
+{
+	struct ep_binreg_user *u = realloc(reg->users, (reg->nusers + 1) * sizeof(*u));
+	if (!u)
+		return -1;
+	reg->users = u;
+	reg->users[reg->nusers++] = *user;
+	return 0;
+}
+
+void ep_binreg_remove_user(struct ep_binary_registry *reg, void *ctx)
+{
+	for (size_t i = 0; i < reg->nusers; i++) {
+		if (reg->users[i].ctx == ctx) {
+			reg->users[i] = reg->users[--reg->nusers];
+			return;
+		}
+	}
+}
+
+/* What a binary holds in memory. */
+static uint64_t binary_bytes(const struct ep_binary *b)
+{
+	uint64_t n = sizeof(*b) + b->sym_bytes + b->nloads * sizeof(*b->loads) +
+		     b->nloads * sizeof(*b->code);
+	for (size_t i = 0; i < b->ncode; i++)
+		n += b->code[i].bytes ? b->code[i].size : 0;
+	return n;
+}
+
+/* Takes b out of the identity index, keeping the colliding entries that
+ * were probed past it findable. */
+static void unindex_identity(struct ep_binary_registry *reg, const struct ep_binary *b)
+{
+	uint64_t h = identity_hash(b->dev, b->ino, b->size, &b->mtime);
+	for (;; h++) {
+		const uint64_t *i = ep_u64map_get(&reg->by_identity, h);
+		if (!i)
+			return; /* never indexed (out of memory then) */
+		if (*i == b->index)
+			break;
+	}
+	ep_u64map_remove(&reg->by_identity, h);
+	for (uint64_t k = h + 1;; k++) {
+		const uint64_t *i = ep_u64map_get(&reg->by_identity, k);
+		if (!i)
+			break;
+		uint64_t index = *i;
+		ep_u64map_remove(&reg->by_identity, k);
+		index_identity(reg, reg->bins[index]);
+	}
+}
+
+struct lru_candidate {
+	uint64_t last_used;
+	uint32_t index;
+};
+
+static int cmp_lru(const void *pa, const void *pb)
+{
+	const struct lru_candidate *a = pa, *b = pb;
+	if (a->last_used != b->last_used)
+		return a->last_used < b->last_used ? -1 : 1;
+	return a->index < b->index ? -1 : a->index > b->index;
+}
+
+/* Past the idle ones: the least recently looked up of the binaries no user
+ * needs (state[i] 0) go too, while *bytes is above max_bytes. */
+static size_t evict_to_cap(struct ep_binary_registry *reg, uint8_t *state, uint64_t *bytes,
+			   uint64_t max_bytes)
+{
+	size_t n = 0, evicted = 0;
+	struct lru_candidate *c = malloc(reg->n * sizeof(*c));
+	if (!c)
+		return 0;
+	for (size_t i = 0; i < reg->n; i++)
+		if (reg->bins[i] && state[i] == 0)
+			c[n++] = (struct lru_candidate){reg->bins[i]->last_used, (uint32_t)i};
+	qsort(c, n, sizeof(*c), cmp_lru);
+	for (size_t i = 0; i<n && * bytes> max_bytes; i++) {
+		state[c[i].index] = 2;
+		*bytes -= binary_bytes(reg->bins[c[i].index]);
+		evicted++;
+	}
+	free(c);
+	return evicted;
+}
+
+/* Frees the binaries whose evicted[i] is set; every user forgot them. */
+static void free_evicted(struct ep_binary_registry *reg, const uint8_t *evicted)
+{
+	for (size_t i = 0; i < reg->nlookups; i++) {
+		struct lookup_entry *e = &reg->lookups[i];
+		if (e->bin && evicted[e->bin->index]) {
+			e->bin = NULL;
+			e->stale = true;
+		}
+	}
+	for (size_t i = 0; i < reg->n; i++)
+		if (evicted[i])
+			unindex_identity(reg, reg->bins[i]);
+	for (size_t i = 0; i < reg->n; i++) {
+		if (!evicted[i])
+			continue;
+		struct ep_binary *b = reg->bins[i];
+		if (b->build_id_len) {
+			uint64_t h = ep_hash_bytes(b->build_id, b->build_id_len) | 1;
+			reg->evicted_ids[h % EVICTED_IDS] = h;
+		}
+		ep_debug("binary %s (build-id %s) evicted: no process maps it and its counts "
+			 "were taken",
+			 ep_binary_recorded_path(b), b->build_id_hex);
+		binary_free(b);
+		reg->bins[i] = NULL;
+		if (reg->nfree == reg->free_cap) {
+			size_t cap = reg->free_cap ? reg->free_cap * 2 : 64;
+			uint32_t *f = realloc(reg->free_slots, cap * sizeof(*f));
+			if (!f)
+				continue; /* the index stays unused: a hole, not a fault */
+			reg->free_slots = f;
+			reg->free_cap = cap;
+		}
+		reg->free_slots[reg->nfree++] = (uint32_t)i;
+	}
+}
+
+size_t ep_binreg_evict(struct ep_binary_registry *reg, uint64_t max_bytes)
+{
+	size_t n = reg->n, evicted = 0;
+	/* 0: no user needs it; 1: kept; 2: evicted */
+	uint8_t *state = n ? calloc(n, 1) : NULL;
+	if (!state) {
+		reg->epoch++;
+		return 0;
+	}
+	for (size_t u = 0; u < reg->nusers; u++)
+		reg->users[u].mark(reg->users[u].ctx, state, n);
+	uint64_t bytes = 0;
+	for (size_t i = 0; i < n; i++) {
+		struct ep_binary *b = reg->bins[i];
+		if (!b)
+			continue;
+		if (b->pinned)
+			state[i] = 1;
+		if (state[i] == 0 && b->last_used < reg->epoch) {
+			state[i] = 2;
+			evicted++;
+		} else {
+			bytes += binary_bytes(b);
+		}
+	}
+	if (max_bytes && bytes > max_bytes)
+		evicted += evict_to_cap(reg, state, &bytes, max_bytes);
+	if (evicted) {
+		for (size_t i = 0; i < n; i++)
+			state[i] = state[i] == 2;
+		for (size_t u = 0; u < reg->nusers; u++)
+			reg->users[u].forget(reg->users[u].ctx, state, n);
+		free_evicted(reg, state);
+		reg->stats.evicted += evicted;
+	}
+	free(state);
+	reg->epoch++;
+	return evicted;
+}
+
+void ep_binreg_stats(const struct ep_binary_registry *reg, struct ep_binreg_stats *out)
+{
+	*out = reg->stats;
+	out->held = 0;
+	out->bytes_held = 0;
+	for (size_t i = 0; i < reg->n; i++) {
+		if (reg->bins[i]) {
+			out->held++;
+			out->bytes_held += binary_bytes(reg->bins[i]);
+		}
+	}
 }

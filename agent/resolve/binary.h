@@ -95,8 +95,53 @@ struct ep_binary *ep_binreg_lookup_at(struct ep_binary_registry *reg, const char
 struct ep_binary *ep_binreg_known(struct ep_binary_registry *reg, const char *recorded_path,
 				  const struct stat *st);
 
+/* Indexes in use are 0..count-1; after ep_binreg_evict() some of them
+ * may hold no binary (NULL), until a binary opened later takes one. */
 size_t ep_binreg_count(const struct ep_binary_registry *reg);
 struct ep_binary *ep_binreg_at(const struct ep_binary_registry *reg, size_t index);
+
+/*
+ * Forgetting binaries: a node runs thousands of short-lived programs (a
+ * build machine's compilers and test binaries, deleted files), and a
+ * registry that kept each one read would grow for months. The holders of
+ * binary indexes (pipelines: mappings, decoders, counters) register as
+ * users; an eviction asks each which binaries it still needs, evicts the
+ * others that no lookup asked for since the previous eviction, and tells
+ * each user which indexes to forget before their binaries are freed. A
+ * binary met again later is read again (found by its file, named by its
+ * build-id as before).
+ */
+struct ep_binreg_user {
+	/* sets in_use[i] for each binary i still needed: mapped by a process
+	 * it knows, or with counts not yet taken out (sent or written) */
+	void (*mark)(void *ctx, uint8_t *in_use, size_t n);
+	/* evicted[i] set: binary i is going, and its index may be given to
+	 * another binary later: drop everything kept under it */
+	void (*forget)(void *ctx, const uint8_t *evicted, size_t n);
+	void *ctx;
+};
+/* 0, or -1 when memory runs out (then nothing is ever evicted). */
+int ep_binreg_add_user(struct ep_binary_registry *reg, const struct ep_binreg_user *user);
+void ep_binreg_remove_user(struct ep_binary_registry *reg, void *ctx);
+
+/* Evicts the binaries no user needs that were not looked up since the
+ * previous call (so idle for at least the time between two calls: the
+ * agent calls it after each batch), and then, while the binaries held take
+ * more than max_bytes (0: no bound), the least recently looked up of the
+ * others no user needs. --binary files are never evicted. Returns how
+ * many were evicted. */
+size_t ep_binreg_evict(struct ep_binary_registry *reg, uint64_t max_bytes);
+
+struct ep_binreg_stats {
+	uint64_t opened;  /* binaries read, re-reads included */
+	uint64_t evicted; /* binaries forgotten */
+	/* opened again after their eviction (recent evictions only: a
+	 * bounded table of their build-ids) */
+	uint64_t reread;
+	uint64_t held;	     /* binaries in memory now */
+	uint64_t bytes_held; /* their code copies, symbols and names */
+};
+void ep_binreg_stats(const struct ep_binary_registry *reg, struct ep_binreg_stats *out);
 
 /* Dense index of the binary inside its registry (0..count-1). */
 uint32_t ep_binary_index(const struct ep_binary *bin);

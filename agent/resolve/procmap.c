@@ -17,6 +17,10 @@ struct process {
 	struct mapping *maps; /* sorted, non-overlapping */
 	size_t n, cap;
 	size_t last_hit;
+	/* from the map's counter, at this process's last change: unique
+	 * across processes and over time, so a reused pid never meets its
+	 * predecessor's cached resolutions */
+	uint64_t generation;
 };
 
 struct ep_procmap {
@@ -26,7 +30,7 @@ struct ep_procmap {
 	bool last_valid;
 	uint32_t last_pid;
 	size_t last_proc;
-	uint64_t generation; /* bumped by every change to any mapping */
+	uint64_t changes; /* hands out the processes' generations */
 };
 
 struct ep_procmap *ep_procmap_new(void)
@@ -75,7 +79,7 @@ static struct process *get_process(struct ep_procmap *pm, uint32_t pid)
 	if (!slot)
 		return NULL;
 	*slot = pm->nprocs;
-	pm->procs[pm->nprocs] = (struct process){.pid = pid};
+	pm->procs[pm->nprocs] = (struct process){.pid = pid, .generation = ++pm->changes};
 	pm->last_valid = false;
 	return &pm->procs[pm->nprocs++];
 }
@@ -101,11 +105,11 @@ static void add_mapping(struct ep_procmap *pm, uint32_t pid, uint64_t start, uin
 	if (len == 0 || start + len < start)
 		return;
 	uint64_t end = start + len;
-	pm->generation++;
 	struct process *p = get_process(pm, pid);
 	/* an overlapped mapping can split in two: room for one more, plus ours */
 	if (!p || reserve(p, p->n + 2) != 0)
 		return;
+	p->generation = ++pm->changes;
 	size_t out = 0, insert_at = 0;
 	struct mapping right = {0};
 	bool have_right = false;
@@ -160,7 +164,6 @@ void ep_procmap_fork(struct ep_procmap *pm, uint32_t child_pid, uint32_t parent_
 {
 	if (child_pid == parent_pid)
 		return;
-	pm->generation++;
 	struct process *parent = find_process(pm, parent_pid);
 	size_t n = parent ? parent->n : 0;
 	size_t parent_index = parent ? (size_t)(parent - pm->procs) : 0;
@@ -168,6 +171,7 @@ void ep_procmap_fork(struct ep_procmap *pm, uint32_t child_pid, uint32_t parent_
 	if (!child)
 		return;
 	child->n = 0; /* a reused pid starts over */
+	child->generation = ++pm->changes;
 	if (n == 0 || reserve(child, n) != 0)
 		return;
 	parent = &pm->procs[parent_index]; /* get_process() may have moved it */
@@ -178,11 +182,11 @@ void ep_procmap_fork(struct ep_procmap *pm, uint32_t child_pid, uint32_t parent_
 
 void ep_procmap_exec(struct ep_procmap *pm, uint32_t pid)
 {
-	pm->generation++;
 	struct process *p = find_process(pm, pid);
 	if (p) {
 		p->n = 0;
 		p->last_hit = 0;
+		p->generation = ++pm->changes;
 	}
 }
 
@@ -201,7 +205,7 @@ void ep_procmap_forget(struct ep_procmap *pm, uint32_t pid)
 	if (!slot)
 		return;
 	size_t i = *slot;
-	pm->generation++;
+	pm->changes++;
 	pm->last_valid = false;
 	free(pm->procs[i].maps);
 	ep_u64map_remove(&pm->index, pid);
@@ -220,9 +224,28 @@ size_t ep_procmap_processes(const struct ep_procmap *pm)
 	return pm->nprocs;
 }
 
-const uint64_t *ep_procmap_generation(const struct ep_procmap *pm)
+void ep_procmap_mark_binaries(const struct ep_procmap *pm, uint8_t *in_use, size_t n)
 {
-	return &pm->generation;
+	for (size_t i = 0; i < pm->nprocs; i++) {
+		const struct process *p = &pm->procs[i];
+		for (size_t k = 0; k < p->n; k++) {
+			uint32_t index =
+			    p->maps[k].bin ? ep_binary_index(p->maps[k].bin) : UINT32_MAX;
+			if (index < n)
+				in_use[index] = 1;
+		}
+	}
+}
+
+uint64_t ep_procmap_generation(struct ep_procmap *pm, uint32_t pid)
+{
+	const struct process *p = find_process(pm, pid);
+	return p ? p->generation : 0;
+}
+
+const uint64_t *ep_procmap_changes(const struct ep_procmap *pm)
+{
+	return &pm->changes;
 }
 
 enum ep_resolve_status ep_procmap_resolve(struct ep_procmap *pm, uint32_t pid, uint64_t addr,

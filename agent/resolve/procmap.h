@@ -55,10 +55,20 @@ void ep_procmap_exit(struct ep_procmap *pm, uint32_t pid);
 /* Drops a process and its mappings (the live agent, a while after exit). */
 void ep_procmap_forget(struct ep_procmap *pm, uint32_t pid);
 size_t ep_procmap_processes(const struct ep_procmap *pm);
-/* Changes with every add, fork, exec and forget: a cached resolution is
- * valid only under the generation it was made in. A pointer, so the hot
- * path reads it without a call. */
-const uint64_t *ep_procmap_generation(const struct ep_procmap *pm);
+/* Sets in_use[i] for the index i of every binary a known process maps
+ * (exited ones not yet forgotten included): those the registry keeps. */
+void ep_procmap_mark_binaries(const struct ep_procmap *pm, uint8_t *in_use, size_t n);
+/* pid's mappings' generation: it changes with every add, fork and exec of
+ * pid, and a pid forgotten and seen again never gets an old one back, so a
+ * resolution cached under (pid, generation) is valid while it stays the
+ * same. Per process: other processes' events (every exec on a busy node)
+ * leave pid's cached resolutions alone. 0 for a pid not known (whose
+ * addresses all resolve to EP_RESOLVE_NO_PROCESS). */
+uint64_t ep_procmap_generation(struct ep_procmap *pm, uint32_t pid);
+/* Moves whenever any process's generation does: while it stays the same,
+ * a generation asked for before still holds, without asking again (the
+ * hot path reads it through the pointer, once per sample). */
+const uint64_t *ep_procmap_changes(const struct ep_procmap *pm);
 
 enum ep_resolve_status ep_procmap_resolve(struct ep_procmap *pm, uint32_t pid, uint64_t addr,
 					  struct ep_resolved *out);

@@ -95,6 +95,32 @@ if [ -n "$cg" ] && mkdir "$cg" 2>/dev/null; then
 	echo "$b" >"$(dirname "$cg")/cgroup.procs"
 	rmdir "$cg"
 
+	# A program exec'd while the agent runs that spends its time in a
+	# library almost at once: the exec's maps read comes before the library
+	# is mapped (dlopen()ed 100 ms in, so that order is certain: ld.so's own
+	# libraries race the read), and a sample taken after that read in no
+	# known mapping has the maps read again at once, so next to none go
+	# unresolved (up to a second's did, 40-60% of them here, until the
+	# once-a-second re-read).
+	cc -O1 -g -shared -fPIC -o "$TEST_TMP/libspin.so" "$here/../workloads/dlopen_lib.c"
+	cc -O1 -g -o "$TEST_TMP/dlopen_spin" "$here/../workloads/dlopen_spin.c" -ldl
+	mkdir "$cg"
+	"$EDGEPROF" agent --cgroup "$cg" --duration 120 -o "$TEST_TMP/ex.prof" 2>"$TEST_TMP/ex.err" &
+	ag=$!
+	track_pid "$ag"
+	wait_agent_sampling "$TEST_TMP/ex.err"
+	bash -c 'echo $$ >"$1/cgroup.procs" && exec "$2" "$3" 100 2' _ "$cg" "$TEST_TMP/dlopen_spin" \
+		"$TEST_TMP/libspin.so" >/dev/null
+	kill -TERM "$ag"
+	wait "$ag"
+	read -r ex_total ex_lib ex_resolved < <("$EDGEPROF" export "$TEST_TMP/ex.prof" --format json |
+		jq -r --arg p "$TEST_TMP/libspin.so" '"\(.stats.samples) \([.profiles[] | select(.path == $p) | .samples] | add // 0) \([.profiles[].samples] | add // 0)"')
+	ex_unresolved=$((${ex_total:-0} - ${ex_resolved:-0}))
+	echo "# exec'd, into a library 100 ms later: ${ex_total:-?} samples, ${ex_lib:-?} in libspin.so, $ex_unresolved unresolved; $(grep -o 'process maps read.*' "$TEST_TMP/ex.err")"
+	check "a new process's library samples resolve at once (${ex_lib:-0} in it, $ex_unresolved of ${ex_total:-0} unresolved)" \
+		test "${ex_lib:-0}" -gt 20 -a $((ex_unresolved * 20)) -le "${ex_total:-0}"
+	rmdir "$cg"
+
 	# A container by id: a cgroup named the way podman names its own
 	# (machine.slice/libpod-<64 hex>.scope); the agent finds it from a
 	# 12-digit prefix, samples only it, and labels its batches with it.

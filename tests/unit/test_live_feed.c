@@ -4,12 +4,17 @@
  * addresses resolve the same way, code of no file included. */
 #include "test_util.h"
 
+#include <elf.h>
+#include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include "agent/pipeline/pipeline.h"
 #include "agent/source/live/live_feed.h"
+#include "bpf/edgeprof_record.h"
+#include "common/profile/profile_file.h"
+#include "common/util/clock.h"
 
 static int in_this_binary(int x)
 {
@@ -79,11 +84,104 @@ static void test_gone_process(void **state)
 	ep_binreg_free(reg);
 }
 
+/* An IP sample of pid at ip, taken now. */
+static struct ep_sample_record ip_sample(uint32_t pid, uint64_t ip)
+{
+	return (struct ep_sample_record){.pid = pid, .tid = pid, .ip = ip, .time_ns = ep_mono_ns()};
+}
+
+/* Samples of one binary in a profile. */
+static uint64_t samples_of(Edgeprof__V1__Profile *prof, const char *build_id)
+{
+	uint64_t n = 0;
+	for (size_t i = 0; i < prof->n_binaries; i++)
+		if (strcmp(prof->binaries[i]->build_id, build_id) == 0)
+			n += prof->binaries[i]->samples;
+	return n;
+}
+
+/* The exec's maps read comes before ld.so maps the libraries: a sample
+ * taken after it, in code mapped since, has the maps read again at once
+ * (not a second later, when a short program is gone), a bounded number of
+ * times however many samples land in no mapping. */
+static void test_code_mapped_after_the_exec_read_resolves_at_once(void **state)
+{
+	(void)state;
+	struct ep_binary_registry *reg = ep_binreg_new();
+	struct ep_pipeline_config cfg;
+	ep_pipeline_config_default(&cfg);
+	struct ep_live_feed f;
+	ep_live_feed_init(&f, ep_pipeline_new(&cfg, reg), NULL);
+	uint32_t pid = (uint32_t)getpid();
+	struct ep_proc_record exec = {.type = EP_PROC_EXEC, .pid = pid, .time_ns = ep_mono_ns()};
+	ep_live_feed_process_event(&f, &exec);
+	assert_int_equal(f.maps_reads[EP_MAPS_AT_EXEC], 1);
+
+	/* a library mapped after that read, the way ld.so maps one: its
+	 * executable segment's code at its file offset */
+	const char *lib = ep_test_fixture("test.binary");
+	int fd = open(lib, O_RDONLY);
+	assert_true(fd >= 0);
+	Elf64_Ehdr eh;
+	assert_int_equal(pread(fd, &eh, sizeof(eh), 0), sizeof(eh));
+	uint64_t code = 0;
+	for (unsigned i = 0; i < eh.e_phnum && !code; i++) {
+		Elf64_Phdr ph;
+		assert_int_equal(pread(fd, &ph, sizeof(ph), (off_t)(eh.e_phoff + i * sizeof(ph))),
+				 sizeof(ph));
+		if (ph.p_type == PT_LOAD && (ph.p_flags & PF_X))
+			code = ph.p_offset + ph.p_filesz / 2;
+	}
+	assert_true(code != 0);
+	size_t len = (size_t)lseek(fd, 0, SEEK_END);
+	uint8_t *map = mmap(NULL, len, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, 0);
+	assert_true(map != MAP_FAILED);
+	close(fd);
+
+	/* taken before the exec's read: no reason to read again */
+	struct ep_sample_record early = ip_sample(pid, (uint64_t)(uintptr_t)(map + code));
+	early.time_ns = exec.time_ns - 1;
+	ep_live_feed_sample(&f, &early);
+	assert_int_equal(f.maps_reads[EP_MAPS_AFTER_EXEC], 0);
+	for (int i = 0; i < 10; i++) {
+		struct ep_sample_record rec = ip_sample(pid, (uint64_t)(uintptr_t)(map + code));
+		ep_live_feed_sample(&f, &rec);
+	}
+	/* one read (the once-a-second one instead when this machine took more
+	 * than a second since the exec's read) */
+	assert_int_equal(f.maps_reads[EP_MAPS_AFTER_EXEC] + f.maps_reads[EP_MAPS_UNRESOLVED], 1);
+	Edgeprof__V1__Profile *prof = ep_pipeline_profile(f.pipeline);
+	assert_non_null(prof);
+	struct ep_binary_registry *r2 = ep_binreg_new();
+	char err[256];
+	assert_int_equal(ep_binreg_add_file(r2, lib, err, sizeof(err)), 0);
+	const char *id = ep_binary_build_id_hex(ep_binreg_at(r2, 0));
+	/* the ten taken after the read (and the early one, had the
+	 * once-a-second read come for it) */
+	uint64_t resolved = samples_of(prof, id);
+	assert_true(resolved == 10 || resolved == 11);
+	ep_profile_free(prof);
+
+	/* an address no read finds asks for a few reads, not one per sample */
+	uint64_t reads = f.maps_reads[EP_MAPS_AFTER_EXEC] + f.maps_reads[EP_MAPS_UNRESOLVED];
+	for (int i = 0; i < 1000; i++) {
+		struct ep_sample_record rec = ip_sample(pid, 0x1000);
+		ep_live_feed_sample(&f, &rec);
+	}
+	uint64_t more = f.maps_reads[EP_MAPS_AFTER_EXEC] + f.maps_reads[EP_MAPS_UNRESOLVED] - reads;
+	assert_true(more <= 4);
+	munmap(map, len);
+	ep_binreg_free(r2);
+	ep_live_feed_free(&f);
+	ep_binreg_free(reg);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_query_and_text_agree),
 	    cmocka_unit_test(test_gone_process),
+	    cmocka_unit_test(test_code_mapped_after_the_exec_read_resolves_at_once),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -91,8 +91,8 @@ static void test_fork_copies_exec_clears(void **state)
 }
 
 /* Forgetting many processes in any order keeps the others intact (the
- * array is compacted, the index follows), and every change moves the
- * generation so cached resolutions die with it. */
+ * array is compacted, the index follows), and every change of a process
+ * moves its generation so cached resolutions die with it, and only its. */
 static void test_forget_keeps_the_rest_and_moves_the_generation(void **state)
 {
 	struct fixture *f = *state;
@@ -100,10 +100,12 @@ static void test_forget_keeps_the_rest_and_moves_the_generation(void **state)
 	for (uint32_t pid = 100; pid < 400; pid++)
 		ep_procmap_add(pm, pid, 0x400000 + pid * 0x100000ull, 0xa000, 0, f->exe);
 	assert_int_equal(ep_procmap_processes(pm), 300);
-	uint64_t gen = *ep_procmap_generation(pm);
+	uint64_t gen = ep_procmap_generation(pm, 100), kept = ep_procmap_generation(pm, 101);
+	assert_true(gen != 0 && kept != 0 && gen != kept);
 	for (uint32_t pid = 100; pid < 400; pid += 3)
 		ep_procmap_forget(pm, pid);
-	assert_true(*ep_procmap_generation(pm) > gen);
+	assert_int_equal(ep_procmap_generation(pm, 100), 0);
+	assert_int_equal(ep_procmap_generation(pm, 101), kept);
 	assert_int_equal(ep_procmap_processes(pm), 200);
 	struct ep_resolved r;
 	for (uint32_t pid = 100; pid < 400; pid++) {
@@ -118,9 +120,21 @@ static void test_forget_keeps_the_rest_and_moves_the_generation(void **state)
 	}
 	ep_procmap_forget(pm, 99999); /* unknown: nothing happens */
 	assert_int_equal(ep_procmap_processes(pm), 200);
-	gen = *ep_procmap_generation(pm);
+	/* a forgotten pid seen again is a new process: never its old generation */
+	ep_procmap_add(pm, 100, 0x400000, 0xa000, 0, f->exe);
+	assert_true(ep_procmap_generation(pm, 100) > gen);
+	gen = ep_procmap_generation(pm, 101);
+	uint64_t other = ep_procmap_generation(pm, 102);
 	ep_procmap_exec(pm, 101);
-	assert_true(*ep_procmap_generation(pm) > gen);
+	assert_true(ep_procmap_generation(pm, 101) > gen);
+	gen = ep_procmap_generation(pm, 101);
+	ep_procmap_fork(pm, 500, 102);
+	ep_procmap_add(pm, 500, 0x900000, 0x1000, 0, f->exe);
+	ep_procmap_exec(pm, 500);
+	ep_procmap_forget(pm, 500);
+	ep_procmap_add_anon(pm, 101, 0x7f0000000000ULL, 0x1000);
+	assert_true(ep_procmap_generation(pm, 101) > gen);
+	assert_int_equal(ep_procmap_generation(pm, 102), other);
 	ep_procmap_free(pm);
 }
 

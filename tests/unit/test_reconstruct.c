@@ -103,11 +103,56 @@ static void test_new_mappings_are_not_answered_from_memory(void **state)
 	free(s.recs);
 }
 
+/* Another process's exec, fork, mappings and exit change nothing this
+ * process resolves: its remembered entries stay valid (on a busy node every
+ * process the machine starts would otherwise empty the memo for all). */
+static void test_other_processes_keep_remembered_entries(void **state)
+{
+	(void)state;
+	struct samples s;
+	load_samples(&s);
+	struct ep_binary_registry *reg = ep_binreg_new();
+	const struct ep_sample_record *rec = &s.recs[s.n / 2];
+	uint32_t pid = rec->pid, other = pid + 1, child = pid + 2;
+	struct ep_pipeline *p = new_pipeline(reg, pid);
+	struct ep_reconstructor *r = ep_pipeline_reconstructor(p);
+	ep_pipeline_sample(p, rec);
+	uint64_t computed = ep_reconstructor_stats(r)->entries_computed;
+	assert_true(computed > 0);
+	ep_pipeline_sample(p, rec);
+	assert_int_equal(ep_reconstructor_stats(r)->entries_computed, computed);
+	for (int round = 0; round < 3; round++) {
+		ep_pipeline_fork(p, child, other);
+		ep_pipeline_exec(p, child);
+		ep_pipeline_mmap(p, child, 0x400000, 0x100000, 0, ep_test_fixture("test.binary"),
+				 NULL, 0);
+		ep_pipeline_mmap_anon(p, other, 0x7f0000000000ULL, 0x1000);
+		ep_pipeline_exit(p, child);
+		ep_pipeline_forget(p, child);
+		ep_pipeline_sample(p, rec);
+		assert_int_equal(ep_reconstructor_stats(r)->entries_computed, computed);
+	}
+	/* the same events for pid itself do make it compute again */
+	ep_pipeline_mmap_anon(p, pid, 0x7f0000000000ULL, 0x1000);
+	ep_pipeline_sample(p, rec);
+	assert_true(ep_reconstructor_stats(r)->entries_computed > computed);
+	/* and a pid used again after it was forgotten is a new process */
+	computed = ep_reconstructor_stats(r)->entries_computed;
+	ep_pipeline_forget(p, pid);
+	ep_pipeline_mmap(p, pid, 0x400000, 0x100000, 0, ep_test_fixture("test.binary"), NULL, 0);
+	ep_pipeline_sample(p, rec);
+	assert_true(ep_reconstructor_stats(r)->entries_computed > computed);
+	ep_pipeline_free(p);
+	ep_binreg_free(reg);
+	free(s.recs);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_remembered_entries_give_the_same_trace),
 	    cmocka_unit_test(test_new_mappings_are_not_answered_from_memory),
+	    cmocka_unit_test(test_other_processes_keep_remembered_entries),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -21,6 +21,13 @@
 /* a process whose addresses do not resolve gets its maps re-read, at most
  * this often: new libraries appear, but /proc is not free */
 #define MAPS_REREAD_NS 1000000000ULL
+/* Reads a sample may ask for at once after an exec, when it was taken
+ * after the last read and its address is in none of the mappings: the
+ * exec's read comes before ld.so maps the libraries, so without them a new
+ * program's library samples went unresolved until the once-a-second
+ * re-read (a compiler's whole run, often). Bounded: an address that no
+ * read finds costs at most this many. */
+#define PROMPT_READS_AFTER_EXEC 4
 /* an exited process's mappings are dropped this long after its exit event:
  * far longer than a drain interval, so its last samples still resolve */
 #define FORGET_AFTER_NS 2000000000ULL
@@ -193,22 +200,35 @@ void ep_live_feed_read_maps(struct ep_live_feed *f, uint32_t pid)
 	read_maps(f, pid, EP_MAPS_AT_EXEC);
 }
 
-/* Reads the maps and notes when, for the next re-read. */
+/* Reads the maps and notes when the read began: a sample taken after that
+ * saw mappings the read may have missed. */
 static void read_maps_now(struct ep_live_feed *f, uint32_t pid, uint64_t *last,
 			  enum ep_maps_read why)
 {
+	uint64_t began = ep_mono_ns();
 	read_maps(f, pid, why);
 	if (last)
-		*last = ep_mono_ns();
+		*last = began;
 }
 
-/* The process's maps are known as of now: read, or a forked child's
- * inherited from its parent. */
-static void maps_known_now(struct ep_live_feed *f, uint32_t pid)
+/* The process's maps are known as of at (a read's start), or now (a
+ * forked child's, inherited from its parent). */
+static void maps_known_at(struct ep_live_feed *f, uint32_t pid, uint64_t at)
 {
 	uint64_t *last = ep_u64map_upsert(&f->maps_read, pid, NULL);
 	if (last)
-		*last = ep_mono_ns();
+		*last = at;
+}
+
+/* One of pid's reads after its exec, if it has any left. */
+static bool take_prompt_read(struct ep_live_feed *f, uint32_t pid)
+{
+	uint64_t *left = ep_u64map_get(&f->prompt_reads, pid);
+	if (!left)
+		return false;
+	if (--*left == 0)
+		ep_u64map_remove(&f->prompt_reads, pid);
+	return true;
 }
 
 static void note_exit(struct ep_live_feed *f, uint32_t pid)
@@ -245,6 +265,7 @@ void ep_live_feed_forget_exited(struct ep_live_feed *f)
 			continue; /* the pid was reused since */
 		ep_u64map_remove(&f->exited, e.pid);
 		ep_u64map_remove(&f->maps_read, e.pid);
+		ep_u64map_remove(&f->prompt_reads, e.pid);
 		ep_pipeline_forget(f->pipeline, e.pid);
 		f->forgotten++;
 	}
@@ -262,20 +283,25 @@ static void label(struct ep_live_feed *f, uint32_t pid, uint64_t cgroup_id)
 static void on_process_event(void *ctx, const struct ep_proc_record *rec)
 {
 	struct ep_live_feed *f = ctx;
-	uint64_t *last;
+	uint64_t *last, began;
 	switch (rec->type) {
 	case EP_PROC_FORK:
 		ep_u64map_remove(&f->exited, rec->pid); /* a reused pid is a new process */
+		ep_u64map_remove(&f->prompt_reads, rec->pid);
 		ep_pipeline_fork(f->pipeline, rec->pid, rec->ppid);
-		maps_known_now(f, rec->pid);
+		maps_known_at(f, rec->pid, ep_mono_ns());
 		break;
 	case EP_PROC_EXEC:
 		ep_pipeline_exec(f->pipeline, rec->pid);
 		/* runtimes move a container's first process into its cgroup
 		 * between fork and exec: look again */
 		label(f, rec->pid, rec->cgroup_id);
+		began = ep_mono_ns();
 		read_maps(f, rec->pid, EP_MAPS_AT_EXEC);
-		maps_known_now(f, rec->pid);
+		maps_known_at(f, rec->pid, began);
+		last = ep_u64map_upsert(&f->prompt_reads, rec->pid, NULL);
+		if (last)
+			*last = PROMPT_READS_AFTER_EXEC;
 		break;
 	case EP_PROC_EXIT:
 		ep_pipeline_exit(f->pipeline, rec->pid);
@@ -324,11 +350,24 @@ static void on_sample(void *ctx, const struct ep_sample_record *rec)
 		 * find nothing new, and a JIT's maps are long */
 		struct ep_resolved r;
 		enum ep_resolve_status st = ep_pipeline_resolve(f->pipeline, rec->pid, rec->ip, &r);
-		if (st != EP_RESOLVE_OK && st != EP_RESOLVE_ANON_CODE &&
-		    ep_mono_ns() - *last > MAPS_REREAD_NS)
+		bool unresolved = st != EP_RESOLVE_OK && st != EP_RESOLVE_ANON_CODE;
+		if (unresolved && ep_mono_ns() - *last > MAPS_REREAD_NS)
 			read_maps_now(f, rec->pid, last, EP_MAPS_UNRESOLVED);
+		else if (st == EP_RESOLVE_NO_MAPPING && rec->time_ns > *last &&
+			 take_prompt_read(f, rec->pid))
+			read_maps_now(f, rec->pid, last, EP_MAPS_AFTER_EXEC);
 	}
 	ep_pipeline_sample(f->pipeline, rec);
+}
+
+void ep_live_feed_process_event(struct ep_live_feed *f, const struct ep_proc_record *rec)
+{
+	on_process_event(f, rec);
+}
+
+void ep_live_feed_sample(struct ep_live_feed *f, const struct ep_sample_record *rec)
+{
+	on_sample(f, rec);
 }
 
 void ep_live_feed_attach(struct ep_live_feed *f, struct ep_live *live)
@@ -356,6 +395,7 @@ void ep_live_feed_log_periods(const struct ep_live_feed *f)
 void ep_live_feed_free(struct ep_live_feed *f)
 {
 	ep_u64map_free(&f->maps_read);
+	ep_u64map_free(&f->prompt_reads);
 	ep_u64map_free(&f->exited);
 	free(f->exits);
 	free(f->maps_buf);

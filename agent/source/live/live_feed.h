@@ -18,6 +18,8 @@
 
 struct ep_live;
 struct ep_pipeline;
+struct ep_proc_record;
+struct ep_sample_record;
 struct ep_process_labeller;
 
 /* The sampling periods as the samples report them. */
@@ -32,6 +34,9 @@ enum ep_maps_read {
 	EP_MAPS_AT_FIRST_SAMPLE, /* a process running before the agent, or unseen */
 	EP_MAPS_UNRESOLVED,	 /* a sample in no known mapping, at most once a second */
 	EP_MAPS_AT_MMAP,	 /* --watch-mmaps: new code mapped */
+	/* a sample taken after the exec's read, in none of its mappings:
+	 * ld.so mapped the libraries since (a few per exec) */
+	EP_MAPS_AFTER_EXEC,
 	EP_MAPS_READ_KINDS
 };
 
@@ -41,8 +46,11 @@ struct ep_live_feed {
 	 * counts carry the session's labels, not each process's container) */
 	struct ep_process_labeller *labeller;
 	struct ep_period_stats periods;
-	struct ep_u64map maps_read; /* pid -> monotonic ns of the last /proc read */
-	uint64_t unresolved_pids;   /* processes gone before their maps were read */
+	struct ep_u64map maps_read; /* pid -> monotonic ns the last /proc read began */
+	/* pid -> reads left that a sample in no known mapping may ask for at
+	 * once, without the once-a-second bound: set at exec */
+	struct ep_u64map prompt_reads;
+	uint64_t unresolved_pids; /* processes gone before their maps were read */
 	uint64_t maps_reads[EP_MAPS_READ_KINDS];
 	char *maps_buf; /* the last maps text read, kept for the next */
 	size_t maps_cap;
@@ -74,6 +82,10 @@ void ep_live_feed_forget_exited(struct ep_live_feed *f);
 /* Reads pid's executable mappings into the pipeline now, as an exec does
  * (tests compare the two ways of reading them: f->maps_text). */
 void ep_live_feed_read_maps(struct ep_live_feed *f, uint32_t pid);
+/* A process event and a sample, as the live source hands them to the feed
+ * (tests drive the feed with them). */
+void ep_live_feed_process_event(struct ep_live_feed *f, const struct ep_proc_record *rec);
+void ep_live_feed_sample(struct ep_live_feed *f, const struct ep_sample_record *rec);
 /* One info line on the sampling periods seen, when there are some. */
 void ep_live_feed_log_periods(const struct ep_live_feed *f);
 /* The process tables and the pipeline. */
