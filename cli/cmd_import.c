@@ -190,6 +190,14 @@ int ep_cmd_import(int argc, char **argv)
 		rc = 1;
 	}
 
+	/* Intel's retired-taken-branches event (what record --emulate --event
+	 * taken writes too): the chop in branches is biased there */
+	if (!cfg.chop_taken && cfg.chop != 0 && info.branch_stacks &&
+	    (strstr(info.event, "0x20c4") || strncmp(info.event, "r20c4", 5) == 0 ||
+	     strstr(info.event, "near_taken")))
+		ep_warn("%s: event %s counts taken branches only, and the chop counted branches: "
+			"the profile is not uniform; import with --chop-unit taken",
+			input, info.event);
 	profile = ep_pipeline_profile_merged(workers, jobs);
 	if (!profile) {
 		ep_error("out of memory building the profile");

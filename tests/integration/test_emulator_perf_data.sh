@@ -63,9 +63,17 @@ for spec in hot_cold:branches:300000 interp:branches:100000 interp:taken:100000 
 	check "$t: perf script says nothing on stderr" test ! -s "$f.ps.err"
 	check "$t: perf script -F ip,brstack equals edgeprof dump" cmp -s "$f.ps" "$f.dump"
 
-	"$EDGEPROF" import "$f.data" --binary "$w/$name" --chop 32 -o "$f.imp.prof" 2>/dev/null
+	# record chops the taken event in taken branches (N-1 of them); so does import, told
+	unit=()
+	[ "$event" = taken ] && unit=(--chop-unit taken)
+	"$EDGEPROF" import "$f.data" --binary "$w/$name" "${unit[@]}" -o "$f.imp.prof" 2>/dev/null
 	check "$t: import of the perf.data gives the record's profile, edge for edge" \
 		cmp -s <(edges "$f.prof") <(edges "$f.imp.prof")
+	if [ "$event" = taken ]; then
+		"$EDGEPROF" import "$f.data" --binary "$w/$name" -o "$f.imp2.prof" 2>"$f.imp2.err"
+		check "$t: import without --chop-unit warns that the taken event's chop is in branches" \
+			grep -q "event .*20c4 counts taken branches only.*--chop-unit taken" "$f.imp2.err"
+	fi
 done
 
 # the peers' tools
