@@ -139,7 +139,10 @@ static int json_binary(FILE *out, const Edgeprof__V1__BinaryProfile *bp,
 		json_hex(out, ranges[i]->start);
 		fputs(", \"end\": ", out);
 		json_hex(out, ranges[i]->end);
-		fprintf(out, ", \"count\": %" PRIu64, ranges[i]->count);
+		fprintf(out,
+			", \"count\": %" PRIu64 ", \"cycles\": %" PRIu64
+			", \"cycled_instructions\": %" PRIu64,
+			ranges[i]->count, ranges[i]->cycles, ranges[i]->cycled_instructions);
 		if (mix)
 			ep_mix_json_range(out, mix, ranges[i]);
 		fputc('}', out);

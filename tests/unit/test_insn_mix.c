@@ -172,9 +172,10 @@ static void test_export(void **state)
 	char err[256];
 	assert_int_equal(ep_export_mix(&p, EP_EXPORT_JSON, NULL, &mix, out, err, sizeof(err)), 0);
 	fclose(out);
-	assert_non_null(strstr(buf, "\"count\": 10, \"insn_mix\": {\"instructions\": 30, "
+	assert_non_null(strstr(buf, "\"count\": 10, \"cycles\": 0, \"cycled_instructions\": 0, "
+				    "\"insn_mix\": {\"instructions\": 30, "
 				    "\"load\": 20, \"store\": 10, \"cond_branch\": 10,"));
-	assert_non_null(strstr(buf, "\"count\": 5, \"insn_mix\": null"));
+	assert_non_null(strstr(buf, "\"cycled_instructions\": 0, \"insn_mix\": null"));
 	assert_non_null(strstr(buf, "\"ranges\": 1, \"ranges_undecoded\": 1, \"total\": "
 				    "{\"instructions\": 30, \"load\": 20"));
 	assert_non_null(strstr(buf, "{\"name\": \"fn\", \"start\": \"0x1000\", \"mix\": "
