@@ -13,24 +13,29 @@
 
 static void report_usage(FILE *out)
 {
-	fprintf(out, "usage: edgeprof report PROFILE [--top N]\n"
-		     "       edgeprof report PROFILE --insn-mix [--range START-END | --function "
-		     "NAME] [--binary F]... [--symfs DIR] [--top N]\n"
-		     "       edgeprof report --collector URL [--build-id ID] [--from S] "
-		     "[--to S] [--label K=V]... [--token-file F] [--cacert F] [--cert F "
-		     "--key F] [--top N]\n"
-		     "  --insn-mix        executed instructions by type (decoded from the "
-		     "binaries)\n"
-		     "  --range A-B       only instructions at addresses in [A, B)\n"
-		     "  --function NAME   only instructions of that function\n");
+	fprintf(out,
+		"usage: edgeprof report PROFILE [--top N]\n"
+		"       edgeprof report PROFILE --insn-mix [--range START-END | --function "
+		"NAME] [--binary F]... [--symfs DIR] [--top N]\n"
+		"       edgeprof report --collector URL [--build-id ID] [--from S] "
+		"[--to S] [--label K=V]... [--token-file F] [--cacert F] [--cert F "
+		"--key F] [--top N]\n"
+		"       edgeprof report PROFILE --cpi [--top N]\n"
+		"  --cpi             the worst blocks by cycles and by cycles per instruction\n"
+		"  --insn-mix        executed instructions by type (decoded from the "
+		"binaries)\n"
+		"  --range A-B       only instructions at addresses in [A, B)\n"
+		"  --function NAME   only instructions of that function\n");
 }
 
 int ep_cmd_report(int argc, char **argv)
 {
 	unsigned top = 10;
+	bool cpi = false;
 	struct ep_collector_query q = {0};
 	const struct ep_option report_opts[] = {
 	    EP_OPTION("top", 0, EP_OPT_UINT, &top, .min = 1, .max = 100000),
+	    EP_OPTION("cpi", 0, EP_OPT_TRUE, &cpi),
 	    EP_OPTION("build-id", 0, EP_OPT_STRING, &q.build_id),
 	    EP_OPTION_END,
 	};
@@ -60,7 +65,12 @@ int ep_cmd_report(int argc, char **argv)
 	Edgeprof__V1__Profile *profile = ep_cli_read_profile(&q, argv[first]);
 	if (!profile)
 		goto out;
-	if (mo.insn_mix) {
+	if (cpi && mo.insn_mix) {
+		ep_error("--cpi and --insn-mix: one report at a time");
+		rc = 2;
+	} else if (cpi) {
+		rc = ep_report_cpi(profile, top, stdout) == 0 ? 0 : 1;
+	} else if (mo.insn_mix) {
 		struct ep_profile_mix *mix = ep_cli_profile_mix(profile, &mo, name);
 		rc = mix && ep_report_insn_mix(profile, mix, top, stdout) == 0 ? 0 : 1;
 		ep_profile_mix_free(mix);

@@ -51,6 +51,10 @@ int ep_export_mix(const Edgeprof__V1__Profile *profile, enum ep_export_format fo
 int ep_report_insn_mix(const Edgeprof__V1__Profile *profile, const struct ep_profile_mix *mix,
 		       unsigned top, FILE *out);
 
+/* Cycles per instruction from the branch records' cycles: per binary the
+ * `top` blocks by cycles and by CPI, and the functions by cycles. */
+int ep_report_cpi(const Edgeprof__V1__Profile *profile, unsigned top, FILE *out);
+
 /* Hottest `top` edges and functions of every binary, for people. */
 int ep_report(const Edgeprof__V1__Profile *profile, unsigned top, FILE *out);
 

@@ -74,6 +74,13 @@ int ep_mix_json_binary(FILE *out, const Edgeprof__V1__BinaryProfile *bp,
 		       const struct ep_binary_mix *m, const struct ep_func_index *fx,
 		       const char *scope);
 
+/* Cycles per instruction (report_cpi.c): a range's `, "cpi": X, "ipc": Y`
+ * when it has cycles, and the binary's `,\n  "cpi": {...}` (totals and per
+ * function) when any range has; -1 when memory runs out. */
+void ep_cpi_json_range(FILE *out, const Edgeprof__V1__Range *r);
+int ep_cpi_json_binary(FILE *out, const Edgeprof__V1__BinaryProfile *bp,
+		       const struct ep_func_index *fx);
+
 /* The last step of every format: -1 with err set if out saw an error. */
 int ep_export_finish(FILE *out, char *err, size_t errlen);
 /* For the formats' allocation failures. */

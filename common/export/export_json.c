@@ -12,7 +12,9 @@
  * functions by address: the same profile always gives the same bytes.
  * Paths are bytes on Linux: invalid UTF-8 becomes U+FFFD so the document
  * stays valid JSON. With an instruction mix (export --insn-mix) each range
- * and each profile also carries "insn_mix" (export_mix.c).
+ * and each profile also carries "insn_mix" (export_mix.c). Ranges with cycles
+ * carry their CPI and IPC, and a profile with cycles a "cpi" object
+ * (report_cpi.c).
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -143,6 +145,7 @@ static int json_binary(FILE *out, const Edgeprof__V1__BinaryProfile *bp,
 			", \"count\": %" PRIu64 ", \"cycles\": %" PRIu64
 			", \"cycled_instructions\": %" PRIu64,
 			ranges[i]->count, ranges[i]->cycles, ranges[i]->cycled_instructions);
+		ep_cpi_json_range(out, ranges[i]);
 		if (mix)
 			ep_mix_json_range(out, mix, ranges[i]);
 		fputc('}', out);
@@ -162,6 +165,8 @@ static int json_binary(FILE *out, const Edgeprof__V1__BinaryProfile *bp,
 		fprintf(out, ", \"size\": %" PRIu64 "}", fx.f[i]->size);
 	}
 	fputc(']', out);
+	if (ep_cpi_json_binary(out, bp, &fx) != 0)
+		goto out;
 	if (mix && ep_mix_json_binary(out, bp, mix, &fx, scope) != 0)
 		goto out;
 	fputc('}', out);

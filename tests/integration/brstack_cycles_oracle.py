@@ -28,7 +28,9 @@ hardware recorded it twice and perf lists the copy (edgeprof drops it, as
 AutoFDO does). Each sample's entries are aligned with perf's lines by their
 cycles: a sample that does not align fails the check.
 
-usage: brstack_cycles_oracle.py PERF.txt PROFILE.json BINARY DUMP.txt
+usage: brstack_cycles_oracle.py PERF.txt PROFILE.json BINARY DUMP.txt [BLOCKS.txt]
+BLOCKS.txt receives perf's blocks, most cycles first: "0xSTART-0xEND CYCLES
+IPC" (IPC to 3 places), for checking reports against.
 Exits 1 on any difference."""
 import json
 import re
@@ -141,6 +143,10 @@ def main():
             b[0] += 1
             b[1] += cycles
             b[2] += len(block) if cycles else 0
+    if len(sys.argv) > 5:
+        with open(sys.argv[5], "w") as f:
+            for (a, b), (n, c, i) in sorted(theirs.items(), key=lambda kv: (-kv[1][1], kv[0])):
+                f.write(f"0x{a:x}-0x{b:x} {c} {i / c if c else 0:.3f}\n")
     with open(prof_file) as f:
         doc = json.load(f)
     prof = [p for p in doc["profiles"] if binary in p["paths"] or p["path"] == binary]

@@ -19,9 +19,19 @@ check "perf script prints cycles per block" grep -q 'cycles \[[0-9]*\] [0-9.]* I
 	--chop 0 --ranges gap -o "$TEST_TMP/gap.prof" 2>/dev/null
 "$EDGEPROF" export "$TEST_TMP/gap.prof" --format json -o "$TEST_TMP/gap.json"
 python3 "$(dirname "$0")/brstack_cycles_oracle.py" "$TEST_TMP/perf.txt" "$TEST_TMP/gap.json" \
-	"$fx/propeller_sample_1.bin" "$TEST_TMP/dump.txt" >"$TEST_TMP/oracle.txt"
+	"$fx/propeller_sample_1.bin" "$TEST_TMP/dump.txt" "$TEST_TMP/perf.blocks" \
+	>"$TEST_TMP/oracle.txt"
 check "per-block cycles and IPC equal perf's, block for block" test $? -eq 0
 cat "$TEST_TMP/oracle.txt"
+# report --cpi ranks the same blocks perf's counts do, with perf's IPC
+"$EDGEPROF" report "$TEST_TMP/gap.prof" --cpi --top 8 >"$TEST_TMP/cpi.txt"
+sed -n '/^blocks by cycles:/,/^blocks by CPI/p' "$TEST_TMP/cpi.txt" |
+	awk '$1 ~ /^0x/ {print $1, $2, $6}' >"$TEST_TMP/report.blocks"
+check "report --cpi: the 8 blocks with most cycles, their cycles and IPC, as perf counts them" \
+	cmp -s <(head -8 "$TEST_TMP/perf.blocks") "$TEST_TMP/report.blocks"
+head -3 "$TEST_TMP/report.blocks" | sed 's/^/# report --cpi: /'
+"$EDGEPROF" report "$TEST_TMP/gap.prof" --cpi --insn-mix 2>"$TEST_TMP/both.err"
+check "report --cpi --insn-mix: refused, exit 2" test $? -eq 2
 
 # Split ranges (the default) attribute the same cycles by the SPEC's rule:
 # an entry's cycles to the range ending at its source, with the whole gap's
