@@ -17,5 +17,9 @@ void ep_cli_binary_options(struct ep_option out[3], struct ep_binary_registry *r
  * stdout when NULL; errors logged. 0 or 1 (the exit code). */
 int ep_cli_write_export(const Edgeprof__V1__Profile *profile, int format, const char *build_id,
 			const char *output);
+/* The same with the instruction mix (NULL: none) in the JSON. */
+struct ep_profile_mix;
+int ep_cli_write_export_mix(const Edgeprof__V1__Profile *profile, int format, const char *build_id,
+			    const struct ep_profile_mix *mix, const char *output);
 
 #endif

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli/cli_mix.h"
 #include "cli/cli_util.h"
 #include "cli/collector_query.h"
 #include "cli/commands.h"
@@ -16,6 +17,8 @@ static void export_usage(FILE *out)
 {
 	fprintf(out, "usage: edgeprof export PROFILE --format json|fdata|preagg|afdo|profgen "
 		     "[--build-id ID] [-o OUT]\n"
+		     "       edgeprof export PROFILE --format json --insn-mix [--range START-END "
+		     "| --function NAME] [--binary F]... [--symfs DIR] [-o OUT]\n"
 		     "       edgeprof export --collector URL --format F [--build-id ID] "
 		     "[--from S] [--to S] [--label K=V]... [--token-file F] [--cacert F] "
 		     "[--cert F --key F] [-o OUT]\n");
@@ -34,25 +37,53 @@ int ep_cmd_export(int argc, char **argv)
 	};
 	struct ep_option query_opts[EP_COLLECTOR_QUERY_OPTION_COUNT + 1];
 	ep_collector_query_options(query_opts, &q);
-	const struct ep_option *const tables[] = {export_opts, query_opts, NULL};
+	struct ep_cli_mix mo = {0};
+	struct ep_option mix_opts[EP_CLI_MIX_OPTION_COUNT + 1];
+	if (ep_cli_mix_options(mix_opts, &mo) != 0)
+		return 1;
+	const struct ep_option *const tables[] = {export_opts, query_opts, mix_opts, NULL};
+	int rc = 2;
 	int first = ep_options_parse("export", argc, argv, tables, export_usage);
-	if (first < 0)
-		return ep_options_exit_code(first);
+	if (first < 0) {
+		rc = ep_options_exit_code(first);
+		goto out;
+	}
 	if ((q.url ? first != argc : first != argc - 1) || format < 0) {
 		ep_error("export needs one profile file (or --collector URL) and --format "
 			 "json|fdata|preagg|afdo|profgen");
-		return 2;
+		goto out;
 	}
+	if ((mo.range || mo.function) && !mo.insn_mix) {
+		ep_error("--range and --function go with --insn-mix");
+		goto out;
+	}
+	if (mo.insn_mix && format != EP_EXPORT_JSON) {
+		ep_error("--insn-mix: only the json format has a place for it");
+		goto out;
+	}
+	rc = 1;
 	Edgeprof__V1__Profile *profile = ep_cli_read_profile(&q, argv[first]);
 	if (!profile)
-		return 1;
-	int rc = ep_cli_write_export(profile, format, q.build_id, output);
+		goto out;
+	struct ep_profile_mix *mix =
+	    mo.insn_mix ? ep_cli_profile_mix(profile, &mo, q.url ? q.url : argv[first]) : NULL;
+	if (!mo.insn_mix || mix)
+		rc = ep_cli_write_export_mix(profile, format, q.build_id, mix, output);
+	ep_profile_mix_free(mix);
 	ep_profile_free(profile);
+out:
+	ep_cli_mix_free(&mo);
 	return rc;
 }
 
 int ep_cli_write_export(const Edgeprof__V1__Profile *profile, int format, const char *build_id,
 			const char *output)
+{
+	return ep_cli_write_export_mix(profile, format, build_id, NULL, output);
+}
+
+int ep_cli_write_export_mix(const Edgeprof__V1__Profile *profile, int format, const char *build_id,
+			    const struct ep_profile_mix *mix, const char *output)
 {
 	char err[512];
 	FILE *out = stdout;
@@ -64,8 +95,8 @@ int ep_cli_write_export(const Edgeprof__V1__Profile *profile, int format, const 
 		}
 	}
 	int rc = 0;
-	if (ep_export(profile, (enum ep_export_format)format, build_id, out, err, sizeof(err)) !=
-	    0) {
+	if (ep_export_mix(profile, (enum ep_export_format)format, build_id, mix, out, err,
+			  sizeof(err)) != 0) {
 		ep_error("%s", err);
 		rc = 1;
 	}

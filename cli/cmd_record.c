@@ -26,7 +26,7 @@ struct record_opts {
 	struct ep_emu_config emu;
 	unsigned chop;
 	bool chop_given, jitter_given;
-	const char *output, *exact_out;
+	const char *output, *exact_out, *exact_profile;
 	struct ep_sink_options sink;
 };
 
@@ -49,6 +49,7 @@ static void usage(FILE *out)
 	    "                     until the agent re-arms the event, every ~E events)\n"
 	    "  --seed S           random seed: the same seed gives the same profile\n"
 	    "  --exact-out F      also write every edge's exact count (JSON export schema)\n"
+	    "  --exact-profile F  the same as a profile file (report --insn-mix reads it)\n"
 	    "  --perf-data F      also write the samples as a `perf record -b` perf.data file\n"
 	    "                     (for perf script, perf2bolt, create_llvm_prof)\n"
 	    "  --mode M           edges (default): every taken branch; calls: the record keeps\n"
@@ -109,6 +110,7 @@ static int parse_options(int argc, char **argv, struct record_opts *o)
 	    EP_OPTION("period-scheme", 0, EP_OPT_CALL, o->emu.scheme, .call = parse_scheme),
 	    EP_OPTION("seed", 0, EP_OPT_UINT, &o->emu.seed, .max = any),
 	    EP_OPTION("exact-out", 0, EP_OPT_STRING, &o->exact_out),
+	    EP_OPTION("exact-profile", 0, EP_OPT_STRING, &o->exact_profile),
 	    EP_OPTION("perf-data", 0, EP_OPT_STRING, &o->emu.perf_data),
 	    EP_OPTION("mode", 0, EP_OPT_CALL, &o->emu.calls_only, .call = parse_mode),
 	    EP_OPTION("output", 'o', EP_OPT_STRING, &o->output),
@@ -249,6 +251,12 @@ static int record(const struct record_opts *o, char **cmd)
 			(unsigned long long)run.stats.instructions);
 	if (o->exact_out && run.stats.ended)
 		rc |= write_exact(o->exact_out, run.exact);
+	char err[512];
+	if (o->exact_profile && run.stats.ended &&
+	    ep_profile_write(o->exact_profile, run.exact, err, sizeof(err)) != 0) {
+		ep_error("%s", err);
+		rc = 1;
+	}
 out:
 	ep_emu_result_free(&run);
 	if (profile)

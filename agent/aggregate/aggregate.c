@@ -14,6 +14,7 @@ struct target_count {
 	uint64_t to;
 	uint64_t count;
 	uint64_t mispredicted;
+	uint64_t cycles, cycled_insns; /* whole-gap ranges: see Range in profile.proto */
 	bool external;
 };
 
@@ -31,6 +32,9 @@ struct bin_counts {
 	uint64_t *not_taken;
 	uint32_t range_cap;
 	uint64_t *ranges;
+	/* the cycles of the branch records, by the range ending at their source,
+	 * and the instructions of the straight lines they measured */
+	uint64_t *range_cycles, *range_cycled_insns;
 	uint32_t *site_list;	     /* site -> 1 + its index in lists, 0: none */
 	struct ep_u64map gap_ranges; /* gap start -> index in lists (to = end) */
 	struct target_list *lists;
@@ -68,6 +72,8 @@ static void bin_counts_free(struct bin_counts *c)
 	free(c->taken_mispredicted);
 	free(c->not_taken);
 	free(c->ranges);
+	free(c->range_cycles);
+	free(c->range_cycled_insns);
 	free(c->site_list);
 	for (size_t i = 0; i < c->nlists; i++)
 		free(c->lists[i].items);
@@ -101,8 +107,11 @@ void ep_aggregator_reset(struct ep_aggregator *a)
 			memset(c->not_taken, 0, sites);
 			memset(c->site_list, 0, (size_t)c->site_cap * sizeof(*c->site_list));
 		}
-		if (c->range_cap)
+		if (c->range_cap) {
 			memset(c->ranges, 0, (size_t)c->range_cap * sizeof(uint64_t));
+			memset(c->range_cycles, 0, (size_t)c->range_cap * sizeof(uint64_t));
+			memset(c->range_cycled_insns, 0, (size_t)c->range_cap * sizeof(uint64_t));
+		}
 		for (size_t j = 0; j < c->nlists; j++)
 			free(c->lists[j].items);
 		free(c->lists);
@@ -199,7 +208,9 @@ static int __attribute__((noinline)) grow_ranges(struct bin_counts *c, uint32_t 
 	uint32_t cap = c->range_cap ? c->range_cap : 1024;
 	while (cap <= range)
 		cap *= 2;
-	if (grow_u64(&c->ranges, c->range_cap, cap))
+	if (grow_u64(&c->ranges, c->range_cap, cap) ||
+	    grow_u64(&c->range_cycles, c->range_cap, cap) ||
+	    grow_u64(&c->range_cycled_insns, c->range_cap, cap))
 		return -1;
 	c->range_cap = cap;
 	return 0;
@@ -273,6 +284,19 @@ static void list_add(struct target_list *l, uint64_t to, bool external, uint64_t
 	    .to = to, .count = times, .mispredicted = mispredicted, .external = external};
 }
 
+/* A whole gap ending at end, times times; cycled of them brought cycles. */
+static void gap_add(struct target_list *l, uint64_t end, uint64_t times, uint64_t cycles,
+		    uint64_t cycled_insns)
+{
+	list_add(l, end, false, times, 0);
+	for (uint32_t i = l->n; i-- > 0;)
+		if (l->items[i].to == end && !l->items[i].external) {
+			l->items[i].cycles += cycles;
+			l->items[i].cycled_insns += cycled_insns;
+			return;
+		}
+}
+
 static void count_map(struct ep_u64map *map, uint64_t key, uint64_t times)
 {
 	uint64_t *v = ep_u64map_upsert(map, key, NULL);
@@ -287,12 +311,14 @@ static inline bool kind_is_direct(uint8_t kind)
 }
 
 /* Counts branch b of binary c times times (mispredicted of them), and the
- * range ending at it unless !with_range; ensure_site() made room for its
- * site. Returns c, which counting an edge into another binary may have
- * moved. */
+ * range ending at it unless !with_range, with the cycles its entries
+ * brought (cycled of the times had any; SPEC: an entry's cycles belong to
+ * the range ending at its source); ensure_site() made room for its site.
+ * Returns c, which counting an edge into another binary may have moved. */
 static inline __attribute__((always_inline)) struct bin_counts *
 count_branch(struct ep_aggregator *a, struct bin_counts *c, const struct ep_trace_branch *b,
-	     uint64_t times, uint64_t mispredicted, bool with_range)
+	     uint64_t times, uint64_t mispredicted, bool with_range, uint64_t cycles,
+	     uint64_t cycled)
 {
 	a->branches += times;
 	if (!b->taken) {
@@ -319,6 +345,10 @@ count_branch(struct ep_aggregator *a, struct bin_counts *c, const struct ep_trac
 			return c;
 		c->ranges[b->range] += times;
 		a->ranges += times;
+		if (cycled) {
+			c->range_cycles[b->range] += cycles;
+			c->range_cycled_insns[b->range] += cycled * b->gap_insns;
+		}
 	} else if (b->taken && b->range != EP_NO_RANGE) {
 		/* whole gap: from where the previous taken branch landed up
 		 * to this taken branch */
@@ -326,7 +356,7 @@ count_branch(struct ep_aggregator *a, struct bin_counts *c, const struct ep_trac
 		    ep_decoder_site(ep_decoder_cache_get(a->decoders, b->bin), b->site);
 		struct target_list *l = list_for(c, &c->gap_ranges, b->gap_start);
 		if (l)
-			list_add(l, s->addr, false, times, 0);
+			gap_add(l, s->addr, times, cycles, cycled * b->gap_insns);
 		a->ranges += times;
 	}
 	return c;
@@ -348,7 +378,8 @@ void ep_aggregate_trace(struct ep_aggregator *a, const struct ep_trace *trace, s
 		}
 		if (!c || ensure_site(c, b->site))
 			continue;
-		c = count_branch(a, c, b, 1, b->mispredicted, k != first || count_first_range);
+		c = count_branch(a, c, b, 1, b->mispredicted, k != first || count_first_range,
+				 b->cycles, b->cycles != 0);
 	}
 }
 
@@ -389,10 +420,9 @@ count_steps(struct ep_aggregator *a, struct bin_counts *c, const struct ep_walk_
 }
 
 /* A taken branch to a fixed target in its own binary, the common case. */
-static inline __attribute__((always_inline)) bool count_direct(struct ep_aggregator *a,
-							       struct bin_counts *c,
-							       const struct ep_trace_branch *b,
-							       bool mispredicted, bool with_range)
+static inline __attribute__((always_inline)) bool
+count_direct(struct ep_aggregator *a, struct bin_counts *c, const struct ep_trace_branch *b,
+	     bool mispredicted, bool with_range, uint64_t cycles, uint64_t cycled)
 {
 	uint32_t site = b->site, range = b->range;
 	if (!b->taken || !kind_is_direct(b->kind) || b->to_bin != b->bin || site >= c->site_cap ||
@@ -409,6 +439,10 @@ static inline __attribute__((always_inline)) bool count_direct(struct ep_aggrega
 	if (with_range) {
 		ranges[range]++;
 		a->ranges++;
+		if (cycled) {
+			c->range_cycles[range] += cycles;
+			c->range_cycled_insns[range] += cycled * b->gap_insns;
+		}
 	}
 	return true;
 }
@@ -438,8 +472,10 @@ void ep_aggregate_spans(struct ep_aggregator *a, const struct ep_spans *spans,
 		if (!b)
 			continue;
 		bool with_range = !(oldest && nsteps == 0);
-		if (!count_direct(a, c, b, mispredicted, with_range) && !ensure_site(c, b->site))
-			c = count_branch(a, c, b, 1, mispredicted, with_range);
+		if (!count_direct(a, c, b, mispredicted, with_range, sp->cycles, sp->cycled) &&
+		    !ensure_site(c, b->site))
+			c = count_branch(a, c, b, 1, mispredicted, with_range, sp->cycles,
+					 sp->cycled);
 	}
 }
 
@@ -451,7 +487,8 @@ void ep_aggregate_span_times(struct ep_aggregator *a, const struct ep_span *span
 		return;
 	count_steps(a, c, span->steps, span->nsteps, true, times);
 	if (span->branch && !ensure_site(c, span->branch->site))
-		count_branch(a, c, span->branch, times, mispredicted, true);
+		count_branch(a, c, span->branch, times, mispredicted, true, span->cycles,
+			     span->cycled);
 }
 
 void ep_aggregate_sample_ip(struct ep_aggregator *a, uint32_t bin, uint64_t vaddr)
@@ -605,6 +642,8 @@ static int collect_ranges(const struct ep_aggregator *a, struct bin_counts *c,
 			rg->start = def->start;
 			rg->end = def->end;
 			rg->count = c->ranges[r];
+			rg->cycles = c->range_cycles[r];
+			rg->cycled_instructions = c->range_cycled_insns[r];
 			bp->ranges[k++] = rg;
 			bp->n_ranges = k;
 		}
@@ -621,6 +660,8 @@ static int collect_ranges(const struct ep_aggregator *a, struct bin_counts *c,
 				rg->start = c->gap_ranges.keys[i];
 				rg->end = l->items[j].to;
 				rg->count = l->items[j].count;
+				rg->cycles = l->items[j].cycles;
+				rg->cycled_instructions = l->items[j].cycled_insns;
 				bp->ranges[k++] = rg;
 				bp->n_ranges = k;
 			}
@@ -828,7 +869,11 @@ static void sum_edge(void *into, const void *from)
 
 static void sum_range(void *into, const void *from)
 {
-	((Edgeprof__V1__Range *)into)->count += ((const Edgeprof__V1__Range *)from)->count;
+	Edgeprof__V1__Range *d = into;
+	const Edgeprof__V1__Range *r = from;
+	d->count += r->count;
+	d->cycles += r->cycles;
+	d->cycled_instructions += r->cycled_instructions;
 }
 
 static void sum_ip(void *into, const void *from)

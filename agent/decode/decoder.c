@@ -303,7 +303,7 @@ static uint64_t range_hash(uint64_t start, uint64_t end)
 	return ep_hash_u64(start) ^ (end * 0x9e3779b97f4a7c15ULL);
 }
 
-static uint32_t range_id(struct ep_decoder *d, uint64_t start, uint64_t end)
+static uint32_t range_id(struct ep_decoder *d, uint64_t start, uint64_t end, uint32_t insns)
 {
 	/* two ranges may hash alike: probe on to the next hash value */
 	uint64_t h = range_hash(start, end);
@@ -321,7 +321,7 @@ static uint32_t range_id(struct ep_decoder *d, uint64_t start, uint64_t end)
 	if (!slot)
 		return NO_RANGE;
 	*slot = d->nranges;
-	d->ranges[d->nranges] = (struct ep_range_def){.start = start, .end = end};
+	d->ranges[d->nranges] = (struct ep_range_def){.start = start, .end = end, .insns = insns};
 	return d->nranges++;
 }
 
@@ -370,6 +370,7 @@ static uint32_t build_run(struct ep_decoder *d, uint64_t start)
 		return NO_RUN;
 	struct run run = {.start = start, .first_item = d->nitems, .end_kind = RUN_END_NO_CODE};
 	uint32_t noffsets = 0, tail = NO_RUN;
+	uint32_t segment_insns = 0;
 	uint64_t pc = start, segment_start = start;
 	while (pc - start < MAX_RUN_BYTES) {
 		if (pc != start) {
@@ -387,12 +388,13 @@ static uint32_t build_run(struct ep_decoder *d, uint64_t start)
 		}
 		if (push_offset(d, &noffsets, pc - start))
 			goto fail;
+		segment_insns++;
 		uint64_t next = pc + info.len;
 		if (info.kind != EP_BRANCH_NONE) {
 			uint32_t site = add_site(d, pc, &info);
 			if (site == EP_NO_SITE)
 				goto fail;
-			uint32_t range = range_id(d, segment_start, pc);
+			uint32_t range = range_id(d, segment_start, pc, segment_insns);
 			if (range == NO_RANGE || push_item(d, site, range))
 				goto fail;
 			if (info.kind != EP_BRANCH_COND) {
@@ -401,6 +403,7 @@ static uint32_t build_run(struct ep_decoder *d, uint64_t start)
 				break;
 			}
 			segment_start = next;
+			segment_insns = 0;
 		}
 		pc = next;
 	}
@@ -411,7 +414,10 @@ static uint32_t build_run(struct ep_decoder *d, uint64_t start)
 		for (uint32_t i = 0; i < t.nitems; i++) {
 			struct ep_walk_step it = d->items[t.first_item + i];
 			if (i == 0) {
-				it.range = range_id(d, segment_start, d->item_addrs[t.first_item]);
+				/* this run's part, then the older run's first range */
+				uint32_t insns = segment_insns + d->ranges[it.range].insns;
+				it.range =
+				    range_id(d, segment_start, d->item_addrs[t.first_item], insns);
 				if (it.range == NO_RANGE)
 					goto fail;
 			}

@@ -35,6 +35,7 @@ struct ep_site {
 struct ep_range_def {
 	uint64_t start;
 	uint64_t end;
+	uint32_t insns; /* instructions in it, the closing branch included */
 };
 
 #define EP_NO_SITE UINT32_MAX

@@ -237,9 +237,18 @@ push_not_taken(struct ep_reconstructor *r, struct ep_trace *t, uint32_t bin,
 		b->to_bin = bin;
 		b->to_vaddr = s->fallthrough;
 		b->gap_start = 0;
+		b->gap_insns = 0;
+		b->cycles = 0;
 		b->taken = false;
 		b->mispredicted = false;
 	}
+}
+
+/* The cycles the hardware counted since the previous entry, 0 when it
+ * records none. */
+static inline uint32_t entry_cycles(const struct ep_branch_entry *e)
+{
+	return (uint32_t)((e->flags & EP_BR_CYCLES_MASK) >> EP_BR_CYCLES_SHIFT);
 }
 
 static bool kind_is_direct(uint8_t kind)
@@ -272,8 +281,9 @@ struct entry_memo {
 	 * had them: a span counted once per sample would cost more than the
 	 * sample's whole lookup */
 	uint64_t pending, pending_mispredicted;
-	uint8_t combo;		      /* entry_combo() of the outcome */
-	bool plain;		      /* a taken branch after a straight line: no cut */
+	uint64_t pending_cycles, pending_cycled; /* the entries' cycles, those with any */
+	uint8_t combo;				 /* entry_combo() of the outcome */
+	bool plain;				 /* a taken branch after a straight line: no cut */
 	uint32_t branches;	      /* in its part of the trace: the steps and the taken */
 	struct ep_trace_branch taken; /* the taken branch as traced (mispredicted aside) */
 };
@@ -313,6 +323,19 @@ static void classify_gap(const struct endpoint *prev_to, uint32_t prev_site,
 	m->gap = GAP_OK;
 	m->steps_first = (uint32_t)(steps - ep_decoder_steps(from->dec));
 	m->nsteps = (uint32_t)nsteps;
+}
+
+/* The instructions of m's consistent gap: its ranges', the closing one's
+ * included. */
+static uint32_t gap_insns(const struct entry_memo *m)
+{
+	const struct ep_decoder *d = m->from.dec;
+	const struct ep_walk_step *steps = ep_decoder_steps(d) + m->steps_first;
+	uint32_t n = m->range != EP_NO_RANGE ? ep_decoder_range(d, m->range)->insns : 0;
+	for (uint32_t i = 0; i < m->nsteps; i++)
+		if (steps[i].range != EP_NO_RANGE)
+			n += ep_decoder_range(d, steps[i].range)->insns;
+	return n;
 }
 
 /* Fills m's outcome for entry e after prev_to (has_prev false: the oldest). */
@@ -363,6 +386,7 @@ compute_entry(struct ep_reconstructor *r, uint32_t pid, bool has_prev, bool call
 					    .to_bin = m->to.bin,
 					    .to_vaddr = m->to.dec ? m->to.vaddr : 0,
 					    .gap_start = gap_ok ? prev_to->vaddr : 0,
+					    .gap_insns = gap_ok ? gap_insns(m) : 0,
 					    .kind = m->kind,
 					    .taken = true};
 }
@@ -396,8 +420,10 @@ static struct ep_span whole_span(const struct entry_memo *m)
 static void __attribute__((noinline)) flush_entry(struct ep_reconstructor *r, struct entry_memo *m)
 {
 	struct ep_span sp = whole_span(m);
+	sp.cycles = m->pending_cycles;
+	sp.cycled = m->pending_cycled;
 	r->sink(r->sink_ctx, (uint32_t)(m->ctx >> 2), &sp, m->pending, m->pending_mispredicted);
-	m->pending = m->pending_mispredicted = 0;
+	m->pending = m->pending_mispredicted = m->pending_cycles = m->pending_cycled = 0;
 }
 
 void ep_reconstructor_set_span_sink(struct ep_reconstructor *r, ep_span_sink fn, void *ctx)
@@ -589,6 +615,8 @@ size_t ep_reconstruct(struct ep_reconstructor *r, const struct ep_sample_record 
 				b->gap_start = m->gap == GAP_OK ? prev_to.vaddr : 0;
 				b->taken = true;
 				b->mispredicted = (e->flags & EP_BR_MISPRED) != 0;
+				b->gap_insns = m->taken.gap_insns;
+				b->cycles = entry_cycles(e);
 			}
 		} else {
 			r->cut_pending = true;
@@ -644,13 +672,14 @@ struct counting {
 	struct entry_memo *last;
 	size_t last_span; /* its span in out, or SIZE_MAX: counted whole in the memo */
 	bool last_mispredicted;
+	uint32_t last_cycles;
 };
 
 /* Entry m's part of the trace when it is not plain or not wholly taken:
  * as a span of out, as far as the chop takes. */
 static inline __attribute__((always_inline)) bool
-count_entry_span(struct entry_memo *m, bool mispredicted, struct counting *c, bool stop_at_cuts,
-		 struct ep_span *items)
+count_entry_span(struct entry_memo *m, bool mispredicted, uint32_t cycles, struct counting *c,
+		 bool stop_at_cuts, struct ep_span *items)
 {
 	bool site = m->site != EP_NO_SITE;
 	if (site ? c->left == 0 : stop_at_cuts && c->branches)
@@ -664,9 +693,12 @@ count_entry_span(struct entry_memo *m, bool mispredicted, struct counting *c, bo
 		sp->steps += steps - take;
 		sp->nsteps = take;
 		sp->mispredicted = mispredicted;
+		sp->cycles = cycles;
+		sp->cycled = cycles != 0;
 		c->last = m;
 		c->last_span = c->n++;
 		c->last_mispredicted = mispredicted;
+		c->last_cycles = cycles;
 		c->left -= site + take;
 		c->branches += site + take;
 	}
@@ -680,21 +712,24 @@ count_entry_span(struct entry_memo *m, bool mispredicted, struct counting *c, bo
  * other as a span. True when the trace is done: the budget is spent, or a
  * cut comes before what is counted (stop_at_cuts, under a chop). */
 static inline __attribute__((always_inline)) bool count_entry(struct entry_memo *m,
-							      bool mispredicted, struct counting *c,
-							      bool stop_at_cuts, bool lazy,
-							      struct ep_span *items)
+							      bool mispredicted, uint32_t cycles,
+							      struct counting *c, bool stop_at_cuts,
+							      bool lazy, struct ep_span *items)
 {
 	if (lazy && m->plain && m->branches <= c->left) {
 		m->pending++;
 		m->pending_mispredicted += mispredicted;
+		m->pending_cycles += cycles;
+		m->pending_cycled += cycles != 0;
 		c->left -= m->branches;
 		c->branches += m->branches;
 		c->last = m;
 		c->last_span = SIZE_MAX;
 		c->last_mispredicted = mispredicted;
+		c->last_cycles = cycles;
 		return false;
 	}
-	return count_entry_span(m, mispredicted, c, stop_at_cuts, items);
+	return count_entry_span(m, mispredicted, cycles, c, stop_at_cuts, items);
 }
 
 /* Under a chop the oldest entry counted has its first range left out: it
@@ -706,7 +741,11 @@ static inline void oldest_last(struct counting *c, struct ep_span *items)
 	if (c->last_span == SIZE_MAX) {
 		c->last->pending--;
 		c->last->pending_mispredicted -= c->last_mispredicted;
+		c->last->pending_cycles -= c->last_cycles;
+		c->last->pending_cycled -= c->last_cycles != 0;
 		items[c->n] = whole_span(c->last);
+		items[c->n].cycles = c->last_cycles;
+		items[c->n].cycled = c->last_cycles != 0;
 		items[c->n++].mispredicted = c->last_mispredicted;
 	} else if (c->last_span + 1 < c->n) {
 		struct ep_span sp = items[c->last_span];
@@ -806,6 +845,9 @@ bool ep_reconstruct_counted(struct ep_reconstructor *r, const struct ep_sample_r
 			combos[m->combo]++;
 			m->pending++;
 			m->pending_mispredicted += e[k].flags & EP_BR_MISPRED;
+			uint32_t cycles = entry_cycles(&e[k]);
+			m->pending_cycles += cycles;
+			m->pending_cycled += cycles != 0;
 			left -= m->branches;
 		}
 		if (k > newest) {
@@ -814,14 +856,15 @@ bool ep_reconstruct_counted(struct ep_reconstructor *r, const struct ep_sample_r
 			c.last = ms[k - 1];
 			c.last_span = SIZE_MAX;
 			c.last_mispredicted = (e[k - 1].flags & EP_BR_MISPRED) != 0;
+			c.last_cycles = entry_cycles(&e[k - 1]);
 		}
 	}
 	for (; k < nr; k++) {
 		struct entry_memo *m = ms[k];
 		combos[m->combo]++;
 		if (!done)
-			done = count_entry(m, (e[k].flags & EP_BR_MISPRED) != 0, &c, stop_at_cuts,
-					   lazy, out->items);
+			done = count_entry(m, (e[k].flags & EP_BR_MISPRED) != 0,
+					   entry_cycles(&e[k]), &c, stop_at_cuts, lazy, out->items);
 	}
 	if (chop)
 		oldest_last(&c, out->items);

@@ -31,7 +31,11 @@ struct ep_trace_branch {
 	uint32_t to_bin;    /* taken: binary of the target, EP_NO_BIN when unknown */
 	uint64_t to_vaddr;  /* taken: target address in to_bin */
 	uint64_t gap_start; /* taken, after a consistent gap: where the gap began */
-	uint8_t kind;	    /* enum ep_branch_kind of the site */
+	/* taken, after a consistent gap: the gap's instructions (what the
+	 * entry's cycles measured), and those cycles (0: none recorded) */
+	uint32_t gap_insns;
+	uint32_t cycles;
+	uint8_t kind; /* enum ep_branch_kind of the site */
 	bool taken;
 	bool mispredicted;
 	bool cut_before; /* the trace is broken right before this branch */
@@ -119,6 +123,10 @@ struct ep_span {
 	uint32_t nsteps;
 	uint32_t bin;
 	bool mispredicted; /* branch's, from the sample (branch->mispredicted is not) */
+	/* branch's cycles from the sample(s) (branch->cycles is not), summed
+	 * over the times it is counted, and how many of those times had any:
+	 * they go to the range ending at branch when that range is counted */
+	uint64_t cycles, cycled;
 };
 
 /* What one sample counts under a chop, newest span first: the trace's

@@ -49,7 +49,8 @@ static const char *const tables[] = {
     " namespace, cgroup, process, from_addr, to_addr, flags, agent_id, sequence, session_id)",
     "CREATE TABLE IF NOT EXISTS ranges (build_id String, bucket Int64, container_id String,"
     " pod String, namespace String, cgroup String, process String, start_addr UInt64,"
-    " end_addr UInt64, count UInt64, agent_id String, sequence UInt64, session_id String)"
+    " end_addr UInt64, count UInt64, agent_id String, sequence UInt64, session_id String,"
+    " cycles UInt64, cycled_insns UInt64)"
     " ENGINE = ReplacingMergeTree() PARTITION BY intDiv(bucket, 604800) ORDER BY (build_id,"
     " bucket, container_id, pod, namespace, cgroup, process, start_addr, end_addr, agent_id,"
     " sequence, session_id)",
@@ -88,8 +89,8 @@ static const char *const insert_sql[NT] = {
     ") FORMAT TabSeparated",
     "INSERT INTO edges (build_id, bucket, " LABEL_COLS ", from_addr, to_addr, flags, kind, count,"
     " mispredicted, " BATCH_COLS ") FORMAT TabSeparated",
-    "INSERT INTO ranges (build_id, bucket, " LABEL_COLS ", start_addr, end_addr, count, " BATCH_COLS
-    ") FORMAT TabSeparated",
+    "INSERT INTO ranges (build_id, bucket, " LABEL_COLS ", start_addr, end_addr, count, cycles,"
+    " cycled_insns, " BATCH_COLS ") FORMAT TabSeparated",
     "INSERT INTO ips (build_id, bucket, " LABEL_COLS ", ip, count, " BATCH_COLS
     ") FORMAT TabSeparated",
     "INSERT INTO paths FORMAT TabSeparated",
@@ -133,8 +134,10 @@ static void count_rows(FILE *const f[NT], const Edgeprof__V1__BinaryProfile *bp,
 	}
 	for (size_t j = 0; j < bp->n_ranges; j++) {
 		count_key(f[T_RANGES], bp->build_id, bucket_s, l);
-		fprintf(f[T_RANGES], "%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t%s",
-			bp->ranges[j]->start, bp->ranges[j]->end, bp->ranges[j]->count, tail);
+		const Edgeprof__V1__Range *r = bp->ranges[j];
+		fprintf(f[T_RANGES],
+			"%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t%s",
+			r->start, r->end, r->count, r->cycles, r->cycled_instructions, tail);
 	}
 	for (size_t j = 0; j < bp->n_ips; j++) {
 		count_key(f[T_IPS], bp->build_id, bucket_s, l);
@@ -502,8 +505,9 @@ static const struct {
     [EP_PART_EDGES] = {"from_addr, to_addr, flags, max(kind), " SAT_SUM("count") ", " SAT_SUM(
 			   "mispredicted"),
 		       "edges", "GROUP BY from_addr, to_addr, flags", 6, false},
-    [EP_PART_RANGES] = {"start_addr, end_addr, " SAT_SUM("count"), "ranges",
-			"GROUP BY start_addr, end_addr", 3, false},
+    [EP_PART_RANGES] = {"start_addr, end_addr, " SAT_SUM("count") ", " SAT_SUM(
+			    "cycles") ", " SAT_SUM("cycled_insns"),
+			"ranges", "GROUP BY start_addr, end_addr", 5, false},
     [EP_PART_IPS] = {"ip, " SAT_SUM("count"), "ips", "GROUP BY ip", 2, false},
     /* grouped (max): rows from agents before local_index carry 0 beside the
      * newer rows of the same function */
@@ -738,6 +742,22 @@ static bool valid_identifier(const char *s)
 	return true;
 }
 
+/* Adds column to table unless it has it: 0, or -1 with err. */
+static int add_column(struct ch_store *s, const char *table, const char *column, const char *type,
+		      char *err, size_t errlen)
+{
+	int has = has_column(s, table, column, err, errlen);
+	if (has != 0)
+		return has < 0 ? -1 : 0;
+	if (ch_runf(&s->conn, CH_DATABASE, NULL, err, errlen, "ALTER TABLE %s ADD COLUMN %s %s",
+		    table, column, type) != 0) {
+		char ignored[64];
+		if (has_column(s, table, column, ignored, sizeof(ignored)) != 1)
+			return -1;
+	}
+	return 0;
+}
+
 /* Creates the database and its tables, or brings older tables up to date. */
 static int set_up_schema(struct ch_store *s, char *err, size_t errlen)
 {
@@ -753,15 +773,12 @@ static int set_up_schema(struct ch_store *s, char *err, size_t errlen)
 	/* functions from before local_index (BOLT's NAME/N): 0, "global". No
 	 * ADD COLUMN IF NOT EXISTS before ClickHouse 19; an ALTER that fails
 	 * because another collector added it first is fine. */
-	int has = has_column(s, "functions", "local_index", err, errlen);
-	if (has != 0)
-		return has < 0 ? -1 : 0;
-	if (ch_runf(&s->conn, CH_DATABASE, NULL, err, errlen,
-		    "ALTER TABLE functions ADD COLUMN local_index UInt32") != 0) {
-		char ignored[64];
-		if (has_column(s, "functions", "local_index", ignored, sizeof(ignored)) != 1)
-			return -1;
-	}
+	if (add_column(s, "functions", "local_index", "UInt32", err, errlen) != 0)
+		return -1;
+	/* ranges from before the branch records' cycles (issue 14): 0 */
+	if (add_column(s, "ranges", "cycles", "UInt64", err, errlen) != 0 ||
+	    add_column(s, "ranges", "cycled_insns", "UInt64", err, errlen) != 0)
+		return -1;
 	return 0;
 }
 

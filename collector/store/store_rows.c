@@ -53,6 +53,8 @@ static int add_range(Edgeprof__V1__BinaryProfile *bp, const struct ep_store_row 
 	r->start = row->number(row->ctx, 0);
 	r->end = row->number(row->ctx, 1);
 	r->count = row->number(row->ctx, 2);
+	r->cycles = row->number(row->ctx, 3);
+	r->cycled_instructions = row->number(row->ctx, 4);
 	return 0;
 }
 

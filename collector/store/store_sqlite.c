@@ -21,7 +21,7 @@
 
 /* 2: label_sets.session_id (in its UNIQUE key), the sessions table
  * 3: functions.local_index (BOLT's NAME/N of a local function) */
-#define SCHEMA_VERSION 3
+#define SCHEMA_VERSION 4
 
 enum stmt_id {
 	S_BINARY_INSERT,
@@ -59,9 +59,11 @@ static const char *const stmt_sql[NSTMTS] = {
 	       "count, mispredicted) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) "
 	       "ON CONFLICT DO UPDATE SET count = sat_add(count, excluded.count), "
 	       "mispredicted = sat_add(mispredicted, excluded.mispredicted)",
-    [S_RANGE] = "INSERT INTO ranges(binary_id, bucket, label_set, start_addr, end_addr, count) "
-		"VALUES(?1, ?2, ?3, ?4, ?5, ?6) "
-		"ON CONFLICT DO UPDATE SET count = sat_add(count, excluded.count)",
+    [S_RANGE] = "INSERT INTO ranges(binary_id, bucket, label_set, start_addr, end_addr, count, "
+		"cycles, cycled_insns) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) "
+		"ON CONFLICT DO UPDATE SET count = sat_add(count, excluded.count), "
+		"cycles = sat_add(cycles, excluded.cycles), "
+		"cycled_insns = sat_add(cycled_insns, excluded.cycled_insns)",
     [S_IP] = "INSERT INTO ips(binary_id, bucket, label_set, ip, count) VALUES(?1, ?2, ?3, ?4, ?5) "
 	     "ON CONFLICT DO UPDATE SET count = sat_add(count, excluded.count)",
     /* an older agent sends 0 for every function: it never overwrites */
@@ -102,7 +104,8 @@ static const char schema[] =
     " PRIMARY KEY(binary_id, bucket, label_set, from_addr, to_addr, flags)) WITHOUT ROWID;"
     "CREATE TABLE IF NOT EXISTS ranges(binary_id INTEGER NOT NULL, bucket INTEGER NOT NULL,"
     " label_set INTEGER NOT NULL, start_addr INTEGER NOT NULL, end_addr INTEGER NOT NULL,"
-    " count INTEGER NOT NULL,"
+    " count INTEGER NOT NULL, cycles INTEGER NOT NULL DEFAULT 0,"
+    " cycled_insns INTEGER NOT NULL DEFAULT 0,"
     " PRIMARY KEY(binary_id, bucket, label_set, start_addr, end_addr)) WITHOUT ROWID;"
     "CREATE TABLE IF NOT EXISTS ips(binary_id INTEGER NOT NULL, bucket INTEGER NOT NULL,"
     " label_set INTEGER NOT NULL, ip INTEGER NOT NULL, count INTEGER NOT NULL,"
@@ -333,6 +336,8 @@ static int write_slice(struct sqlite_store *s, const struct ep_store_slice *sl, 
 		bind_u64(st, 4, bp->ranges[i]->start);
 		bind_u64(st, 5, bp->ranges[i]->end);
 		bind_u64(st, 6, bp->ranges[i]->count);
+		bind_u64(st, 7, bp->ranges[i]->cycles);
+		bind_u64(st, 8, bp->ranges[i]->cycled_instructions);
 		if (step_done(s, st, "range", err, errlen) != 0)
 			return -1;
 	}
@@ -612,7 +617,8 @@ static const char *const part_sql[EP_STORE_NPARTS] = {
     [EP_PART_EDGES] = "SELECT t.from_addr, t.to_addr, t.flags, MAX(t.kind), SAT_SUM(t.count),"
 		      " SAT_SUM(t.mispredicted) FROM edges t JOIN label_sets l ON"
 		      " l.id = t.label_set WHERE 1%s GROUP BY 1, 2, 3",
-    [EP_PART_RANGES] = "SELECT t.start_addr, t.end_addr, SAT_SUM(t.count) FROM ranges t JOIN"
+    [EP_PART_RANGES] = "SELECT t.start_addr, t.end_addr, SAT_SUM(t.count), SAT_SUM(t.cycles),"
+		       " SAT_SUM(t.cycled_insns) FROM ranges t JOIN"
 		       " label_sets l ON l.id = t.label_set WHERE 1%s GROUP BY 1, 2",
     [EP_PART_IPS] = "SELECT t.ip, SAT_SUM(t.count) FROM ips t JOIN label_sets l ON"
 		    " l.id = t.label_set WHERE 1%s GROUP BY 1 ORDER BY 1",
@@ -800,6 +806,19 @@ static int add_local_index_column(struct sqlite_store *s, char *err, size_t errl
 		    err, errlen);
 }
 
+/* Version 3 to 4: ranges gain the branch records' cycles (issue 14),
+ * plain columns with a default, added in place. */
+static int add_cycles_columns(struct sqlite_store *s, char *err, size_t errlen)
+{
+	int missing = lacks_column(s, "ranges", "cycles", err, errlen);
+	if (missing <= 0)
+		return missing;
+	return exec(s,
+		    "ALTER TABLE ranges ADD COLUMN cycles INTEGER NOT NULL DEFAULT 0;"
+		    "ALTER TABLE ranges ADD COLUMN cycled_insns INTEGER NOT NULL DEFAULT 0",
+		    err, errlen);
+}
+
 /* Creates or upgrades the schema in one transaction: a collector killed
  * half-way leaves the old schema, and two collectors opening one file do it
  * once (the second sees the first's result under its own lock). */
@@ -813,7 +832,8 @@ static int set_up_schema(struct sqlite_store *s, char *err, size_t errlen)
 	int migrate = rc == 0 ? lacks_column(s, "label_sets", "session_id", err, errlen) : -1;
 	if (migrate < 0 || (migrate && exec(s, migrate_v1, err, errlen) != 0) ||
 	    exec(s, schema, err, errlen) != 0 || add_local_index_column(s, err, errlen) != 0 ||
-	    exec(s, pragma, err, errlen) != 0 || exec(s, "COMMIT", err, errlen) != 0) {
+	    add_cycles_columns(s, err, errlen) != 0 || exec(s, pragma, err, errlen) != 0 ||
+	    exec(s, "COMMIT", err, errlen) != 0) {
 		char ignored[64];
 		exec(s, "ROLLBACK", ignored, sizeof(ignored));
 		return -1;

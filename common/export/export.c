@@ -177,6 +177,13 @@ select_binary(const Edgeprof__V1__Profile *p, const char *build_id, char *err, s
 int ep_export(const Edgeprof__V1__Profile *profile, enum ep_export_format format,
 	      const char *build_id, FILE *out, char *err, size_t errlen)
 {
+	return ep_export_mix(profile, format, build_id, NULL, out, err, errlen);
+}
+
+int ep_export_mix(const Edgeprof__V1__Profile *profile, enum ep_export_format format,
+		  const char *build_id, const struct ep_profile_mix *mix, FILE *out, char *err,
+		  size_t errlen)
+{
 	const Edgeprof__V1__BinaryProfile *bp = NULL;
 	if (format != EP_EXPORT_JSON || build_id) {
 		bp = select_binary(profile, build_id, err, errlen);
@@ -185,7 +192,7 @@ int ep_export(const Edgeprof__V1__Profile *profile, enum ep_export_format format
 	}
 	switch (format) {
 	case EP_EXPORT_JSON:
-		return ep_export_json(profile, bp, out, err, errlen);
+		return ep_export_json(profile, bp, mix, out, err, errlen);
 	case EP_EXPORT_FDATA:
 		return ep_export_fdata(bp, out, err, errlen);
 	case EP_EXPORT_PREAGG:

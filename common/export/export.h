@@ -38,6 +38,23 @@ int ep_export_parse_format(const char *name);
 int ep_export(const Edgeprof__V1__Profile *profile, enum ep_export_format format,
 	      const char *build_id, FILE *out, char *err, size_t errlen);
 
+struct ep_profile_mix; /* common/profile/insn_mix.h */
+
+/* ep_export() with the instruction mix of the profile's ranges added to the
+ * JSON (mix->bins[i] for profile->binaries[i]); the other formats have no
+ * place for it and ignore it. */
+int ep_export_mix(const Edgeprof__V1__Profile *profile, enum ep_export_format format,
+		  const char *build_id, const struct ep_profile_mix *mix, FILE *out, char *err,
+		  size_t errlen);
+
+/* The instruction mix per binary (by type) and of its `top` functions. */
+int ep_report_insn_mix(const Edgeprof__V1__Profile *profile, const struct ep_profile_mix *mix,
+		       unsigned top, FILE *out);
+
+/* Cycles per instruction from the branch records' cycles: per binary the
+ * `top` blocks by cycles and by CPI, and the functions by cycles. */
+int ep_report_cpi(const Edgeprof__V1__Profile *profile, unsigned top, FILE *out);
+
 /* Hottest `top` edges and functions of every binary, for people. */
 int ep_report(const Edgeprof__V1__Profile *profile, unsigned top, FILE *out);
 

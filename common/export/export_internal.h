@@ -14,6 +14,7 @@
 #include <stdio.h>
 
 #include "common/export/export.h"
+#include "common/profile/insn_mix.h"
 
 /* A binary's functions sorted by start address. */
 struct ep_func_index {
@@ -43,13 +44,42 @@ bool ep_export_same_ends(const Edgeprof__V1__Edge *a, const Edgeprof__V1__Edge *
 const char *ep_export_kind_name(Edgeprof__V1__BranchKind kind);
 
 /* Every format returns 0, or -1 with err saying why. */
+/* mix: NULL, or the instruction mix to add (per range, per binary) */
 int ep_export_json(const Edgeprof__V1__Profile *p, const Edgeprof__V1__BinaryProfile *only,
-		   FILE *out, char *err, size_t errlen);
+		   const struct ep_profile_mix *mix, FILE *out, char *err, size_t errlen);
 int ep_export_fdata(const Edgeprof__V1__BinaryProfile *bp, FILE *out, char *err, size_t errlen);
 int ep_export_preagg(const Edgeprof__V1__Profile *p, const Edgeprof__V1__BinaryProfile *bp,
 		     FILE *out, char *err, size_t errlen);
 int ep_export_afdo(const Edgeprof__V1__BinaryProfile *bp, FILE *out, char *err, size_t errlen);
 int ep_export_profgen(const Edgeprof__V1__BinaryProfile *bp, FILE *out, char *err, size_t errlen);
+
+/* The instruction mix (export_mix.c). Sums of a binary's ranges: per
+ * function (per_func[fx->n]: in no known function) and in all. */
+struct ep_binary_mix;
+struct ep_mix_sums {
+	struct ep_insn_totals *per_func;
+	struct ep_insn_totals total;
+	uint64_t ranges, undecoded;
+};
+int ep_mix_totals(const Edgeprof__V1__BinaryProfile *bp, const struct ep_binary_mix *m,
+		  const struct ep_func_index *fx, struct ep_mix_sums *out);
+void ep_mix_sums_free(struct ep_mix_sums *s);
+/* {"instructions": N, "load": N, ...} */
+void ep_mix_json_counts(FILE *out, const struct ep_insn_totals *t);
+/* A range's `, "insn_mix": {...}` (null when its code did not decode;
+ * nothing when it is outside the window). */
+void ep_mix_json_range(FILE *out, const struct ep_binary_mix *m, const Edgeprof__V1__Range *r);
+/* The binary's `,\n  "insn_mix": {...}`; -1 when memory runs out. */
+int ep_mix_json_binary(FILE *out, const Edgeprof__V1__BinaryProfile *bp,
+		       const struct ep_binary_mix *m, const struct ep_func_index *fx,
+		       const char *scope);
+
+/* Cycles per instruction (report_cpi.c): a range's `, "cpi": X, "ipc": Y`
+ * when it has cycles, and the binary's `,\n  "cpi": {...}` (totals and per
+ * function) when any range has; -1 when memory runs out. */
+void ep_cpi_json_range(FILE *out, const Edgeprof__V1__Range *r);
+int ep_cpi_json_binary(FILE *out, const Edgeprof__V1__BinaryProfile *bp,
+		       const struct ep_func_index *fx);
 
 /* The last step of every format: -1 with err set if out saw an error. */
 int ep_export_finish(FILE *out, char *err, size_t errlen);

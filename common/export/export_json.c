@@ -11,7 +11,10 @@
  * Branches are sorted by from, to, taken; ranges by start, end; ips and
  * functions by address: the same profile always gives the same bytes.
  * Paths are bytes on Linux: invalid UTF-8 becomes U+FFFD so the document
- * stays valid JSON.
+ * stays valid JSON. With an instruction mix (export --insn-mix) each range
+ * and each profile also carries "insn_mix" (export_mix.c). Ranges with cycles
+ * carry their CPI and IPC, and a profile with cycles a "cpi" object
+ * (report_cpi.c).
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -88,7 +91,8 @@ static void json_message(FILE *out, const ProtobufCMessage *m)
 	fputc('}', out);
 }
 
-static int json_binary(FILE *out, const Edgeprof__V1__BinaryProfile *bp)
+static int json_binary(FILE *out, const Edgeprof__V1__BinaryProfile *bp,
+		       const struct ep_binary_mix *mix, const char *scope)
 {
 	const Edgeprof__V1__Edge **edges = ep_export_sorted_edges(bp);
 	const Edgeprof__V1__Range **ranges = ep_export_sorted_ranges(bp);
@@ -137,7 +141,14 @@ static int json_binary(FILE *out, const Edgeprof__V1__BinaryProfile *bp)
 		json_hex(out, ranges[i]->start);
 		fputs(", \"end\": ", out);
 		json_hex(out, ranges[i]->end);
-		fprintf(out, ", \"count\": %" PRIu64 "}", ranges[i]->count);
+		fprintf(out,
+			", \"count\": %" PRIu64 ", \"cycles\": %" PRIu64
+			", \"cycled_instructions\": %" PRIu64,
+			ranges[i]->count, ranges[i]->cycles, ranges[i]->cycled_instructions);
+		ep_cpi_json_range(out, ranges[i]);
+		if (mix)
+			ep_mix_json_range(out, mix, ranges[i]);
+		fputc('}', out);
 	}
 	fputs("],\n  \"ips\": [", out);
 	for (size_t i = 0; i < bp->n_ips; i++) {
@@ -153,7 +164,12 @@ static int json_binary(FILE *out, const Edgeprof__V1__BinaryProfile *bp)
 		json_hex(out, fx.f[i]->start);
 		fprintf(out, ", \"size\": %" PRIu64 "}", fx.f[i]->size);
 	}
-	fputs("]}", out);
+	fputc(']', out);
+	if (ep_cpi_json_binary(out, bp, &fx) != 0)
+		goto out;
+	if (mix && ep_mix_json_binary(out, bp, mix, &fx, scope) != 0)
+		goto out;
+	fputc('}', out);
 	rc = 0;
 out:
 	ep_func_index_free(&fx);
@@ -164,7 +180,7 @@ out:
 }
 
 int ep_export_json(const Edgeprof__V1__Profile *p, const Edgeprof__V1__BinaryProfile *only,
-		   FILE *out, char *err, size_t errlen)
+		   const struct ep_profile_mix *mix, FILE *out, char *err, size_t errlen)
 {
 	fputs("{\"stats\": ", out);
 	json_message(out, p->stats ? &p->stats->base : NULL);
@@ -177,7 +193,8 @@ int ep_export_json(const Edgeprof__V1__Profile *p, const Edgeprof__V1__BinaryPro
 			continue;
 		fputs(first ? "\n " : ",\n ", out);
 		first = false;
-		if (json_binary(out, p->binaries[i]) != 0)
+		const struct ep_binary_mix *m = mix && i < mix->n ? &mix->bins[i] : NULL;
+		if (json_binary(out, p->binaries[i], m, mix ? mix->scope : "") != 0)
 			return ep_export_oom(err, errlen);
 	}
 	fputs("]}\n", out);

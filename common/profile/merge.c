@@ -29,7 +29,7 @@ struct edge_sum {
 };
 
 struct range_sum {
-	uint64_t start, end, count;
+	uint64_t start, end, count, cycles, cycled_instructions;
 };
 
 struct function_info {
@@ -359,6 +359,8 @@ int ep_merge_add(struct ep_merge *m, int64_t bucket, const Edgeprof__V1__BinaryP
 			m->rows++;
 		}
 		ep_add_sat(&sum->count, r->count);
+		ep_add_sat(&sum->cycles, r->cycles);
+		ep_add_sat(&sum->cycled_instructions, r->cycled_instructions);
 	}
 	for (size_t i = 0; i < bp->n_ips; i++) {
 		bool inserted;
@@ -478,6 +480,8 @@ static int copy_ranges(Edgeprof__V1__BinaryProfile *bp, const struct slice *s)
 		r->start = rs[bp->n_ranges].start;
 		r->end = rs[bp->n_ranges].end;
 		r->count = rs[bp->n_ranges].count;
+		r->cycles = rs[bp->n_ranges].cycles;
+		r->cycled_instructions = rs[bp->n_ranges].cycled_instructions;
 		bp->ranges[bp->n_ranges] = r;
 	}
 	qsort(bp->ranges, bp->n_ranges, sizeof(*bp->ranges), ep_range_cmp);

@@ -142,6 +142,19 @@ static const char *build_id_of(const Edgeprof__V1__BinaryProfile *bp)
 	return bp->build_id && bp->build_id[0] ? bp->build_id : "none";
 }
 
+/* A range's cycles came from at most count branch entries, each counting
+ * at most EP_WIRE_MAX_ENTRY_CYCLES, over straight lines of at most
+ * EP_WIRE_MAX_LINE_INSNS instructions each. */
+static bool cycles_possible(const Edgeprof__V1__Range *r)
+{
+	uint64_t most_cycles, most_insns;
+	bool c_ok = __builtin_mul_overflow(r->count, EP_WIRE_MAX_ENTRY_CYCLES, &most_cycles) ||
+		    r->cycles <= most_cycles;
+	bool i_ok = __builtin_mul_overflow(r->count, EP_WIRE_MAX_LINE_INSNS, &most_insns) ||
+		    r->cycled_instructions <= most_insns;
+	return c_ok && i_ok;
+}
+
 int ep_wire_check_counts(const Edgeprof__V1__Batch *b, char *err, size_t errlen)
 {
 	uint64_t samples = 0;
@@ -182,12 +195,15 @@ int ep_wire_check_counts(const Edgeprof__V1__Batch *b, char *err, size_t errlen)
 					 " (mispredicted %" PRIu64 ")",
 					 e->from, e->to, e->count, e->mispredicted);
 		}
-		for (size_t j = 0; !why[0] && j < bp->n_ranges; j++)
-			if (bp->ranges[j]->count > most)
+		for (size_t j = 0; !why[0] && j < bp->n_ranges; j++) {
+			const Edgeprof__V1__Range *r = bp->ranges[j];
+			if (r->count > most || !cycles_possible(r))
 				snprintf(why, sizeof(why),
-					 "range 0x%" PRIx64 "-0x%" PRIx64 " count %" PRIu64,
-					 bp->ranges[j]->start, bp->ranges[j]->end,
-					 bp->ranges[j]->count);
+					 "range 0x%" PRIx64 "-0x%" PRIx64 " count %" PRIu64
+					 " (cycles %" PRIu64 " over %" PRIu64 " instructions)",
+					 r->start, r->end, r->count, r->cycles,
+					 r->cycled_instructions);
+		}
 		for (size_t j = 0; !why[0] && j < bp->n_ips; j++)
 			if (bp->ips[j]->count > samples)
 				snprintf(why, sizeof(why), "ip 0x%" PRIx64 " count %" PRIu64,

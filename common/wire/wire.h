@@ -52,6 +52,10 @@ void ep_wire_free(Edgeprof__V1__Batch *batch);
 #define EP_WIRE_MAX_SAMPLES	(1ULL << 32)
 #define EP_WIRE_MAX_STACK	64
 #define EP_WIRE_MAX_WHOLE_STACK ((uint64_t)(EP_WIRE_MAX_STACK + 1) << 19)
+/* A range's cycles: at most count entries' 16-bit cycle counts, over
+ * straight lines of at most 1 MiB of code (an instruction a byte at most). */
+#define EP_WIRE_MAX_ENTRY_CYCLES 0xffffULL
+#define EP_WIRE_MAX_LINE_INSNS	 (1ULL << 20)
 
 /* 0 when every count of b is within those bounds; -1 with err naming the
  * first count that is not, where it is and the bound. */

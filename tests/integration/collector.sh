@@ -47,6 +47,8 @@ edge_table() {
 	jq -r '.profiles[] | .build_id as $b | .branches[] |
 		"\($b) \(.from) \(.to) \(.taken // false) \(.count)"' | sort
 }
+# with the branch records' cycles (0 where the source has none)
 range_table() {
-	jq -r '.profiles[] | .build_id as $b | .ranges[] | "\($b) \(.start) \(.end) \(.count)"' | sort
+	jq -r '.profiles[] | .build_id as $b | .ranges[] |
+		"\($b) \(.start) \(.end) \(.count) \(.cycles) \(.cycled_instructions)"' | sort
 }

@@ -105,6 +105,18 @@ static void test_batch_bound(void **state)
 	x.r.count = 16001;
 	assert_int_equal(ep_wire_check_counts(&b, err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "range 0x1040-0x1060 count 16001"));
+	/* cycles: at most 65,535 per entry, over at most 2^20 instructions */
+	x.r.count = 2;
+	x.r.cycles = 2 * 65535;
+	x.r.cycled_instructions = 2ull << 20;
+	assert_int_equal(ep_wire_check_counts(&b, err, sizeof(err)), 0);
+	x.r.cycles++;
+	assert_int_equal(ep_wire_check_counts(&b, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "count 2 (cycles 131071 over 2097152 instructions)"));
+	x.r.cycles--;
+	x.r.cycled_instructions++;
+	assert_int_equal(ep_wire_check_counts(&b, err, sizeof(err)), -1);
+	x.r.cycles = x.r.cycled_instructions = 0;
 	x.r.count = 1;
 	x.ip.count = 1001; /* one IP per sample */
 	assert_int_equal(ep_wire_check_counts(&b, err, sizeof(err)), -1);

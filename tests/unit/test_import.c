@@ -105,6 +105,38 @@ static struct packed import_one(const struct import_case *c, bool full_trace)
 	return out;
 }
 
+/* The comparisons above are not vacuous for cycles: propeller_sample_1
+ * has them in every entry, and each way counts some under every chop. */
+static void test_cycles_are_counted(void **state)
+{
+	(void)state;
+	for (size_t i = 0; i < 4; i++) {
+		for (int full = 0; full < 2; full++) {
+			struct ep_binary_registry *reg = registry(&cases[i]);
+			struct ep_pipeline *p = pipeline(&cases[i], reg);
+			if (full)
+				ep_reconstructor_set_gap_observer(ep_pipeline_reconstructor(p),
+								  ignore_gap, NULL);
+			struct ep_perf_data_feed_info info;
+			char err[256];
+			assert_int_equal(ep_feed_perf_data(ep_test_fixture(cases[i].recording), p,
+							   &info, err, sizeof(err)),
+					 0);
+			Edgeprof__V1__Profile *prof = ep_pipeline_profile(p);
+			uint64_t cycles = 0, insns = 0;
+			for (size_t b = 0; b < prof->n_binaries; b++)
+				for (size_t r = 0; r < prof->binaries[b]->n_ranges; r++) {
+					cycles += prof->binaries[b]->ranges[r]->cycles;
+					insns += prof->binaries[b]->ranges[r]->cycled_instructions;
+				}
+			assert_true(cycles > 10000 && insns > 10000);
+			ep_profile_free(prof);
+			ep_pipeline_free(p);
+			ep_binreg_free(reg);
+		}
+	}
+}
+
 static void test_one_pass_equals_full_trace(void **state)
 {
 	(void)state;
@@ -198,6 +230,7 @@ static void test_threads_equal_one(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_cycles_are_counted),
 	    cmocka_unit_test(test_one_pass_equals_full_trace),
 	    cmocka_unit_test(test_one_pass_equals_full_trace_with_trigger),
 	    cmocka_unit_test(test_threads_equal_one),

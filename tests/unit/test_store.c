@@ -124,6 +124,8 @@ static void make_slice(struct slice_data *d, const char *build_id, const char *p
 	d->range.start = 0x1040;
 	d->range.end = 0x1060;
 	d->range.count = 50 * k;
+	d->range.cycles = 70 * k;
+	d->range.cycled_instructions = 90 * k;
 	d->range_ptr = &d->range;
 	d->bp.ranges = &d->range_ptr;
 	d->bp.n_ranges = 1;
@@ -219,6 +221,9 @@ static void test_counts_add_up_over_buckets_and_labels(void **state)
 	assert_true(bp->edges[0]->from <= bp->edges[2]->from);
 	assert_int_equal(bp->n_ranges, 1);
 	assert_int_equal(bp->ranges[0]->count, 350);
+	/* the branch records' cycles, summed like the counts */
+	assert_int_equal(bp->ranges[0]->cycles, 490);
+	assert_int_equal(bp->ranges[0]->cycled_instructions, 630);
 	assert_int_equal(bp->n_ips, 1);
 	assert_int_equal(bp->ips[0]->count, 14);
 	/* metadata written three times, stored once */
@@ -741,6 +746,9 @@ static void test_sqlite_version_1_file_migrates(void **state)
 	assert_int_equal(find_edge(p->binaries[0], 0x1000, 0x1040, true)->count, 100);
 	assert_int_equal(p->binaries[0]->samples, 10);
 	assert_int_equal(p->binaries[0]->ranges[0]->count, 50);
+	/* version 4's columns: a range from before them has no cycles */
+	assert_int_equal(p->binaries[0]->ranges[0]->cycles, 0);
+	assert_int_equal(p->binaries[0]->ranges[0]->cycled_instructions, 0);
 	/* version 3's column: a function from before it reads as global */
 	assert_int_equal(p->binaries[0]->n_functions, 1);
 	assert_int_equal(p->binaries[0]->functions[0]->local_index, 0);
@@ -773,7 +781,7 @@ static void test_sqlite_version_1_file_migrates(void **state)
 	ep_profile_free(p);
 	ep_store_close(s);
 
-	/* version 3 now, the old label set kept its id, and opening again is a no-op */
+	/* version 4 now, the old label set kept its id, and opening again is a no-op */
 	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
 	sqlite3_stmt *q;
 	assert_int_equal(
@@ -784,7 +792,7 @@ static void test_sqlite_version_1_file_migrates(void **state)
 			       -1, &q, NULL),
 	    SQLITE_OK);
 	assert_int_equal(sqlite3_step(q), SQLITE_ROW);
-	assert_int_equal(sqlite3_column_int(q, 0), 3);
+	assert_int_equal(sqlite3_column_int(q, 0), 4);
 	assert_int_equal(sqlite3_column_int(q, 1), 7);
 	assert_int_equal(sqlite3_column_int(q, 2), 2);
 	sqlite3_finalize(q);

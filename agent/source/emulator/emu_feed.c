@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "agent/decode/decoder_cache.h"
 #include "agent/source/perf_data/perf_data_writer.h"
 #include "common/profile/model.h"
 #include "common/profile/profile_file.h"
@@ -203,10 +204,100 @@ static Edgeprof__V1__BinaryProfile *exact_binary(Edgeprof__V1__Profile *p, struc
 	return bp;
 }
 
+/* Where a branch of the exact run landed: a range starts there. */
+struct landing {
+	struct ep_binary *bin;
+	uint64_t start, count;
+};
+
+static int landing_cmp(const void *pa, const void *pb)
+{
+	const struct landing *a = pa, *b = pb;
+	uint32_t x = ep_binary_index(a->bin), y = ep_binary_index(b->bin);
+	if (x != y)
+		return x < y ? -1 : 1;
+	return (a->start > b->start) - (a->start < b->start);
+}
+
+/* The address of the first branch instruction at or after start (the end
+ * of the range starting there), or false when the code ends first. */
+static bool range_end(struct ep_decoder *d, uint64_t start, uint64_t *end)
+{
+	struct ep_insn_info info;
+	for (uint64_t a = start; a - start < (1u << 20); a += info.len) {
+		if (!ep_decoder_insn(d, a, &info) || info.len == 0)
+			return false;
+		if (info.kind != EP_BRANCH_NONE) {
+			*end = a;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* The function holding addr into bp's functions, once: reports name the
+ * exact profile's code as they name a sampled one's. */
+static void exact_function(Edgeprof__V1__BinaryProfile *bp, const struct ep_binary *bin,
+			   uint64_t addr)
+{
+	const struct ep_symbol *sym = ep_binary_symbol_at(bin, addr);
+	if (!sym)
+		return;
+	for (size_t i = bp->n_functions; i-- > 0;)
+		if (bp->functions[i]->start == sym->start)
+			return;
+	Edgeprof__V1__Function *fn = malloc(sizeof(*fn));
+	if (!fn)
+		return;
+	edgeprof__v1__function__init(fn);
+	fn->start = sym->start;
+	fn->size = sym->size;
+	fn->local_index = sym->local_index;
+	fn->name = strdup(sym->name);
+	if (!fn->name || EP_PB_APPEND(bp->functions, bp->n_functions, fn) != 0) {
+		free(fn->name);
+		free(fn);
+	}
+}
+
+/* The exact ranges: every straight line the run executed starts where a
+ * branch landed (taken or not, from this binary or another) and ends at the
+ * next branch instruction, so each landing's count is its range's. Code
+ * entered without a branch (the program's entry, a return from the kernel
+ * into a signal handler) is not counted: a handful of instructions. */
+static void exact_ranges(struct emu_feed *f, struct landing *l, size_t n)
+{
+	qsort(l, n, sizeof(*l), landing_cmp);
+	struct ep_decoder_cache *dc = ep_pipeline_decoders(f->pipeline);
+	for (size_t i = 0; i < n;) {
+		size_t j = i + 1;
+		uint64_t count = l[i].count;
+		for (; j < n && l[j].bin == l[i].bin && l[j].start == l[i].start; j++)
+			count += l[j].count;
+		struct ep_decoder *d = ep_decoder_cache_get(dc, ep_binary_index(l[i].bin));
+		uint64_t end;
+		Edgeprof__V1__BinaryProfile *bp = exact_binary(f->out->exact, l[i].bin);
+		Edgeprof__V1__Range *r =
+		    d && bp && range_end(d, l[i].start, &end) ? malloc(sizeof(*r)) : NULL;
+		if (r) {
+			edgeprof__v1__range__init(r);
+			r->start = l[i].start;
+			r->end = end;
+			r->count = count;
+			if (EP_PB_APPEND(bp->ranges, bp->n_ranges, r) != 0)
+				free(r);
+			exact_function(bp, l[i].bin, l[i].start);
+		}
+		i = j;
+	}
+}
+
 /* Ground truth: every edge of the run, resolved like the samples. */
 static void on_exact(void *ctx, const struct ep_emu_exact *edges, size_t n)
 {
 	struct emu_feed *f = ctx;
+	struct landing *land = malloc((n ? n : 1) * sizeof(*land));
+	size_t nland = 0;
 	for (size_t i = 0; i < n; i++) {
 		struct ep_resolved from, to;
 		if (ep_pipeline_resolve(f->pipeline, f->pid, edges[i].from, &from) !=
@@ -214,9 +305,11 @@ static void on_exact(void *ctx, const struct ep_emu_exact *edges, size_t n)
 			f->out->exact_unresolved++;
 			continue;
 		}
-		bool to_ok =
-		    ep_pipeline_resolve(f->pipeline, f->pid, edges[i].to, &to) == EP_RESOLVE_OK &&
-		    to.bin == from.bin;
+		bool to_known =
+		    ep_pipeline_resolve(f->pipeline, f->pid, edges[i].to, &to) == EP_RESOLVE_OK;
+		bool to_ok = to_known && to.bin == from.bin;
+		if (to_known && land)
+			land[nland++] = (struct landing){to.bin, to.vaddr, edges[i].count};
 		Edgeprof__V1__BinaryProfile *bp = exact_binary(f->out->exact, from.bin);
 		Edgeprof__V1__Edge *e = bp ? malloc(sizeof(*e)) : NULL;
 		if (!e)
@@ -231,6 +324,9 @@ static void on_exact(void *ctx, const struct ep_emu_exact *edges, size_t n)
 		if (EP_PB_APPEND(bp->edges, bp->n_edges, e) != 0)
 			free(e);
 	}
+	if (land)
+		exact_ranges(f, land, nland);
+	free(land);
 }
 
 char *ep_emu_find_program(const char *name)
