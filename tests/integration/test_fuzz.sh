@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# The ingest fuzz target (tests/fuzz/fuzz_ingest.c, issue 18): a short,
-# deterministic libFuzzer run (-seed=1, 20,000 inputs) from the committed
-# corpus, decoded, checked and merged as the collector does, must end without
-# a sanitizer report or a broken invariant (counts within wire.h's bounds,
-# sums saturating, never wrapping). `make fuzz` runs it longer.
+# The libFuzzer targets (tests/fuzz/fuzz_*.c, issue 12): each builds, and
+# replays its committed corpus (tests/fuzz/corpus/NAME: seeds and every
+# input that once crashed it, kept as regression inputs) without a sanitizer
+# report or a broken invariant; then a short deterministic run of each
+# (-seed=1) mutates from there, the ingest target longer (20,000 batches:
+# counts within wire.h's bounds, sums saturating, never wrapping). `make
+# fuzz FUZZ_S=N` runs them for real.
 source "$(dirname "$0")/lib.sh"
 
 build=$(dirname "$EDGEPROF")
@@ -12,26 +14,35 @@ if ! echo 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { return 0
 	echo "# skipped: clang's libFuzzer (clang -fsanitize=fuzzer) is not installed"
 	finish
 fi
-if ! make -s BUILD="$build" "$build/fuzz/fuzz_ingest"; then
-	not_ok "the ingest fuzz target builds"
+if ! make -s -j2 BUILD="$build" fuzz-build >"$TEST_TMP/build.log" 2>&1; then
+	tail -20 "$TEST_TMP/build.log"
+	not_ok "the fuzz targets build"
 	finish
 fi
-ok "the ingest fuzz target builds"
-mkdir -p "$TEST_TMP/corpus"
-cp tests/fuzz/corpus/ingest/* "$TEST_TMP/corpus/"
-# fuzz LOG ARGS...: runs the target, its output in LOG; on failure shows why
+ok "the fuzz targets build"
+# fuzz NAME LOG ARGS...: runs target NAME, its output in LOG; on failure shows why
 fuzz() {
-	local log=$1
-	shift
-	"$build/fuzz/fuzz_ingest" -artifact_prefix="$TEST_TMP/" "$@" >"$log" 2>&1 && return 0
-	grep -m5 'fuzz_ingest:\|ERROR\|SUMMARY' "$log"
+	local name=$1 log=$2
+	shift 2
+	"$build/fuzz/fuzz_$name" -artifact_prefix="$TEST_TMP/$name-" "$@" >"$log" 2>&1 && return 0
+	grep -m5 "fuzz_$name:\|ERROR\|SUMMARY\|Test unit written" "$log"
 	return 1
 }
-# the committed corpus alone first (every regression input), then mutations
-check "every committed corpus input passes" \
-	fuzz "$TEST_TMP/corpus.log" -runs=0 tests/fuzz/corpus/ingest
-check "20,000 fuzzed batches: no sanitizer report, no broken invariant" \
-	fuzz "$TEST_TMP/fuzz.log" -runs=20000 -seed=1 -max_len=4096 -timeout=10 \
-	-dict=tests/fuzz/ingest.dict "$TEST_TMP/corpus"
-grep -m1 'DONE' "$TEST_TMP/fuzz.log" | sed 's/^/# /'
+# short runs: a few seconds each on a loaded machine, at each target's pace
+declare -A runs=([ingest]=20000 [http]=300 [elf]=300)
+for src in tests/fuzz/fuzz_*.c; do
+	name=${src#tests/fuzz/fuzz_}
+	name=${name%.c}
+	# the committed corpus alone first (every regression input), then mutations
+	check "fuzz_$name: every committed corpus input passes" \
+		fuzz "$name" "$TEST_TMP/$name-corpus.log" -runs=0 "tests/fuzz/corpus/$name"
+	mkdir -p "$TEST_TMP/corpus-$name"
+	cp "tests/fuzz/corpus/$name"/* "$TEST_TMP/corpus-$name/"
+	dict=()
+	[ -f "tests/fuzz/$name.dict" ] && dict=(-dict="tests/fuzz/$name.dict")
+	check "fuzz_$name: ${runs[$name]:-2000} mutated inputs, no sanitizer report or broken invariant" \
+		fuzz "$name" "$TEST_TMP/$name-fuzz.log" -runs="${runs[$name]:-2000}" -seed=1 \
+		-max_len=8192 -timeout=20 "${dict[@]}" "$TEST_TMP/corpus-$name"
+	grep -m1 'DONE' "$TEST_TMP/$name-fuzz.log" | sed "s/^/# fuzz_$name: /"
+done
 finish
