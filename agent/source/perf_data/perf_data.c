@@ -272,13 +272,16 @@ static int read_build_ids(struct reader *r, const struct ep_perf_data_callbacks 
 	int rc = feature_section(r, EP_PERF_FEAT_BUILD_ID, &s);
 	if (rc != 0)
 		return rc < 0 ? -1 : 0;
-	uint8_t buf[8 + 4 + 24 + 4096 + 8];
+	/* an entry and the NUL put after its file name, which perf pads but
+	 * a damaged file need not: an entry filling buf exactly once wrote
+	 * that NUL one byte past it */
+	uint8_t buf[8 + 4 + 24 + 4096 + 8 + 1];
 	for (uint64_t off = s.offset; off + 8 <= s.offset + s.size;) {
 		struct perf_event_header eh;
 		if (read_at(r, off, &eh, sizeof(eh)) != 0)
 			return fail(r, off, "build-id entry cut off");
 		if (eh.size < 8 + 4 + 24 || off + eh.size > s.offset + s.size ||
-		    eh.size > sizeof(buf))
+		    eh.size > sizeof(buf) - 1)
 			return fail(r, off, "build-id entry of bad size %u", eh.size);
 		if (read_at(r, off, buf, eh.size) != 0)
 			return fail(r, off, "build-id entry cut off");
