@@ -190,7 +190,8 @@ $(FUZZ_LIB): $(FUZZ_OBJS)
 
 $(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_util.h $(FUZZ_LIB)
 	@echo "  FUZZ    $@"
-	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer $(INCLUDES) $< $(FUZZ_LIB) $(LDLIBS) -o $@
+	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer -DEP_SOURCE_DIR=\"$(CURDIR)\" $(INCLUDES) \
+		$< $(FUZZ_LIB) $(LDLIBS) -o $@
 
 # writes the ingest target's seed corpus (tests/fuzz/corpus/ingest) from its own helper
 $(BUILD)/fuzz/fuzz_ingest_seeds: tests/fuzz/fuzz_ingest.c $(FUZZ_LIB)
