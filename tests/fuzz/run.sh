@@ -32,7 +32,7 @@ for t in "${targets[@]}"; do
 	log=$build/fuzz/$t.log
 	mkdir -p "$corpus" "$crashes"
 	[ -d "tests/fuzz/corpus/$t" ] && cp -n tests/fuzz/corpus/"$t"/* "$corpus"/ 2>/dev/null
-	args=(-max_total_time="$seconds" -print_final_stats=1 -timeout=10 -rss_limit_mb=2048
+	args=(-max_total_time="$seconds" -print_final_stats=1 -timeout=30 -rss_limit_mb=2048
 		-artifact_prefix="$crashes/")
 	[ -f "tests/fuzz/$t.dict" ] && args+=(-dict="tests/fuzz/$t.dict")
 	before=$(find "$crashes" -type f | wc -l)

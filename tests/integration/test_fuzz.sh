@@ -29,7 +29,7 @@ fuzz() {
 	return 1
 }
 # short runs: a few seconds each on a loaded machine, at each target's pace
-declare -A runs=([ingest]=20000 [http]=300 [elf]=300)
+declare -A runs=([ingest]=20000 [http]=300 [elf]=300 [import]=100)
 for src in tests/fuzz/fuzz_*.c; do
 	name=${src#tests/fuzz/fuzz_}
 	name=${name%.c}
@@ -42,7 +42,7 @@ for src in tests/fuzz/fuzz_*.c; do
 	[ -f "tests/fuzz/$name.dict" ] && dict=(-dict="tests/fuzz/$name.dict")
 	check "fuzz_$name: ${runs[$name]:-2000} mutated inputs, no sanitizer report or broken invariant" \
 		fuzz "$name" "$TEST_TMP/$name-fuzz.log" -runs="${runs[$name]:-2000}" -seed=1 \
-		-max_len=8192 -timeout=20 "${dict[@]}" "$TEST_TMP/corpus-$name"
+		-max_len=8192 -timeout=60 "${dict[@]}" "$TEST_TMP/corpus-$name"
 	grep -m1 'DONE' "$TEST_TMP/$name-fuzz.log" | sed "s/^/# fuzz_$name: /"
 done
 finish
