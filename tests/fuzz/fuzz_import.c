@@ -10,7 +10,9 @@
  * mappings and sample IPs reach the decoder's walks and the counters. The
  * input's last byte picks the mode, as import's options would: chop auto,
  * whole stacks with gap ranges (--chop 0 --ranges gap), chop 1, no trigger.
- * Invariant: no sanitizer report; a damaged recording says where.
+ * Invariants: no sanitizer report; a damaged recording says where; under
+ * a chop no more branches are counted than samples x chop, and no edge
+ * more often than that, nor mispredicted more often than taken.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -59,6 +61,34 @@ static void config_of(uint8_t mode, struct ep_pipeline_config *cfg)
 	}
 }
 
+/* SPEC step 4: under a chop C a sample counts at most C branches, so no
+ * count can pass samples x C; a mispredicted count never passes its edge's. */
+static void check_counts(const Edgeprof__V1__Profile *pr, unsigned chop)
+{
+	const Edgeprof__V1__Stats *st = pr->stats;
+	if (!st)
+		return;
+	unsigned __int128 most = (unsigned __int128)st->samples_with_branches * chop;
+	if (chop && st->branches_counted > most)
+		FAIL("%llu branches counted from %llu samples under chop %u",
+		     (unsigned long long)st->branches_counted,
+		     (unsigned long long)st->samples_with_branches, chop);
+	for (size_t i = 0; i < pr->n_binaries; i++)
+		for (size_t j = 0; j < pr->binaries[i]->n_edges; j++) {
+			const Edgeprof__V1__Edge *e = pr->binaries[i]->edges[j];
+			if (e->mispredicted > e->count)
+				FAIL("edge %llx->%llx mispredicted %llu of %llu",
+				     (unsigned long long)e->from, (unsigned long long)e->to,
+				     (unsigned long long)e->mispredicted,
+				     (unsigned long long)e->count);
+			if (chop && e->count > st->branches_counted)
+				FAIL("edge %llx->%llx counted %llu of %llu branches",
+				     (unsigned long long)e->from, (unsigned long long)e->to,
+				     (unsigned long long)e->count,
+				     (unsigned long long)st->branches_counted);
+		}
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	const char *path = ep_fuzz_file(data, size);
@@ -79,6 +109,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	    strncmp(err, path, strlen(path)) != 0)
 		FAIL("refused without naming the file: '%s'", err);
 	Edgeprof__V1__Profile *profile = ep_pipeline_profile(p);
+	if (profile)
+		check_counts(profile, cfg.chop ? ep_pipeline_chop_used(p) : 0);
 	if (profile) {
 		ep_export(profile, EP_EXPORT_JSON, NULL, devnull, err, sizeof(err));
 		ep_export(profile, EP_EXPORT_FDATA, NULL, devnull, err, sizeof(err));
