@@ -235,6 +235,26 @@ static void test_data_size_wraps(void **state)
 	unlink(path);
 }
 
+/* fuzz_perf_data's find: a data section starting off an 8-byte boundary had
+ * every record read as misaligned u64 words (UBSan); it is refused, naming
+ * the header field, before any record is read. */
+static void test_data_section_misaligned(void **state)
+{
+	(void)state;
+	char path[] = "/tmp/edgeprof-align-XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	close(fd);
+	write_patched(path, 40, 232 + 2, 0, 0); /* data.offset, 232 in the fixture */
+	struct counts c;
+	struct ep_perf_data_stats st;
+	char err[256];
+	assert_int_equal(read_counts(path, &c, &st, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "byte 40: data section at byte 234 is not 8-byte aligned"));
+	assert_int_equal(c.samples, 0);
+	unlink(path);
+}
+
 static int on_long_build_id(void *ctx, const struct ep_perf_build_id *bid)
 {
 	size_t *longest = ctx;
@@ -313,6 +333,7 @@ int main(void)
 	    cmocka_unit_test(test_ids_cut_off),
 	    cmocka_unit_test(test_data_size_wraps),
 	    cmocka_unit_test(test_build_id_entry_fills_buffer),
+	    cmocka_unit_test(test_data_section_misaligned),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

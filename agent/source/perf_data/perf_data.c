@@ -934,6 +934,15 @@ static int read_file(const char *path, const struct ep_perf_data_callbacks *cb,
 		fail(r, 8, "unexpected header size %llu", (unsigned long long)r->h.size);
 		goto out;
 	}
+	/* records are parsed in place as u64 words, and their sizes are
+	 * multiples of 8: perf starts the data section 8-byte aligned (it
+	 * writes whole u64s before it), so an odd start is damage, and read
+	 * on it every record would be a misaligned access (UBSan, fuzz_perf_data) */
+	if (r->h.data.offset % 8 != 0) {
+		fail(r, 40, "data section at byte %llu is not 8-byte aligned (corrupt file)",
+		     (unsigned long long)r->h.data.offset);
+		goto out;
+	}
 	/* perf killed before it finished writing leaves the data size at 0 */
 	if (r->h.data.size == 0 && r->file_size > r->h.data.offset)
 		r->h.data.size = r->file_size - r->h.data.offset;
