@@ -42,12 +42,12 @@ for t in "${targets[@]}"; do
 	[ "$rc" -ne 0 ] && [ "$found" -eq 0 ] && found=1 # died before writing its input
 	execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
 	rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
-	edges=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
+	edges=$(grep -ao 'cov: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
 	inputs=$(find "$corpus" -type f | wc -l)
 	echo "fuzz_$t: ${execs:-0} execs, $found crashes, ${edges:-0} edges," \
 		"$inputs corpus inputs, ${rate:-0} exec/s ($log)"
 	if [ "$found" -ne 0 ]; then
-		grep -m3 'ERROR\|SUMMARY\|^fuzz_' "$log" | sed 's/^/  /'
+		grep -a -m3 'ERROR\|SUMMARY\|^fuzz_' "$log" | sed 's/^/  /'
 		status=1
 	fi
 done
