@@ -151,35 +151,57 @@ bench-fdo: deps
 	@$(MAKE) --no-print-directory all
 	@bench/fdo/run.sh $(BUILD)
 
-# libFuzzer target over the ingest path below zstd (tests/fuzz/fuzz_ingest.c): decode,
-# the collector's checks, merge. `make fuzz` runs it FUZZ_SECONDS (60) on a copy of the
-# committed corpus; new inputs it finds stay in $(BUILD)/fuzz/corpus. Needs clang's libFuzzer.
+# libFuzzer targets (issue 12), one per reader of untrusted bytes: tests/fuzz/fuzz_NAME.c
+# each, linked with the product's own code built a third time (clang, libFuzzer's coverage,
+# ASan+UBSan). `make fuzz FUZZ_S=N` (FUZZ_SECONDS is the older name) runs each target N s
+# (60) on a copy of its committed corpus (tests/fuzz/corpus/NAME) and prints one line per
+# target, `fuzz_NAME: N execs, M crashes, ...`; FUZZ_TARGETS="a b" picks some. New inputs
+# stay in $(BUILD)/fuzz/corpus/NAME, crashes in $(BUILD)/fuzz/crashes/NAME (keep each
+# one as tests/fuzz/corpus/NAME/regress_WHAT once fixed: `make test` replays them).
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
-FUZZ_SRCS    := tests/fuzz/fuzz_ingest.c common/wire/wire.c common/profile/merge.c \
-                common/profile/model.c common/util/u64map.c
-FUZZ_FLAGS   := -g -O1 -std=c11 -D_GNU_SOURCE -fno-omit-frame-pointer -fno-sanitize-recover=all
-FUZZ_LIBS    := $(shell pkg-config --libs libprotobuf-c libzstd 2>/dev/null)
+FUZZ_S       ?= $(FUZZ_SECONDS)
+FUZZ_ALL     := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_TARGETS ?= $(FUZZ_ALL)
+FUZZ_BINS    := $(patsubst %,$(BUILD)/fuzz/fuzz_%,$(FUZZ_ALL))
+FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all
+# no -Werror: clang warns where gcc, the product's compiler, does not
+FUZZ_FLAGS   := -g -O1 -std=c11 -D_GNU_SOURCE -Wall -Wextra -fno-strict-aliasing \
+                -fno-omit-frame-pointer $(FUZZ_SAN)
+FUZZ_OBJS    := $(patsubst %.c,$(BUILD)/fuzz/obj/%.o,$(LIB_SRCS)) \
+                $(patsubst $(GEN)/%.c,$(BUILD)/fuzz/obj/gen/%.o,$(PROTO_C))
+FUZZ_LIB     := $(BUILD)/fuzz/libedgeprof-fuzz.a
 
-$(BUILD)/fuzz/fuzz_ingest: $(FUZZ_SRCS) $(PROTO_C) $(PROTO_H) $(wildcard common/*/*.h)
+$(BUILD)/fuzz/obj/%.o: %.c $(GEN_H)
 	@mkdir -p $(dir $@)
+	@echo "  FUZZCC  $@"
+	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link $(DEPFLAGS) $(INCLUDES) -c $< -o $@
+
+$(BUILD)/fuzz/obj/gen/%.o: $(GEN)/%.c $(PROTO_H)
+	@mkdir -p $(dir $@)
+	@echo "  FUZZCC  $@"
+	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link $(INCLUDES) -c $< -o $@
+
+$(FUZZ_LIB): $(FUZZ_OBJS)
+	@rm -f $@
+	@echo "  AR      $@"
+	$(Q)ar rcs $@ $^
+-include $(FUZZ_OBJS:.o=.d)
+
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_util.h $(FUZZ_LIB)
 	@echo "  FUZZ    $@"
-	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer,address,undefined $(INCLUDES) \
-		$(FUZZ_SRCS) $(PROTO_C) $(FUZZ_LIBS) -o $@
+	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer -DEP_SOURCE_DIR=\"$(CURDIR)\" $(INCLUDES) \
+		$< $(FUZZ_LIB) $(LDLIBS) -o $@
 
-# writes the seed corpus (tests/fuzz/corpus/ingest) from the target's own helper
-$(BUILD)/fuzz/fuzz_ingest_seeds: $(FUZZ_SRCS) $(PROTO_C) $(PROTO_H)
+# writes the ingest target's seed corpus (tests/fuzz/corpus/ingest) from its own helper
+$(BUILD)/fuzz/fuzz_ingest_seeds: tests/fuzz/fuzz_ingest.c $(FUZZ_LIB)
 	@mkdir -p $(dir $@)
-	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -DEP_FUZZ_WRITE_SEEDS -fsanitize=address,undefined \
-		$(INCLUDES) $(FUZZ_SRCS) $(PROTO_C) $(FUZZ_LIBS) -o $@
+	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -DEP_FUZZ_WRITE_SEEDS $(INCLUDES) $< $(FUZZ_LIB) $(LDLIBS) -o $@
 
-.PHONY: fuzz fuzz-seeds
-fuzz: $(BUILD)/fuzz/fuzz_ingest
-	@mkdir -p $(BUILD)/fuzz/corpus
-	@cp tests/fuzz/corpus/ingest/* $(BUILD)/fuzz/corpus/
-	$(BUILD)/fuzz/fuzz_ingest -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
-		-dict=tests/fuzz/ingest.dict \
-		$(BUILD)/fuzz/corpus
+.PHONY: fuzz fuzz-build fuzz-seeds
+fuzz-build: $(FUZZ_BINS)
+fuzz: fuzz-build
+	@tests/fuzz/run.sh $(BUILD) $(FUZZ_S) $(FUZZ_TARGETS)
 fuzz-seeds: $(BUILD)/fuzz/fuzz_ingest_seeds
 	@mkdir -p tests/fuzz/corpus/ingest
 	$(BUILD)/fuzz/fuzz_ingest_seeds tests/fuzz/corpus/ingest

@@ -32,14 +32,19 @@ static void pod_uid_from(const char *comp, size_t n, char *out)
 		len -= 6;
 	if (len != 36)
 		return;
+	/* checked whole before out is written: a component that looked like a
+	 * uid up to a bad character once left out a mix of its parent's uid
+	 * and its own first characters */
+	char uid[37];
 	for (size_t i = 0; i < 36; i++) {
 		char c = p[i] == '_' ? '-' : p[i];
 		bool dash = i == 8 || i == 13 || i == 18 || i == 23;
 		if (dash ? c != '-' : !isxdigit((unsigned char)c))
 			return;
-		out[i] = c;
+		uid[i] = c;
 	}
-	out[36] = '\0';
+	uid[36] = '\0';
+	memcpy(out, uid, sizeof(uid));
 }
 
 struct prefix_rule {

@@ -690,7 +690,10 @@ count_entry_span(struct entry_memo *m, bool mispredicted, uint32_t cycles, struc
 	if (site || take) {
 		struct ep_span *sp = &items[c->n];
 		*sp = whole_span(m);
-		sp->steps += steps - take;
+		/* a span without steps has none to skip: NULL + 0 is undefined
+		 * (clang's UBSan reported it under fuzz_import) */
+		if (take < steps)
+			sp->steps += steps - take;
 		sp->nsteps = take;
 		sp->mispredicted = mispredicted;
 		sp->cycles = cycles;

@@ -75,6 +75,20 @@ static void test_paths_without_containers(void **state)
 	assert_string_equal(r.id, "");
 }
 
+/* fuzz_proc_cgroup's first finding: a component shaped like a pod uid
+ * with a bad character in it wrote the characters before it over the uid
+ * found so far (regression input tests/fuzz/corpus/proc_cgroup/regress_pod_uid_mix) */
+static void test_pod_uid_never_mixed(void **state)
+{
+	(void)state;
+	/* "pod" and 36 characters, the 2nd not a hex digit: no uid at all */
+	expect("/kubepods/besteffort/podbzzzzzzz-zzzz-zzzz-zzzz-zzzzzzzzzzzz/" ID, "kubernetes", "",
+	       false);
+	/* the same below a real pod: the real pod's uid, untouched */
+	expect("/kubepods/besteffort/pod" UID_ "/pod7x4b0c58-3a8b-4b3e-9b8e-3c2f6f8d9a11/" ID,
+	       "kubernetes", UID_, false);
+}
+
 static void test_proc_cgroup_files(void **state)
 {
 	(void)state;
@@ -266,6 +280,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_runtime_path_formats),
 	    cmocka_unit_test(test_paths_without_containers),
+	    cmocka_unit_test(test_pod_uid_never_mixed),
 	    cmocka_unit_test(test_proc_cgroup_files),
 	    cmocka_unit_test(test_find_a_container_cgroup),
 	    cmocka_unit_test(test_find_a_pod_cgroup),

@@ -235,6 +235,53 @@ static void test_data_size_wraps(void **state)
 	unlink(path);
 }
 
+/* fuzz_perf_data's find: a data section starting off an 8-byte boundary had
+ * every record read as misaligned u64 words (UBSan); it is refused, naming
+ * the header field, before any record is read. */
+static void test_data_section_misaligned(void **state)
+{
+	(void)state;
+	char path[] = "/tmp/edgeprof-align-XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	close(fd);
+	write_patched(path, 40, 232 + 2, 0, 0); /* data.offset, 232 in the fixture */
+	struct counts c;
+	struct ep_perf_data_stats st;
+	char err[256];
+	assert_int_equal(read_counts(path, &c, &st, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "byte 40: data section at byte 234 is not 8-byte aligned"));
+	assert_int_equal(c.samples, 0);
+	unlink(path);
+}
+
+static int on_long_build_id(void *ctx, const struct ep_perf_build_id *bid)
+{
+	size_t *longest = ctx;
+	if (strlen(bid->filename) > *longest)
+		*longest = strlen(bid->filename);
+	return 0;
+}
+
+/* fuzz_perf_data's find: a build-id entry of the largest size accepted
+ * (4,140 bytes, its file name unterminated) had its name's NUL written one
+ * byte past the reader's buffer; the ASan+UBSan build reports it without
+ * the fix. The input is the fuzz regression input itself: the propeller
+ * recording cut short, its build-id section pointed at such an entry. */
+static void test_build_id_entry_fills_buffer(void **state)
+{
+	(void)state;
+	size_t longest = 0;
+	struct ep_perf_data_callbacks cb = {.ctx = &longest, .on_build_id = on_long_build_id};
+	struct ep_perf_data_stats st;
+	char err[512];
+	assert_int_equal(
+	    ep_perf_data_read("tests/fuzz/corpus/perf_data/regress_build_id_entry_4140", &cb, &st,
+			      err, sizeof(err)),
+	    0);
+	assert_int_equal(longest, 4140 - 36); /* the entry after its 36-byte head */
+}
+
 struct order {
 	uint64_t samples, last_time, backwards, sum_ip;
 };
@@ -285,6 +332,8 @@ int main(void)
 	    cmocka_unit_test(test_hold_cap_without_rounds),
 	    cmocka_unit_test(test_ids_cut_off),
 	    cmocka_unit_test(test_data_size_wraps),
+	    cmocka_unit_test(test_build_id_entry_fills_buffer),
+	    cmocka_unit_test(test_data_section_misaligned),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

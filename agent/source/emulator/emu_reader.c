@@ -2,9 +2,11 @@
 #include "agent/source/emulator/emu_reader.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 int ep_emu_read(const char *path, const struct ep_emu_callbacks *cb, struct ep_emu_stats *stats,
 		char *err, size_t errlen)
@@ -15,6 +17,11 @@ int ep_emu_read(const char *path, const struct ep_emu_callbacks *cb, struct ep_e
 		snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
 		return -1;
 	}
+	/* the stream is read once QEMU is done: its size is final, and a
+	 * record claiming more than is left is cut off, refused before its
+	 * buffer is allocated (a damaged size cost up to 256 MiB at once) */
+	struct stat st;
+	long size = fstat(fileno(f), &st) == 0 ? (long)st.st_size : LONG_MAX;
 	char magic[8];
 	int rc = -1;
 	uint8_t *buf = NULL;
@@ -37,6 +44,11 @@ int ep_emu_read(const char *path, const struct ep_emu_callbacks *cb, struct ep_e
 		if (h.size > (256u << 20)) {
 			snprintf(err, errlen, "%s: byte %ld: record of %u bytes", path, off,
 				 h.size);
+			break;
+		}
+		if ((long)h.size > size - off - (long)sizeof(h)) {
+			snprintf(err, errlen, "%s: byte %ld: record cut off (the run was killed?)",
+				 path, off);
 			break;
 		}
 		if (h.size + 1 > cap) {

@@ -272,13 +272,16 @@ static int read_build_ids(struct reader *r, const struct ep_perf_data_callbacks 
 	int rc = feature_section(r, EP_PERF_FEAT_BUILD_ID, &s);
 	if (rc != 0)
 		return rc < 0 ? -1 : 0;
-	uint8_t buf[8 + 4 + 24 + 4096 + 8];
+	/* an entry and the NUL put after its file name, which perf pads but
+	 * a damaged file need not: an entry filling buf exactly once wrote
+	 * that NUL one byte past it */
+	uint8_t buf[8 + 4 + 24 + 4096 + 8 + 1];
 	for (uint64_t off = s.offset; off + 8 <= s.offset + s.size;) {
 		struct perf_event_header eh;
 		if (read_at(r, off, &eh, sizeof(eh)) != 0)
 			return fail(r, off, "build-id entry cut off");
 		if (eh.size < 8 + 4 + 24 || off + eh.size > s.offset + s.size ||
-		    eh.size > sizeof(buf))
+		    eh.size > sizeof(buf) - 1)
 			return fail(r, off, "build-id entry of bad size %u", eh.size);
 		if (read_at(r, off, buf, eh.size) != 0)
 			return fail(r, off, "build-id entry cut off");
@@ -929,6 +932,15 @@ static int read_file(const char *path, const struct ep_perf_data_callbacks *cb,
 	}
 	if (r->h.size != sizeof(r->h)) {
 		fail(r, 8, "unexpected header size %llu", (unsigned long long)r->h.size);
+		goto out;
+	}
+	/* records are parsed in place as u64 words, and their sizes are
+	 * multiples of 8: perf starts the data section 8-byte aligned (it
+	 * writes whole u64s before it), so an odd start is damage, and read
+	 * on it every record would be a misaligned access (UBSan, fuzz_perf_data) */
+	if (r->h.data.offset % 8 != 0) {
+		fail(r, 40, "data section at byte %llu is not 8-byte aligned (corrupt file)",
+		     (unsigned long long)r->h.data.offset);
 		goto out;
 	}
 	/* perf killed before it finished writing leaves the data size at 0 */
