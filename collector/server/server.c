@@ -405,6 +405,10 @@ static enum MHD_Result handle_metrics(struct ep_server *s, struct MHD_Connection
 	    "were not acknowledged.\n"
 	    "# TYPE edgeprof_store_commit_failures_total counter\n"
 	    "edgeprof_store_commit_failures_total %" PRIu64 "\n"
+	    "# HELP edgeprof_store_write_failing 1 from a failed store write (disk full, "
+	    "read-only) until one succeeds: ingest answers 503 meanwhile.\n"
+	    "# TYPE edgeprof_store_write_failing gauge\n"
+	    "edgeprof_store_write_failing %" PRIu64 "\n"
 	    "# HELP edgeprof_store_rows_written_total Rows written after merging.\n"
 	    "# TYPE edgeprof_store_rows_written_total counter\n"
 	    "edgeprof_store_rows_written_total %" PRIu64 "\n"
@@ -420,7 +424,7 @@ static enum MHD_Result handle_metrics(struct ep_server *s, struct MHD_Connection
 	    "# HELP edgeprof_http_requests_total Requests by endpoint.\n"
 	    "# TYPE edgeprof_http_requests_total counter\n",
 	    ic.edges, ic.ranges, ic.ips, ic.counts_out_of_range, ic.pending_rows, ic.commits,
-	    ic.commit_failures, ic.rows_written, ic.commit_seconds,
+	    ic.commit_failures, ic.store_failing, ic.rows_written, ic.commit_seconds,
 	    (uint64_t)atomic_load(&s->unauthorized), (uint64_t)atomic_load(&s->forbidden));
 	for (int i = 0; i < NROUTES; i++)
 		fprintf(m, "edgeprof_http_requests_total{endpoint=\"%s\"} %" PRIu64 "\n",
