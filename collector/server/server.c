@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <gnutls/gnutls.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -291,6 +292,7 @@ static void request_done(struct ep_server *s, struct MHD_Connection *c)
 static void *watchdog_main(void *arg)
 {
 	struct ep_server *s = arg;
+	uint64_t trimmed_ns = ep_mono_ns();
 	pthread_mutex_lock(&s->conns_lock);
 	while (!s->stopping) {
 		struct timespec ts = ep_realtime_after(250000000ULL);
@@ -300,6 +302,16 @@ static void *watchdog_main(void *arg)
 			if (!k->trusted && !k->cut && k->waiting &&
 			    now - k->waiting_since_ns > s->header_timeout_ns)
 				cut(s, k, CUT_HEADER_TIMEOUT);
+		/* every connection has its thread, and the threads' malloc
+		 * arenas kept what decoding batches freed: 500 agents left
+		 * ~40 MiB free but resident (85 MiB RSS, 43 MiB once trimmed);
+		 * giving it back every 10 s keeps RSS near what is in use */
+		if (now - trimmed_ns >= 10 * 1000000000ULL) {
+			trimmed_ns = now;
+			pthread_mutex_unlock(&s->conns_lock);
+			malloc_trim(0);
+			pthread_mutex_lock(&s->conns_lock);
+		}
 	}
 	pthread_mutex_unlock(&s->conns_lock);
 	return NULL;
