@@ -125,7 +125,7 @@ deps:
 unit-tests: $(REL_TESTS) $(SAN_TESTS)
 
 test: deps
-	@$(MAKE) --no-print-directory all $(BUILD)/edgeprof-asan unit-tests $(LOAD_GEN)
+	@$(MAKE) --no-print-directory all $(BUILD)/edgeprof-asan unit-tests $(LOAD_GEN) $(CHURN)
 	@tests/run.sh $(BUILD)
 
 run: deps
@@ -151,6 +151,20 @@ $(LOAD_GEN): bench/load/load_gen.c $(REL_LIB)
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(STD_FLAGS) $(CFLAGS) $(INCLUDES) $< $(REL_LIB) $(LDLIBS) -o $@
+
+# Soak (issue 12 part 3, bench/soak/run.sh): agent and collector (ASan builds) for SOAK_S
+# (1800) seconds with churn; RSS and descriptors every 10 s, slopes, exact accounting. Root.
+SOAK_S ?= 1800
+CHURN := $(BUILD)/bench-soak/churn
+$(CHURN): bench/soak/churn.c
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(STD_FLAGS) $(CFLAGS) $< -ldl -o $@
+
+.PHONY: soak
+soak: deps
+	@$(MAKE) --no-print-directory all $(BUILD)/edgeprof-asan $(CHURN)
+	@SOAK_S=$(SOAK_S) bench/soak/run.sh $(BUILD)
 
 .PHONY: bench-load
 bench-load: deps
