@@ -32,6 +32,7 @@ struct ep_streamer_config {
 
 struct ep_stream_counters {
 	uint64_t batches_spooled;
+	uint64_t samples_spooled; /* the sum of BinaryProfile.samples of those batches */
 	uint64_t batches_acked;
 	uint64_t batches_duplicate; /* acknowledged as already stored */
 	uint64_t batches_rejected;  /* refused as malformed: dropped, never retried */
