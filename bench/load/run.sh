@@ -4,8 +4,8 @@
 # store in LOAD_STORES ("sqlite clickhouse"); prints the load generator's
 # "name: value" lines (bench/load/load_gen.c), prefixed load_sqlite_ and
 # load_clickhouse_, and the collector's error lines.
-#   LOAD_INTERVAL_MS (1000): each agent's pause between batches (a real agent
-#     sends one every 10 s: 1000 is ten times a real fleet's rate)
+#   LOAD_INTERVAL_MS (10000): each agent's pause between batches, jittered
+#     +-50% (a real agent's --interval; 1000 offers ten times a real fleet's rate)
 #   LOAD_PER_BATCH (8) binaries per batch, LOAD_BUILDS (64) build-id variants
 #   LOAD_COLLECTOR: the collector binary (default BUILD/edgeprof)
 # The batches are real: `edgeprof agent --replay` of the recordings in
@@ -17,13 +17,14 @@ build=${1:-build}
 cd "$(dirname "$0")/../.."
 agents=${LOAD_AGENTS:-500}
 seconds=${LOAD_S:-180}
-interval=${LOAD_INTERVAL_MS:-1000}
+interval=${LOAD_INTERVAL_MS:-10000}
 per_batch=${LOAD_PER_BATCH:-8}
 builds=${LOAD_BUILDS:-64}
 stores=${LOAD_STORES:-sqlite clickhouse}
-edgeprof=$PWD/$build/edgeprof
+case $build in /*) ;; *) build=$PWD/$build ;; esac
+edgeprof=$build/edgeprof
 collector_bin=${LOAD_COLLECTOR:-$edgeprof}
-gen=$PWD/$build/bench-load/load_gen
+gen=$build/bench-load/load_gen
 fx=${FIXTURES:-${EDGEPROF_FIXTURES:-$PWD/../shared/fixtures/lbr}}
 [ -f "$fx/propeller_sample_1.perfdata1" ] || fx=$PWD/tests/data/propeller
 note() { echo "bench-load: $*" >&2; }

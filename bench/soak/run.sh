@@ -16,9 +16,12 @@
 # sampled; after warm-up (SOAK_WARMUP_S, 20% of the run, at least 30 s) their
 # slope is fitted (least squares; the collector's per run between restarts,
 # the last one reported). At the end the agent is stopped (it flushes its
-# spool), and every sample is accounted for: the agent's own totals (-o,
-# everything it counted) equal the collector's stored samples plus the
-# samples the agent counted as lost. Prints "soak_name: value" lines; exits 1
+# spool), and every sample is accounted for: the samples of the batches
+# the agent made (put in its spool, or refused by the spool's full disk and
+# counted, both in its closing line) equal the collector's stored samples
+# plus the refused ones. (Not the agent's -o totals: they keep every label
+# set and binary ever seen in memory, which would be the soak's own growth.)
+# Prints "soak_name: value" lines; exits 1
 # when the accounting does not balance, a sanitizer reported, or a process
 # failed. Needs root (BPF, mounts, cgroups).
 set -u
@@ -29,8 +32,9 @@ execs=${SOAK_EXECS:-200}
 dlopens=${SOAK_DLOPENS:-50}
 warmup=${SOAK_WARMUP_S:-$((secs / 5 > 30 ? secs / 5 : 30))}
 interval=${SOAK_INTERVAL_S:-5}
-asan=$PWD/$build/edgeprof-asan
-churn=$PWD/$build/bench-soak/churn
+case $build in /*) ;; *) build=$PWD/$build ;; esac
+asan=$build/edgeprof-asan
+churn=$build/bench-soak/churn
 note() { echo "soak: $*" >&2; }
 
 if [ "$(id -u)" -ne 0 ]; then
@@ -125,7 +129,7 @@ stop_collector() {
 start_collector
 
 "$asan" agent --collector "$url" --spool "$spool" --spool-max-mib 64 --interval "$interval" \
-	--flush-timeout 120 --retry-max-ms 2000 --node soak -o "$tmp/agent.prof" \
+	--flush-timeout 120 --retry-max-ms 2000 --node soak \
 	>"$tmp/agent.log" 2>&1 &
 agent=$!
 pids+=("$agent")
@@ -239,7 +243,7 @@ wait "$agent" 2>/dev/null
 agent_rc=$?
 stop_collector
 # the store read back by a collector of the plain build (the ASan one has stopped)
-"$PWD/$build/edgeprof" collector --store "sqlite:$tmp/store.db" --listen 127.0.0.1:0 \
+"$build/edgeprof" collector --store "sqlite:$tmp/store.db" --listen 127.0.0.1:0 \
 	--port-file "$tmp/port.read" >"$tmp/reader.log" 2>&1 &
 reader=$!
 pids+=("$reader")
@@ -247,8 +251,8 @@ for _ in $(seq 1 600); do [ -s "$tmp/port.read" ] && break; sleep 0.1; done
 stored=$(curl -sf "http://127.0.0.1:$(cat "$tmp/port.read")/v1/binaries" |
 	jq '[.binaries[].samples] | add // 0')
 stop_pid "$reader"
-counted=$("$PWD/$build/edgeprof" export "$tmp/agent.prof" --format json | jq '[.profiles[].samples] | add // 0')
 summary=$(grep "streamed [0-9]* batches" "$tmp/agent.log" | tail -1)
+spooled=$(sed -n 's/.*streamed [0-9]* batches (\([0-9]*\) samples).*/\1/p' <<<"$summary")
 lost=$(sed -n 's/.* lost unspooled (\([0-9]*\) samples).*/\1/p' <<<"$summary")
 lost_batches=$(sed -n 's/.* \([0-9]*\) lost unspooled.*/\1/p' <<<"$summary")
 evicted=$(sed -n 's/.* \([0-9]*\) dropped from a full spool.*/\1/p' <<<"$summary")
@@ -258,12 +262,13 @@ echo "soak_execs: $(sed -n 's/churn_execs: //p' "$tmp/churn.execs")"
 echo "soak_dlopens: $(sed -n 's/churn_dlopen: //p' "$tmp/churn.dlopen")"
 echo "soak_containers: $(cat "$tmp/containers" 2>/dev/null || echo 0)"
 echo "soak_collector_runs: $collector_runs"
+counted=$((${spooled:-0} + ${lost:-0}))
 echo "soak_samples_counted: $counted"
 echo "soak_samples_stored: $stored"
 echo "soak_samples_lost_counted: ${lost:-?} (${lost_batches:-?} batches the full spool disk refused)"
 echo "soak_batches_evicted: ${evicted:-?}"
 balanced=0
-[ -n "$lost" ] && [ "$counted" -gt 0 ] && [ "$counted" = "$((stored + lost))" ] &&
+[ -n "$lost" ] && [ -n "$spooled" ] && [ "$counted" -gt 0 ] && [ "$counted" = "$((stored + lost))" ] &&
 	[ "${evicted:-1}" = 0 ] && balanced=1
 echo "soak_accounting_balanced: $balanced"
 echo "soak_agent_exit: $agent_rc"
