@@ -14,7 +14,7 @@
 # collector logged an error.
 set -u
 build=${1:-build}
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 2
 agents=${LOAD_AGENTS:-500}
 seconds=${LOAD_S:-180}
 interval=${LOAD_INTERVAL_MS:-10000}
