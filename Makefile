@@ -125,7 +125,7 @@ deps:
 unit-tests: $(REL_TESTS) $(SAN_TESTS)
 
 test: deps
-	@$(MAKE) --no-print-directory all $(BUILD)/edgeprof-asan unit-tests
+	@$(MAKE) --no-print-directory all $(BUILD)/edgeprof-asan unit-tests $(LOAD_GEN) $(CHURN)
 	@tests/run.sh $(BUILD)
 
 run: deps
@@ -143,6 +143,33 @@ $(BUILD)/bench/%: bench/%.c $(REL_LIB)
 bench: deps
 	@$(MAKE) --no-print-directory all $(BENCH_BINS)
 	@bench/run.sh $(BUILD)
+
+# Load (issue 12 part 2, bench/load/run.sh): LOAD_AGENTS (500) agents post real batches to one
+# collector on loopback for LOAD_S (180) seconds, SQLite then ClickHouse (LOAD_STORES).
+LOAD_GEN := $(BUILD)/bench-load/load_gen
+$(LOAD_GEN): bench/load/load_gen.c $(REL_LIB)
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(STD_FLAGS) $(CFLAGS) $(INCLUDES) $< $(REL_LIB) $(LDLIBS) -o $@
+
+# Soak (issue 12 part 3, bench/soak/run.sh): agent and collector (ASan builds) for SOAK_S
+# (1800) seconds with churn; RSS and descriptors every 10 s, slopes, exact accounting. Root.
+SOAK_S ?= 1800
+CHURN := $(BUILD)/bench-soak/churn
+$(CHURN): bench/soak/churn.c
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(STD_FLAGS) $(CFLAGS) $< -ldl -o $@
+
+.PHONY: soak
+soak: deps
+	@$(MAKE) --no-print-directory all $(BUILD)/edgeprof-asan $(CHURN)
+	@SOAK_S=$(SOAK_S) bench/soak/run.sh $(BUILD)
+
+.PHONY: bench-load
+bench-load: deps
+	@$(MAKE) --no-print-directory all $(LOAD_GEN)
+	@bench/load/run.sh $(BUILD)
 
 # FDO on real programs (bench/fdo/run.sh): Debian sources via apt-get (root, like deps), BOLT
 # and AutoFDO variants measured under cachegrind. Long; cached under $(BUILD)/fdo.

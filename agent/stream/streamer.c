@@ -411,7 +411,12 @@ int ep_streamer_submit(struct ep_streamer *s, const Edgeprof__V1__Profile *delta
 		 * collector only needs them unique, and a gap shows the loss */
 		s->counters.batches_spooled++;
 		pthread_cond_signal(&s->wake);
+	} else {
+		s->counters.batches_lost++;
 	}
+	for (size_t i = 0; i < delta->n_binaries; i++)
+		*(rc == 0 ? &s->counters.samples_spooled : &s->counters.samples_lost) +=
+		    delta->binaries[i]->samples;
 	s->next_sequence++;
 	pthread_mutex_unlock(&s->lock);
 	if (rc != 0)

@@ -32,10 +32,15 @@ struct ep_streamer_config {
 
 struct ep_stream_counters {
 	uint64_t batches_spooled;
+	uint64_t samples_spooled; /* the sum of BinaryProfile.samples of those batches */
 	uint64_t batches_acked;
 	uint64_t batches_duplicate; /* acknowledged as already stored */
 	uint64_t batches_rejected;  /* refused as malformed: dropped, never retried */
 	uint64_t send_failures;	    /* attempts that will be retried */
+	/* batches that could not be put in the spool (its disk full), and the
+	 * samples their binaries held (the sum of BinaryProfile.samples, the
+	 * unit the collector stores): gone, counted */
+	uint64_t batches_lost, samples_lost;
 	uint64_t bytes_sent;
 	struct ep_spool_counters spool;
 };

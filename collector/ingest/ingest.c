@@ -44,7 +44,8 @@ struct ep_ingest {
 	uint64_t gen_done;    /* every generation up to this one is finished */
 	int results[RESULTS]; /* 0 or -1 per generation */
 	char last_error[512];
-	bool pending_poisoned; /* part of a batch could not be merged: fail the generation */
+	uint64_t failing_logged_ns; /* when the store's failing was last said */
+	bool pending_poisoned;	    /* part of a batch could not be merged: fail the generation */
 	uint64_t first_pending_ns;
 	bool stopping;
 	pthread_t committer;
@@ -145,6 +146,38 @@ out:
 	return rc;
 }
 
+/* Lock held. One line when the store starts failing, one a minute while it
+ * still fails, one when it writes again: a full disk under hundreds of
+ * agents' retries is hundreds of failed writes a minute, each counted in
+ * /metrics, and a line for each would bury the log. */
+static void log_outcome(struct ep_ingest *in, int rc, const char *err)
+{
+	struct ep_ingest_counters *c = &in->counters;
+	uint64_t now = ep_mono_ns();
+	if (rc == 0) {
+		if (c->store_failing)
+			ep_info("store: writing again after %" PRIu64
+				" failed writes; the batches answered 503 meanwhile are resent by "
+				"their agents",
+				c->failing_writes);
+		c->store_failing = 0;
+		c->failing_writes = 0;
+		return;
+	}
+	c->failing_writes++;
+	if (!c->store_failing)
+		ep_error("store write of %zu batches failed: %s; ingest answers 503 and agents "
+			 "keep their batches until a write succeeds",
+			 in->committing_keys.n, err);
+	else if (now - in->failing_logged_ns >= 60 * 1000000000ULL)
+		ep_error("store: still failing, %" PRIu64 " failed writes so far: %s",
+			 c->failing_writes, err);
+	else
+		return;
+	c->store_failing = 1;
+	in->failing_logged_ns = now;
+}
+
 static void *committer_main(void *arg)
 {
 	struct ep_ingest *in = arg;
@@ -186,11 +219,8 @@ static void *committer_main(void *arg)
 			     ? -1
 			     : commit(in, in->committing, &in->committing_keys, err, sizeof(err));
 		double secs = (double)(ep_mono_ns() - t0) / 1e9;
-		if (rc != 0)
-			ep_error("store write of %zu batches failed: %s", in->committing_keys.n,
-				 err);
-
 		pthread_mutex_lock(&in->lock);
+		log_outcome(in, rc, err);
 		in->results[gen % RESULTS] = rc;
 		if (rc != 0)
 			snprintf(in->last_error, sizeof(in->last_error), "%s", err);

@@ -41,6 +41,10 @@ struct ep_ingest_counters {
 	uint64_t rows_written; /* after merging */
 	double commit_seconds; /* total time in store writes */
 	uint64_t pending_rows;
+	/* 1 while the store's writes fail (disk full, read-only): from the
+	 * first failed write to the next one that succeeds */
+	uint64_t store_failing;
+	uint64_t failing_writes; /* failed writes in the current outage */
 };
 
 struct ep_ingest;

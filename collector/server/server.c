@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <gnutls/gnutls.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -291,6 +292,7 @@ static void request_done(struct ep_server *s, struct MHD_Connection *c)
 static void *watchdog_main(void *arg)
 {
 	struct ep_server *s = arg;
+	uint64_t trimmed_ns = ep_mono_ns();
 	pthread_mutex_lock(&s->conns_lock);
 	while (!s->stopping) {
 		struct timespec ts = ep_realtime_after(250000000ULL);
@@ -300,6 +302,16 @@ static void *watchdog_main(void *arg)
 			if (!k->trusted && !k->cut && k->waiting &&
 			    now - k->waiting_since_ns > s->header_timeout_ns)
 				cut(s, k, CUT_HEADER_TIMEOUT);
+		/* every connection has its thread, and the threads' malloc
+		 * arenas kept what decoding batches freed: 500 agents left
+		 * ~40 MiB free but resident (85 MiB RSS, 43 MiB once trimmed);
+		 * giving it back every 10 s keeps RSS near what is in use */
+		if (now - trimmed_ns >= 10 * 1000000000ULL) {
+			trimmed_ns = now;
+			pthread_mutex_unlock(&s->conns_lock);
+			malloc_trim(0);
+			pthread_mutex_lock(&s->conns_lock);
+		}
 	}
 	pthread_mutex_unlock(&s->conns_lock);
 	return NULL;
@@ -405,6 +417,10 @@ static enum MHD_Result handle_metrics(struct ep_server *s, struct MHD_Connection
 	    "were not acknowledged.\n"
 	    "# TYPE edgeprof_store_commit_failures_total counter\n"
 	    "edgeprof_store_commit_failures_total %" PRIu64 "\n"
+	    "# HELP edgeprof_store_write_failing 1 from a failed store write (disk full, "
+	    "read-only) until one succeeds: ingest answers 503 meanwhile.\n"
+	    "# TYPE edgeprof_store_write_failing gauge\n"
+	    "edgeprof_store_write_failing %" PRIu64 "\n"
 	    "# HELP edgeprof_store_rows_written_total Rows written after merging.\n"
 	    "# TYPE edgeprof_store_rows_written_total counter\n"
 	    "edgeprof_store_rows_written_total %" PRIu64 "\n"
@@ -420,7 +436,7 @@ static enum MHD_Result handle_metrics(struct ep_server *s, struct MHD_Connection
 	    "# HELP edgeprof_http_requests_total Requests by endpoint.\n"
 	    "# TYPE edgeprof_http_requests_total counter\n",
 	    ic.edges, ic.ranges, ic.ips, ic.counts_out_of_range, ic.pending_rows, ic.commits,
-	    ic.commit_failures, ic.rows_written, ic.commit_seconds,
+	    ic.commit_failures, ic.store_failing, ic.rows_written, ic.commit_seconds,
 	    (uint64_t)atomic_load(&s->unauthorized), (uint64_t)atomic_load(&s->forbidden));
 	for (int i = 0; i < NROUTES; i++)
 		fprintf(m, "edgeprof_http_requests_total{endpoint=\"%s\"} %" PRIu64 "\n",

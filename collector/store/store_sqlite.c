@@ -8,12 +8,15 @@
  * only lose commits on an OS crash, but that is still a lost batch).
  * Addresses are uint64 kept in SQLite's int64 by bit pattern.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <sqlite3.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
 
 #include "collector/store/store_backend.h"
 #include "common/profile/model.h"
@@ -208,17 +211,54 @@ struct sqlite_store {
 	sqlite3_stmt *stmts[NSTMTS];
 };
 
+/* Why an I/O failure happened, as the file system says: SQLite says "disk
+ * I/O error" for a file system gone read-only (errors=remount-ro after an
+ * I/O error) and keeps no usable errno, so the operator would not know what
+ * to fix. "" when the file system shows nothing. */
+static const char *os_reason(struct sqlite_store *s, char *buf, size_t len)
+{
+	int code = sqlite3_errcode(s->db);
+	struct statvfs fs;
+	buf[0] = '\0';
+	if (code != SQLITE_IOERR && code != SQLITE_FULL && code != SQLITE_READONLY &&
+	    code != SQLITE_CANTOPEN)
+		return buf;
+	if (statvfs(s->path, &fs) != 0)
+		return buf;
+	if (fs.f_flag & ST_RDONLY) {
+		snprintf(buf, len, " (its file system is read-only)");
+	} else if (fs.f_bavail == 0) {
+		snprintf(buf, len, " (no space left on its file system)");
+	} else {
+		/* a file system shut to writes after an error (ext4's emergency
+		 * read-only) still says rw in its flags: ask it */
+		char probe[4096];
+		snprintf(probe, sizeof(probe), "%s-probe-XXXXXX", s->path);
+		int fd = mkstemp(probe);
+		if (fd >= 0) {
+			close(fd);
+			unlink(probe);
+		} else {
+			snprintf(buf, len, " (creating a file beside it: %s)", strerror(errno));
+		}
+	}
+	return buf;
+}
+
 static void db_error(struct sqlite_store *s, const char *what, char *err, size_t errlen)
 {
-	snprintf(err, errlen, "sqlite %s: %s: %s", s->path, what, sqlite3_errmsg(s->db));
+	char os[128];
+	snprintf(err, errlen, "sqlite %s: %s: %s%s", s->path, what, sqlite3_errmsg(s->db),
+		 os_reason(s, os, sizeof(os)));
 }
 
 static int exec(struct sqlite_store *s, const char *sql, char *err, size_t errlen)
 {
-	char *msg = NULL;
+	char *msg = NULL, os[128];
 	if (sqlite3_exec(s->db, sql, NULL, NULL, &msg) == SQLITE_OK)
 		return 0;
-	snprintf(err, errlen, "sqlite %s: %s", s->path, msg ? msg : sqlite3_errmsg(s->db));
+	snprintf(err, errlen, "sqlite %s: %s%s", s->path, msg ? msg : sqlite3_errmsg(s->db),
+		 os_reason(s, os, sizeof(os)));
 	sqlite3_free(msg);
 	return -1;
 }
