@@ -27,13 +27,13 @@ GEN_H    := $(PROTO_H) $(BPF_SKEL)
 .SECONDARY: $(PROTO_C) $(PROTO_H)
 
 # The LBR emulator plugin is loaded by QEMU, not linked into edgeprof.
-PLUGIN_SRCS := $(wildcard agent/source/emulator/plugin/*.c) agent/decode/decoder_x86.c common/util/u64map.c
+PLUGIN_SRCS := $(wildcard agent/source/emulator/plugin/*.c) common/decode/decoder_x86.c common/util/u64map.c
 # One library holds every folder; the folders' include rules (README, Layout)
 # are checked by tests/integration/test_layout.sh.
 LIB_SRCS   := $(filter-out cli/main.c agent/source/emulator/plugin/%,$(shell find common agent collector cli -name '*.c' | sort))
 MAIN_SRC   := cli/main.c
 TEST_SRCS  := $(sort $(wildcard tests/unit/test_*.c))
-# includes are written from the repository root: "agent/decode/decoder.h"
+# includes are written from the repository root: "common/decode/decoder.h"
 INCLUDES   := -I. -I$(GEN) $(PKG_CFLAGS)
 
 # Two flavours share the rules: the normal one, and ASan+UBSan for tests.
@@ -85,7 +85,7 @@ $(eval $(call flavour,SAN,asan,$(SAN_FLAGS)))
 
 all: $(BUILD)/edgeprof $(BUILD)/edgeprof-lbr.so
 
-$(BUILD)/edgeprof-lbr.so: $(PLUGIN_SRCS) $(wildcard agent/source/emulator/*.h agent/source/emulator/plugin/*.h agent/decode/*.h common/util/*.h)
+$(BUILD)/edgeprof-lbr.so: $(PLUGIN_SRCS) $(wildcard agent/source/emulator/*.h agent/source/emulator/plugin/*.h agent/decode/*.h common/decode/*.h common/util/*.h)
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(STD_FLAGS) $(CFLAGS) -fPIC -shared -fvisibility=hidden $(INCLUDES) $(PLUGIN_SRCS) \
