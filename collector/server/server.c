@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "collector/api/api.h"
+#include "collector/binaries/binaries.h"
 #include "common/util/clock.h"
 #include "common/util/log.h"
 #include "common/util/secret.h"
@@ -44,9 +45,19 @@ struct conn {
 enum cut_reason { CUT_HEADER_TIMEOUT, CUT_PER_ADDRESS, CUT_EVICTED, NCUTS };
 static const char *const cut_names[NCUTS] = {"header_timeout", "per_address", "evicted"};
 
-enum route { R_INGEST, R_BINARIES, R_PROFILE, R_SESSIONS, R_METRICS, R_HEALTH, R_OTHER, NROUTES };
+enum route {
+	R_INGEST,
+	R_BINARIES,
+	R_PROFILE,
+	R_SESSIONS,
+	R_METRICS,
+	R_HEALTH,
+	R_IMAGES, /* binaries' code: uploads, and whether one is kept */
+	R_OTHER,
+	NROUTES
+};
 static const char *const route_names[NROUTES] = {"ingest",  "binaries", "profile", "sessions",
-						 "metrics", "health",	"other"};
+						 "metrics", "health",	"images",  "other"};
 
 struct ep_server {
 	struct ep_server_config cfg;
@@ -76,6 +87,7 @@ struct ep_server {
 struct request {
 	uint8_t *body;
 	size_t len, cap;
+	size_t limit; /* body bytes accepted on this route */
 	bool too_large;
 };
 
@@ -320,6 +332,8 @@ static enum route route_of(const char *url)
 		return R_METRICS;
 	if (strcmp(url, "/healthz") == 0 || strcmp(url, "/readyz") == 0)
 		return R_HEALTH;
+	if (strcmp(url, "/v1/images") == 0 || strncmp(url, "/v1/images/", 11) == 0)
+		return R_IMAGES;
 	return R_OTHER;
 }
 
@@ -600,6 +614,34 @@ static enum MHD_Result handle_sessions(struct ep_server *s, struct MHD_Connectio
 	return respond(c, resp.status, resp.content_type, resp.body, resp.len);
 }
 
+/* POST /v1/images?build_id=&path=&source= with the ELF file as body;
+ * GET /v1/images/ID: 200 when its code is kept, 404 when not. */
+static enum MHD_Result handle_images(struct ep_server *s, struct MHD_Connection *c, const char *url,
+				     struct request *rq, bool post)
+{
+	if (!s->cfg.binaries)
+		return respond_text(c, 404, "this collector keeps no binaries\n");
+	char msg[512];
+	if (!post) {
+		if (strncmp(url, "/v1/images/", 11) != 0)
+			return respond_text(c, 404, "%s: no such endpoint\n", url);
+		int r = ep_binaries_has(s->cfg.binaries, url + 11, msg, sizeof(msg));
+		if (r < 0)
+			return respond_text(c, 503, "store: %s\n", msg);
+		return r ? respond_text(c, 200, "%s: kept\n", url + 11)
+			 : respond_text(c, 404, "%s: not here\n", url + 11);
+	}
+	if (rq->too_large)
+		return respond_text(c, 413, "body larger than %zu bytes\n",
+				    ep_binaries_max_file(s->cfg.binaries));
+	int status = ep_binaries_upload(s->cfg.binaries, rq->body, rq->len, arg(c, "build_id"),
+					arg(c, "path"), arg(c, "source"), msg, sizeof(msg));
+	if (status >= 400)
+		ep_warn("binary upload%s%s: %s", *arg(c, "path") ? " of " : "", arg(c, "path"),
+			msg);
+	return respond_text(c, (unsigned)status, "%s\n", msg);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
 				  const char *method, const char *version, const char *upload,
 				  size_t *upload_size, void **con_cls)
@@ -618,7 +660,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 					    "client CA is required\n");
 		}
 		header_complete(s, c, s->has_token && authorized(s, c));
-		if (r == R_INGEST || r == R_BINARIES || r == R_PROFILE || r == R_SESSIONS) {
+		if (r == R_INGEST || r == R_BINARIES || r == R_PROFILE || r == R_SESSIONS ||
+		    r == R_IMAGES) {
 			if (!authorized(s, c)) {
 				atomic_fetch_add(&s->unauthorized, 1);
 				return respond_text(c, 401, "missing or wrong bearer token\n");
@@ -627,22 +670,27 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		bool post = strcmp(method, "POST") == 0;
 		if (r == R_OTHER)
 			return respond_text(c, 404, "%s: no such endpoint\n", url);
-		bool post_route =
-		    r == R_INGEST || (r == R_SESSIONS && strcmp(url, "/v1/sessions") == 0);
+		bool post_route = r == R_INGEST ||
+				  (r == R_SESSIONS && strcmp(url, "/v1/sessions") == 0) ||
+				  (r == R_IMAGES && strcmp(url, "/v1/images") == 0);
 		if (post_route != post)
 			return respond_text(c, 405, "%s: method %s not allowed\n", url, method);
+		/* uploads are binaries: their own, larger limit */
+		size_t limit = r == R_IMAGES && s->cfg.binaries
+				   ? ep_binaries_max_file(s->cfg.binaries)
+				   : s->cfg.max_body;
 		if (post) {
 			const char *cl =
 			    MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
-			if (cl && strtoull(cl, NULL, 10) > s->cfg.max_body) {
+			if (cl && strtoull(cl, NULL, 10) > limit) {
 				atomic_fetch_add(&s->too_large_bodies, 1);
-				return respond_text(c, 413, "body larger than %zu bytes\n",
-						    s->cfg.max_body);
+				return respond_text(c, 413, "body larger than %zu bytes\n", limit);
 			}
 		}
 		rq = calloc(1, sizeof(*rq));
 		if (!rq)
 			return MHD_NO;
+		rq->limit = limit;
 		*con_cls = rq;
 		return MHD_YES;
 	}
@@ -651,7 +699,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		*upload_size = 0;
 		if (rq->too_large)
 			return MHD_YES;
-		if (rq->len + n > s->cfg.max_body) {
+		if (rq->len + n > rq->limit) {
 			rq->too_large = true;
 			free(rq->body);
 			rq->body = NULL;
@@ -682,6 +730,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		return handle_sessions(s, c, url, strcmp(method, "POST") == 0);
 	case R_METRICS:
 		return handle_metrics(s, c);
+	case R_IMAGES:
+		return handle_images(s, c, url, rq, strcmp(method, "POST") == 0);
 	case R_HEALTH:
 		if (strcmp(url, "/readyz") == 0) {
 			char err[512];
