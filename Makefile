@@ -11,10 +11,17 @@ CFLAGS   ?= -O2 -g
 STD_FLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fno-strict-aliasing
 DEPFLAGS  = -MMD -MP
 # json-c: the agent reads the Kubernetes API server's pod list (agent/attribute/k8s_pods.c)
-PKGS     := libelf capstone libprotobuf-c libbpf libzstd libcurl libmicrohttpd sqlite3 gnutls json-c
+# libgvc: the collector's UI lays control-flow graphs out with Graphviz (collector/web)
+PKGS     := libelf capstone libprotobuf-c libbpf libzstd libcurl libmicrohttpd sqlite3 gnutls json-c libgvc
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
-LDLIBS   := $(PKG_LIBS) -lz -lm -lpthread
+# Graphviz's dot layout and SVG writer are linked in and named to gvContextPlugins
+# (collector/web/web_function.c) rather than loaded from its plugin config, which
+# would also load the pango plugin: fontconfig and pango leak per label measured,
+# and the collector runs for months. They live in Graphviz's plugin folder.
+GV_PLUGINS := $(shell pkg-config --variable=libdir libgvc 2>/dev/null)/graphviz
+LDLIBS   := $(PKG_LIBS) -L$(GV_PLUGINS) -Wl,-rpath,$(GV_PLUGINS) -lgvplugin_dot_layout \
+	    -lgvplugin_core -lz -lm -lpthread
 
 GEN      := $(BUILD)/gen
 PROTOS   := $(wildcard proto/*.proto)

@@ -18,6 +18,8 @@
  *                       its code kept by build-id (collector/binaries);
  *                       201 stored, 200 already kept, 400 refused with why
  *   GET  /v1/images/ID  200 when that build-id's code is kept, else 404
+ *   GET  /, /binary, /function, /fleet, /ui/...: the web UI (collector/web);
+ *        GET/POST /signin, /signout: its sign-in with the token (a cookie)
  *   GET  /metrics       Prometheus text; /healthz; /readyz (store answers)
  * A bearer token guards /v1/ (not the probes and metrics, which hold no
  * profile data); TLS with an optional client CA makes it mTLS: a client
