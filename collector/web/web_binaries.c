@@ -126,15 +126,19 @@ int ep_web_binaries_page(FILE *out, const struct ep_web_ctx *w, ep_web_arg_fn ar
 		const char *base = strrchr(path, '/');
 		fputs("<tr class=\"binary\" data-build-id=\"", out);
 		ep_web_text(out, b->build_id);
-		fprintf(
-		    out,
-		    "\" data-samples=\"%llu\"><td><a class=\"binlink\" href=\"/binary?build_id=",
-		    (unsigned long long)b->samples);
-		ep_web_urlenc(out, b->build_id);
-		ep_web_filter_args(out, &f);
-		fputs("\"><b>", out);
+		fprintf(out, "\" data-samples=\"%llu\"><td>", (unsigned long long)b->samples);
+		/* a binary without a build-id has no page: nothing names it */
+		if (*b->build_id) {
+			fputs("<a class=\"binlink\" href=\"/binary?build_id=", out);
+			ep_web_urlenc(out, b->build_id);
+			ep_web_filter_args(out, &f);
+			fputs("\">", out);
+		}
+		fputs("<b>", out);
 		ep_web_text(out, base ? base + 1 : *path ? path : b->build_id);
-		fputs("</b></a>", out);
+		fputs(*b->build_id ? "</b></a>"
+				   : "</b> <span class=\"dim\">(no build-id: exports only)</span>",
+		      out);
 		for (size_t j = 0; j < b->n_paths && j < 3; j++) {
 			fputs("<div class=\"path\">", out);
 			ep_web_text(out, b->paths[j]);
