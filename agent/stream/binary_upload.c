@@ -247,8 +247,8 @@ static void *uploader_main(void *arg)
 		switch (r) {
 		case EP_UPLOAD_SENT:
 			u->counters.sent++;
-			ep_info("binary %s (%s) sent to the collector for its UI", j.build_id,
-				j.path);
+			ep_debug("binary %s (%s) sent to the collector for its UI", j.build_id,
+				 j.path);
 			break;
 		case EP_UPLOAD_HAD:
 			u->counters.had++;

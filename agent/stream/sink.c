@@ -183,7 +183,7 @@ int ep_sink_finish(struct ep_sink *k, unsigned flush_s)
 		ep_uploader_finish(k->uploader, flush_s * 1000u);
 		struct ep_upload_counters uc;
 		ep_uploader_counters(k->uploader, &uc);
-		if (uc.sent || uc.refused || uc.failed)
+		if (uc.sent || uc.had || uc.refused || uc.too_large || uc.unreadable || uc.failed)
 			ep_info("binaries for the collector's UI: %llu sent, %llu it had, %llu "
 				"refused, %llu too large, %llu unreadable, %llu attempts failed",
 				(unsigned long long)uc.sent, (unsigned long long)uc.had,
