@@ -723,7 +723,8 @@ static enum MHD_Result handle_signin(struct ep_server *s, struct MHD_Connection 
 	return rc;
 }
 
-static enum MHD_Result handle_ui(struct ep_server *s, struct MHD_Connection *c, const char *url)
+static enum MHD_Result handle_ui(struct ep_server *s, struct MHD_Connection *c, const char *url,
+				 struct request *rq, bool post)
 {
 	struct ep_api_response resp = {0};
 	if (!authorized(s, c) && !ep_web_is_public(url)) {
@@ -734,6 +735,16 @@ static enum MHD_Result handle_ui(struct ep_server *s, struct MHD_Connection *c, 
 			       .binaries = s->cfg.binaries,
 			       .sessions = s->sessions,
 			       .signed_in = s->has_token};
+	if (ep_web_is_form(url)) {
+		if (!post)
+			return respond_text(c, 405, "%s: a form, POSTed\n", url);
+		char location[512];
+		ep_web_form(&w, url, (const char *)rq->body, rq->len, &resp, location,
+			    sizeof(location));
+		return respond_web(c, &resp, NULL, location[0] ? location : NULL);
+	}
+	if (post)
+		return respond_text(c, 405, "%s: method POST not allowed\n", url);
 	ep_web_page(&w, url, web_arg, c, &resp);
 	return respond_web(c, &resp, NULL, NULL);
 }
@@ -769,14 +780,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		bool post_route = r == R_INGEST ||
 				  (r == R_SESSIONS && strcmp(url, "/v1/sessions") == 0) ||
 				  (r == R_IMAGES && strcmp(url, "/v1/images") == 0);
-		bool either = r == R_SIGNIN; /* GET the form, POST the token */
+		/* sign-in: GET the form, POST the token; the UI's forms are POSTed */
+		bool either = r == R_SIGNIN || (r == R_UI && ep_web_is_form(url));
 		if (!either && post_route != post)
 			return respond_text(c, 405, "%s: method %s not allowed\n", url, method);
 		/* uploads are binaries: their own, larger limit */
 		size_t limit = r == R_IMAGES && s->cfg.binaries
 				   ? ep_binaries_max_file(s->cfg.binaries)
-			       : r == R_SIGNIN ? 4096
-					       : s->cfg.max_body;
+			       : r == R_SIGNIN || r == R_UI ? 4096
+							    : s->cfg.max_body;
 		if (post) {
 			const char *cl =
 			    MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
@@ -833,7 +845,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	case R_SIGNIN:
 		return handle_signin(s, c, url, rq, strcmp(method, "POST") == 0);
 	case R_UI:
-		return handle_ui(s, c, url);
+		return handle_ui(s, c, url, rq, strcmp(method, "POST") == 0);
 	case R_HEALTH:
 		if (strcmp(url, "/readyz") == 0) {
 			char err[512];

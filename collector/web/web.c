@@ -13,7 +13,13 @@
 bool ep_web_is_page(const char *url)
 {
 	return strcmp(url, "/") == 0 || strcmp(url, "/binary") == 0 ||
-	       strcmp(url, "/function") == 0 || strcmp(url, "/ui/style.css") == 0;
+	       strcmp(url, "/function") == 0 || strcmp(url, "/fleet") == 0 ||
+	       strcmp(url, "/ui/style.css") == 0 || ep_web_is_form(url);
+}
+
+bool ep_web_is_form(const char *url)
+{
+	return strcmp(url, "/fleet/start") == 0;
 }
 
 bool ep_web_is_public(const char *url)
@@ -114,7 +120,7 @@ void ep_web_begin(FILE *out, const struct ep_web_ctx *w, const char *title)
 	ep_web_text(out, title);
 	fputs(" · edgeprof</title><link rel=\"stylesheet\" href=\"/ui/style.css\"></head>\n"
 	      "<body><header><a class=\"brand\" href=\"/\">edgeprof</a>"
-	      "<nav><a href=\"/\">Binaries</a></nav>",
+	      "<nav><a href=\"/\">Binaries</a><a href=\"/fleet\">Fleet</a></nav>",
 	      out);
 	if (w && w->signed_in)
 		fputs("<a class=\"signout\" href=\"/signout\">Sign out</a>", out);
@@ -270,6 +276,13 @@ void ep_web_signin_page(bool token_required, const char *error, struct ep_api_re
 	r->content_type = "text/html; charset=utf-8";
 }
 
+void ep_web_redirect_body(FILE *out, const char *location)
+{
+	fputs("<!DOCTYPE html><p>See <a href=\"", out);
+	ep_web_text(out, location);
+	fputs("\">here</a>.</p>\n", out);
+}
+
 void ep_web_redirect(const char *location, struct ep_api_response *r)
 {
 	r->status = 303;
@@ -279,9 +292,27 @@ void ep_web_redirect(const char *location, struct ep_api_response *r)
 	FILE *out = open_memstream(&r->body, &r->len);
 	if (!out)
 		return;
-	fputs("<!DOCTYPE html><p>See <a href=\"", out);
-	ep_web_text(out, location);
-	fputs("\">here</a>.</p>\n", out);
+	ep_web_redirect_body(out, location);
+	fclose(out);
+}
+
+void ep_web_form(const struct ep_web_ctx *w, const char *url, const char *body, size_t len,
+		 struct ep_api_response *r, char *location, size_t loclen)
+{
+	r->body = NULL;
+	r->len = 0;
+	r->content_type = "text/html; charset=utf-8";
+	location[0] = '\0';
+	FILE *out = open_memstream(&r->body, &r->len);
+	if (!out) {
+		r->status = 500;
+		r->content_type = "text/plain";
+		return;
+	}
+	if (strcmp(url, "/fleet/start") == 0)
+		r->status = ep_web_start_session(out, w, body ? body : "", len, location, loclen);
+	else
+		r->status = ep_web_fail(out, w, 404, "%s: no such form", url);
 	fclose(out);
 }
 
@@ -345,6 +376,8 @@ void ep_web_page(const struct ep_web_ctx *w, const char *url, ep_web_arg_fn arg,
 		r->status = ep_web_binary_page(out, w, arg, argctx);
 	else if (strcmp(url, "/function") == 0)
 		r->status = ep_web_function_page(out, w, arg, argctx);
+	else if (strcmp(url, "/fleet") == 0)
+		r->status = ep_web_fleet_page(out, w, arg, argctx);
 	else
 		r->status = ep_web_binaries_page(out, w, arg, argctx);
 	fclose(out);

@@ -10,6 +10,8 @@
  *   /function?build_id=&addr=0xSTART
  *                       the function's control-flow graph (Graphviz, laid
  *                       out here, as SVG) and its annotated disassembly
+ *   /fleet              nodes and their agents, on-demand sessions, a form
+ *                       starting one (POST /fleet/start)
  *   /ui/style.css       the style sheet
  * The server (collector/server) routes these here after checking the
  * token or the sign-in cookie; the sign-in page itself is written here.
@@ -46,6 +48,12 @@ bool ep_web_is_public(const char *url);
  * page saying why. */
 void ep_web_page(const struct ep_web_ctx *w, const char *url, ep_web_arg_fn arg, void *argctx,
 		 struct ep_api_response *r);
+/* url takes a form POSTed (application/x-www-form-urlencoded) */
+bool ep_web_is_form(const char *url);
+/* A form POSTed to url: a 303 to location[loclen] when it went through,
+ * else a page saying why (400, 404, 409, 503). */
+void ep_web_form(const struct ep_web_ctx *w, const char *url, const char *body, size_t len,
+		 struct ep_api_response *r, char *location, size_t loclen);
 
 /* The sign-in form (token_required false: says no sign-in is needed), with
  * an error line when error is not NULL. */

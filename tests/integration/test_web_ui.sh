@@ -41,13 +41,13 @@ URL=http://127.0.0.1:$COLLECTOR_PORT
 "$EDGEPROF" agent --replay "$FIXTURES/propeller_sample_1.perfdata1" --binary "$BIN" \
 	--collector "$URL" --spool "$TEST_TMP/spool1" >"$TEST_TMP/agent1.log" 2>&1
 check "the agent replays the fixture into the collector" grep -q '1 acknowledged' "$TEST_TMP/agent1.log"
-check "the agent sent the binary's code" grep -q "binary $ID .* sent to the collector" "$TEST_TMP/agent1.log"
+check "the agent sent the binary's code" grep -q "binaries for the collector's UI: 1 sent" "$TEST_TMP/agent1.log"
 check "the collector keeps it (GET /v1/images/ID)" \
 	test "$(curl -s -o /dev/null -w '%{http_code}' "$URL/v1/images/$ID")" = 200
 "$EDGEPROF" agent --replay "$FIXTURES/propeller_sample_1.perfdata1" --binary "$BIN" \
 	--collector "$URL" --spool "$TEST_TMP/spool2" >"$TEST_TMP/agent2.log" 2>&1
 check "a second agent asks first and sends nothing" \
-	bash -c "! grep -q 'sent to the collector' '$TEST_TMP/agent2.log'"
+	grep -q "UI: 0 sent, 1 it had" "$TEST_TMP/agent2.log"
 "$EDGEPROF" agent --replay "$FIXTURES/test.lbr" --binary "$FIXTURES/test.binary" \
 	--collector "$URL" --spool "$TEST_TMP/spool3" >"$TEST_TMP/agent3.log" 2>&1
 
@@ -128,6 +128,42 @@ code=$(curl -s -o "$TEST_TMP/e1" -w '%{http_code}' "$URL/binary?build_id=ffff")
 check "/binary of an unknown build-id: 404 saying so" bash -c "[ $code = 404 ] && grep -q 'has no counts' '$TEST_TMP/e1'"
 code=$(curl -s -o /dev/null -w '%{http_code}' "$URL/function?build_id=$ID&addr=nope")
 check "/function with a bad address: 400" test "$code" = 400
+
+# --- the fleet: a live agent (whole machine, streaming every second) and a
+# session started from the page's form, on a program of ours
+cc -O1 -g -o "$TEST_TMP/hot_cold" "$(dirname "$0")/../workloads/hot_cold.c"
+"$TEST_TMP/hot_cold" 100000000000 >/dev/null &
+work=$!
+track_pid "$work"
+"$EDGEPROF" agent --interval 1 --retry-max-ms 1000 --collector "$URL" --node ui-node \
+	--spool "$TEST_TMP/spool-live" 2>"$TEST_TMP/live.err" &
+agent=$!
+track_pid "$agent"
+fleet_has() { # PATTERN: until /fleet shows it (60 s)
+	for _ in $(seq 300); do
+		curl -s "$URL/fleet" | grep -q "$1" && return 0
+		sleep 0.2
+	done
+	return 1
+}
+check "/fleet: the live agent's node reports" fleet_has 'data-node="ui-node".*<span class="ok">yes</span>'
+if grep -q 'no branch-stack PMU' "$TEST_TMP/live.err"; then
+	dom "$URL/fleet" "$TEST_TMP/fleet.html"
+	check "/fleet: a node without a branch-stack PMU is said plainly" \
+		grep -q 'no branch-stack PMU: IP samples only' "$TEST_TMP/fleet.html"
+fi
+hdr=$(curl -s -o /dev/null -D - --data "kind=pid&target=$work&node=ui-node&duration_s=3&mode=edges" "$URL/fleet/start")
+sid=$(sed -n 's/^[Ll]ocation: \/fleet?started=\([0-9a-f]*\).*/\1/p' <<<"$hdr")
+check "/fleet/start: the form starts a session (303 to /fleet?started=ID)" test -n "$sid"
+check "/fleet: the session runs and is done" fleet_has "data-id=\"$sid\" data-state=\"done\""
+check "the session's counts are listed on /?session=ID" \
+	grep -q 'hot_cold' <(curl -s "$URL/?session=$sid")
+code=$(curl -s -o "$TEST_TMP/e3" -w '%{http_code}' --data "kind=pid&target=1&duration_s=100000" "$URL/fleet/start")
+check "/fleet/start: a duration over the maximum is refused, saying so" \
+	bash -c "[ $code = 400 ] && grep -q 'duration' '$TEST_TMP/e3'"
+shot "$URL/fleet" "$shots/fleet.png" 800
+stop_pid "$agent"
+stop_pid "$work"
 
 stop_pid "$ui_pid"
 check "the ASan collector behind the browser stayed clean (no sanitizer report, no leak)" \
