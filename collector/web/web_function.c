@@ -419,25 +419,11 @@ static void set(void *obj, const char *name, const char *value)
 	agsafeset(obj, (char *)name, (char *)value, "");
 }
 
-/* The CFG as SVG (malloc'd, *len bytes), NULL when Graphviz fails. */
-static char *cfg_svg(const struct cfg *c, const char *fn_name, size_t *len)
+/* One node per block: its offset, executions, size and closing instruction;
+ * hot ones orange by heat, cold ones grey and dashed. */
+static void add_blocks(Agraph_t *g, Agnode_t **nodes, const struct cfg *c, const char *fn_name)
 {
 	char buf[512], colour[16], num[32];
-	pthread_mutex_lock(&graphviz_lock);
-	if (!graphviz)
-		graphviz = gvContextPlugins(graphviz_plugins, 0);
-	GVC_t *gvc = graphviz;
-	Agraph_t *g = gvc ? agopen("cfg", Agdirected, NULL) : NULL;
-	char *svg = NULL;
-	if (!g)
-		goto out;
-	set(g, "fontname", "Courier");
-	set(g, "nodesep", "0.3");
-	set(g, "ranksep", "0.35");
-	set(g, "bgcolor", "transparent");
-	Agnode_t **nodes = calloc(c->nblocks, sizeof(*nodes));
-	if (!nodes)
-		goto out;
 	for (size_t k = 0; k < c->nblocks; k++) {
 		const struct block *b = &c->blocks[k];
 		const struct insn *first = &c->insns[b->first], *last = &c->insns[b->last];
@@ -471,6 +457,28 @@ static char *cfg_svg(const struct cfg *c, const char *fn_name, size_t *len)
 			set(n, "class", "block cold");
 		}
 	}
+}
+
+/* The CFG as SVG (malloc'd, *len bytes), NULL when Graphviz fails. */
+static char *cfg_svg(const struct cfg *c, const char *fn_name, size_t *len)
+{
+	char buf[512], colour[16], num[32];
+	pthread_mutex_lock(&graphviz_lock);
+	if (!graphviz)
+		graphviz = gvContextPlugins(graphviz_plugins, 0);
+	GVC_t *gvc = graphviz;
+	Agraph_t *g = gvc ? agopen("cfg", Agdirected, NULL) : NULL;
+	char *svg = NULL;
+	if (!g)
+		goto out;
+	set(g, "fontname", "Courier");
+	set(g, "nodesep", "0.3");
+	set(g, "ranksep", "0.35");
+	set(g, "bgcolor", "transparent");
+	Agnode_t **nodes = calloc(c->nblocks, sizeof(*nodes));
+	if (!nodes)
+		goto out;
+	add_blocks(g, nodes, c, fn_name);
 	bool *back = back_edges(c);
 	if (!back) {
 		free(nodes);
