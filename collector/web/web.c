@@ -14,7 +14,8 @@ bool ep_web_is_page(const char *url)
 {
 	return strcmp(url, "/") == 0 || strcmp(url, "/binary") == 0 ||
 	       strcmp(url, "/function") == 0 || strcmp(url, "/fleet") == 0 ||
-	       strcmp(url, "/ui/style.css") == 0 || ep_web_is_form(url);
+	       strcmp(url, "/diff") == 0 || strcmp(url, "/ui/style.css") == 0 ||
+	       ep_web_is_form(url);
 }
 
 bool ep_web_is_form(const char *url)
@@ -376,6 +377,8 @@ void ep_web_page(const struct ep_web_ctx *w, const char *url, ep_web_arg_fn arg,
 		r->status = ep_web_binary_page(out, w, arg, argctx);
 	else if (strcmp(url, "/function") == 0)
 		r->status = ep_web_function_page(out, w, arg, argctx);
+	else if (strcmp(url, "/diff") == 0)
+		r->status = ep_web_diff_page(out, w, arg, argctx);
 	else if (strcmp(url, "/fleet") == 0)
 		r->status = ep_web_fleet_page(out, w, arg, argctx);
 	else

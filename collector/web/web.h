@@ -10,6 +10,8 @@
  *   /function?build_id=&addr=0xSTART
  *                       the function's control-flow graph (Graphviz, laid
  *                       out here, as SVG) and its annotated disassembly
+ *   /diff?build_id=NEW&base=OLD (and/or from, to, base_from, base_to)
+ *                       functions and branches hotter or colder, by share
  *   /fleet              nodes and their agents, on-demand sessions, a form
  *                       starting one (POST /fleet/start)
  *   /ui/style.css       the style sheet

@@ -58,4 +58,5 @@ const char ep_web_style_css[] =
     "table.disasm tr:target{outline:2px solid var(--accent)}\n"
     "td.addr{color:#555}td.br{color:#333;white-space:nowrap}.sym{color:#1d4ed8}"
     ".mis{color:#b91c1c}\n"
-    ".summary{margin:8px 0}\n";
+    ".summary{margin:8px 0}\n"
+    ".hotter{color:#b91c1c}.colder{color:#1d4ed8}\n";

@@ -4,6 +4,7 @@
  * mispredictions), with links to the exports. */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "collector/web/web_internal.h"
 #include "common/profile/model.h"
@@ -251,6 +252,47 @@ static void export_links(FILE *out, const char *build_id, const struct ep_store_
 	fputs("</div>\n", out);
 }
 
+static const char *base_name(const char *path)
+{
+	const char *b = strrchr(path, '/');
+	return b ? b + 1 : path;
+}
+
+/* Links to diffs: the last hour against the hour before, and against each
+ * other build-id of a binary of the same name (another build of it). */
+static void compare_links(FILE *out, const struct ep_web_ctx *w,
+			  const Edgeprof__V1__BinaryProfile *bp)
+{
+	int64_t now = (int64_t)time(NULL) / EP_STORE_BUCKET_S * EP_STORE_BUCKET_S;
+	fputs("<div class=\"exports\" id=\"compare\">Compare: <a class=\"button\" "
+	      "href=\"/diff?build_id=",
+	      out);
+	ep_web_urlenc(out, bp->build_id);
+	fprintf(out,
+		"&amp;from=%lld&amp;base_from=%lld&amp;base_to=%lld\">last hour vs the hour "
+		"before</a> ",
+		(long long)(now - 3600), (long long)(now - 7200), (long long)(now - 3600));
+	struct ep_store_filter all = {0};
+	char err[256];
+	Edgeprof__V1__BinaryList *list = ep_store_list_binaries(w->store, &all, err, sizeof(err));
+	const char *name = bp->n_paths ? base_name(bp->paths[0]) : NULL;
+	for (size_t i = 0; name && list && i < list->n_binaries; i++) {
+		const Edgeprof__V1__BinaryInfo *o = list->binaries[i];
+		if (!*o->build_id || strcmp(o->build_id, bp->build_id) == 0 || !o->n_paths ||
+		    strcmp(base_name(o->paths[0]), name) != 0)
+			continue;
+		fputs("<a class=\"button\" href=\"/diff?build_id=", out);
+		ep_web_urlenc(out, bp->build_id);
+		fputs("&amp;base=", out);
+		ep_web_urlenc(out, o->build_id);
+		fputs("\">vs build ", out);
+		fprintf(out, "%.12s", o->build_id);
+		fputs("</a> ", out);
+	}
+	ep_store_free_list(list);
+	fputs("</div>\n", out);
+}
+
 int ep_web_binary_page(FILE *out, const struct ep_web_ctx *w, ep_web_arg_fn arg, void *argctx)
 {
 	struct ep_store_filter f;
@@ -298,6 +340,7 @@ int ep_web_binary_page(FILE *out, const struct ep_web_ctx *w, ep_web_arg_fn arg,
 	      out);
 	fputs("</dd></dl>\n", out);
 	export_links(out, bp->build_id, &f);
+	compare_links(out, w, bp);
 	ep_binary_profile_sort(bp);
 	functions_table(out, bp, &f, top);
 	branches_table(out, bp, &f, top);

@@ -49,6 +49,7 @@ int ep_web_fail(FILE *out, const struct ep_web_ctx *w, int status, const char *f
 int ep_web_binaries_page(FILE *out, const struct ep_web_ctx *w, ep_web_arg_fn arg, void *argctx);
 int ep_web_binary_page(FILE *out, const struct ep_web_ctx *w, ep_web_arg_fn arg, void *argctx);
 int ep_web_function_page(FILE *out, const struct ep_web_ctx *w, ep_web_arg_fn arg, void *argctx);
+int ep_web_diff_page(FILE *out, const struct ep_web_ctx *w, ep_web_arg_fn arg, void *argctx);
 int ep_web_fleet_page(FILE *out, const struct ep_web_ctx *w, ep_web_arg_fn arg, void *argctx);
 /* POST /fleet/start: 303 with location set, or an error page's status */
 int ep_web_start_session(FILE *out, const struct ep_web_ctx *w, const char *body, size_t len,

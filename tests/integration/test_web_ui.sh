@@ -123,6 +123,55 @@ for f in binaries binary function; do
 	check "screenshot $f.png written" bash -c "file '$shots/$f.png' | grep -q 'PNG image data, 1400'"
 done
 
+# --- a diff of two builds of one program ("prog"): each function's share of
+# branch executions on each side, as the two JSON exports give them
+mkdir -p "$TEST_TMP/run"
+W=$(dirname "$0")/../workloads
+cc -O1 -Wl,--build-id -o "$TEST_TMP/prog1" "$W/hot_cold.c"
+cc -O1 -Wl,--build-id -o "$TEST_TMP/prog2" "$W/random_branches.c"
+for b in prog1 prog2; do
+	cp "$TEST_TMP/$b" "$TEST_TMP/run/prog"
+	"$EDGEPROF" record --emulate --collector "$URL" --spool "$TEST_TMP/spool-$b" \
+		-o "$TEST_TMP/$b.prof" -- "$TEST_TMP/run/prog" 300000 >"$TEST_TMP/$b.log" 2>&1
+	rm "$TEST_TMP/run/prog"
+done
+id1=$(readelf -n "$TEST_TMP/prog1" | awk '/Build ID/ {print $3}')
+id2=$(readelf -n "$TEST_TMP/prog2" | awk '/Build ID/ {print $3}')
+check "/binary: a link compares with the other build of the same program" \
+	grep -q "href=\"/diff?build_id=$id2&amp;base=$id1\">vs build ${id1:0:12}<" <(curl -s "$URL/binary?build_id=$id2")
+dom "$URL/diff?build_id=$id2&base=$id1" "$TEST_TMP/diff.html"
+curl -s "$URL/v1/profile?build_id=$id2&format=json" >"$TEST_TMP/p2.json"
+curl -s "$URL/v1/profile?build_id=$id1&format=json" >"$TEST_TMP/p1.json"
+check "/diff: every function's share now and before is the exports'" python3 - "$TEST_TMP/p2.json" "$TEST_TMP/p1.json" "$TEST_TMP/diff.html" <<'PY'
+import json, re, sys
+def shares(path):
+    p = json.load(open(path))["profiles"][0]
+    fns = [(int(f["start"], 16), int(f["size"]), f["name"]) for f in p["functions"]]
+    per, total = {}, 0
+    for e in p["branches"]:
+        if e["kind"] == "fallthrough" or e.get("from_external"):
+            continue
+        total += e["count"]
+        a = int(e["from"], 16)
+        for s, n, name in fns:
+            if s <= a < s + max(n, 1):
+                per[name] = per.get(name, 0) + e["count"]
+                break
+    return {k: v / total for k, v in per.items()}
+now, before = shares(sys.argv[1]), shares(sys.argv[2])
+rows = {m[0]: (float(m[1]), float(m[2])) for m in re.findall(
+    r'class="fn-diff" data-name="([^"]*)" data-now="([0-9.]*)" data-before="([0-9.]*)"',
+    open(sys.argv[3]).read())}
+want = {k: (now.get(k, 0.0), before.get(k, 0.0)) for k in set(now) | set(before)}
+ok = set(rows) == set(want) and all(abs(rows[k][0] - want[k][0]) < 1e-5 and
+                                     abs(rows[k][1] - want[k][1]) < 1e-5 for k in want)
+if not ok:
+    print("# page", rows, "\n# exports", want)
+sys.exit(0 if ok else 1)
+PY
+check "/diff: a function only in the old build is marked gone" grep -qE 'cold_loop(</a>)? *<span class="colder">gone' "$TEST_TMP/diff.html"
+shot "$URL/diff?build_id=$id2&base=$id1" "$shots/diff.png" 700
+
 # --- errors are pages that say why
 code=$(curl -s -o "$TEST_TMP/e1" -w '%{http_code}' "$URL/binary?build_id=ffff")
 check "/binary of an unknown build-id: 404 saying so" bash -c "[ $code = 404 ] && grep -q 'has no counts' '$TEST_TMP/e1'"
