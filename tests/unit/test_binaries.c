@@ -2,7 +2,8 @@
 /* Binaries by build-id at the collector (issue 13): the ELF check and
  * reduction (common/elf), the store's images (SQLite), the collector's
  * uploads and code handles (collector/binaries), and the UI's small
- * helpers (collector/web). */
+ * helpers (collector/web). The store is $EDGEPROF_TEST_STORE when set
+ * (test_store_clickhouse.sh), else SQLite. */
 #include "test_util.h"
 
 #include <string.h>
@@ -110,13 +111,23 @@ static void test_image_refusals(void **state)
 	assert_null(ep_elf_image_unpack((const uint8_t *)"\xff\xff\xff", 3, err, sizeof(err)));
 }
 
-static struct ep_store *temp_store(char *path, size_t len)
+/* A fresh store: $EDGEPROF_TEST_STORE (clickhouse:URL, a database of its
+ * own each time) or a SQLite file; spec is what reopens it. */
+static struct ep_store *temp_store(char *path, size_t len, char *spec, size_t speclen)
 {
-	snprintf(path, len, "/tmp/ep-test-binaries-%d.db", (int)getpid());
+	static int n;
+	const char *env = getenv("EDGEPROF_TEST_STORE");
+	snprintf(path, len, "/tmp/ep-test-binaries-%d-%d.db", (int)getpid(), ++n);
 	unlink(path);
-	char spec[4200], err[512];
-	snprintf(spec, sizeof(spec), "sqlite:%s", path);
+	if (env && strncmp(env, "clickhouse:", 11) == 0)
+		snprintf(spec, speclen, "%s/?database=edgeprof_images_%d_%d", env, (int)getpid(),
+			 n);
+	else
+		snprintf(spec, speclen, "sqlite:%s", path);
+	char err[512];
 	struct ep_store *s = ep_store_open(spec, err, sizeof(err));
+	if (!s)
+		fprintf(stderr, "%s\n", err);
 	assert_non_null(s);
 	return s;
 }
@@ -135,16 +146,14 @@ static void remove_store(const char *path)
 static void test_store_images(void **state)
 {
 	(void)state;
-	char path[4096], err[512];
-	struct ep_store *s = temp_store(path, sizeof(path));
+	char path[4096], err[512], spec[4200];
+	struct ep_store *s = temp_store(path, sizeof(path), spec, sizeof(spec));
 	assert_int_equal(ep_store_image_get(s, "abcd", NULL, NULL, err, sizeof(err)), 0);
 	assert_int_equal(
 	    ep_store_image_put(s, "abcd", 100, (const uint8_t *)"first", 5, err, sizeof(err)), 1);
 	assert_int_equal(
 	    ep_store_image_put(s, "abcd", 200, (const uint8_t *)"second", 6, err, sizeof(err)), 0);
 	ep_store_close(s);
-	char spec[4200];
-	snprintf(spec, sizeof(spec), "sqlite:%s", path);
 	s = ep_store_open(spec, err, sizeof(err));
 	assert_non_null(s);
 	uint8_t *got = NULL;
@@ -162,8 +171,8 @@ static void test_store_images(void **state)
 static void test_uploads(void **state)
 {
 	(void)state;
-	char path[4096], msg[512], err[256];
-	struct ep_store *s = temp_store(path, sizeof(path));
+	char path[4096], msg[512], err[256], spec[4200];
+	struct ep_store *s = temp_store(path, sizeof(path), spec, sizeof(spec));
 	size_t len;
 	uint8_t *elf = slurp(ep_test_fixture("propeller_sample_1.bin"), &len);
 	struct ep_binaries *b = ep_binaries_new(s, 0);
