@@ -12,7 +12,9 @@ STD_FLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fno-strict-aliasing
 DEPFLAGS  = -MMD -MP
 # json-c: the agent reads the Kubernetes API server's pod list (agent/attribute/k8s_pods.c)
 # libgvc: the collector's UI lays control-flow graphs out with Graphviz (collector/web)
-PKGS     := libelf capstone libprotobuf-c libbpf libzstd libcurl libmicrohttpd sqlite3 gnutls json-c libgvc
+# libdebuginfod: the collector fetches binaries' code it was not sent (collector/binaries)
+PKGS     := libelf capstone libprotobuf-c libbpf libzstd libcurl libmicrohttpd sqlite3 gnutls json-c libgvc \
+	    libdebuginfod
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 # Graphviz's dot layout and SVG writer are linked in and named to gvContextPlugins

@@ -1,17 +1,24 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "collector/binaries/binaries.h"
 
+#include <elfutils/debuginfod.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/elf/elf_image.h"
 #include "common/util/arch.h"
+#include "common/util/log.h"
 
 #define CACHE_SLOTS 4
+#define MISSES	    64	/* build-ids debuginfod did not have, remembered */
+#define MISS_S	    600 /* ... for this long */
 
 /* One image read back; shared by the handles that use it. */
 struct cached {
@@ -29,6 +36,12 @@ struct ep_binaries {
 	pthread_mutex_t lock;
 	struct cached *slots[CACHE_SLOTS];
 	uint64_t clock;
+	bool debuginfod; /* servers to ask (DEBUGINFOD_URLS) */
+	struct {
+		char build_id[129];
+		int64_t at;
+	} misses[MISSES];
+	size_t next_miss;
 };
 
 struct ep_binary_code {
@@ -141,11 +154,91 @@ int ep_binaries_has(struct ep_binaries *b, const char *build_id, char *err, size
 	return ep_store_image_get(b->store, build_id, NULL, NULL, err, errlen);
 }
 
+void ep_binaries_set_debuginfod(struct ep_binaries *b, const char *urls)
+{
+	if (urls && *urls)
+		setenv("DEBUGINFOD_URLS", urls, 1);
+	const char *env = getenv("DEBUGINFOD_URLS");
+	b->debuginfod = env && *env;
+	/* the client keeps what it fetched in a cache directory; $HOME may be
+	 * read-only where a collector runs */
+	if (b->debuginfod && !getenv("DEBUGINFOD_CACHE_PATH")) {
+		char dir[4096];
+		const char *tmp = getenv("TMPDIR");
+		snprintf(dir, sizeof(dir), "%s/edgeprof-debuginfod-%d", tmp && *tmp ? tmp : "/tmp",
+			 (int)getuid());
+		setenv("DEBUGINFOD_CACHE_PATH", dir, 1);
+	}
+}
+
+/* Under the lock: asked recently, and no server had it. */
+static bool missed(struct ep_binaries *b, const char *build_id)
+{
+	int64_t now = (int64_t)time(NULL);
+	for (size_t i = 0; i < MISSES; i++)
+		if (b->misses[i].at && now - b->misses[i].at < MISS_S &&
+		    strcmp(b->misses[i].build_id, build_id) == 0)
+			return true;
+	return false;
+}
+
+/* build_id's executable from the debuginfod servers, checked and kept like
+ * an upload; 0 when it is kept now, -1 when no server has it (remembered). */
+static int from_debuginfod(struct ep_binaries *b, const char *build_id)
+{
+	pthread_mutex_lock(&b->lock);
+	bool skip = !b->debuginfod || missed(b, build_id);
+	pthread_mutex_unlock(&b->lock);
+	if (skip)
+		return -1;
+	debuginfod_client *client = debuginfod_begin();
+	char *path = NULL;
+	int fd = client
+		     ? debuginfod_find_executable(client, (const unsigned char *)build_id, 0, &path)
+		     : -ENOMEM;
+	int rc = -1;
+	char msg[512] = "";
+	struct stat st;
+	if (fd >= 0 && fstat(fd, &st) == 0 && (uint64_t)st.st_size <= b->max_file) {
+		uint8_t *bytes = malloc(st.st_size ? (size_t)st.st_size : 1);
+		ssize_t got = bytes ? pread(fd, bytes, (size_t)st.st_size, 0) : -1;
+		if (got == st.st_size) {
+			int status = ep_binaries_upload(b, bytes, (size_t)got, build_id, path,
+							"debuginfod", msg, sizeof(msg));
+			rc = status == 201 || status == 200 ? 0 : -1;
+		}
+		free(bytes);
+	}
+	if (fd >= 0)
+		close(fd);
+	if (rc == 0)
+		ep_info("binary %s: code from debuginfod (%s)", build_id, msg);
+	else
+		ep_debug("binary %s: not from debuginfod: %s", build_id,
+			 fd < 0 ? strerror(-fd)
+			 : *msg ? msg
+				: "unreadable or too large");
+	free(path);
+	if (client)
+		debuginfod_end(client);
+	if (rc != 0) {
+		pthread_mutex_lock(&b->lock);
+		snprintf(b->misses[b->next_miss].build_id, sizeof(b->misses[0].build_id), "%s",
+			 build_id);
+		b->misses[b->next_miss].at = (int64_t)time(NULL);
+		b->next_miss = (b->next_miss + 1) % MISSES;
+		pthread_mutex_unlock(&b->lock);
+	}
+	return rc;
+}
+
 static struct cached *load(struct ep_binaries *b, const char *build_id, char *err, size_t errlen)
 {
 	uint8_t *blob = NULL;
 	size_t len = 0;
 	int r = ep_store_image_get(b->store, build_id, &blob, &len, err, errlen);
+	if (r == 0 && from_debuginfod(b, build_id) == 0)
+		r = ep_store_image_get(b->store, build_id, &blob, &len, err, errlen);
 	if (r <= 0) {
 		if (r == 0 && errlen)
 			err[0] = '\0';

@@ -38,6 +38,14 @@ int ep_binaries_upload(struct ep_binaries *b, const uint8_t *elf, size_t len,
 		       const char *claimed_build_id, const char *path, const char *source,
 		       char *msg, size_t msglen);
 
+/* Binaries not uploaded are fetched from debuginfod servers (urls: space
+ * separated, as DEBUGINFOD_URLS; NULL or "": $DEBUGINFOD_URLS, and none
+ * when that is unset too) the first time a page needs their code
+ * (ep_binaries_code), checked like an upload and kept. A build-id no server
+ * has is asked again after 10 minutes, not at every page. Call before any
+ * other thread uses b. */
+void ep_binaries_set_debuginfod(struct ep_binaries *b, const char *urls);
+
 /* 1 when build_id's image is kept, 0 when not, -1 with err. */
 int ep_binaries_has(struct ep_binaries *b, const char *build_id, char *err, size_t errlen);
 
