@@ -45,6 +45,9 @@ const char ep_web_style_css[] =
     "dl.facts dt{color:var(--dim)}dl.facts dd{margin:0}\n"
     ".graph{background:#fff;border:1px solid var(--line);padding:8px;overflow:auto}\n"
     ".graph svg{display:block;margin:0 auto;max-width:100%;height:auto}\n"
+    /* counts on edges stay readable where a line crosses them */
+    ".graph svg g.edge text{paint-order:stroke;stroke:#fff;stroke-width:3px;"
+    "stroke-linejoin:round}\n"
     ".legend{color:#444}.swatch{display:inline-block;width:14px;height:12px;"
     "vertical-align:middle;border:1px solid #999;margin:0 4px 0 12px}\n"
     ".swatch.hot{background:#f16913}.swatch.cold{background:#f0f0f0;border-style:dashed}\n"

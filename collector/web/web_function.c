@@ -498,7 +498,7 @@ static char *cfg_svg(const struct cfg *c, const char *fn_name, size_t *len)
 			 c->insns[c->blocks[e->src].first].addr,
 			 c->insns[c->blocks[e->dst].first].addr, edge_type_names[e->type]);
 		set(ge, "id", buf);
-		set(ge, "fontname", "Helvetica");
+		set(ge, "fontname", "Courier");
 		set(ge, "fontsize", "9");
 		set(ge, "arrowsize", "0.6");
 		if (e->count) {
