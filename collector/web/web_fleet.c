@@ -51,7 +51,8 @@ static void nodes_table(FILE *out, struct ep_sessions *ss)
 			fputs("<span class=\"error\">", out);
 		ep_web_count(out, k->lost);
 		fputs(k->lost ? "</span>" : "", out);
-		fprintf(out, "</td><td>%s</td></tr>\n", k->capable ? "can run" : "too old");
+		fprintf(out, "</td><td>%s</td></tr>\n",
+			k->capable ? "can run" : "cannot (replay, or an older agent)");
 	}
 	if (!n)
 		fputs("<tr><td colspan=\"10\" class=\"dim\">No agent has sent a batch since this "
