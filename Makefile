@@ -11,10 +11,19 @@ CFLAGS   ?= -O2 -g
 STD_FLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fno-strict-aliasing
 DEPFLAGS  = -MMD -MP
 # json-c: the agent reads the Kubernetes API server's pod list (agent/attribute/k8s_pods.c)
-PKGS     := libelf capstone libprotobuf-c libbpf libzstd libcurl libmicrohttpd sqlite3 gnutls json-c
+# libgvc: the collector's UI lays control-flow graphs out with Graphviz (collector/web)
+# libdebuginfod: the collector fetches binaries' code it was not sent (collector/binaries)
+PKGS     := libelf capstone libprotobuf-c libbpf libzstd libcurl libmicrohttpd sqlite3 gnutls json-c libgvc \
+	    libdebuginfod
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
-LDLIBS   := $(PKG_LIBS) -lz -lm -lpthread
+# Graphviz's dot layout and SVG writer are linked in and named to gvContextPlugins
+# (collector/web/web_function.c) rather than loaded from its plugin config, which
+# would also load the pango plugin: fontconfig and pango leak per label measured,
+# and the collector runs for months. They live in Graphviz's plugin folder.
+GV_PLUGINS := $(shell pkg-config --variable=libdir libgvc 2>/dev/null)/graphviz
+LDLIBS   := $(PKG_LIBS) -L$(GV_PLUGINS) -Wl,-rpath,$(GV_PLUGINS) -lgvplugin_dot_layout \
+	    -lgvplugin_core -lz -lm -lpthread
 
 GEN      := $(BUILD)/gen
 PROTOS   := $(wildcard proto/*.proto)
@@ -27,13 +36,13 @@ GEN_H    := $(PROTO_H) $(BPF_SKEL)
 .SECONDARY: $(PROTO_C) $(PROTO_H)
 
 # The LBR emulator plugin is loaded by QEMU, not linked into edgeprof.
-PLUGIN_SRCS := $(wildcard agent/source/emulator/plugin/*.c) agent/decode/decoder_x86.c common/util/u64map.c
+PLUGIN_SRCS := $(wildcard agent/source/emulator/plugin/*.c) common/decode/decoder_x86.c common/util/u64map.c
 # One library holds every folder; the folders' include rules (README, Layout)
 # are checked by tests/integration/test_layout.sh.
 LIB_SRCS   := $(filter-out cli/main.c agent/source/emulator/plugin/%,$(shell find common agent collector cli -name '*.c' | sort))
 MAIN_SRC   := cli/main.c
 TEST_SRCS  := $(sort $(wildcard tests/unit/test_*.c))
-# includes are written from the repository root: "agent/decode/decoder.h"
+# includes are written from the repository root: "common/decode/decoder.h"
 INCLUDES   := -I. -I$(GEN) $(PKG_CFLAGS)
 
 # Two flavours share the rules: the normal one, and ASan+UBSan for tests.
@@ -85,7 +94,7 @@ $(eval $(call flavour,SAN,asan,$(SAN_FLAGS)))
 
 all: $(BUILD)/edgeprof $(BUILD)/edgeprof-lbr.so
 
-$(BUILD)/edgeprof-lbr.so: $(PLUGIN_SRCS) $(wildcard agent/source/emulator/*.h agent/source/emulator/plugin/*.h agent/decode/*.h common/util/*.h)
+$(BUILD)/edgeprof-lbr.so: $(PLUGIN_SRCS) $(wildcard agent/source/emulator/*.h agent/source/emulator/plugin/*.h agent/decode/*.h common/decode/*.h common/util/*.h)
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(STD_FLAGS) $(CFLAGS) -fPIC -shared -fvisibility=hidden $(INCLUDES) $(PLUGIN_SRCS) \

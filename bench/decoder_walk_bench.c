@@ -16,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent/decode/decoder.h"
+#include "common/decode/decoder.h"
 
 struct walk {
 	uint64_t start, end;

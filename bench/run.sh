@@ -5,7 +5,8 @@
 #    alone) on the same perf.data: propeller_sample_1's recording repeated
 #    BENCH_COPIES times (default 268, about 1,000,000 samples of 32 entries);
 #    each tool is timed the same way, best wall time of BENCH_RUNS (3) runs;
-#  - every program in BUILD/bench/ (built from bench/*.c) prints its own lines.
+#  - every program in BUILD/bench/ (built from bench/*.c) prints its own lines;
+#  - bench/ui_views.sh: the web UI's views on a binary with 10,000+ edges.
 set -euo pipefail
 build=${1:-build}
 cd "$(dirname "$0")/.."
@@ -299,6 +300,9 @@ bench/emulator.sh "$build"
 
 # --- accuracy: ours against the peers' method and ablations ---------------------
 bench/accuracy.sh "$build"
+
+# --- the collector's web UI on a binary with 10,000+ edges ------------------------
+bench/ui_views.sh "$build"
 
 # --- the other benchmarks ------------------------------------------------------
 # the collector's ingest benchmark also measures ClickHouse when one starts

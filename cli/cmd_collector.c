@@ -36,7 +36,13 @@ static void usage(FILE *out)
 	    "       [--commit-ms MS] [--max-body BYTES] [--port-file F]\n"
 	    "       [--retention-days D] [--max-session-s S] [--session-pickup-s S]\n"
 	    "       [--node-silent-s S] [--header-timeout-s S] [--max-client-conns N]\n"
-	    "  --listen HOST:PORT  default 127.0.0.1:7070; port 0 picks a free one\n"
+	    "       [--max-binary-mib N] [--debuginfod URLS]\n"
+	    "  --listen HOST:PORT  default 127.0.0.1:7070; port 0 picks a free one; the web\n"
+	    "                      UI is at / (sign in with the token when there is one)\n"
+	    "  --max-binary-mib N  largest ELF file accepted for the UI's code views\n"
+	    "                      (POST /v1/images; default 256)\n"
+	    "  --debuginfod URLS   fetch code not sent from these debuginfod servers (space\n"
+	    "                      separated; default $DEBUGINFOD_URLS)\n"
 	    "  --token-file F      bearer token required on /v1/ (file must not be "
 	    "world-readable)\n"
 	    "  --tls-cert/--tls-key  serve https; --client-ca also requires client "
@@ -61,6 +67,8 @@ struct collector_setup {
 	struct ep_sessions_config sessions;
 	const char *store_spec, *port_file;
 	unsigned retention_days;
+	unsigned max_binary_mib;
+	const char *debuginfod;
 };
 
 /* The setup from argv: 0, or -1 when the command ends here with *exit_code
@@ -79,6 +87,8 @@ static int parse_setup(int argc, char **argv, struct collector_setup *c, int *ex
 	    EP_OPTION("commit-ms", 0, EP_OPT_UINT, &c->ingest.commit_ms, .min = 1, .max = 1u << 30),
 	    EP_OPTION("max-body", 0, EP_OPT_UINT, &max_body, .min = 1, .max = 1u << 30),
 	    EP_OPTION("port-file", 0, EP_OPT_STRING, &c->port_file),
+	    EP_OPTION("max-binary-mib", 0, EP_OPT_UINT, &c->max_binary_mib, .min = 1, .max = 4096),
+	    EP_OPTION("debuginfod", 0, EP_OPT_STRING, &c->debuginfod),
 	    EP_OPTION("retention-days", 0, EP_OPT_UINT, &c->retention_days, .max = 100000),
 	    EP_OPTION("max-session-s", 0, EP_OPT_UINT, &c->sessions.max_duration_s, .min = 1,
 		      .max = 86400),
@@ -154,10 +164,18 @@ int ep_cmd_collector(int argc, char **argv)
 	struct ep_ingest *ingest = ep_ingest_new(store, &c.ingest, err, sizeof(err));
 	struct ep_sessions *sessions =
 	    ingest ? ep_sessions_new(store, &c.sessions, err, sizeof(err)) : NULL;
-	struct ep_server *server =
-	    sessions ? ep_server_start(&c.server, store, ingest, sessions, err, sizeof(err)) : NULL;
+	c.server.binaries =
+	    sessions ? ep_binaries_new(store, (size_t)c.max_binary_mib << 20) : NULL;
+	if (sessions && !c.server.binaries)
+		snprintf(err, sizeof(err), "out of memory");
+	if (c.server.binaries)
+		ep_binaries_set_debuginfod(c.server.binaries, c.debuginfod);
+	struct ep_server *server = c.server.binaries ? ep_server_start(&c.server, store, ingest,
+								       sessions, err, sizeof(err))
+						     : NULL;
 	if (!server) {
 		ep_error("%s", err);
+		ep_binaries_free(c.server.binaries);
 		ep_sessions_free(sessions);
 		ep_ingest_free(ingest);
 		ep_store_close(store);
@@ -176,6 +194,7 @@ int ep_cmd_collector(int argc, char **argv)
 	serve_until_stopped(store, c.retention_days);
 	ep_info("collector stopping: finishing requests and the last commit");
 	ep_server_stop(server);
+	ep_binaries_free(c.server.binaries);
 	ep_sessions_free(sessions);
 	ep_ingest_free(ingest);
 	ep_store_close(store);

@@ -6,10 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "agent/decode/decoder_debug.h"
 #include "agent/source/perf_data/perf_data_feed.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
+#include "common/decode/decoder_debug.h"
 #include "common/util/log.h"
 
 #define MAX_LINE_INSNS 65536

@@ -33,6 +33,8 @@ static void usage(FILE *out)
 	    "  profile (--container ID | --cgroup PATH | --pid PID) --duration S\n"
 	    "          --collector URL [-o OUT]\n"
 	    "                         profile one target on demand, through the collector\n"
+	    "  upload BINARY... --collector URL\n"
+	    "                         send binaries' code to the collector for its web UI\n"
 	    "  dump PERF.DATA         print the samples' branch stacks like perf script\n"
 	    "  trace PERF.DATA [--binary FILE]...\n"
 	    "                         print every gap as reconstructed, with its instructions\n"
@@ -60,6 +62,8 @@ int main(int argc, char **argv)
 		return ep_cmd_collector(argc - 1, argv + 1);
 	if (strcmp(cmd, "profile") == 0)
 		return ep_cmd_profile(argc - 1, argv + 1);
+	if (strcmp(cmd, "upload") == 0)
+		return ep_cmd_upload(argc - 1, argv + 1);
 	if (strcmp(cmd, "record") == 0)
 		return ep_cmd_record(argc - 1, argv + 1);
 	if (strcmp(cmd, "trace") == 0)

@@ -15,7 +15,12 @@ set -euo pipefail
 # openssl (test certificates), iproute2 (network namespaces), curl; deploy:
 # podman + runc (the agent image run as the DaemonSet would), python3-yaml;
 # pod names: json-c parses the Kubernetes API server's pod list; `make bench-fdo`:
-# tcl (sqlite's source package puts its amalgamation together with tclsh)
+# tcl (sqlite's source package puts its amalgamation together with tclsh);
+# the collector's web UI: libgraphviz-dev (its CFGs are laid out with Graphviz's
+# libgvc, in the collector), chromium (the UI's tests load every view in a
+# headless browser) and fonts-dejavu-core (the fonts the pages and screenshots use);
+# libdebuginfod-dev (the collector fetches code it was not sent from debuginfod
+# servers) and debuginfod (the server its test runs on loopback)
 packages=(
 	build-essential pkg-config binutils clang clang-format
 	libelf-dev zlib1g-dev libcapstone-dev libprotobuf-c-dev protobuf-c-compiler
@@ -24,7 +29,7 @@ packages=(
 	libjson-c-dev libcmocka-dev
 	linux-perf bolt-16 autofdo llvm-14 valgrind qemu-user python3 jq bc time
 	clickhouse-server openssl iproute2 curl zstd python3-yaml podman runc
-	tcl
+	tcl libgraphviz-dev chromium fonts-dejavu-core libdebuginfod-dev debuginfod
 )
 
 missing=()

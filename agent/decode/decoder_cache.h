@@ -9,8 +9,8 @@
 
 #include <stdint.h>
 
-#include "agent/decode/decoder.h"
 #include "agent/resolve/binary.h"
+#include "common/decode/decoder.h"
 
 struct ep_decoder_cache;
 

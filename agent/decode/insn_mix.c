@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/decode/branch_class.h"
+#include "common/decode/branch_class.h"
 
 /* No straight line is this long: past it the bytes are data (as in the
  * decoder). */

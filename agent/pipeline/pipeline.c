@@ -730,3 +730,8 @@ Edgeprof__V1__Profile *ep_pipeline_take_delta(struct ep_pipeline *p)
 		p->nsets--;
 	return prof;
 }
+
+struct ep_binary_registry *ep_pipeline_binaries(const struct ep_pipeline *p)
+{
+	return p->binaries;
+}

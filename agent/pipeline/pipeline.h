@@ -44,6 +44,8 @@ struct ep_pipeline;
 struct ep_pipeline *ep_pipeline_new(const struct ep_pipeline_config *cfg,
 				    struct ep_binary_registry *binaries);
 void ep_pipeline_free(struct ep_pipeline *p);
+/* The registry the pipeline was made with. */
+struct ep_binary_registry *ep_pipeline_binaries(const struct ep_pipeline *p);
 
 /* A build-id the recording names for a file (perf's HEADER_BUILD_ID). */
 void ep_pipeline_note_build_id(struct ep_pipeline *p, const char *path, const uint8_t *build_id,

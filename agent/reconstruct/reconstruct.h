@@ -15,10 +15,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "agent/decode/decoder.h"
 #include "agent/decode/decoder_cache.h"
 #include "agent/resolve/procmap.h"
 #include "bpf/edgeprof_record.h"
+#include "common/decode/decoder.h"
 
 #define EP_NO_BIN   UINT32_MAX
 #define EP_NO_RANGE UINT32_MAX

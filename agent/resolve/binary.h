@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
+#include "common/decode/code_segment.h"
 #include "common/util/arch.h"
 
 struct ep_binary;
@@ -26,14 +27,6 @@ struct ep_symbol {
 	 * "NAME/N" that BOLT gives it (locals of that name counted in address
 	 * order, RewriteInstance::discoverFileObjects) */
 	uint32_t local_index;
-};
-
-/* Executable bytes of a binary at their virtual addresses (what the decoder
- * reads). */
-struct ep_code_segment {
-	uint64_t vaddr;
-	const uint8_t *bytes;
-	size_t size;
 };
 
 struct ep_binary_registry *ep_binreg_new(void);

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "agent/resolve/binary.h"
 #include "common/profile/profile_file.h"
 #include "common/util/log.h"
 #include "common/util/options.h"
@@ -17,6 +18,7 @@ void ep_sink_options_init(struct ep_sink_options *o)
 	o->streamer.spool_dir = "/var/lib/edgeprof/spool";
 	o->spool_mib = 256;
 	o->flush_s = 10;
+	o->upload_max_mib = 64;
 }
 
 void ep_sink_option_table(struct ep_option out[EP_SINK_OPTION_COUNT + 1], struct ep_sink_options *o)
@@ -33,6 +35,7 @@ void ep_sink_option_table(struct ep_option out[EP_SINK_OPTION_COUNT + 1], struct
 	    EP_OPTION("flush-timeout", 0, EP_OPT_UINT, &o->flush_s, .min = 1, .max = 1u << 30),
 	    EP_OPTION("retry-max-ms", 0, EP_OPT_UINT, &o->streamer.backoff_max_ms, .min = 1,
 		      .max = 1u << 30),
+	    EP_OPTION("upload-max-mib", 0, EP_OPT_UINT, &o->upload_max_mib, .max = 4096),
 	    EP_OPTION_END,
 	};
 	memcpy(out, table, sizeof(table));
@@ -51,6 +54,12 @@ int ep_sink_open(struct ep_sink *k, const char *output, struct ep_sink_options *
 		return 0;
 	o->streamer.spool_max_bytes = (uint64_t)o->spool_mib << 20;
 	k->streamer = ep_streamer_start(&o->streamer, err, sizeof(err));
+	if (k->streamer && o->upload_max_mib &&
+	    !(k->uploader = ep_uploader_start(&o->streamer, (uint64_t)o->upload_max_mib << 20, err,
+					      sizeof(err)))) {
+		ep_error("%s", err);
+		return -1;
+	}
 	k->totals = output ? ep_merge_new() : NULL;
 	if (!k->streamer || (output && !k->totals)) {
 		ep_error("%s", k->streamer ? "out of memory" : err);
@@ -116,6 +125,29 @@ static int write_totals(struct ep_sink *k, Edgeprof__V1__Profile *delta)
 	return rc;
 }
 
+/* Each binary the batch names, to the uploader (which sends each build-id
+ * once): the file the pipeline opened for it. */
+static void offer_binaries(struct ep_sink *k, struct ep_pipeline *p,
+			   const Edgeprof__V1__Profile *delta)
+{
+	if (!k->uploader)
+		return;
+	struct ep_binary_registry *reg = ep_pipeline_binaries(p);
+	size_t n = ep_binreg_count(reg);
+	for (size_t i = 0; i < delta->n_binaries; i++) {
+		const char *id = delta->binaries[i]->build_id;
+		if (!id || !*id || (i && strcmp(id, delta->binaries[i - 1]->build_id) == 0))
+			continue;
+		for (size_t j = 0; j < n; j++) {
+			struct ep_binary *bin = ep_binreg_at(reg, j);
+			if (strcmp(ep_binary_build_id_hex(bin), id) == 0) {
+				ep_uploader_offer(k->uploader, id, ep_binary_path(bin));
+				break;
+			}
+		}
+	}
+}
+
 int ep_sink_emit(struct ep_sink *k, struct ep_pipeline *p)
 {
 	if (!k->streamer) {
@@ -133,6 +165,7 @@ int ep_sink_emit(struct ep_sink *k, struct ep_pipeline *p)
 	}
 	uint64_t now = ep_unix_ns();
 	int rc = ep_streamer_submit(k->streamer, delta, k->labels, k->window_start_ns, now);
+	offer_binaries(k, p, delta);
 	k->window_start_ns = now;
 	if (k->output && write_totals(k, delta) != 0)
 		rc = -1;
@@ -146,6 +179,17 @@ int ep_sink_finish(struct ep_sink *k, unsigned flush_s)
 	if (!k->streamer)
 		return 0;
 	size_t left = ep_streamer_finish(k->streamer, flush_s * 1000u);
+	if (k->uploader) {
+		ep_uploader_finish(k->uploader, flush_s * 1000u);
+		struct ep_upload_counters uc;
+		ep_uploader_counters(k->uploader, &uc);
+		if (uc.sent || uc.had || uc.refused || uc.too_large || uc.unreadable || uc.failed)
+			ep_info("binaries for the collector's UI: %llu sent, %llu it had, %llu "
+				"refused, %llu too large, %llu unreadable, %llu attempts failed",
+				(unsigned long long)uc.sent, (unsigned long long)uc.had,
+				(unsigned long long)uc.refused, (unsigned long long)uc.too_large,
+				(unsigned long long)uc.unreadable, (unsigned long long)uc.failed);
+	}
 	struct ep_stream_counters sc;
 	ep_streamer_counters(k->streamer, &sc);
 	ep_info("streamed %llu batches (%llu samples): %llu acknowledged (%llu already stored), "
@@ -168,6 +212,7 @@ int ep_sink_finish(struct ep_sink *k, unsigned flush_s)
 
 void ep_sink_free(struct ep_sink *k)
 {
+	ep_uploader_free(k->uploader);
 	ep_streamer_free(k->streamer);
 	ep_merge_free(k->totals);
 }

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "agent/pipeline/pipeline.h"
+#include "agent/stream/binary_upload.h"
 #include "agent/stream/streamer.h"
 #include "common/profile/merge.h"
 #include "common/util/options.h"
@@ -20,20 +21,24 @@ struct ep_sink_options {
 	struct ep_streamer_config streamer;
 	unsigned spool_mib;
 	unsigned flush_s; /* how long to wait for acknowledgements at exit */
+	/* binaries at most this big are sent to the collector for its UI
+	 * (agent/stream/binary_upload.h); 0: none */
+	unsigned upload_max_mib;
 };
 
 void ep_sink_options_init(struct ep_sink_options *o);
 
 /* The streaming side's options (--collector, --spool, --spool-max-mib,
  * --token-file, --cacert, --cert, --key, --node, --flush-timeout,
- * --retry-max-ms) as an option table into o; the last entry ends it. */
-#define EP_SINK_OPTION_COUNT 10
+ * --retry-max-ms, --upload-max-mib) as an option table into o; the last entry ends it. */
+#define EP_SINK_OPTION_COUNT 11
 void ep_sink_option_table(struct ep_option out[EP_SINK_OPTION_COUNT + 1],
 			  struct ep_sink_options *o);
 
 struct ep_sink {
 	const char *output;
 	struct ep_streamer *streamer;
+	struct ep_uploader *uploader; /* binaries' code to the collector; NULL: off */
 	struct ep_merge *totals;
 	Edgeprof__V1__Stats totals_stats;
 	char source[PATH_MAX + 16];	    /* config.source of what is written */

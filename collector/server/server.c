@@ -18,6 +18,8 @@
 #include <time.h>
 
 #include "collector/api/api.h"
+#include "collector/binaries/binaries.h"
+#include "collector/web/web.h"
 #include "common/util/clock.h"
 #include "common/util/log.h"
 #include "common/util/secret.h"
@@ -45,9 +47,22 @@ struct conn {
 enum cut_reason { CUT_HEADER_TIMEOUT, CUT_PER_ADDRESS, CUT_EVICTED, NCUTS };
 static const char *const cut_names[NCUTS] = {"header_timeout", "per_address", "evicted"};
 
-enum route { R_INGEST, R_BINARIES, R_PROFILE, R_SESSIONS, R_METRICS, R_HEALTH, R_OTHER, NROUTES };
+enum route {
+	R_INGEST,
+	R_BINARIES,
+	R_PROFILE,
+	R_SESSIONS,
+	R_METRICS,
+	R_HEALTH,
+	R_IMAGES, /* binaries' code: uploads, and whether one is kept */
+	R_UI,	  /* the web UI's pages (collector/web) */
+	R_SIGNIN, /* the UI's sign-in with the token */
+	R_OTHER,
+	NROUTES
+};
 static const char *const route_names[NROUTES] = {"ingest",  "binaries", "profile", "sessions",
-						 "metrics", "health",	"other"};
+						 "metrics", "health",	"images",  "ui",
+						 "signin",  "other"};
 
 struct ep_server {
 	struct ep_server_config cfg;
@@ -77,6 +92,7 @@ struct ep_server {
 struct request {
 	uint8_t *body;
 	size_t len, cap;
+	size_t limit; /* body bytes accepted on this route */
 	bool too_large;
 };
 
@@ -143,12 +159,17 @@ static bool token_matches(const char *expected, const char *given)
 	return diff == 0;
 }
 
+/* The bearer token, or the UI's sign-in cookie holding it (HttpOnly,
+ * SameSite=Strict: a page of another site cannot send it along). */
 static bool authorized(struct ep_server *s, struct MHD_Connection *c)
 {
 	if (!s->has_token)
 		return true;
 	const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
-	return h && strncmp(h, "Bearer ", 7) == 0 && token_matches(s->token, h + 7);
+	if (h && strncmp(h, "Bearer ", 7) == 0 && token_matches(s->token, h + 7))
+		return true;
+	const char *cookie = MHD_lookup_connection_value(c, MHD_COOKIE_KIND, EP_WEB_COOKIE);
+	return cookie && token_matches(s->token, cookie);
 }
 
 static bool client_certified(struct ep_server *s, struct MHD_Connection *c)
@@ -332,6 +353,12 @@ static enum route route_of(const char *url)
 		return R_METRICS;
 	if (strcmp(url, "/healthz") == 0 || strcmp(url, "/readyz") == 0)
 		return R_HEALTH;
+	if (strcmp(url, "/v1/images") == 0 || strncmp(url, "/v1/images/", 11) == 0)
+		return R_IMAGES;
+	if (strcmp(url, "/signin") == 0 || strcmp(url, "/signout") == 0)
+		return R_SIGNIN;
+	if (ep_web_is_page(url))
+		return R_UI;
 	return R_OTHER;
 }
 
@@ -616,6 +643,128 @@ static enum MHD_Result handle_sessions(struct ep_server *s, struct MHD_Connectio
 	return respond(c, resp.status, resp.content_type, resp.body, resp.len);
 }
 
+/* POST /v1/images?build_id=&path=&source= with the ELF file as body;
+ * GET /v1/images/ID: 200 when its code is kept, 404 when not. */
+static enum MHD_Result handle_images(struct ep_server *s, struct MHD_Connection *c, const char *url,
+				     struct request *rq, bool post)
+{
+	if (!s->cfg.binaries)
+		return respond_text(c, 404, "this collector keeps no binaries\n");
+	char msg[512];
+	if (!post) {
+		if (strncmp(url, "/v1/images/", 11) != 0)
+			return respond_text(c, 404, "%s: no such endpoint\n", url);
+		int r = ep_binaries_has(s->cfg.binaries, url + 11, msg, sizeof(msg));
+		if (r < 0)
+			return respond_text(c, 503, "store: %s\n", msg);
+		return r ? respond_text(c, 200, "%s: kept\n", url + 11)
+			 : respond_text(c, 404, "%s: not here\n", url + 11);
+	}
+	if (rq->too_large)
+		return respond_text(c, 413, "body larger than %zu bytes\n",
+				    ep_binaries_max_file(s->cfg.binaries));
+	int status = ep_binaries_upload(s->cfg.binaries, rq->body, rq->len, arg(c, "build_id"),
+					arg(c, "path"), arg(c, "source"), msg, sizeof(msg));
+	if (status >= 400)
+		ep_warn("binary upload%s%s: %s", *arg(c, "path") ? " of " : "", arg(c, "path"),
+			msg);
+	return respond_text(c, (unsigned)status, "%s\n", msg);
+}
+
+static const char *web_arg(void *ctx, const char *name)
+{
+	return MHD_lookup_connection_value(ctx, MHD_GET_ARGUMENT_KIND, name);
+}
+
+static enum MHD_Result respond_web(struct MHD_Connection *c, struct ep_api_response *resp,
+				   const char *set_cookie, const char *location)
+{
+	struct MHD_Response *r = MHD_create_response_from_buffer(
+	    resp->len, resp->body ? resp->body : (char *)"",
+	    resp->body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+	if (!r) {
+		free(resp->body);
+		return MHD_NO;
+	}
+	MHD_add_response_header(r, "Content-Type", resp->content_type);
+	/* the pages load nothing from elsewhere, and are not to be framed */
+	MHD_add_response_header(r, "Content-Security-Policy",
+				"default-src 'self'; style-src 'self' 'unsafe-inline'; "
+				"img-src 'self' data:; frame-ancestors 'none'");
+	MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+	MHD_add_response_header(r, "Cache-Control", "no-store");
+	if (set_cookie)
+		MHD_add_response_header(r, "Set-Cookie", set_cookie);
+	if (location)
+		MHD_add_response_header(r, "Location", location);
+	enum MHD_Result rc = MHD_queue_response(c, (unsigned)resp->status, r);
+	MHD_destroy_response(r);
+	return rc;
+}
+
+/* GET /signin: the form; POST /signin: token=... (form body, so it is
+ * never in a URL or a log), checked, kept in an HttpOnly cookie;
+ * /signout: the cookie dropped. */
+static enum MHD_Result handle_signin(struct ep_server *s, struct MHD_Connection *c, const char *url,
+				     struct request *rq, bool post)
+{
+	struct ep_api_response resp = {0};
+	const char *secure = s->cert_pem ? "; Secure" : "";
+	char cookie[1024];
+	if (strcmp(url, "/signout") == 0) {
+		snprintf(cookie, sizeof(cookie),
+			 EP_WEB_COOKIE "=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0%s", secure);
+		ep_web_redirect("/signin", &resp);
+		return respond_web(c, &resp, cookie, "/signin");
+	}
+	if (!post) {
+		ep_web_signin_page(s->has_token, NULL, &resp);
+		return respond_web(c, &resp, NULL, NULL);
+	}
+	char given[sizeof(s->token)];
+	if (!s->has_token ||
+	    !ep_web_form_value((const char *)rq->body, rq->len, "token", given, sizeof(given)) ||
+	    !token_matches(s->token, given)) {
+		atomic_fetch_add(&s->unauthorized, 1);
+		ep_web_signin_page(s->has_token, "That is not this collector's token.", &resp);
+		resp.status = 401;
+		return respond_web(c, &resp, NULL, NULL);
+	}
+	snprintf(cookie, sizeof(cookie), EP_WEB_COOKIE "=%s; Path=/; HttpOnly; SameSite=Strict%s",
+		 given, secure);
+	explicit_bzero(given, sizeof(given));
+	ep_web_redirect("/", &resp);
+	enum MHD_Result rc = respond_web(c, &resp, cookie, "/");
+	explicit_bzero(cookie, sizeof(cookie));
+	return rc;
+}
+
+static enum MHD_Result handle_ui(struct ep_server *s, struct MHD_Connection *c, const char *url,
+				 struct request *rq, bool post)
+{
+	struct ep_api_response resp = {0};
+	if (!authorized(s, c) && !ep_web_is_public(url)) {
+		ep_web_redirect("/signin", &resp);
+		return respond_web(c, &resp, NULL, "/signin");
+	}
+	struct ep_web_ctx w = {.store = s->store,
+			       .binaries = s->cfg.binaries,
+			       .sessions = s->sessions,
+			       .signed_in = s->has_token};
+	if (ep_web_is_form(url)) {
+		if (!post)
+			return respond_text(c, 405, "%s: a form, POSTed\n", url);
+		char location[512];
+		ep_web_form(&w, url, (const char *)rq->body, rq->len, &resp, location,
+			    sizeof(location));
+		return respond_web(c, &resp, NULL, location[0] ? location : NULL);
+	}
+	if (post)
+		return respond_text(c, 405, "%s: method POST not allowed\n", url);
+	ep_web_page(&w, url, web_arg, c, &resp);
+	return respond_web(c, &resp, NULL, NULL);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
 				  const char *method, const char *version, const char *upload,
 				  size_t *upload_size, void **con_cls)
@@ -634,7 +783,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 					    "client CA is required\n");
 		}
 		header_complete(s, c, s->has_token && authorized(s, c));
-		if (r == R_INGEST || r == R_BINARIES || r == R_PROFILE || r == R_SESSIONS) {
+		if (r == R_INGEST || r == R_BINARIES || r == R_PROFILE || r == R_SESSIONS ||
+		    r == R_IMAGES) {
 			if (!authorized(s, c)) {
 				atomic_fetch_add(&s->unauthorized, 1);
 				return respond_text(c, 401, "missing or wrong bearer token\n");
@@ -643,22 +793,30 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		bool post = strcmp(method, "POST") == 0;
 		if (r == R_OTHER)
 			return respond_text(c, 404, "%s: no such endpoint\n", url);
-		bool post_route =
-		    r == R_INGEST || (r == R_SESSIONS && strcmp(url, "/v1/sessions") == 0);
-		if (post_route != post)
+		bool post_route = r == R_INGEST ||
+				  (r == R_SESSIONS && strcmp(url, "/v1/sessions") == 0) ||
+				  (r == R_IMAGES && strcmp(url, "/v1/images") == 0);
+		/* sign-in: GET the form, POST the token; the UI's forms are POSTed */
+		bool either = r == R_SIGNIN || (r == R_UI && ep_web_is_form(url));
+		if (!either && post_route != post)
 			return respond_text(c, 405, "%s: method %s not allowed\n", url, method);
+		/* uploads are binaries: their own, larger limit */
+		size_t limit = r == R_IMAGES && s->cfg.binaries
+				   ? ep_binaries_max_file(s->cfg.binaries)
+			       : r == R_SIGNIN || r == R_UI ? 4096
+							    : s->cfg.max_body;
 		if (post) {
 			const char *cl =
 			    MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
-			if (cl && strtoull(cl, NULL, 10) > s->cfg.max_body) {
+			if (cl && strtoull(cl, NULL, 10) > limit) {
 				atomic_fetch_add(&s->too_large_bodies, 1);
-				return respond_text(c, 413, "body larger than %zu bytes\n",
-						    s->cfg.max_body);
+				return respond_text(c, 413, "body larger than %zu bytes\n", limit);
 			}
 		}
 		rq = calloc(1, sizeof(*rq));
 		if (!rq)
 			return MHD_NO;
+		rq->limit = limit;
 		*con_cls = rq;
 		return MHD_YES;
 	}
@@ -667,7 +825,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		*upload_size = 0;
 		if (rq->too_large)
 			return MHD_YES;
-		if (rq->len + n > s->cfg.max_body) {
+		if (rq->len + n > rq->limit) {
 			rq->too_large = true;
 			free(rq->body);
 			rq->body = NULL;
@@ -698,6 +856,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		return handle_sessions(s, c, url, strcmp(method, "POST") == 0);
 	case R_METRICS:
 		return handle_metrics(s, c);
+	case R_IMAGES:
+		return handle_images(s, c, url, rq, strcmp(method, "POST") == 0);
+	case R_SIGNIN:
+		return handle_signin(s, c, url, rq, strcmp(method, "POST") == 0);
+	case R_UI:
+		return handle_ui(s, c, url, rq, strcmp(method, "POST") == 0);
 	case R_HEALTH:
 		if (strcmp(url, "/readyz") == 0) {
 			char err[512];
@@ -717,6 +881,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 	request_done(cls, c);
 	struct request *rq = *con_cls;
 	if (rq) {
+		if (rq->body) /* a sign-in's token */
+			explicit_bzero(rq->body, rq->len);
 		free(rq->body);
 		free(rq);
 		*con_cls = NULL;

@@ -14,6 +14,12 @@
  *                       &format=proto), 400/409 with the reason
  *   GET  /v1/sessions/ID  how it stands (JSON, or ?format=proto)
  *   GET  /v1/nodes      the agents' nodes: last batch, version, sessions
+ *   POST /v1/images     ?build_id=&path=&source=, an ELF file as body:
+ *                       its code kept by build-id (collector/binaries);
+ *                       201 stored, 200 already kept, 400 refused with why
+ *   GET  /v1/images/ID  200 when that build-id's code is kept, else 404
+ *   GET  /, /binary, /function, /fleet, /ui/...: the web UI (collector/web);
+ *        GET/POST /signin, /signout: its sign-in with the token (a cookie)
  *   GET  /metrics       Prometheus text; /healthz; /readyz (store answers)
  * A bearer token guards /v1/ (not the probes and metrics, which hold no
  * profile data); TLS with an optional client CA makes it mTLS: a client
@@ -24,6 +30,7 @@
 
 #include <stddef.h>
 
+#include "collector/binaries/binaries.h"
 #include "collector/ingest/ingest.h"
 #include "collector/sessions/sessions.h"
 #include "collector/store/store.h"
@@ -44,6 +51,9 @@ struct ep_server_config {
 	 * an agent out. */
 	unsigned header_timeout_s;
 	unsigned max_client_conns;
+	/* binaries' code by build-id (collector/binaries; borrowed): uploads
+	 * on /v1/images and the UI's CFG and disassembly views; NULL: none */
+	struct ep_binaries *binaries;
 };
 
 struct ep_server;

@@ -24,7 +24,15 @@ struct node {
 	char *name, *agent_id, *version;
 	bool capable;
 	int64_t last_seen_s;
+	/* for the UI's fleet view, from the batches' stats and config */
+	char *event;
+	uint64_t samples, samples_with_branches, lost;
+	double samples_per_s; /* of the last batch's window */
 };
+
+/* Finished sessions kept in memory for the UI's fleet view (the store has
+ * them all), newest last. */
+#define RECENT_MAX 20
 
 /* A session not yet finished, and the agents it was handed to (in memory
  * only: after a collector restart it is handed out again, and an agent
@@ -44,6 +52,8 @@ struct ep_sessions {
 	size_t nnodes;
 	struct active *act;
 	size_t nact;
+	Edgeprof__V1__Session *recent[RECENT_MAX];
+	size_t nrecent;
 };
 
 static int64_t now_s(void)
@@ -203,7 +213,13 @@ static void flush(struct ep_sessions *ss)
 					a->s->id, err);
 		}
 		if (finished(a->s) && !a->dirty) {
-			edgeprof__v1__session__free_unpacked(a->s, NULL);
+			if (ss->nrecent == RECENT_MAX) {
+				edgeprof__v1__session__free_unpacked(ss->recent[0], NULL);
+				memmove(ss->recent, ss->recent + 1,
+					(RECENT_MAX - 1) * sizeof(*ss->recent));
+				ss->nrecent--;
+			}
+			ss->recent[ss->nrecent++] = a->s;
 			for (size_t j = 0; j < a->noffered; j++)
 				free(a->offered[j]);
 			free(a->offered);
@@ -274,7 +290,10 @@ void ep_sessions_free(struct ep_sessions *ss)
 		free(ss->act[i].offered);
 	}
 	free(ss->act);
+	for (size_t i = 0; i < ss->nrecent; i++)
+		edgeprof__v1__session__free_unpacked(ss->recent[i], NULL);
 	for (size_t i = 0; i < ss->nnodes; i++) {
+		free(ss->nodes[i].event);
 		free(ss->nodes[i].name);
 		free(ss->nodes[i].agent_id);
 		free(ss->nodes[i].version);
@@ -470,6 +489,17 @@ static void note_node(struct ep_sessions *ss, const Edgeprof__V1__Batch *b, cons
 	set_str(&n->version, b->agent->version ? b->agent->version : "");
 	n->capable = capable;
 	n->last_seen_s = now_s();
+	if (b->config && b->config->event)
+		set_str(&n->event, b->config->event);
+	if (b->stats) {
+		n->samples += b->stats->samples;
+		n->samples_with_branches += b->stats->samples_with_branches;
+		n->lost += b->stats->lost_records;
+		uint64_t ns = b->window_end_ns > b->window_start_ns
+				  ? b->window_end_ns - b->window_start_ns
+				  : 0;
+		n->samples_per_s = ns ? (double)b->stats->samples * 1e9 / (double)ns : 0.0;
+	}
 }
 
 /* Every node that can run sessions and reports has said the target is not
@@ -671,4 +701,76 @@ char *ep_sessions_nodes_json(struct ep_sessions *ss, size_t *len)
 		return NULL;
 	}
 	return body;
+}
+
+static char *dup_or_empty(const char *s)
+{
+	return strdup(s ? s : "");
+}
+
+size_t ep_sessions_nodes(struct ep_sessions *ss, struct ep_node_info **out)
+{
+	pthread_mutex_lock(&ss->lock);
+	int64_t now = now_s();
+	size_t n = 0;
+	*out = calloc(ss->nnodes + 1, sizeof(**out));
+	for (size_t i = 0; *out && i < ss->nnodes; i++) {
+		const struct node *k = &ss->nodes[i];
+		struct ep_node_info *o = &(*out)[n];
+		*o = (struct ep_node_info){.name = dup_or_empty(k->name),
+					   .agent_id = dup_or_empty(k->agent_id),
+					   .version = dup_or_empty(k->version),
+					   .event = dup_or_empty(k->event),
+					   .capable = k->capable,
+					   .reporting = reporting(ss, k, now),
+					   .last_seen_s = k->last_seen_s,
+					   .samples = k->samples,
+					   .samples_with_branches = k->samples_with_branches,
+					   .lost = k->lost,
+					   .samples_per_s = k->samples_per_s};
+		n++;
+		if (!o->name || !o->agent_id || !o->version || !o->event) {
+			ep_sessions_free_nodes(*out, n);
+			*out = NULL;
+			n = 0;
+		}
+	}
+	pthread_mutex_unlock(&ss->lock);
+	return n;
+}
+
+void ep_sessions_free_nodes(struct ep_node_info *nodes, size_t n)
+{
+	for (size_t i = 0; nodes && i < n; i++) {
+		free(nodes[i].name);
+		free(nodes[i].agent_id);
+		free(nodes[i].version);
+		free(nodes[i].event);
+	}
+	free(nodes);
+}
+
+Edgeprof__V1__SessionList *ep_sessions_list(struct ep_sessions *ss)
+{
+	Edgeprof__V1__SessionList *l = malloc(sizeof(*l));
+	if (!l)
+		return NULL;
+	edgeprof__v1__session_list__init(l);
+	pthread_mutex_lock(&ss->lock);
+	tick(ss);
+	flush(ss);
+	l->sessions = calloc(ss->nact + ss->nrecent + 1, sizeof(*l->sessions));
+	bool oom = !l->sessions;
+	for (size_t i = ss->nact; !oom && i > 0; i--)
+		oom = !(l->sessions[l->n_sessions++] = session_copy(ss->act[i - 1].s));
+	for (size_t i = ss->nrecent; !oom && i > 0; i--)
+		oom = !(l->sessions[l->n_sessions++] = session_copy(ss->recent[i - 1]));
+	pthread_mutex_unlock(&ss->lock);
+	if (oom) {
+		if (l->n_sessions)
+			l->n_sessions--; /* the NULL one */
+		ep_store_free_session_list(l);
+		return NULL;
+	}
+	return l;
 }

@@ -66,6 +66,24 @@ void ep_sessions_response_free(Edgeprof__V1__IngestResponse *resp);
  * memory. */
 char *ep_sessions_nodes_json(struct ep_sessions *ss, size_t *len);
 
+/* The UI's fleet view: every node that sent a batch since the collector
+ * started, copied (free with ep_sessions_free_nodes()); returns how many. */
+struct ep_node_info {
+	char *name, *agent_id, *version;
+	char *event; /* what its agent samples: "cpu-clock" when it has no branch-stack PMU */
+	bool capable, reporting;
+	int64_t last_seen_s;
+	uint64_t samples, samples_with_branches, lost; /* summed over its batches */
+	double samples_per_s;			       /* in its last batch's window */
+};
+size_t ep_sessions_nodes(struct ep_sessions *ss, struct ep_node_info **out);
+void ep_sessions_free_nodes(struct ep_node_info *nodes, size_t n);
+
+/* The unfinished sessions, newest first, then the last 20 that finished
+ * since the collector started, newest first: copies (timeouts applied).
+ * Free with ep_store_free_session_list(); NULL when out of memory. */
+Edgeprof__V1__SessionList *ep_sessions_list(struct ep_sessions *ss);
+
 /* "pending", "running", "done", "failed" */
 const char *ep_session_state_name(Edgeprof__V1__SessionState state);
 

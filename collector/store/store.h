@@ -138,4 +138,16 @@ Edgeprof__V1__SessionList *ep_store_sessions_unfinished(struct ep_store *s, char
 							size_t errlen);
 void ep_store_free_session_list(Edgeprof__V1__SessionList *list);
 
+/* Binaries' images (proto/binaries.proto BinaryImage, serialised; what the
+ * UI draws code from, collector/binaries), one per build-id, kept across
+ * restarts and never pruned. The first image stored for a build-id stays:
+ * put answers 1 when it stored this one, 0 when the store had one already,
+ * -1 with err (also when the backend keeps no images). */
+int ep_store_image_put(struct ep_store *s, const char *build_id, int64_t uploaded_s,
+		       const uint8_t *image, size_t len, char *err, size_t errlen);
+/* 1 with *image (malloc'd, *len bytes) when there is one (image NULL: only
+ * says whether), 0 when not, -1 with err. */
+int ep_store_image_get(struct ep_store *s, const char *build_id, uint8_t **image, size_t *len,
+		       char *err, size_t errlen);
+
 #endif

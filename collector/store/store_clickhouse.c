@@ -71,6 +71,10 @@ static const char *const tables[] = {
     "CREATE TABLE IF NOT EXISTS sessions (id String, state UInt8, created_s Int64,"
     " ended_s Int64, updated_ns UInt64, record String)"
     " ENGINE = ReplacingMergeTree(updated_ns) ORDER BY id",
+    /* binaries' images for the UI (collector/binaries), hex like session
+     * records; keep = 2^64 - 1 - uploaded_s, so FINAL keeps the first */
+    "CREATE TABLE IF NOT EXISTS binary_images (build_id String, uploaded_s Int64, keep UInt64,"
+    " image String) ENGINE = ReplacingMergeTree(keep) ORDER BY build_id",
 };
 
 /* Count tables created before sessions lack session_id. It is added at the
@@ -665,6 +669,58 @@ static int ch_sessions_unfinished(struct ep_store *base,
 	return session_records((struct ch_store *)base, &q, add, ctx, err, errlen);
 }
 
+static int ch_image_get(struct ep_store *base, const char *build_id, uint8_t **image, size_t *len,
+			char *err, size_t errlen)
+{
+	struct ch_store *s = (struct ch_store *)base;
+	struct ch_text q;
+	if (ch_text_open(&q, err, errlen) != 0)
+		return -1;
+	fputs(image ? "SELECT image" : "SELECT ''", q.f);
+	fputs(" FROM binary_images FINAL WHERE build_id = ", q.f);
+	ch_sql_string(q.f, build_id);
+	fputs(" LIMIT 1 FORMAT TabSeparated", q.f);
+	struct one_record o = {0};
+	int rc = session_records(s, &q, keep_record, &o, err, errlen);
+	if (rc != 0 || !o.found) {
+		free(o.record);
+		return rc;
+	}
+	if (image) {
+		*image = o.record;
+		*len = o.len;
+	} else {
+		free(o.record);
+	}
+	return 1;
+}
+
+/* Several collectors may put the same build-id at once: both rows are
+ * written, FINAL keeps the first (see binary_images). */
+static int ch_image_put(struct ep_store *base, const char *build_id, int64_t uploaded_s,
+			const uint8_t *image, size_t len, char *err, size_t errlen)
+{
+	struct ch_store *s = (struct ch_store *)base;
+	int had = ch_image_get(base, build_id, NULL, NULL, err, errlen);
+	if (had != 0)
+		return had < 0 ? -1 : 0;
+	struct ch_text row;
+	if (ch_text_open(&row, err, errlen) != 0)
+		return -1;
+	ch_tsv_string(row.f, build_id);
+	fprintf(row.f, "\t%" PRId64 "\t%" PRIu64 "\t", uploaded_s,
+		UINT64_MAX - (uint64_t)(uploaded_s > 0 ? uploaded_s : 0));
+	for (size_t i = 0; i < len; i++)
+		fprintf(row.f, "%02x", image[i]);
+	fputc('\n', row.f);
+	if (ch_insert(&s->conn,
+		      "INSERT INTO binary_images (build_id, uploaded_s, keep, image)"
+		      " FORMAT TabSeparated",
+		      &row, err, errlen) != 0)
+		return -1;
+	return 1;
+}
+
 static void ch_close(struct ep_store *base)
 {
 	struct ch_store *s = (struct ch_store *)base;
@@ -687,6 +743,8 @@ static const struct ep_store_ops clickhouse_ops = {
     .session_put = ch_session_put,
     .session_get = ch_session_get,
     .sessions_unfinished = ch_sessions_unfinished,
+    .image_put = ch_image_put,
+    .image_get = ch_image_get,
 };
 
 /* 1 when table has the column, 0 when not, -1 with err. */

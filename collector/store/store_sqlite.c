@@ -128,7 +128,11 @@ static const char schema[] =
     "CREATE TABLE IF NOT EXISTS sessions(id TEXT PRIMARY KEY, state INTEGER NOT NULL,"
     " created_s INTEGER NOT NULL, ended_s INTEGER NOT NULL, updated_ns INTEGER NOT NULL,"
     " record BLOB NOT NULL) WITHOUT ROWID;"
-    "CREATE INDEX IF NOT EXISTS sessions_by_state ON sessions(state, created_s, id);";
+    "CREATE INDEX IF NOT EXISTS sessions_by_state ON sessions(state, created_s, id);"
+    /* binaries' code and symbols for the UI (collector/binaries): the image
+     * is a serialised BinaryImage, the first one uploaded for its build-id */
+    "CREATE TABLE IF NOT EXISTS binary_images(build_id TEXT PRIMARY KEY,"
+    " uploaded_s INTEGER NOT NULL, image BLOB NOT NULL) WITHOUT ROWID;";
 
 /* Version 1 to 2: label_sets gains session_id, and its UNIQUE key must
  * include it, which SQLite cannot alter: the table is rebuilt, ids kept
@@ -767,6 +771,56 @@ static int sqlite_sessions_unfinished(struct ep_store *base,
 	return 0;
 }
 
+static int sqlite_image_put(struct ep_store *base, const char *build_id, int64_t uploaded_s,
+			    const uint8_t *image, size_t len, char *err, size_t errlen)
+{
+	struct sqlite_store *s = (struct sqlite_store *)base;
+	sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(s->db,
+			       "INSERT INTO binary_images(build_id, uploaded_s, image)"
+			       " VALUES(?1, ?2, ?3) ON CONFLICT(build_id) DO NOTHING",
+			       -1, &st, NULL) != SQLITE_OK) {
+		db_error(s, "binary image", err, errlen);
+		return -1;
+	}
+	bind_text(st, 1, build_id);
+	sqlite3_bind_int64(st, 2, uploaded_s);
+	sqlite3_bind_blob64(st, 3, len ? (const void *)image : "", len, SQLITE_STATIC);
+	int r = sqlite3_step(st) == SQLITE_DONE ? sqlite3_changes(s->db) > 0 : -1;
+	if (r < 0)
+		db_error(s, "binary image", err, errlen);
+	sqlite3_finalize(st);
+	return r;
+}
+
+static int sqlite_image_get(struct ep_store *base, const char *build_id, uint8_t **image,
+			    size_t *len, char *err, size_t errlen)
+{
+	struct sqlite_store *s = (struct sqlite_store *)base;
+	sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(s->db,
+			       image ? "SELECT image FROM binary_images WHERE build_id = ?1"
+				     : "SELECT 1 FROM binary_images WHERE build_id = ?1",
+			       -1, &st, NULL) != SQLITE_OK) {
+		db_error(s, "binary image", err, errlen);
+		return -1;
+	}
+	bind_text(st, 1, build_id);
+	int r = sqlite3_step(st);
+	if (r == SQLITE_ROW)
+		r = !image || copy_record(st, image, len) == 0 ? 1 : -2;
+	else if (r == SQLITE_DONE)
+		r = 0;
+	else
+		r = -1;
+	if (r == -1)
+		db_error(s, "binary image", err, errlen);
+	else if (r == -2)
+		snprintf(err, errlen, "out of memory");
+	sqlite3_finalize(st);
+	return r < 0 ? -1 : r;
+}
+
 static void sqlite_close(struct ep_store *base)
 {
 	struct sqlite_store *s = (struct sqlite_store *)base;
@@ -789,6 +843,8 @@ static const struct ep_store_ops sqlite_ops = {
     .session_put = sqlite_session_put,
     .session_get = sqlite_session_get,
     .sessions_unfinished = sqlite_sessions_unfinished,
+    .image_put = sqlite_image_put,
+    .image_get = sqlite_image_get,
 };
 
 static int user_version(struct sqlite_store *s)

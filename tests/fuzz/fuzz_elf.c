@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libFuzzer target over the binary reader and the decoder set-up
- * (agent/resolve/binary.h, agent/decode/decoder.h): the input is a file
+ * (agent/resolve/binary.h, common/decode/decoder.h): the input is a file
  * given as --binary would be (ep_binreg_add_file), read eagerly or lazily
  * (the input's size decides), then asked what the pipeline asks of a
  * binary: build-id, segments, offsets to addresses, symbols, and its
@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/decode/decoder.h"
+#include "common/decode/decoder.h"
 #include "agent/decode/decoder_cache.h"
 #include "agent/resolve/binary.h"
 #include "common/util/log.h"

@@ -24,6 +24,15 @@ for flavour in rel asan; do
 	[ "$rc" -eq 0 ] || sed 's/^/# /' "$TEST_TMP/suite.$flavour"
 done
 
+# binaries' images (the UI's code) kept in ClickHouse as in SQLite
+for flavour in rel asan; do
+	EDGEPROF_TEST_STORE="clickhouse:$CLICKHOUSE_URL" ASAN_OPTIONS=detect_leaks=1 \
+		"$build/$flavour/tests/test_binaries" >"$TEST_TMP/images.$flavour" 2>&1
+	rc=$?
+	check "binaries' images on ClickHouse ($flavour)" test "$rc" -eq 0
+	[ "$rc" -eq 0 ] || sed 's/^/# /' "$TEST_TMP/images.$flavour"
+done
+
 # the same streaming guarantees end to end, ClickHouse behind the collector
 EDGEPROF_TEST_STORE="clickhouse:$CLICKHOUSE_URL/?database=restart_$$" \
 	bash "$(dirname "$0")/test_stream_restart.sh" >"$TEST_TMP/restart.log" 2>&1

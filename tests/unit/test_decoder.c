@@ -8,8 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "agent/decode/decoder.h"
-#include "agent/decode/decoder_debug.h"
+#include "common/decode/decoder.h"
+#include "common/decode/decoder_debug.h"
 
 /* 0x1000 cmp eax,1 | 0x1003 je 0x1007 | 0x1005 nop | 0x1006 nop |
  * 0x1007 jne 0x1000 | 0x1009 ret | 0x100a call 0x100f | 0x100f syscall |
@@ -44,6 +44,22 @@ static enum ep_walk_status walk(struct ep_decoder *d, uint64_t start, uint64_t e
 				struct ep_walk_step *steps, struct ep_walk_step *closing)
 {
 	return ep_decoder_walk_to_branch(d, start, end, from_site, steps, max, n, closing);
+}
+
+static void test_insn_text(void **state)
+{
+	(void)state;
+	struct ep_decoder *d = x86_decoder();
+	struct ep_insn_info info;
+	char text[64];
+	assert_true(ep_decoder_insn_text(d, 0x1003, &info, text, sizeof(text)));
+	assert_string_equal(text, "je 0x1007");
+	assert_int_equal(info.kind, EP_BRANCH_COND);
+	assert_int_equal(info.len, 2);
+	assert_true(ep_decoder_insn_text(d, 0x1009, &info, text, sizeof(text)));
+	assert_string_equal(text, "ret");
+	assert_false(ep_decoder_insn_text(d, 0x5000, &info, text, sizeof(text)));
+	ep_decoder_free(d);
 }
 
 static void test_walk_statuses(void **state)
@@ -769,6 +785,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_walk_statuses),
+	    cmocka_unit_test(test_insn_text),
 	    cmocka_unit_test(test_blocked_bad_and_no_code),
 	    cmocka_unit_test(test_site_at_and_walk_to_ip),
 	    cmocka_unit_test(test_from_site),

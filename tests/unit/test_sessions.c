@@ -339,6 +339,45 @@ static void test_nodes_listed_with_capability(void **state)
 	close_all(&f);
 }
 
+/* The UI's fleet view: nodes as copies, and a finished session still
+ * listed (kept in memory) after it left the active ones. */
+static void test_fleet_view(void **state)
+{
+	(void)state;
+	struct fixture f = {0};
+	struct ep_sessions_config cfg = {0};
+	open_all(&f, &cfg);
+	batch(f.ss, "n1", "agent-1", true, NULL, 0);
+	int status;
+	char why[512];
+	char *id = ask(f.ss, "n1", 5000, &status, why, sizeof(why));
+	assert_non_null(id);
+	assert_string_equal(batch(f.ss, "n1", "agent-1", true, NULL, 0), id);
+	Edgeprof__V1__SessionList *l = ep_sessions_list(f.ss);
+	assert_non_null(l);
+	assert_int_equal(l->n_sessions, 1);
+	assert_int_equal(l->sessions[0]->state, EDGEPROF__V1__SESSION_STATE__SESSION_PENDING);
+	ep_store_free_session_list(l);
+	uint64_t ends = ((uint64_t)time(NULL) + 5) * 1000000000ULL;
+	report(f.ss, "n1", "agent-1", id, EDGEPROF__V1__SESSION_STATE__SESSION_DONE, false, ends);
+	l = ep_sessions_list(f.ss);
+	assert_non_null(l);
+	assert_int_equal(l->n_sessions, 1);
+	assert_string_equal(l->sessions[0]->id, id);
+	assert_int_equal(l->sessions[0]->state, EDGEPROF__V1__SESSION_STATE__SESSION_DONE);
+	ep_store_free_session_list(l);
+	struct ep_node_info *nodes = NULL;
+	size_t n = ep_sessions_nodes(f.ss, &nodes);
+	assert_int_equal(n, 1);
+	assert_string_equal(nodes[0].name, "n1");
+	assert_string_equal(nodes[0].agent_id, "agent-1");
+	assert_true(nodes[0].capable);
+	assert_true(nodes[0].reporting);
+	ep_sessions_free_nodes(nodes, n);
+	free(id);
+	close_all(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -347,6 +386,7 @@ int main(void)
 	    cmocka_unit_test(test_target_on_no_node_fails_naming_it),
 	    cmocka_unit_test(test_restarts_of_collector_and_agent),
 	    cmocka_unit_test(test_nodes_listed_with_capability),
+	    cmocka_unit_test(test_fleet_view),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

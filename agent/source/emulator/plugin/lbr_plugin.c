@@ -33,9 +33,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "agent/decode/branch_class.h"
 #include "agent/source/emulator/emu_stream.h"
 #include "agent/source/emulator/qemu_plugin_api.h"
+#include "common/decode/branch_class.h"
 #include "common/util/prime.h"
 #include "common/util/u64map.h"
 

@@ -4,7 +4,7 @@
 #ifndef EP_DECODER_DEBUG_H
 #define EP_DECODER_DEBUG_H
 
-#include "agent/decode/decoder.h"
+#include "common/decode/decoder.h"
 
 /* Start addresses of the instructions from start to end inclusive; OK when
  * end is an instruction of the straight line from start. */

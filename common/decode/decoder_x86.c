@@ -3,7 +3,7 @@
  * x86-64 classification. Also linked into the LBR emulator plugin on its own,
  * so it must not depend on the rest of the decoder.
  */
-#include "agent/decode/branch_class.h"
+#include "common/decode/branch_class.h"
 
 #include <capstone.h>
 #include <stdbool.h>

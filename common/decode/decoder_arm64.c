@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* AArch64 classification. svc/hvc are ordinary instructions here for the
  * same reason as x86's syscall: execution resumes right after them. */
-#include "agent/decode/branch_class.h"
+#include "common/decode/branch_class.h"
 
 #include <capstone.h>
 #include <stdbool.h>

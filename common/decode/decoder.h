@@ -6,7 +6,8 @@
  * range (from the first instruction after a branch to the next branch
  * instruction) a dense range id, so later stages count into arrays.
  * Instruction-set specifics live behind this header (capstone); nothing else
- * in the agent knows x86 or arm64.
+ * knows x86 or arm64. It lives in common/ because the agent walks code with
+ * it and the collector draws control-flow graphs and disassembly with it.
  */
 #ifndef EP_DECODER_H
 #define EP_DECODER_H
@@ -15,8 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "agent/decode/branch_class.h"
-#include "agent/resolve/binary.h"
+#include "common/decode/branch_class.h"
+#include "common/decode/code_segment.h"
 #include "common/util/arch.h"
 
 const char *ep_branch_kind_name(enum ep_branch_kind kind);
@@ -79,6 +80,10 @@ uint32_t ep_decoder_site_at(struct ep_decoder *d, uint64_t vaddr);
  * sweeps over a whole function when a profile is built, never the hot
  * path. false when vaddr holds no code or bytes that do not decode. */
 bool ep_decoder_insn(struct ep_decoder *d, uint64_t vaddr, struct ep_insn_info *info);
+/* The same, with the instruction written as text ("jne 0x1234") into
+ * text[textlen]: for disassembly shown to people (the collector's UI). */
+bool ep_decoder_insn_text(struct ep_decoder *d, uint64_t vaddr, struct ep_insn_info *info,
+			  char *text, size_t textlen);
 
 /*
  * The straight line from start (where a taken branch landed) to the branch

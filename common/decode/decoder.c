@@ -12,14 +12,15 @@
  *    reaches an older run's start takes that run's tail instead of decoding
  *    it again.
  */
-#include "agent/decode/decoder.h"
+#include "common/decode/decoder.h"
 
 #include <capstone.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/decode/decoder_debug.h"
+#include "common/decode/decoder_debug.h"
 #include "common/util/u64map.h"
 
 #define NO_RUN	     UINT32_MAX
@@ -251,6 +252,17 @@ static enum decode_result decode_one(struct ep_decoder *d, uint64_t vaddr,
 bool ep_decoder_insn(struct ep_decoder *d, uint64_t vaddr, struct ep_insn_info *info)
 {
 	return decode_one(d, vaddr, info) == DECODED;
+}
+
+bool ep_decoder_insn_text(struct ep_decoder *d, uint64_t vaddr, struct ep_insn_info *info,
+			  char *text, size_t textlen)
+{
+	if (decode_one(d, vaddr, info) != DECODED)
+		return false;
+	if (textlen)
+		snprintf(text, textlen, "%s%s%s", d->insn->mnemonic, d->insn->op_str[0] ? " " : "",
+			 d->insn->op_str);
+	return true;
 }
 
 static uint32_t add_site(struct ep_decoder *d, uint64_t vaddr, const struct ep_insn_info *info)

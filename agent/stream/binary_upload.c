@@ -1,0 +1,415 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "agent/stream/binary_upload.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/util/clock.h"
+#include "common/util/http_body.h"
+#include "common/util/log.h"
+#include "common/util/regular_file.h"
+#include "common/util/secret.h"
+
+#define RETRY_AFTER_NS (60ULL * 1000000000ULL)
+#define MAX_QUEUE      256
+
+static CURL *new_request(const struct ep_upload_target *t, const char *path,
+			 struct curl_slist **headers, struct ep_http_body *body)
+{
+	CURL *curl = curl_easy_init();
+	char *url = NULL;
+	size_t base = strlen(t->collector);
+	while (base && t->collector[base - 1] == '/')
+		base--;
+	if (!curl || asprintf(&url, "%.*s%s", (int)base, t->collector, path) < 0) {
+		curl_easy_cleanup(curl);
+		return NULL;
+	}
+	curl_easy_setopt(curl, CURLOPT_URL, url);
+	free(url);
+	*headers = NULL;
+	if (t->token) {
+		char auth[600];
+		snprintf(auth, sizeof(auth), "Authorization: Bearer %s", t->token);
+		*headers = curl_slist_append(*headers, auth);
+		explicit_bzero(auth, sizeof(auth));
+	}
+	*headers = curl_slist_append(*headers, "Content-Type: application/octet-stream");
+	curl_easy_setopt(curl, CURLOPT_HTTPHEADER, *headers);
+	curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
+	curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, 300000L);
+	curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, ep_http_body_write);
+	memset(body, 0, sizeof(*body));
+	body->max = 64 * 1024;
+	curl_easy_setopt(curl, CURLOPT_WRITEDATA, body);
+	if (t->ca_file)
+		curl_easy_setopt(curl, CURLOPT_CAINFO, t->ca_file);
+	if (t->cert_file)
+		curl_easy_setopt(curl, CURLOPT_SSLCERT, t->cert_file);
+	if (t->key_file)
+		curl_easy_setopt(curl, CURLOPT_SSLKEY, t->key_file);
+	return curl;
+}
+
+/* The HTTP status of one request (0: no answer, msg says why). */
+static long perform(CURL *curl, struct curl_slist *headers, struct ep_http_body *body, char *msg,
+		    size_t msglen)
+{
+	long status = 0;
+	CURLcode cc = curl_easy_perform(curl);
+	if (cc == CURLE_OK)
+		curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+	else
+		snprintf(msg, msglen, "%s", curl_easy_strerror(cc));
+	if (cc == CURLE_OK)
+		snprintf(msg, msglen, "%s", body->data ? strtok(body->data, "\n") : "");
+	curl_slist_free_all(headers);
+	curl_easy_cleanup(curl);
+	free(body->data);
+	body->data = NULL;
+	return status;
+}
+
+/* The whole file (at most max bytes), or NULL with why. */
+static uint8_t *read_file(const char *path, uint64_t max, size_t *len, bool *too_large, char *why,
+			  size_t whylen)
+{
+	*too_large = false;
+	int fd = ep_open_regular(path, why, whylen);
+	if (fd < 0)
+		return NULL;
+	struct stat st;
+	uint8_t *buf = NULL;
+	if (fstat(fd, &st) != 0) {
+		snprintf(why, whylen, "stat: %s", strerror(errno));
+	} else if ((uint64_t)st.st_size > max) {
+		*too_large = true;
+		snprintf(why, whylen, "%lld bytes, over the upload limit of %llu",
+			 (long long)st.st_size, (unsigned long long)max);
+	} else if (!(buf = malloc(st.st_size ? (size_t)st.st_size : 1))) {
+		snprintf(why, whylen, "out of memory");
+	} else {
+		size_t got = 0;
+		while (got < (size_t)st.st_size) {
+			ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0) {
+				snprintf(why, whylen, "read: %s",
+					 n ? strerror(errno) : "file shrank");
+				free(buf);
+				buf = NULL;
+				break;
+			}
+			got += (size_t)n;
+		}
+		*len = got;
+	}
+	close(fd);
+	return buf;
+}
+
+enum ep_upload_result ep_upload_file(const struct ep_upload_target *t, const char *path,
+				     const char *build_id, const char *source, uint64_t max_bytes,
+				     char *msg, size_t msglen)
+{
+	struct curl_slist *headers;
+	struct ep_http_body body;
+	char *req = NULL;
+	if (build_id && *build_id) {
+		if (asprintf(&req, "/v1/images/%s", build_id) < 0)
+			return EP_UPLOAD_FAILED;
+		CURL *curl = new_request(t, req, &headers, &body);
+		free(req);
+		if (!curl) {
+			snprintf(msg, msglen, "out of memory");
+			return EP_UPLOAD_FAILED;
+		}
+		long status = perform(curl, headers, &body, msg, msglen);
+		if (status == 200) {
+			snprintf(msg, msglen, "the collector has %s already", build_id);
+			return EP_UPLOAD_HAD;
+		}
+		if (status != 404) {
+			if (status)
+				snprintf(msg + strlen(msg), msglen - strlen(msg), " (HTTP %ld)",
+					 status);
+			return EP_UPLOAD_FAILED;
+		}
+	}
+	size_t len = 0;
+	bool too_large;
+	char why[512];
+	uint8_t *elf = read_file(path, max_bytes, &len, &too_large, why, sizeof(why));
+	if (!elf) {
+		snprintf(msg, msglen, "%s", why);
+		return too_large ? EP_UPLOAD_TOO_LARGE : EP_UPLOAD_UNREADABLE;
+	}
+	char *esc_path = curl_easy_escape(NULL, path, 0);
+	if (!esc_path || asprintf(&req, "/v1/images?build_id=%s&source=%s&path=%s",
+				  build_id ? build_id : "", source, esc_path) < 0) {
+		curl_free(esc_path);
+		free(elf);
+		snprintf(msg, msglen, "out of memory");
+		return EP_UPLOAD_FAILED;
+	}
+	curl_free(esc_path);
+	CURL *curl = new_request(t, req, &headers, &body);
+	free(req);
+	if (!curl) {
+		free(elf);
+		snprintf(msg, msglen, "out of memory");
+		return EP_UPLOAD_FAILED;
+	}
+	curl_easy_setopt(curl, CURLOPT_POSTFIELDS, (const char *)elf);
+	curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+	long status = perform(curl, headers, &body, msg, msglen);
+	free(elf);
+	switch (status) {
+	case 201:
+		return EP_UPLOAD_SENT;
+	case 200:
+		return EP_UPLOAD_HAD;
+	case 400:
+		return EP_UPLOAD_REFUSED;
+	case 413:
+		return EP_UPLOAD_TOO_LARGE;
+	default:
+		if (status)
+			snprintf(msg + strlen(msg), msglen - strlen(msg), " (HTTP %ld)", status);
+		return EP_UPLOAD_FAILED;
+	}
+}
+
+/* ---- the agent's uploader ---- */
+
+struct offered {
+	char build_id[129];
+	uint64_t retry_ns; /* 0: settled; else offered again after this */
+};
+
+struct job {
+	char build_id[129];
+	char *path;
+};
+
+struct ep_uploader {
+	struct ep_upload_target target;
+	char token[512];
+	char *collector, *ca_file, *cert_file, *key_file;
+	uint64_t max_bytes;
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t wake, idle;
+	struct job queue[MAX_QUEUE];
+	size_t head, count;
+	bool busy, stopping;
+	struct offered *offered;
+	size_t noffered, offered_cap;
+	struct ep_upload_counters counters;
+};
+
+static struct offered *find_offered(struct ep_uploader *u, const char *build_id)
+{
+	for (size_t i = 0; i < u->noffered; i++)
+		if (strcmp(u->offered[i].build_id, build_id) == 0)
+			return &u->offered[i];
+	return NULL;
+}
+
+static void *uploader_main(void *arg)
+{
+	struct ep_uploader *u = arg;
+	pthread_mutex_lock(&u->lock);
+	for (;;) {
+		while (!u->count && !u->stopping)
+			pthread_cond_wait(&u->wake, &u->lock);
+		if (!u->count)
+			break;
+		struct job j = u->queue[u->head];
+		u->head = (u->head + 1) % MAX_QUEUE;
+		u->count--;
+		u->busy = true;
+		pthread_mutex_unlock(&u->lock);
+		char msg[512] = "";
+		enum ep_upload_result r = ep_upload_file(&u->target, j.path, j.build_id, "agent",
+							 u->max_bytes, msg, sizeof(msg));
+		pthread_mutex_lock(&u->lock);
+		struct offered *o = find_offered(u, j.build_id);
+		switch (r) {
+		case EP_UPLOAD_SENT:
+			u->counters.sent++;
+			ep_debug("binary %s (%s) sent to the collector for its UI", j.build_id,
+				 j.path);
+			break;
+		case EP_UPLOAD_HAD:
+			u->counters.had++;
+			break;
+		case EP_UPLOAD_REFUSED:
+			u->counters.refused++;
+			ep_warn("binary %s (%s): the collector refused it: %s", j.build_id, j.path,
+				msg);
+			break;
+		case EP_UPLOAD_TOO_LARGE:
+			u->counters.too_large++;
+			ep_debug("binary %s (%s) not sent: %s", j.build_id, j.path, msg);
+			break;
+		case EP_UPLOAD_UNREADABLE:
+			u->counters.unreadable++;
+			ep_debug("binary %s (%s) not sent: %s", j.build_id, j.path, msg);
+			break;
+		case EP_UPLOAD_FAILED:
+			u->counters.failed++;
+			ep_debug("binary %s (%s) not sent, tried again later: %s", j.build_id,
+				 j.path, msg);
+			if (o)
+				o->retry_ns = ep_mono_ns() + RETRY_AFTER_NS;
+			break;
+		}
+		if (o && r != EP_UPLOAD_FAILED)
+			o->retry_ns = 0;
+		free(j.path);
+		u->busy = false;
+		pthread_cond_broadcast(&u->idle);
+	}
+	u->busy = false;
+	pthread_cond_broadcast(&u->idle);
+	pthread_mutex_unlock(&u->lock);
+	return NULL;
+}
+
+struct ep_uploader *ep_uploader_start(const struct ep_streamer_config *cfg, uint64_t max_bytes,
+				      char *err, size_t errlen)
+{
+	struct ep_uploader *u = calloc(1, sizeof(*u));
+	if (!u) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	if (cfg->token_file &&
+	    ep_read_token_file(cfg->token_file, u->token, sizeof(u->token), err, errlen) != 0) {
+		free(u);
+		return NULL;
+	}
+	u->collector = strdup(cfg->collector);
+	u->ca_file = cfg->ca_file ? strdup(cfg->ca_file) : NULL;
+	u->cert_file = cfg->cert_file ? strdup(cfg->cert_file) : NULL;
+	u->key_file = cfg->key_file ? strdup(cfg->key_file) : NULL;
+	u->target = (struct ep_upload_target){.collector = u->collector,
+					      .token = cfg->token_file ? u->token : NULL,
+					      .ca_file = u->ca_file,
+					      .cert_file = u->cert_file,
+					      .key_file = u->key_file};
+	u->max_bytes = max_bytes;
+	pthread_mutex_init(&u->lock, NULL);
+	pthread_cond_init(&u->wake, NULL);
+	pthread_cond_init(&u->idle, NULL);
+	if (!u->collector || pthread_create(&u->thread, NULL, uploader_main, u) != 0) {
+		snprintf(err, errlen, "cannot start the binary uploader");
+		pthread_cond_destroy(&u->idle);
+		pthread_cond_destroy(&u->wake);
+		pthread_mutex_destroy(&u->lock);
+		free(u->collector);
+		free(u->ca_file);
+		free(u->cert_file);
+		free(u->key_file);
+		explicit_bzero(u->token, sizeof(u->token));
+		free(u);
+		return NULL;
+	}
+	return u;
+}
+
+void ep_uploader_offer(struct ep_uploader *u, const char *build_id, const char *path)
+{
+	if (!u || !build_id || !*build_id || strlen(build_id) > 128 || !path)
+		return;
+	pthread_mutex_lock(&u->lock);
+	struct offered *o = find_offered(u, build_id);
+	uint64_t now = ep_mono_ns();
+	if ((o && (o->retry_ns == 0 || now < o->retry_ns)) || u->count == MAX_QUEUE ||
+	    u->stopping) {
+		pthread_mutex_unlock(&u->lock);
+		return;
+	}
+	if (!o) {
+		if (u->noffered == u->offered_cap) {
+			size_t cap = u->offered_cap ? 2 * u->offered_cap : 64;
+			struct offered *n = realloc(u->offered, cap * sizeof(*n));
+			if (!n) {
+				pthread_mutex_unlock(&u->lock);
+				return;
+			}
+			u->offered = n;
+			u->offered_cap = cap;
+		}
+		o = &u->offered[u->noffered++];
+		snprintf(o->build_id, sizeof(o->build_id), "%s", build_id);
+	}
+	/* in flight: offered again only if this attempt fails */
+	o->retry_ns = UINT64_MAX;
+	char *copy = strdup(path);
+	if (copy) {
+		struct job *j = &u->queue[(u->head + u->count) % MAX_QUEUE];
+		snprintf(j->build_id, sizeof(j->build_id), "%s", build_id);
+		j->path = copy;
+		u->count++;
+		pthread_cond_signal(&u->wake);
+	}
+	pthread_mutex_unlock(&u->lock);
+}
+
+void ep_uploader_finish(struct ep_uploader *u, unsigned timeout_ms)
+{
+	if (!u)
+		return;
+	struct timespec ts = ep_realtime_after((uint64_t)timeout_ms * 1000000ULL);
+	pthread_mutex_lock(&u->lock);
+	while ((u->count || u->busy) &&
+	       pthread_cond_timedwait(&u->idle, &u->lock, &ts) != ETIMEDOUT)
+		;
+	/* what is left is dropped: the next agent offers it again */
+	while (u->count) {
+		free(u->queue[u->head].path);
+		u->head = (u->head + 1) % MAX_QUEUE;
+		u->count--;
+	}
+	bool join = !u->stopping;
+	u->stopping = true;
+	pthread_cond_signal(&u->wake);
+	pthread_mutex_unlock(&u->lock);
+	if (join)
+		pthread_join(u->thread, NULL);
+}
+
+void ep_uploader_free(struct ep_uploader *u)
+{
+	if (!u)
+		return;
+	ep_uploader_finish(u, 0);
+	pthread_cond_destroy(&u->idle);
+	pthread_cond_destroy(&u->wake);
+	pthread_mutex_destroy(&u->lock);
+	free(u->offered);
+	free(u->collector);
+	free(u->ca_file);
+	free(u->cert_file);
+	free(u->key_file);
+	explicit_bzero(u->token, sizeof(u->token));
+	free(u);
+}
+
+void ep_uploader_counters(struct ep_uploader *u, struct ep_upload_counters *out)
+{
+	pthread_mutex_lock(&u->lock);
+	*out = u->counters;
+	pthread_mutex_unlock(&u->lock);
+}

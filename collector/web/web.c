@@ -1,0 +1,388 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The UI's routing, page frame, sign-in page and the helpers every page
+ * uses. */
+#include "collector/web/web.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "collector/web/web_internal.h"
+
+bool ep_web_is_page(const char *url)
+{
+	return strcmp(url, "/") == 0 || strcmp(url, "/binary") == 0 ||
+	       strcmp(url, "/function") == 0 || strcmp(url, "/fleet") == 0 ||
+	       strcmp(url, "/diff") == 0 || strcmp(url, "/ui/style.css") == 0 ||
+	       ep_web_is_form(url);
+}
+
+bool ep_web_is_form(const char *url)
+{
+	return strcmp(url, "/fleet/start") == 0;
+}
+
+bool ep_web_is_public(const char *url)
+{
+	return strcmp(url, "/ui/style.css") == 0;
+}
+
+/* Length of the valid UTF-8 sequence at s, 0 when none starts there. */
+static size_t utf8_len(const unsigned char *s)
+{
+	if (s[0] < 0x80)
+		return 1;
+	size_t n = s[0] >= 0xc2 && s[0] <= 0xdf	  ? 2
+		   : s[0] >= 0xe0 && s[0] <= 0xef ? 3
+		   : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4
+						  : 0;
+	for (size_t i = 1; i < n; i++)
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+	if ((n == 3 && s[0] == 0xe0 && s[1] < 0xa0) || (n == 3 && s[0] == 0xed && s[1] >= 0xa0) ||
+	    (n == 4 && s[0] == 0xf0 && s[1] < 0x90) || (n == 4 && s[0] == 0xf4 && s[1] >= 0x90))
+		return 0;
+	return n;
+}
+
+void ep_web_text(FILE *out, const char *s)
+{
+	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p;) {
+		switch (*p) {
+		case '<':
+			fputs("&lt;", out);
+			break;
+		case '>':
+			fputs("&gt;", out);
+			break;
+		case '&':
+			fputs("&amp;", out);
+			break;
+		case '"':
+			fputs("&quot;", out);
+			break;
+		case '\'':
+			fputs("&#39;", out);
+			break;
+		default: {
+			size_t n = utf8_len(p);
+			if (n == 0 || (*p < 0x20 && *p != '\t' && *p != '\n'))
+				fputs("\xef\xbf\xbd", out);
+			else
+				fwrite(p, 1, n, out);
+			p += n ? n : 1;
+			continue;
+		}
+		}
+		p++;
+	}
+}
+
+void ep_web_urlenc(FILE *out, const char *s)
+{
+	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+		if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		    (*p >= '0' && *p <= '9') || strchr("-_.~/", *p))
+			fputc(*p, out);
+		else
+			fprintf(out, "%%%02X", *p);
+	}
+}
+
+void ep_web_count(FILE *out, uint64_t n)
+{
+	char digits[32];
+	int len = snprintf(digits, sizeof(digits), "%llu", (unsigned long long)n);
+	for (int i = 0; i < len; i++) {
+		if (i && (len - i) % 3 == 0)
+			fputc(',', out);
+		fputc(digits[i], out);
+	}
+}
+
+void ep_web_time(FILE *out, int64_t s)
+{
+	time_t t = (time_t)s;
+	struct tm tm;
+	char buf[64];
+	if (s <= 0 || !gmtime_r(&t, &tm) || !strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M UTC", &tm))
+		fputs("-", out);
+	else
+		fputs(buf, out);
+}
+
+void ep_web_begin(FILE *out, const struct ep_web_ctx *w, const char *title)
+{
+	fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+	      "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+	      "<title>",
+	      out);
+	ep_web_text(out, title);
+	fputs(" · edgeprof</title><link rel=\"stylesheet\" href=\"/ui/style.css\"></head>\n"
+	      "<body><header><a class=\"brand\" href=\"/\">edgeprof</a>"
+	      "<nav><a href=\"/\">Binaries</a><a href=\"/fleet\">Fleet</a></nav>",
+	      out);
+	if (w && w->signed_in)
+		fputs("<a class=\"signout\" href=\"/signout\">Sign out</a>", out);
+	fputs("</header>\n<main>\n", out);
+}
+
+void ep_web_end(FILE *out)
+{
+	fputs("</main></body></html>\n", out);
+}
+
+int ep_web_fail(FILE *out, const struct ep_web_ctx *w, int status, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	ep_web_begin(out, w, status == 404 ? "Not found" : "Error");
+	fputs("<h1>", out);
+	fputs(status == 404 ? "Not found" : status == 400 ? "Bad request" : "Cannot answer", out);
+	fputs("</h1><p class=\"error\">", out);
+	ep_web_text(out, msg);
+	fputs("</p><p><a href=\"/\">All binaries</a></p>", out);
+	ep_web_end(out);
+	return status;
+}
+
+static const char *arg_or_null(ep_web_arg_fn arg, void *argctx, const char *name)
+{
+	const char *v = arg(argctx, name);
+	return v && *v ? v : NULL;
+}
+
+void ep_web_filter(ep_web_arg_fn arg, void *argctx, struct ep_store_filter *f)
+{
+	*f = (struct ep_store_filter){0};
+	f->build_id = arg_or_null(arg, argctx, "build_id");
+	const char *v;
+	if ((v = arg_or_null(arg, argctx, "from")))
+		f->from_s = strtoll(v, NULL, 10);
+	if ((v = arg_or_null(arg, argctx, "to")))
+		f->to_s = strtoll(v, NULL, 10);
+	/* window=SECONDS: the last so many seconds, when from is not given */
+	if (!f->from_s && (v = arg_or_null(arg, argctx, "window"))) {
+		long long w = strtoll(v, NULL, 10);
+		if (w > 0)
+			f->from_s = (int64_t)time(NULL) - w;
+	}
+	f->container_id = arg_or_null(arg, argctx, "container_id");
+	f->pod = arg_or_null(arg, argctx, "pod");
+	f->namespace_ = arg_or_null(arg, argctx, "namespace");
+	f->process = arg_or_null(arg, argctx, "process");
+	f->session_id = arg_or_null(arg, argctx, "session");
+}
+
+static void filter_arg(FILE *out, const char *name, const char *v)
+{
+	if (!v)
+		return;
+	fprintf(out, "&amp;%s=", name);
+	ep_web_urlenc(out, v);
+}
+
+void ep_web_filter_args(FILE *out, const struct ep_store_filter *f)
+{
+	if (f->from_s)
+		fprintf(out, "&amp;from=%lld", (long long)f->from_s);
+	if (f->to_s)
+		fprintf(out, "&amp;to=%lld", (long long)f->to_s);
+	filter_arg(out, "container_id", f->container_id);
+	filter_arg(out, "pod", f->pod);
+	filter_arg(out, "namespace", f->namespace_);
+	filter_arg(out, "process", f->process);
+	filter_arg(out, "session", f->session_id);
+}
+
+long ep_web_function_index(const Edgeprof__V1__BinaryProfile *bp, uint64_t addr)
+{
+	size_t lo = 0, hi = bp->n_functions; /* first function starting after addr */
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (bp->functions[mid]->start <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	/* aliases share a start, and symbols nest rarely: look a few back */
+	for (size_t i = lo, k = 0; i > 0 && k < 4; i--, k++) {
+		const Edgeprof__V1__Function *f = bp->functions[i - 1];
+		if (addr - f->start < (f->size ? f->size : 1))
+			return (long)(i - 1);
+	}
+	return -1;
+}
+
+const Edgeprof__V1__Function *ep_web_function_at(const Edgeprof__V1__BinaryProfile *bp,
+						 uint64_t addr)
+{
+	long i = ep_web_function_index(bp, addr);
+	return i < 0 ? NULL : bp->functions[i];
+}
+
+const char *ep_web_where(const Edgeprof__V1__BinaryProfile *bp, uint64_t addr, char *buf,
+			 size_t len)
+{
+	const Edgeprof__V1__Function *f = ep_web_function_at(bp, addr);
+	if (!f)
+		snprintf(buf, len, "0x%llx", (unsigned long long)addr);
+	else if (addr == f->start)
+		snprintf(buf, len, "%s", f->name);
+	else
+		snprintf(buf, len, "%s+0x%llx", f->name, (unsigned long long)(addr - f->start));
+	return buf;
+}
+
+int ep_web_is_branch(const Edgeprof__V1__Edge *e)
+{
+	return e->kind != EDGEPROF__V1__BRANCH_KIND__BRANCH_FALLTHROUGH && !e->from_external;
+}
+
+void ep_web_signin_page(bool token_required, const char *error, struct ep_api_response *r)
+{
+	r->body = NULL;
+	r->len = 0;
+	FILE *out = open_memstream(&r->body, &r->len);
+	if (!out) {
+		r->status = 500;
+		r->content_type = "text/plain";
+		return;
+	}
+	ep_web_begin(out, NULL, "Sign in");
+	fputs("<h1>Sign in</h1>", out);
+	if (!token_required)
+		fputs("<p>This collector needs no token: <a href=\"/\">go on</a>.</p>", out);
+	else {
+		if (error) {
+			fputs("<p class=\"error\">", out);
+			ep_web_text(out, error);
+			fputs("</p>", out);
+		}
+		fputs("<form class=\"signin\" method=\"post\" action=\"/signin\">"
+		      "<label>Token <input type=\"password\" name=\"token\" "
+		      "autocomplete=\"current-password\" autofocus></label> "
+		      "<button type=\"submit\">Sign in</button></form>"
+		      "<p class=\"hint\">The collector's token (its <code>--token-file</code>). "
+		      "It is kept in a cookie for this site only and is never put in a URL.</p>",
+		      out);
+	}
+	ep_web_end(out);
+	fclose(out);
+	r->status = 200;
+	r->content_type = "text/html; charset=utf-8";
+}
+
+void ep_web_redirect_body(FILE *out, const char *location)
+{
+	fputs("<!DOCTYPE html><p>See <a href=\"", out);
+	ep_web_text(out, location);
+	fputs("\">here</a>.</p>\n", out);
+}
+
+void ep_web_redirect(const char *location, struct ep_api_response *r)
+{
+	r->status = 303;
+	r->content_type = "text/html; charset=utf-8";
+	r->body = NULL;
+	r->len = 0;
+	FILE *out = open_memstream(&r->body, &r->len);
+	if (!out)
+		return;
+	ep_web_redirect_body(out, location);
+	fclose(out);
+}
+
+void ep_web_form(const struct ep_web_ctx *w, const char *url, const char *body, size_t len,
+		 struct ep_api_response *r, char *location, size_t loclen)
+{
+	r->body = NULL;
+	r->len = 0;
+	r->content_type = "text/html; charset=utf-8";
+	location[0] = '\0';
+	FILE *out = open_memstream(&r->body, &r->len);
+	if (!out) {
+		r->status = 500;
+		r->content_type = "text/plain";
+		return;
+	}
+	if (strcmp(url, "/fleet/start") == 0)
+		r->status = ep_web_start_session(out, w, body ? body : "", len, location, loclen);
+	else
+		r->status = ep_web_fail(out, w, 404, "%s: no such form", url);
+	fclose(out);
+}
+
+static int hexval(char c)
+{
+	return c >= '0' && c <= '9'   ? c - '0'
+	       : c >= 'a' && c <= 'f' ? c - 'a' + 10
+	       : c >= 'A' && c <= 'F' ? c - 'A' + 10
+				      : -1;
+}
+
+bool ep_web_form_value(const char *body, size_t len, const char *name, char *out, size_t outlen)
+{
+	size_t nl = strlen(name);
+	for (size_t i = 0; i < len;) {
+		size_t end = i;
+		while (end < len && body[end] != '&')
+			end++;
+		if (end - i > nl && memcmp(body + i, name, nl) == 0 && body[i + nl] == '=') {
+			size_t o = 0;
+			for (size_t k = i + nl + 1; k < end; k++) {
+				char c = body[k];
+				if (c == '+')
+					c = ' ';
+				else if (c == '%' && k + 2 < end && hexval(body[k + 1]) >= 0 &&
+					 hexval(body[k + 2]) >= 0) {
+					c = (char)(hexval(body[k + 1]) * 16 + hexval(body[k + 2]));
+					k += 2;
+				}
+				if (o + 1 >= outlen)
+					return false;
+				out[o++] = c;
+			}
+			out[o] = '\0';
+			return true;
+		}
+		i = end + 1;
+	}
+	return false;
+}
+
+void ep_web_page(const struct ep_web_ctx *w, const char *url, ep_web_arg_fn arg, void *argctx,
+		 struct ep_api_response *r)
+{
+	r->body = NULL;
+	r->len = 0;
+	if (strcmp(url, "/ui/style.css") == 0) {
+		r->status = 200;
+		r->content_type = "text/css; charset=utf-8";
+		r->body = strdup(ep_web_style_css);
+		r->len = r->body ? strlen(r->body) : 0;
+		return;
+	}
+	FILE *out = open_memstream(&r->body, &r->len);
+	if (!out) {
+		r->status = 500;
+		r->content_type = "text/plain";
+		return;
+	}
+	if (strcmp(url, "/binary") == 0)
+		r->status = ep_web_binary_page(out, w, arg, argctx);
+	else if (strcmp(url, "/function") == 0)
+		r->status = ep_web_function_page(out, w, arg, argctx);
+	else if (strcmp(url, "/diff") == 0)
+		r->status = ep_web_diff_page(out, w, arg, argctx);
+	else if (strcmp(url, "/fleet") == 0)
+		r->status = ep_web_fleet_page(out, w, arg, argctx);
+	else
+		r->status = ep_web_binaries_page(out, w, arg, argctx);
+	fclose(out);
+	r->content_type = "text/html; charset=utf-8";
+}

@@ -1,0 +1,759 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * One function's page (/function?build_id=&addr=): its control-flow graph
+ * and its annotated disassembly.
+ *
+ * Blocks come from the shared decoder (common/decode) over the function's
+ * bytes as uploaded (collector/binaries): a block starts at the function's
+ * entry, at every direct branch target inside it, after every branch, and
+ * at every target the profile's edges land on (indirect jumps). Counts:
+ * each instruction's executions are the sum of the ranges holding it; each
+ * branch's taken / not-taken / mispredicted counts are its edges'.
+ *
+ * Layout: Graphviz's dot, run here (libgvc), written as SVG into the page.
+ * Chosen over a layout library in the browser because the page then needs
+ * no script at all (nothing to fetch, pin or audit, the page works in any
+ * browser and in `chromium --dump-dom`), dot's layered layout is the one
+ * CFG readers know (objdump --visualize-jumps, BOLT's and LLVM's
+ * -view-cfg), and the SVG's nodes and edges are plain elements tests can
+ * count. libgvc is not thread-safe: layouts are serialised.
+ */
+#include <gvc.h>
+#include <gvplugin.h>
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "collector/web/web_internal.h"
+#include "common/profile/model.h"
+#include "common/profile/profile_file.h"
+
+#define MAX_INSNS	  20000
+#define MAX_LAYOUT_BLOCKS 400
+#define MAX_UNSIZED_BYTES 4096
+#define INSN_TEXT	  96
+
+struct insn {
+	uint64_t addr;
+	uint64_t target; /* direct target, 0 when none */
+	uint64_t count;	 /* executions, from the ranges */
+	uint64_t taken, not_taken, mispredicted;
+	uint32_t block;
+	uint8_t len, kind;
+	bool leader;
+	char text[INSN_TEXT];
+};
+
+enum edge_type { E_TAKEN, E_NOT_TAKEN, E_FALLTHROUGH };
+static const char *const edge_type_names[] = {"taken", "not-taken", "fallthrough"};
+
+struct cfg_edge {
+	uint32_t src, dst; /* block indexes */
+	uint8_t type;	   /* enum edge_type */
+	uint64_t count;
+	bool profiled; /* from the profile (else from the code alone, count 0) */
+};
+
+struct block {
+	uint32_t first, last; /* insn indexes */
+	uint64_t count;
+};
+
+struct cfg {
+	struct insn *insns;
+	size_t ninsns;
+	struct block *blocks;
+	size_t nblocks;
+	struct cfg_edge *edges;
+	size_t nedges, edges_cap;
+	uint64_t max_count, max_edge;
+	uint64_t start, end;
+	bool truncated; /* stopped at bytes that do not decode or MAX_INSNS */
+};
+
+static void cfg_free(struct cfg *c)
+{
+	free(c->insns);
+	free(c->blocks);
+	free(c->edges);
+}
+
+/* index of the instruction at addr, or -1 */
+static long insn_at(const struct cfg *c, uint64_t addr)
+{
+	size_t lo = 0, hi = c->ninsns;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (c->insns[mid].addr < addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < c->ninsns && c->insns[lo].addr == addr ? (long)lo : -1;
+}
+
+/* index of the first instruction at or after addr */
+static size_t insn_from(const struct cfg *c, uint64_t addr)
+{
+	size_t lo = 0, hi = c->ninsns;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (c->insns[mid].addr < addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static bool ends_block(uint8_t kind)
+{
+	return kind != EP_BRANCH_NONE && kind != EP_BRANCH_CALL && kind != EP_BRANCH_CALL_INDIRECT;
+}
+
+static bool intra_kind(int kind)
+{
+	return kind != EDGEPROF__V1__BRANCH_KIND__BRANCH_CALL &&
+	       kind != EDGEPROF__V1__BRANCH_KIND__BRANCH_CALL_INDIRECT &&
+	       kind != EDGEPROF__V1__BRANCH_KIND__BRANCH_RETURN;
+}
+
+static int decode_function(struct cfg *c, struct ep_decoder *d)
+{
+	size_t cap = 256;
+	c->insns = malloc(cap * sizeof(*c->insns));
+	if (!c->insns)
+		return -1;
+	for (uint64_t pc = c->start; pc < c->end;) {
+		if (c->ninsns == MAX_INSNS) {
+			c->truncated = true;
+			break;
+		}
+		if (c->ninsns == cap) {
+			struct insn *n = realloc(c->insns, 2 * cap * sizeof(*n));
+			if (!n)
+				return -1;
+			c->insns = n;
+			cap *= 2;
+		}
+		struct insn *in = &c->insns[c->ninsns];
+		memset(in, 0, sizeof(*in));
+		struct ep_insn_info info;
+		if (!ep_decoder_insn_text(d, pc, &info, in->text, sizeof(in->text)) || !info.len) {
+			c->truncated = true;
+			break;
+		}
+		in->addr = pc;
+		in->len = info.len;
+		in->kind = info.kind;
+		in->target = info.target;
+		c->ninsns++;
+		pc += info.len;
+	}
+	return c->ninsns ? 0 : -1;
+}
+
+static int add_edge(struct cfg *c, uint32_t src, uint32_t dst, enum edge_type type, uint64_t count,
+		    bool profiled)
+{
+	for (size_t i = 0; i < c->nedges; i++) {
+		struct cfg_edge *e = &c->edges[i];
+		if (e->src == src && e->dst == dst && (e->type == type || !profiled)) {
+			if (profiled) {
+				e->count += count;
+				e->profiled = true;
+			}
+			return 0;
+		}
+	}
+	if (c->nedges == c->edges_cap) {
+		size_t cap = c->edges_cap ? 2 * c->edges_cap : 64;
+		struct cfg_edge *n = realloc(c->edges, cap * sizeof(*n));
+		if (!n)
+			return -1;
+		c->edges = n;
+		c->edges_cap = cap;
+	}
+	c->edges[c->nedges++] = (struct cfg_edge){
+	    .src = src, .dst = dst, .type = (uint8_t)type, .count = count, .profiled = profiled};
+	return 0;
+}
+
+static bool edge_inside(const struct cfg *c, const Edgeprof__V1__Edge *e)
+{
+	return !e->from_external && !e->to_external && e->from >= c->start && e->from < c->end &&
+	       e->to >= c->start && e->to < c->end && intra_kind(e->kind);
+}
+
+static void mark_leader(struct cfg *c, uint64_t addr)
+{
+	long i = insn_at(c, addr);
+	if (i >= 0)
+		c->insns[i].leader = true;
+}
+
+static int build_cfg(struct cfg *c, const Edgeprof__V1__BinaryProfile *bp)
+{
+	/* counts per instruction: ranges by a difference array */
+	int64_t *diff = calloc(c->ninsns + 1, sizeof(*diff));
+	if (!diff)
+		return -1;
+	for (size_t i = 0; i < bp->n_ranges; i++) {
+		const Edgeprof__V1__Range *r = bp->ranges[i];
+		if (r->end < c->start || r->start >= c->end || r->end < r->start)
+			continue;
+		size_t a = insn_from(c, r->start), b = insn_from(c, r->end);
+		if (b == c->ninsns || c->insns[b].addr != r->end)
+			b = b ? b - 1 : 0; /* end past the decoded code: up to the last */
+		if (a > b || a >= c->ninsns)
+			continue;
+		diff[a] += (int64_t)r->count;
+		diff[b + 1] -= (int64_t)r->count;
+	}
+	int64_t run = 0;
+	for (size_t i = 0; i < c->ninsns; i++) {
+		run += diff[i];
+		c->insns[i].count = run > 0 ? (uint64_t)run : 0;
+	}
+	free(diff);
+	/* leaders */
+	c->insns[0].leader = true;
+	for (size_t i = 0; i < c->ninsns; i++) {
+		const struct insn *in = &c->insns[i];
+		if (ends_block(in->kind) && i + 1 < c->ninsns)
+			c->insns[i + 1].leader = true;
+		if (in->target && (in->kind == EP_BRANCH_COND || in->kind == EP_BRANCH_JUMP))
+			mark_leader(c, in->target);
+	}
+	for (size_t i = 0; i < bp->n_edges; i++) {
+		const Edgeprof__V1__Edge *e = bp->edges[i];
+		if (e->from_external || e->from < c->start || e->from >= c->end)
+			continue;
+		long k = insn_at(c, e->from);
+		if (k >= 0 && ep_web_is_branch(e)) {
+			struct insn *in = &c->insns[k];
+			if (e->taken)
+				in->taken += e->count;
+			else
+				in->not_taken += e->count;
+			in->mispredicted += e->mispredicted;
+		}
+		if (edge_inside(c, e))
+			mark_leader(c, e->to);
+	}
+	/* blocks */
+	c->blocks = calloc(c->ninsns, sizeof(*c->blocks));
+	if (!c->blocks)
+		return -1;
+	for (size_t i = 0; i < c->ninsns; i++) {
+		if (c->insns[i].leader) {
+			c->blocks[c->nblocks].first = (uint32_t)i;
+			c->blocks[c->nblocks].count = c->insns[i].count;
+			c->nblocks++;
+		}
+		c->insns[i].block = (uint32_t)(c->nblocks - 1);
+		c->blocks[c->nblocks - 1].last = (uint32_t)i;
+		if (c->insns[i].count > c->max_count)
+			c->max_count = c->insns[i].count;
+	}
+	/* edges: the profile's first, then the code's own (count 0) */
+	for (size_t i = 0; i < bp->n_edges; i++) {
+		const Edgeprof__V1__Edge *e = bp->edges[i];
+		if (!edge_inside(c, e))
+			continue;
+		long a = insn_at(c, e->from), b = insn_at(c, e->to);
+		if (a < 0 || b < 0)
+			continue;
+		enum edge_type t = e->kind == EDGEPROF__V1__BRANCH_KIND__BRANCH_FALLTHROUGH
+				       ? E_FALLTHROUGH
+				   : e->taken ? E_TAKEN
+					      : E_NOT_TAKEN;
+		if (add_edge(c, c->insns[a].block, c->insns[b].block, t, e->count, true) != 0)
+			return -1;
+	}
+	for (size_t k = 0; k < c->nblocks; k++) {
+		const struct insn *last = &c->insns[c->blocks[k].last];
+		bool has_next = k + 1 < c->nblocks;
+		long t = last->target ? insn_at(c, last->target) : -1;
+		int rc = 0;
+		if (last->kind == EP_BRANCH_COND) {
+			if (t >= 0)
+				rc |=
+				    add_edge(c, (uint32_t)k, c->insns[t].block, E_TAKEN, 0, false);
+			if (has_next)
+				rc |= add_edge(c, (uint32_t)k, (uint32_t)k + 1, E_NOT_TAKEN, 0,
+					       false);
+		} else if (last->kind == EP_BRANCH_JUMP) {
+			if (t >= 0)
+				rc |=
+				    add_edge(c, (uint32_t)k, c->insns[t].block, E_TAKEN, 0, false);
+		} else if (!ends_block(last->kind) && has_next) {
+			rc |= add_edge(c, (uint32_t)k, (uint32_t)k + 1, E_FALLTHROUGH, 0, false);
+		}
+		if (rc)
+			return -1;
+	}
+	for (size_t i = 0; i < c->nedges; i++)
+		if (c->edges[i].count > c->max_edge)
+			c->max_edge = c->edges[i].count;
+	return 0;
+}
+
+/* 0 (cold) .. 1 (hottest), on a log scale: counts span many decades */
+static double heat(uint64_t count, uint64_t max)
+{
+	if (!count || !max)
+		return 0.0;
+	return log1p((double)count) / log1p((double)max);
+}
+
+/* A colour from pale to deep orange by heat. */
+static void heat_colour(double h, bool dark, char *buf, size_t len)
+{
+	static const double lo[2][3] = {{255, 245, 235}, {253, 174, 107}};
+	static const double hi[2][3] = {{241, 105, 19}, {166, 54, 3}};
+	const double *a = lo[dark], *b = hi[dark];
+	snprintf(buf, len, "#%02x%02x%02x", (unsigned)(a[0] + (b[0] - a[0]) * h),
+		 (unsigned)(a[1] + (b[1] - a[1]) * h), (unsigned)(a[2] + (b[2] - a[2]) * h));
+}
+
+static void count_text(char *buf, size_t len, uint64_t n)
+{
+	char digits[32], *o = buf;
+	int dl = snprintf(digits, sizeof(digits), "%" PRIu64, n);
+	for (int i = 0; i < dl && (size_t)(o - buf) + 2 < len; i++) {
+		if (i && (dl - i) % 3 == 0)
+			*o++ = ',';
+		*o++ = digits[i];
+	}
+	*o = '\0';
+}
+
+/* Which edges close a cycle: depth-first from the entry block (then from
+ * every block not reached), an edge to a block still on the path is a back
+ * edge. Self-loops are not (dot draws them apart). NULL when out of memory. */
+static bool *back_edges(const struct cfg *c)
+{
+	bool *back = calloc(c->nedges + 1, sizeof(*back));
+	uint8_t *state = calloc(c->nblocks + 1, 1);		/* 0 new, 1 on the path, 2 done */
+	size_t *first = calloc(c->nblocks + 1, sizeof(*first)); /* edges by source */
+	size_t *order = calloc(c->nedges + 1, sizeof(*order));
+	struct frame {
+		uint32_t block;
+		size_t next; /* into order[] */
+	} *stack = calloc(c->nblocks + 1, sizeof(*stack));
+	if (!back || !state || !first || !order || !stack) {
+		free(back);
+		back = NULL;
+		goto out;
+	}
+	for (size_t i = 0; i < c->nedges; i++)
+		first[c->edges[i].src + 1]++;
+	for (size_t k = 0; k < c->nblocks; k++)
+		first[k + 1] += first[k];
+	size_t *fill = calloc(c->nblocks + 1, sizeof(*fill));
+	if (!fill) {
+		free(back);
+		back = NULL;
+		goto out;
+	}
+	for (size_t i = 0; i < c->nedges; i++)
+		order[first[c->edges[i].src] + fill[c->edges[i].src]++] = i;
+	free(fill);
+	for (size_t root = 0; root < c->nblocks; root++) {
+		if (state[root])
+			continue;
+		size_t depth = 0;
+		stack[depth++] = (struct frame){(uint32_t)root, first[root]};
+		state[root] = 1;
+		while (depth) {
+			struct frame *f = &stack[depth - 1];
+			if (f->next == first[f->block + 1]) {
+				state[f->block] = 2;
+				depth--;
+				continue;
+			}
+			size_t ei = order[f->next++];
+			uint32_t to = c->edges[ei].dst;
+			if (to == f->block)
+				continue;
+			if (state[to] == 1)
+				back[ei] = true;
+			else if (state[to] == 0) {
+				state[to] = 1;
+				stack[depth++] = (struct frame){to, first[to]};
+			}
+		}
+	}
+out:
+	free(state);
+	free(first);
+	free(order);
+	free(stack);
+	return back;
+}
+
+static pthread_mutex_t graphviz_lock = PTHREAD_MUTEX_INITIALIZER;
+/* One Graphviz context for the process, made at the first layout and kept
+ * (reachable, not leaked): freeing a context leaves the pango plugin's
+ * cached font name pointing into it, and the next context's first label
+ * reads freed memory (seen under ASan with Graphviz 2.42). Under the lock. */
+static GVC_t *graphviz;
+
+/* Only the dot layout and the core renderers (SVG), linked in: labels are
+ * then measured by Graphviz's own font metrics (a Courier label: 0.6 em a
+ * character, as DejaVu Sans Mono in the browser) instead of through pango
+ * and fontconfig, which leak a little per measured label. */
+extern gvplugin_library_t gvplugin_dot_layout_LTX_library;
+extern gvplugin_library_t gvplugin_core_LTX_library;
+static const lt_symlist_t graphviz_plugins[] = {
+    {"gvplugin_dot_layout_LTX_library", &gvplugin_dot_layout_LTX_library},
+    {"gvplugin_core_LTX_library", &gvplugin_core_LTX_library},
+    {0, 0},
+};
+
+static void set(void *obj, const char *name, const char *value)
+{
+	agsafeset(obj, (char *)name, (char *)value, "");
+}
+
+/* One node per block: its offset, executions, size and closing instruction;
+ * hot ones orange by heat, cold ones grey and dashed. */
+static void add_blocks(Agraph_t *g, Agnode_t **nodes, const struct cfg *c, const char *fn_name)
+{
+	char buf[512], colour[16], num[32];
+	for (size_t k = 0; k < c->nblocks; k++) {
+		const struct block *b = &c->blocks[k];
+		const struct insn *first = &c->insns[b->first], *last = &c->insns[b->last];
+		snprintf(buf, sizeof(buf), "b%zu", k);
+		Agnode_t *n = nodes[k] = agnode(g, buf, 1);
+		count_text(num, sizeof(num), b->count);
+		snprintf(buf, sizeof(buf), "%s+0x%" PRIx64 "\\l%s ×  (%u insns)\\l%.60s\\l",
+			 fn_name, first->addr - c->start, num, b->last - b->first + 1, last->text);
+		set(n, "label", buf);
+		set(n, "shape", "box");
+		set(n, "fontname", "Courier");
+		set(n, "fontsize", "10");
+		snprintf(buf, sizeof(buf), "#i%" PRIx64, first->addr);
+		set(n, "URL", buf);
+		snprintf(buf, sizeof(buf), "bb_%" PRIx64, first->addr);
+		set(n, "id", buf);
+		snprintf(buf, sizeof(buf), "0x%" PRIx64 ": %s executions", first->addr, num);
+		set(n, "tooltip", buf);
+		if (b->count) {
+			double h = heat(b->count, c->max_count);
+			heat_colour(h, false, colour, sizeof(colour));
+			set(n, "style", "filled,rounded");
+			set(n, "fillcolor", colour);
+			set(n, "color", h > 0.6 ? "#a63603" : "#e6550d");
+			set(n, "class", "block hot");
+		} else {
+			set(n, "style", "filled,rounded,dashed");
+			set(n, "fillcolor", "#f0f0f0");
+			set(n, "color", "#bbbbbb");
+			set(n, "fontcolor", "#999999");
+			set(n, "class", "block cold");
+		}
+	}
+}
+
+/* The CFG as SVG (malloc'd, *len bytes), NULL when Graphviz fails. */
+static char *cfg_svg(const struct cfg *c, const char *fn_name, size_t *len)
+{
+	char buf[512], colour[16], num[32];
+	pthread_mutex_lock(&graphviz_lock);
+	if (!graphviz)
+		graphviz = gvContextPlugins(graphviz_plugins, 0);
+	GVC_t *gvc = graphviz;
+	Agraph_t *g = gvc ? agopen("cfg", Agdirected, NULL) : NULL;
+	char *svg = NULL;
+	if (!g)
+		goto out;
+	set(g, "fontname", "Courier");
+	set(g, "nodesep", "0.3");
+	set(g, "ranksep", "0.35");
+	set(g, "bgcolor", "transparent");
+	Agnode_t **nodes = calloc(c->nblocks, sizeof(*nodes));
+	if (!nodes)
+		goto out;
+	add_blocks(g, nodes, c, fn_name);
+	bool *back = back_edges(c);
+	if (!back) {
+		free(nodes);
+		goto out;
+	}
+	for (size_t i = 0; i < c->nedges; i++) {
+		const struct cfg_edge *e = &c->edges[i];
+		/* a loop's back edge goes in reversed, drawn pointing back
+		 * (dir=back): dot's own reversal of cycles leaks in Graphviz
+		 * 2.42 (acyclic -> virtual_edge, a few hundred bytes a loop a
+		 * layout), and the layout is the same */
+		Agedge_t *ge = back[i] ? agedge(g, nodes[e->dst], nodes[e->src], NULL, 1)
+				       : agedge(g, nodes[e->src], nodes[e->dst], NULL, 1);
+		if (back[i])
+			set(ge, "dir", "back");
+		snprintf(buf, sizeof(buf), "e_%" PRIx64 "_%" PRIx64 "_%s",
+			 c->insns[c->blocks[e->src].first].addr,
+			 c->insns[c->blocks[e->dst].first].addr, edge_type_names[e->type]);
+		set(ge, "id", buf);
+		set(ge, "fontname", "Courier");
+		set(ge, "fontsize", "9");
+		set(ge, "arrowsize", "0.6");
+		if (e->count) {
+			double h = heat(e->count, c->max_edge);
+			heat_colour(h, true, colour, sizeof(colour));
+			set(ge, "color", colour);
+			set(ge, "fontcolor", "#7f2704");
+			snprintf(buf, sizeof(buf), "%.2f", 0.8 + 4.0 * h);
+			set(ge, "penwidth", buf);
+			count_text(num, sizeof(num), e->count);
+			set(ge, "label", num);
+			snprintf(buf, sizeof(buf), "cfg-edge hot %s", edge_type_names[e->type]);
+		} else {
+			set(ge, "color", "#c8c8c8");
+			snprintf(buf, sizeof(buf), "cfg-edge cold %s", edge_type_names[e->type]);
+		}
+		set(ge, "class", buf);
+		/* taken: solid; not taken and fall-through: dashed, as the code
+		 * runs on */
+		set(ge, "style", e->type == E_TAKEN ? "solid" : "dashed");
+		snprintf(buf, sizeof(buf), "%s: %s", edge_type_names[e->type], num);
+		if (!e->count)
+			snprintf(buf, sizeof(buf), "%s: never seen", edge_type_names[e->type]);
+		set(ge, "tooltip", buf);
+	}
+	free(back);
+	free(nodes);
+	unsigned int n = 0;
+	if (gvLayout(gvc, g, "dot") == 0) {
+		char *data = NULL;
+		if (gvRenderData(gvc, g, "svg", &data, &n) == 0 && data) {
+			/* from <svg on: the XML prologue has no place inside HTML */
+			const char *at = strstr(data, "<svg");
+			if (at) {
+				*len = n - (size_t)(at - data);
+				svg = malloc(*len + 1);
+				if (svg) {
+					memcpy(svg, at, *len);
+					svg[*len] = '\0';
+				}
+			}
+			gvFreeRenderData(data);
+		}
+		gvFreeLayout(gvc, g);
+	}
+out:
+	if (g)
+		agclose(g);
+	pthread_mutex_unlock(&graphviz_lock);
+	return svg;
+}
+
+/* The name of the function at addr: the profile's, else the image's. */
+static const char *name_at(const Edgeprof__V1__BinaryProfile *bp, struct ep_binary_code *code,
+			   uint64_t addr, uint64_t *start)
+{
+	const Edgeprof__V1__Function *f = ep_web_function_at(bp, addr);
+	if (f) {
+		*start = f->start;
+		return f->name;
+	}
+	const Edgeprof__V1__ImageSymbol *s = code ? ep_binary_code_symbol_at(code, addr) : NULL;
+	if (s) {
+		*start = s->start;
+		return s->name;
+	}
+	return NULL;
+}
+
+static void disassembly(FILE *out, const struct cfg *c, const Edgeprof__V1__BinaryProfile *bp,
+			struct ep_binary_code *code)
+{
+	fputs("<h2>Disassembly</h2>\n<p class=\"hint\">Executions per instruction come from the "
+	      "sampled straight-line ranges; a branch's taken and not-taken counts from its "
+	      "edges. Blocks are numbered as in the graph.</p>\n"
+	      "<table class=\"disasm\" id=\"disasm\"><thead><tr><th>Address</th>"
+	      "<th class=\"num\">Executions</th><th>Instruction</th><th>Branch</th></tr></thead>"
+	      "<tbody>\n",
+	      out);
+	for (size_t i = 0; i < c->ninsns; i++) {
+		const struct insn *in = &c->insns[i];
+		if (in->leader) {
+			const struct block *b = &c->blocks[in->block];
+			fprintf(out,
+				"<tr class=\"blockhead%s\" id=\"b%" PRIx64
+				"\"><td colspan=\"4\">block %u · ",
+				b->count ? "" : " cold", in->addr, in->block);
+			ep_web_count(out, b->count);
+			fputs(" executions</td></tr>\n", out);
+		}
+		double h = heat(in->count, c->max_count);
+		fprintf(out,
+			"<tr class=\"insn%s\" id=\"i%" PRIx64 "\" data-count=\"%" PRIu64
+			"\"><td class=\"mono addr\">%" PRIx64 "</td><td class=\"num\">"
+			"<span class=\"bar\" style=\"width:%.0f%%\"></span><span>",
+			in->count ? "" : " cold", in->addr, in->count, in->addr, 100.0 * h);
+		if (in->count)
+			ep_web_count(out, in->count);
+		fputs("</span></td><td class=\"mono\">", out);
+		ep_web_text(out, in->text);
+		uint64_t fstart = 0;
+		const char *callee = (in->kind == EP_BRANCH_CALL || in->kind == EP_BRANCH_JUMP) &&
+					     in->target &&
+					     (in->target < c->start || in->target >= c->end)
+					 ? name_at(bp, code, in->target, &fstart)
+					 : NULL;
+		if (callee) {
+			fputs(" <span class=\"sym\">&lt;", out);
+			ep_web_text(out, callee);
+			if (in->target != fstart)
+				fprintf(out, "+0x%" PRIx64, in->target - fstart);
+			fputs("&gt;</span>", out);
+		}
+		fputs("</td><td class=\"br\">", out);
+		if (in->kind == EP_BRANCH_COND && (in->taken || in->not_taken)) {
+			uint64_t ex = in->taken + in->not_taken;
+			fputs("taken <b>", out);
+			ep_web_count(out, in->taken);
+			fputs("</b> · not taken <b>", out);
+			ep_web_count(out, in->not_taken);
+			fprintf(out, "</b> (%.0f%% taken)", 100.0 * (double)in->taken / (double)ex);
+		} else if (in->kind != EP_BRANCH_NONE && in->taken) {
+			fputs("taken <b>", out);
+			ep_web_count(out, in->taken);
+			fputs("</b>", out);
+		}
+		if (in->mispredicted && in->taken)
+			fprintf(out, " · <span class=\"mis\">%.1f%% mispredicted</span>",
+				100.0 * (double)in->mispredicted / (double)in->taken);
+		fputs("</td></tr>\n", out);
+	}
+	fputs("</tbody></table>\n", out);
+}
+
+static void legend(FILE *out)
+{
+	fputs("<p class=\"legend\"><span class=\"swatch hot\"></span> executed block (darker: "
+	      "hotter) <span class=\"swatch cold\"></span> never seen (cold) "
+	      "<span class=\"line solid\"></span> taken branch "
+	      "<span class=\"line dashed\"></span> not taken / fall-through; thicker: more often. "
+	      "Click a block for its instructions.</p>\n",
+	      out);
+}
+
+int ep_web_function_page(FILE *out, const struct ep_web_ctx *w, ep_web_arg_fn arg, void *argctx)
+{
+	struct ep_store_filter f;
+	ep_web_filter(arg, argctx, &f);
+	const char *addrv = arg(argctx, "addr");
+	if (!f.build_id || !addrv || !*addrv)
+		return ep_web_fail(out, w, 400,
+				   "which function? /function?build_id=ID&addr=0xADDR");
+	char *end;
+	uint64_t addr = strtoull(addrv, &end, 0);
+	if (*end)
+		return ep_web_fail(out, w, 400, "addr '%s': expected an address (0x401230)", addrv);
+	char err[512];
+	Edgeprof__V1__Profile *p = ep_store_profile(w->store, &f, err, sizeof(err));
+	if (!p)
+		return ep_web_fail(out, w, 503, "store: %s", err);
+	if (p->n_binaries == 0) {
+		ep_profile_free(p);
+		return ep_web_fail(out, w, 404, "build-id %s has no counts under this filter",
+				   f.build_id);
+	}
+	Edgeprof__V1__BinaryProfile *bp = p->binaries[0];
+	ep_binary_profile_sort(bp);
+	struct ep_binary_code *code =
+	    w->binaries ? ep_binaries_code(w->binaries, bp->build_id, err, sizeof(err)) : NULL;
+	if (!code && w->binaries && err[0]) {
+		ep_profile_free(p);
+		return ep_web_fail(out, w, 503, "binary %s: %s", f.build_id, err);
+	}
+	uint64_t start = addr, size = 0;
+	const char *name = NULL;
+	const Edgeprof__V1__Function *fn = ep_web_function_at(bp, addr);
+	const Edgeprof__V1__ImageSymbol *sym = code ? ep_binary_code_symbol_at(code, addr) : NULL;
+	if (fn) {
+		start = fn->start;
+		size = fn->size;
+		name = fn->name;
+	} else if (sym) {
+		start = sym->start;
+		size = sym->size;
+		name = sym->name;
+	}
+	if (!name) {
+		ep_binary_code_release(code);
+		ep_profile_free(p);
+		return ep_web_fail(out, w, 404, "no function of %s at 0x%" PRIx64, f.build_id,
+				   addr);
+	}
+	const char *path = bp->n_paths ? bp->paths[0] : bp->build_id;
+	const char *base = strrchr(path, '/');
+	ep_web_begin(out, w, name);
+	fputs("<p class=\"crumbs\"><a href=\"/\">Binaries</a> › <a href=\"/binary?build_id=", out);
+	ep_web_urlenc(out, bp->build_id);
+	ep_web_filter_args(out, &f);
+	fputs("\">", out);
+	ep_web_text(out, base ? base + 1 : path);
+	fputs("</a> ›</p>\n<h1 class=\"fn\" id=\"function-name\">", out);
+	ep_web_text(out, name);
+	fprintf(out, "</h1>\n<p class=\"facts1\">0x%" PRIx64 ", %" PRIu64 " bytes", start, size);
+	struct cfg c = {.start = start, .end = start + (size ? size : MAX_UNSIZED_BYTES)};
+	if (!code) {
+		fputs("</p><p class=\"error\">This binary's code is not at the collector, so its "
+		      "graph and disassembly cannot be drawn: upload it with <code>edgeprof upload "
+		      "BINARY --collector URL</code>.</p>",
+		      out);
+	} else if (decode_function(&c, ep_binary_code_decoder(code)) != 0 ||
+		   build_cfg(&c, bp) != 0) {
+		fputs("</p><p class=\"error\">The code at this address does not decode.</p>", out);
+	} else {
+		size_t hot = 0;
+		for (size_t i = 0; i < c.nedges; i++)
+			hot += c.edges[i].count > 0;
+		size_t hot_blocks = 0;
+		for (size_t k = 0; k < c.nblocks; k++)
+			hot_blocks += c.blocks[k].count > 0;
+		fprintf(out, ", %zu instructions, %zu blocks (%zu executed), %zu edges (%zu seen)",
+			c.ninsns, c.nblocks, hot_blocks, c.nedges, hot);
+		fputs(c.truncated ? " <span class=\"error\">(decoding stopped early)</span>" : "",
+		      out);
+		fputs("</p>\n", out);
+		fprintf(
+		    out,
+		    "<section id=\"cfg\" data-blocks=\"%zu\" data-edges=\"%zu\" "
+		    "data-hot-edges=\"%zu\" data-hot-blocks=\"%zu\"><h2>Control-flow graph</h2>\n",
+		    c.nblocks, c.nedges, hot, hot_blocks);
+		legend(out);
+		if (c.nblocks > MAX_LAYOUT_BLOCKS) {
+			fprintf(out,
+				"<p class=\"error\">%zu blocks: too many to lay out here (at most "
+				"%d); the disassembly below has every count.</p>",
+				c.nblocks, MAX_LAYOUT_BLOCKS);
+		} else {
+			size_t len = 0;
+			char *svg = cfg_svg(&c, name, &len);
+			if (svg) {
+				fputs("<div class=\"graph\">", out);
+				fwrite(svg, 1, len, out);
+				fputs("</div>\n", out);
+				free(svg);
+			} else {
+				fputs(
+				    "<p class=\"error\">Graphviz could not lay the graph out.</p>",
+				    out);
+			}
+		}
+		fputs("</section>\n", out);
+		disassembly(out, &c, bp, code);
+	}
+	ep_web_end(out);
+	cfg_free(&c);
+	ep_binary_code_release(code);
+	ep_profile_free(p);
+	return 200;
+}

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The collector fetches binaries' code it was not sent from debuginfod
+# (--debuginfod URL, Debian's libdebuginfod client), tested against Debian's
+# debuginfod server on loopback over a directory holding the fixture's
+# binary: the function page draws its CFG, and the code is kept afterwards.
+# A build-id no server has: the page says the code is missing.
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/collector.sh"
+
+if ! command -v debuginfod >/dev/null; then
+	not_ok "debuginfod is installed (scripts/setup-deps.sh)"
+	finish
+fi
+ID=572ac72487ae1966
+mkdir -p "$TEST_TMP/bins"
+cp "$FIXTURES/propeller_sample_1.bin" "$TEST_TMP/bins/"
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+debuginfod -F "$TEST_TMP/bins" -p "$port" -d "$TEST_TMP/debuginfod.sqlite" -t 1 \
+	>"$TEST_TMP/debuginfod.log" 2>&1 &
+dpid=$!
+track_pid "$dpid"
+served() {
+	for _ in $(seq 600); do
+		[ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/buildid/$ID/executable")" = 200 ] && return 0
+		sleep 0.1
+	done
+	return 1
+}
+check "debuginfod on loopback serves the fixture's binary by build-id" served
+
+COLLECTOR_BIN=$EDGEPROF_ASAN
+export DEBUGINFOD_CACHE_PATH=$TEST_TMP/cache
+start_collector d --store "sqlite:$TEST_TMP/d.db" --listen 127.0.0.1:0 \
+	--debuginfod "http://127.0.0.1:$port" || finish
+URL=http://127.0.0.1:$COLLECTOR_PORT
+# the agent sends no code (--upload-max-mib 0): only debuginfod has it
+"$EDGEPROF" agent --replay "$FIXTURES/propeller_sample_1.perfdata1" --binary "$FIXTURES/propeller_sample_1.bin" \
+	--upload-max-mib 0 --collector "$URL" --spool "$TEST_TMP/spool" >"$TEST_TMP/agent.log" 2>&1
+check "before any page, the collector has no code for it" \
+	test "$(curl -s -o /dev/null -w '%{http_code}' "$URL/v1/images/$ID")" = 404
+check "the function page draws main's CFG from debuginfod's copy (14 blocks)" \
+	grep -q 'data-blocks="14"' <(curl -s "$URL/function?build_id=$ID&addr=0x1920")
+check "the code is kept afterwards" \
+	test "$(curl -s -o /dev/null -w '%{http_code}' "$URL/v1/images/$ID")" = 200
+check "the collector says where the code came from" grep -q "binary $ID: code from debuginfod" "$TEST_TMP/d.log"
+
+# a binary debuginfod does not have (the emulator's run of a program of ours,
+# its code not sent): the page says so, twice (the miss is remembered)
+cc -O1 -Wl,--build-id -o "$TEST_TMP/hot_cold" "$(dirname "$0")/../workloads/hot_cold.c"
+"$EDGEPROF" record --emulate --upload-max-mib 0 --collector "$URL" --spool "$TEST_TMP/spool2" \
+	-o "$TEST_TMP/hc.prof" -- "$TEST_TMP/hot_cold" 100000 >"$TEST_TMP/record.log" 2>&1
+hid=$(readelf -n "$TEST_TMP/hot_cold" | awk '/Build ID/ {print $3}')
+addr=0x$(nm "$TEST_TMP/hot_cold" | awk '$3 == "hot_loop" {print $1}')
+for n in 1 2; do
+	check "a build-id debuginfod lacks: the page says the code is missing ($n)" \
+		grep -q 'code is not at the collector' <(curl -s "$URL/function?build_id=$hid&addr=$addr")
+done
+stop_pid "$COLLECTOR_PID"
+check "the ASan collector stayed clean" bash -c "! grep -q 'Sanitizer' '$TEST_TMP/d.log'"
+finish

@@ -1,0 +1,251 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Binaries by build-id at the collector (issue 13): the ELF check and
+ * reduction (common/elf), the store's images (SQLite), the collector's
+ * uploads and code handles (collector/binaries), and the UI's small
+ * helpers (collector/web). The store is $EDGEPROF_TEST_STORE when set
+ * (test_store_clickhouse.sh), else SQLite. */
+#include "test_util.h"
+
+#include <string.h>
+#include <unistd.h>
+
+#include "collector/binaries/binaries.h"
+#include "collector/store/store.h"
+#include "collector/web/web.h"
+#include "common/elf/elf_image.h"
+
+#define PROPELLER_ID "572ac72487ae1966"
+
+static uint8_t *slurp(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	assert_non_null(f);
+	fseek(f, 0, SEEK_END);
+	long n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	uint8_t *buf = malloc((size_t)n + 1);
+	assert_non_null(buf);
+	assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
+	fclose(f);
+	*len = (size_t)n;
+	return buf;
+}
+
+static const Edgeprof__V1__ImageSymbol *symbol_named(const Edgeprof__V1__BinaryImage *img,
+						     const char *name)
+{
+	for (size_t i = 0; i < img->n_symbols; i++)
+		if (strcmp(img->symbols[i]->name, name) == 0)
+			return img->symbols[i];
+	return NULL;
+}
+
+static void test_image_of_a_binary(void **state)
+{
+	(void)state;
+	size_t len;
+	uint8_t *elf = slurp(ep_test_fixture("propeller_sample_1.bin"), &len);
+	char err[256];
+	Edgeprof__V1__BinaryImage *img = ep_elf_image_read(elf, len, "p1.bin", err, sizeof(err));
+	assert_non_null(img);
+	assert_string_equal(img->build_id, PROPELLER_ID);
+	assert_string_equal(img->arch, "x86_64");
+	assert_string_equal(img->path, "p1.bin");
+	assert_int_equal(img->file_size, len);
+	assert_true(img->n_code >= 1);
+	const Edgeprof__V1__ImageSymbol *m = symbol_named(img, "main");
+	assert_non_null(m);
+	assert_int_equal(m->start, 0x1920);
+	assert_int_equal(m->size, 354);
+	assert_non_null(symbol_named(img, "compute_flag"));
+	for (size_t i = 1; i < img->n_symbols; i++)
+		assert_true(img->symbols[i - 1]->start <= img->symbols[i]->start);
+	/* packed and unpacked: the same */
+	size_t plen;
+	uint8_t *packed = ep_elf_image_pack(img, &plen);
+	assert_non_null(packed);
+	Edgeprof__V1__BinaryImage *back = ep_elf_image_unpack(packed, plen, err, sizeof(err));
+	assert_non_null(back);
+	assert_string_equal(back->build_id, PROPELLER_ID);
+	assert_int_equal(back->n_symbols, img->n_symbols);
+	assert_int_equal(back->code[0]->bytes.len, img->code[0]->bytes.len);
+	assert_memory_equal(back->code[0]->bytes.data, img->code[0]->bytes.data,
+			    img->code[0]->bytes.len);
+	ep_elf_image_free(back);
+	free(packed);
+	ep_elf_image_free(img);
+	free(elf);
+}
+
+/* Each refusal says why. */
+static void test_image_refusals(void **state)
+{
+	(void)state;
+	char err[256];
+	const char text[] = "#!/bin/sh\necho not an ELF file\n";
+	assert_null(ep_elf_image_read((const uint8_t *)text, sizeof(text), NULL, err, sizeof(err)));
+	assert_string_equal(err, "not an ELF file");
+	assert_null(ep_elf_image_read(NULL, 0, NULL, err, sizeof(err)));
+	assert_string_equal(err, "not an ELF file");
+	size_t len;
+	uint8_t *elf = slurp(ep_test_fixture("test.binary"), &len);
+	assert_null(ep_elf_image_read(elf, len, NULL, err, sizeof(err)));
+	assert_non_null(strstr(err, "no GNU build-id note"));
+	free(elf);
+	/* cut short: the headers are there, the code is not */
+	elf = slurp(ep_test_fixture("propeller_sample_1.bin"), &len);
+	assert_null(ep_elf_image_read(elf, 0x900, NULL, err, sizeof(err)));
+	assert_non_null(strstr(err, "past the end of the file"));
+	/* another machine */
+	elf[18] = 0x28; /* e_machine = EM_ARM (and ELFCLASS64: refused as a machine) */
+	elf[19] = 0;
+	assert_null(ep_elf_image_read(elf, len, NULL, err, sizeof(err)));
+	assert_non_null(strstr(err, "only x86_64 and aarch64"));
+	free(elf);
+	/* an object file has no program headers */
+	elf = slurp("build/rel/common/elf/elf_image.o", &len);
+	assert_null(ep_elf_image_read(elf, len, NULL, err, sizeof(err)));
+	assert_non_null(strstr(err, "no program headers"));
+	free(elf);
+	/* garbage where an image is stored */
+	assert_null(ep_elf_image_unpack((const uint8_t *)"\xff\xff\xff", 3, err, sizeof(err)));
+}
+
+/* A fresh store: $EDGEPROF_TEST_STORE (clickhouse:URL, a database of its
+ * own each time) or a SQLite file; spec is what reopens it. */
+static struct ep_store *temp_store(char *path, size_t len, char *spec, size_t speclen)
+{
+	static int n;
+	const char *env = getenv("EDGEPROF_TEST_STORE");
+	snprintf(path, len, "/tmp/ep-test-binaries-%d-%d.db", (int)getpid(), ++n);
+	unlink(path);
+	if (env && strncmp(env, "clickhouse:", 11) == 0)
+		snprintf(spec, speclen, "%s/?database=edgeprof_images_%d_%d", env, (int)getpid(),
+			 n);
+	else
+		snprintf(spec, speclen, "sqlite:%s", path);
+	char err[512];
+	struct ep_store *s = ep_store_open(spec, err, sizeof(err));
+	if (!s)
+		fprintf(stderr, "%s\n", err);
+	assert_non_null(s);
+	return s;
+}
+
+static void remove_store(const char *path)
+{
+	char p[4200];
+	unlink(path);
+	snprintf(p, sizeof(p), "%s-wal", path);
+	unlink(p);
+	snprintf(p, sizeof(p), "%s-shm", path);
+	unlink(p);
+}
+
+/* The first image of a build-id stays, and survives a reopen. */
+static void test_store_images(void **state)
+{
+	(void)state;
+	char path[4096], err[512], spec[4200];
+	struct ep_store *s = temp_store(path, sizeof(path), spec, sizeof(spec));
+	assert_int_equal(ep_store_image_get(s, "abcd", NULL, NULL, err, sizeof(err)), 0);
+	assert_int_equal(
+	    ep_store_image_put(s, "abcd", 100, (const uint8_t *)"first", 5, err, sizeof(err)), 1);
+	assert_int_equal(
+	    ep_store_image_put(s, "abcd", 200, (const uint8_t *)"second", 6, err, sizeof(err)), 0);
+	ep_store_close(s);
+	s = ep_store_open(spec, err, sizeof(err));
+	assert_non_null(s);
+	uint8_t *got = NULL;
+	size_t len = 0;
+	assert_int_equal(ep_store_image_get(s, "abcd", &got, &len, err, sizeof(err)), 1);
+	assert_int_equal(len, 5);
+	assert_memory_equal(got, "first", 5);
+	free(got);
+	assert_int_equal(ep_store_image_get(s, "abcd", NULL, NULL, err, sizeof(err)), 1);
+	assert_int_equal(ep_store_image_get(s, "ef01", NULL, NULL, err, sizeof(err)), 0);
+	ep_store_close(s);
+	remove_store(path);
+}
+
+static void test_uploads(void **state)
+{
+	(void)state;
+	char path[4096], msg[512], err[256], spec[4200];
+	struct ep_store *s = temp_store(path, sizeof(path), spec, sizeof(spec));
+	size_t len;
+	uint8_t *elf = slurp(ep_test_fixture("propeller_sample_1.bin"), &len);
+	struct ep_binaries *b = ep_binaries_new(s, 0);
+	assert_non_null(b);
+	assert_int_equal(ep_binaries_has(b, PROPELLER_ID, err, sizeof(err)), 0);
+	/* sent as another build-id: refused, naming both */
+	assert_int_equal(
+	    ep_binaries_upload(b, elf, len, "00112233", "p.bin", "upload", msg, sizeof(msg)), 400);
+	assert_non_null(strstr(msg, "00112233"));
+	assert_non_null(strstr(msg, PROPELLER_ID));
+	assert_int_equal(ep_binaries_upload(b, (const uint8_t *)"nope", 4, NULL, "x", "upload", msg,
+					    sizeof(msg)),
+			 400);
+	assert_non_null(strstr(msg, "not an ELF file"));
+	assert_int_equal(
+	    ep_binaries_upload(b, elf, len, PROPELLER_ID, "p.bin", "agent", msg, sizeof(msg)), 201);
+	assert_int_equal(ep_binaries_upload(b, elf, len, NULL, "p.bin", "agent", msg, sizeof(msg)),
+			 200);
+	assert_int_equal(ep_binaries_has(b, PROPELLER_ID, err, sizeof(err)), 1);
+	assert_int_equal(ep_binaries_has(b, "../etc", err, sizeof(err)), 0);
+	/* too large for a smaller limit */
+	struct ep_binaries *small = ep_binaries_new(s, 1024);
+	assert_int_equal(ep_binaries_upload(small, elf, len, NULL, "p", "upload", msg, sizeof(msg)),
+			 413);
+	ep_binaries_free(small);
+	/* the code, decoded by the shared decoder; handles share the image */
+	struct ep_binary_code *c = ep_binaries_code(b, PROPELLER_ID, err, sizeof(err));
+	struct ep_binary_code *c2 = ep_binaries_code(b, PROPELLER_ID, err, sizeof(err));
+	assert_non_null(c);
+	assert_non_null(c2);
+	assert_ptr_equal(ep_binary_code_image(c), ep_binary_code_image(c2));
+	assert_string_equal(ep_binary_code_image(c)->source, "agent");
+	const Edgeprof__V1__ImageSymbol *m = ep_binary_code_symbol_at(c, 0x1921);
+	assert_non_null(m);
+	assert_string_equal(m->name, "main");
+	assert_null(ep_binary_code_symbol_at(c, 0x10));
+	struct ep_insn_info info;
+	char text[96];
+	assert_true(
+	    ep_decoder_insn_text(ep_binary_code_decoder(c), 0x1920, &info, text, sizeof(text)));
+	assert_string_equal(text, "push rbp");
+	ep_binary_code_release(c2);
+	ep_binary_code_release(c);
+	assert_null(ep_binaries_code(b, "ffff", err, sizeof(err)));
+	assert_string_equal(err, "");
+	ep_binaries_free(b);
+	free(elf);
+	ep_store_close(s);
+	remove_store(path);
+}
+
+static void test_form_values(void **state)
+{
+	(void)state;
+	char out[64];
+	const char *body = "a=1&token=s3cr%2Bt+x%21&b=";
+	assert_true(ep_web_form_value(body, strlen(body), "token", out, sizeof(out)));
+	assert_string_equal(out, "s3cr+t x!");
+	assert_true(ep_web_form_value(body, strlen(body), "b", out, sizeof(out)));
+	assert_string_equal(out, "");
+	assert_false(ep_web_form_value(body, strlen(body), "tok", out, sizeof(out)));
+	assert_false(ep_web_form_value(body, strlen(body), "token", out, 4));
+	/* a % at the end is kept as it is */
+	assert_true(ep_web_form_value("token=ab%2", 10, "token", out, sizeof(out)));
+	assert_string_equal(out, "ab%2");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_image_of_a_binary), cmocka_unit_test(test_image_refusals),
+	    cmocka_unit_test(test_store_images),      cmocka_unit_test(test_uploads),
+	    cmocka_unit_test(test_form_values),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
