@@ -104,6 +104,19 @@ static int summarize(const Edgeprof__V1__Profile *profile, const char *input,
 	return 0;
 }
 
+/* Intel's retired-taken-branches event (what record --emulate --event taken
+ * writes too): the chop in branches is biased there */
+static void warn_if_taken_event(const char *input, const struct ep_perf_data_feed_info *info,
+				const struct ep_pipeline_config *cfg)
+{
+	if (!cfg->chop_taken && cfg->chop != 0 && info->branch_stacks &&
+	    (strstr(info->event, "0x20c4") || strncmp(info->event, "r20c4", 5) == 0 ||
+	     strstr(info->event, "near_taken")))
+		ep_warn("%s: event %s counts taken branches only, and the chop counted branches: "
+			"the profile is not uniform; import with --chop-unit taken",
+			input, info->event);
+}
+
 int ep_cmd_import(int argc, char **argv)
 {
 	struct ep_pipeline_config cfg;
@@ -190,14 +203,7 @@ int ep_cmd_import(int argc, char **argv)
 		rc = 1;
 	}
 
-	/* Intel's retired-taken-branches event (what record --emulate --event
-	 * taken writes too): the chop in branches is biased there */
-	if (!cfg.chop_taken && cfg.chop != 0 && info.branch_stacks &&
-	    (strstr(info.event, "0x20c4") || strncmp(info.event, "r20c4", 5) == 0 ||
-	     strstr(info.event, "near_taken")))
-		ep_warn("%s: event %s counts taken branches only, and the chop counted branches: "
-			"the profile is not uniform; import with --chop-unit taken",
-			input, info.event);
+	warn_if_taken_event(input, &info, &cfg);
 	profile = ep_pipeline_profile_merged(workers, jobs);
 	if (!profile) {
 		ep_error("out of memory building the profile");
