@@ -26,7 +26,7 @@
 # failed. Needs root (BPF, mounts, cgroups).
 set -u
 build=${1:-build}
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 2
 secs=${SOAK_S:-1800}
 execs=${SOAK_EXECS:-200}
 dlopens=${SOAK_DLOPENS:-50}
@@ -151,7 +151,7 @@ pids+=("$churn_execs")
 churn_dl=$!
 pids+=("$churn_dl")
 # containers: a cgroup made, a busy process in it for ~2 s, the cgroup removed
-containers=0
+
 container_loop() {
 	[ -n "$slice" ] || return 0
 	mkdir -p "$slice" || return 0
