@@ -13,12 +13,19 @@ the training input (`<program>_train`, AFDO_TRAIN):
   merge, -fprofile-instr-use), the exact reference;
 - autofdo_edgeprof: the README's route: `edgeprof record --emulate` (defaults) of clang_base on
   the training input, `export --format profgen`, llvm-profgen-14 --unsymbolized-profile;
+- autofdo_edgeprof_plain: the same profile without -fprofile-sample-accurate (the route before);
 - autofdo_perfdata: the peer: llvm-profgen-14 on the same recording's perf.data (perf's raw
   LBR stacks, AutoFDO's own counting);
-- autofdo_cllp_edgeprof: create_llvm_prof 0.19 on `export --format afdo`, with the blocks it
-  writes under corrupt names dropped (clang refuses them): the route the README documented
-  before, kept to show what it loses.
+- autofdo_exact: the training run's exact counts as llvm-profgen's input (exact_profgen):
+  AutoFDO without sampling error, the most a sampled profile can give;
+- autofdo_cllp_edgeprof (BENCH_FDO_AFDO_CLLP=1): create_llvm_prof 0.19 on `export --format
+  afdo`, with the blocks it writes under corrupt names dropped (clang refuses them): the route
+  the README documented before, kept to show what it loses.
+Every autofdo_ variant but _plain and _cllp is built with -fprofile-sample-accurate (the
+README's route).
 """
+import bisect
+import json
 import os
 import re
 import subprocess
@@ -32,6 +39,8 @@ import fdo  # noqa: E402 (after the line above)
 # -fdebug-info-for-profiling: the discriminators sample profiles use to tell apart the blocks of
 # one source line.
 FLAGS = ['-gdwarf-4', '-fdebug-info-for-profiling']
+# the README's route: functions without samples are cold (see route_variants)
+ACCURATE = '-fprofile-sample-accurate'
 PROFGEN = 'llvm-profgen-14'
 CLANG = 'clang-14'
 DEFAULT_PROGRAMS = 'lua,sqlite,zstd'
@@ -171,6 +180,47 @@ def exports(ep, rec):
     return out
 
 
+def exact_profgen(exact_json, binary, out):
+    """The exact counts of a run (record --exact-out: every branch, taken and not taken) as
+    llvm-profgen's unsymbolized input, what a sample profile would be with no sampling error:
+    each edge into the binary starts a range of straight-line code that ends at the first
+    branch instruction at or after its target (every branch instruction that ran is the
+    source of some edge, so the next such address is where the code left the line), counted
+    as often as the edge; the taken edges are the branches."""
+    real = os.path.realpath(binary)
+    prof = next(x for x in json.load(open(exact_json))['profiles']
+                if real in {os.path.realpath(y) for y in x.get('paths') or [x.get('path')]})
+    edges = [(int(e['from'], 16), int(e['to'], 16), e['count'], e['taken'],
+              e.get('from_external'), e.get('to_external')) for e in prof['branches']]
+    sites = sorted({f for f, _, _, _, fx, _ in edges if not fx})
+    ranges, taken = {}, {}
+    for f, t, c, tk, fx, tx in edges:
+        if tx or not c:
+            continue
+        i = bisect.bisect_left(sites, t)
+        if i < len(sites):
+            ranges[(t, sites[i])] = ranges.get((t, sites[i]), 0) + c
+        if tk and not fx:
+            taken[(f, t)] = taken.get((f, t), 0) + c
+    with open(out + '.new', 'w') as fh:
+        fh.write(f'{len(ranges)}\n')
+        fh.writelines(f'{a:x}-{b:x}:{c}\n' for (a, b), c in sorted(ranges.items()))
+        fh.write(f'{len(taken)}\n')
+        fh.writelines(f'{a:x}->{b:x}:{c}\n' for (a, b), c in sorted(taken.items()))
+    os.replace(out + '.new', out)
+    return out
+
+
+def exact_profile(p, ep, base):
+    """llvm-profgen's input made from the exact counts of the training run (exact_profgen):
+    the autofdo_exact variant, AutoFDO's ceiling, what any sampled profile could reach."""
+    tk = f'{ep}/train.exact.json'
+    fdo.cached([fdo.EDGEPROF, 'record', '--emulate', '--period', fdo.EXACT_PERIOD,
+                '--exact-out', tk, '-o', tk + '.prof', '--', base] + p.cfg['train'],
+               [tk, tk + '.prof'], log=tk + '.log', cwd=ep)
+    return exact_profgen(tk, base, f'{ep}/train.exact.profgen')
+
+
 def sample_profiles(p, ep, base, lines):
     """The sample profiles of every AutoFDO variant (and seed): name -> text profile."""
     profiles = {}
@@ -191,6 +241,9 @@ def sample_profiles(p, ep, base, lines):
         if dropped is not None:
             lines.append(f'fdo_autofdo_dropped_line_fraction_cllp_edgeprof_{p.name}: '
                          f'{dropped:.3f}')
+    profiles['autofdo_exact'] = profgen(
+        base, [f'--unsymbolized-profile={exact_profile(p, ep, base)}', '--use-offset=false'],
+        f'{ep}/autofdo_exact.prof')
     for n, f in profiles.items():
         if f is None:
             fdo.note(f'{p.name}: no {n} profile (see the logs beside {ep}/{n}.prof)')
@@ -248,12 +301,30 @@ def run_program(p, lines):
     profiles = sample_profiles(p, ep, base, lines)
     describe_profiles(p, profiles, prof, lines)
     for name, f in profiles.items():
-        out = build(p, f'{ep}/{name}.bin', [f'-fprofile-sample-use={f}'])
-        if out:
-            variants[name] = out
-        else:
-            fdo.note(f'{p.name}: clang refused the {name} profile ({ep}/{name}.bin.log)')
+        for variant, flags in route_variants(name, f):
+            out = build(p, f'{ep}/{variant}.bin', flags)
+            if out:
+                variants[variant] = out
+            else:
+                fdo.note(f'{p.name}: clang refused the {name} profile ({ep}/{variant}.bin.log)')
     return report(p, variants, lines)
+
+
+def route_variants(name, profile):
+    """The builds made from one sample profile: (variant, clang flags). The README's route
+    adds -fprofile-sample-accurate: a function without samples is then cold (entry count 0:
+    .text.unlikely, optimized for size), as instrumented PGO makes every function that did
+    not run; without it such functions are "unknown" and stay among the warm code (lua: 451
+    of the 628 functions PGO put in .text.unlikely). autofdo_edgeprof_plain is the route
+    without it, to show what the flag is worth. create_llvm_prof's route is built only with
+    BENCH_FDO_AFDO_CLLP=1 (broken, see the README: it costs an hour of measuring per run)."""
+    use = f'-fprofile-sample-use={profile}'
+    if name == 'autofdo_cllp_edgeprof':
+        return [(name, [use])] if os.environ.get('BENCH_FDO_AFDO_CLLP') == '1' else []
+    out = [(name, [use, ACCURATE])]
+    if name == 'autofdo_edgeprof':
+        out.append(('autofdo_edgeprof_plain', [use]))
+    return out
 
 
 def report(p, variants, lines):
