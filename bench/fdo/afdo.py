@@ -25,6 +25,7 @@ Every autofdo_ variant but _plain and _cllp is built with -fprofile-sample-accur
 README's route).
 """
 import bisect
+import concurrent.futures
 import json
 import os
 import re
@@ -127,6 +128,30 @@ def profile_summary(path):
         if m:
             funcs.setdefault(m.group(1).decode(), 0)
     return funcs
+
+
+def top_level(path):
+    """A text sample profile's top-level functions: name -> (total samples, head samples)."""
+    out = {}
+    for line in open(path, 'rb'):
+        m = re.match(rb'^(\S+):(\d+):(\d+)$', line.rstrip(b'\n'))
+        if m:
+            out[m.group(1).decode(errors='replace')] = (int(m.group(2)), int(m.group(3)))
+    return out
+
+
+def distance_to_exact(profile, exact):
+    """How far a sample profile's function shares are from autofdo_exact's: the total
+    variation distance (half the summed absolute differences, 0 equal, 1 disjoint) of the
+    shares of all samples (total) and of all calls (head) the top-level functions hold.
+    Deterministic for one recording, and free of the layout noise that moves I1 misses."""
+    a, b = top_level(profile), top_level(exact)
+    out = []
+    for i in (0, 1):
+        ta, tb = sum(v[i] for v in a.values()) or 1, sum(v[i] for v in b.values()) or 1
+        out.append(0.5 * sum(abs(a.get(n, (0, 0))[i] / ta - b.get(n, (0, 0))[i] / tb)
+                             for n in set(a) | set(b)))
+    return out
 
 
 def instr_entries(profdata):
@@ -254,7 +279,8 @@ def describe_profiles(p, profiles, profdata, lines):
     """What each sample profile holds against instrumented PGO's exact counts of the same
     training input: of the functions that ran, the share of their calls made into functions
     the profile names (top-level or inlined); and how many of the 20 most called functions
-    are among the profile's 20 with the most head samples (calls that stayed calls)."""
+    are among the profile's 20 with the most head samples (calls that stayed calls); and
+    how far its function shares are from the exact profile's (distance_to_exact)."""
     exact = instr_entries(profdata)
     calls = sum(exact.values())
     for n, f in profiles.items():
@@ -264,6 +290,10 @@ def describe_profiles(p, profiles, profdata, lines):
         lines.append(f'fdo_autofdo_exact_calls_covered_{n}_{p.name}: {named / max(1, calls):.4f}')
         lines.append(f'fdo_autofdo_top20_called_shared_{n}_{p.name}: '
                      f'{len(set(top(s)) & set(top(exact)))}')
+        if 'autofdo_exact' in profiles and n != 'autofdo_exact':
+            tv = distance_to_exact(f, profiles['autofdo_exact'])
+            lines.append(f'fdo_autofdo_distance_to_exact_totals_{n}_{p.name}: {tv[0]:.4f}')
+            lines.append(f'fdo_autofdo_distance_to_exact_heads_{n}_{p.name}: {tv[1]:.4f}')
     lines.append(f'fdo_autofdo_functions_run_clang_pgo_{p.name}: '
                  f'{sum(1 for c in exact.values() if c)}')
 
@@ -300,14 +330,26 @@ def run_program(p, lines):
     os.makedirs(ep, exist_ok=True)
     profiles = sample_profiles(p, ep, base, lines)
     describe_profiles(p, profiles, prof, lines)
-    for name, f in profiles.items():
-        for variant, flags in route_variants(name, f):
-            out = build(p, f'{ep}/{variant}.bin', flags)
-            if out:
-                variants[variant] = out
-            else:
-                fdo.note(f'{p.name}: clang refused the {name} profile ({ep}/{variant}.bin.log)')
+    todo = [(variant, flags) for name, f in profiles.items()
+            for variant, flags in route_variants(name, f)]
+    for (variant, _), out in zip(todo, parallel(
+            lambda v: build(p, f'{ep}/{v[0]}.bin', v[1]), todo)):
+        if out:
+            variants[variant] = out
+        else:
+            fdo.note(f'{p.name}: clang refused the profile of {variant} ({ep}/{variant}.bin.log)')
     return report(p, variants, lines)
+
+
+def parallel(fn, items):
+    """fn over items, BENCH_FDO_JOBS (1) at a time, results in order: the builds and
+    measurements of the variants are independent, and on a machine where niced commands get a
+    sliver of the CPU each, several at once finish sooner; every file still has one maker."""
+    jobs = int(os.environ.get('BENCH_FDO_JOBS', '1'))
+    if jobs <= 1:
+        return [fn(x) for x in items]
+    with concurrent.futures.ThreadPoolExecutor(jobs) as ex:
+        return list(ex.map(fn, items))
 
 
 def route_variants(name, profile):
@@ -333,10 +375,13 @@ def report(p, variants, lines):
     defined even where PGO's gain on the evaluation input is not (lua: PGO executes more
     instructions than clang_base there). Returns report_input's fractions of both."""
     fractions = {}
-    for suffix, args in (('', p.cfg['eval']), ('_train', AFDO_TRAIN.get(p.name))):
-        if args is None:
-            continue
-        figs = {n: p.measure(n + suffix, b, args) for n, b in variants.items()}
+    inputs = [(suffix, args) for suffix, args in (('', p.cfg['eval']),
+                                                  ('_train', AFDO_TRAIN.get(p.name))) if args]
+    todo = [(suffix, n, b, args) for suffix, args in inputs for n, b in variants.items()]
+    got = dict(zip([(suffix, n) for suffix, n, _, _ in todo],
+                   parallel(lambda t: p.measure(t[1] + t[0], t[2], t[3]), todo)))
+    for suffix, _ in inputs:
+        figs = {n: got[(suffix, n)] for n in variants}
         fractions.update(report_input(p, figs, suffix, lines))
     for n, s in p.recorded.items():
         if n.startswith('autofdo_') and s is not None:
