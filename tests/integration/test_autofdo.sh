@@ -9,8 +9,8 @@
 # - never(), which did not run, is cold as instrumented PGO makes it: entry
 #   count 0 and placed in .text.unlikely (without -fprofile-sample-accurate
 #   clang takes a function without samples for unknown and leaves it among
-#   the warm code: most of lua's I1-miss gap to PGO, see bench/fdo), while
-#   hot() is placed in .text.hot;
+#   the warm code: zstd's I1 misses went from 0.72 to 0.80 of PGO's saving
+#   with it, README, AutoFDO), while hot() is placed in .text.hot;
 # - the profile's hottest function is the one whose branches ran most (the
 #   emulator's exact counts), hot()'s hottest line runs as many times per call
 #   as its loop's trip count (exact: 40), and the helper inlined into main is
