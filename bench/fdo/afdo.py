@@ -434,9 +434,10 @@ def minimum_lines(fractions, lines):
     """fdo_afdo_gain_fraction_min[_train]_<variant>: the least gain fraction of a variant over
     programs and MIN_FIGURES that PGO moves enough (per input: evaluation, training);
     fdo_afdo_gain_fraction_min[_train]: autofdo_edgeprof's, the issue's figure;
-    fdo_afdo_gain_fraction_lead_over_perfdata_min[_train]: the least, over the same programs
-    and figures, of autofdo_edgeprof's fraction less autofdo_perfdata's (>= 0: our export at
-    least as good as llvm-profgen on the same recording's perf.data everywhere)."""
+    fdo_afdo_gain_fraction_lead_over_perfdata_min[_train]: the least, over the same programs,
+    figures and seeds, of autofdo_edgeprof's fraction less autofdo_perfdata's of the same
+    recording (>= 0: our export at least as good as llvm-profgen on the same recording's
+    perf.data everywhere)."""
     variants = sorted({v for fr in fractions.values() for _, v, _ in fr})
     for suffix in ('', '_train'):
         for v in variants:
@@ -446,13 +447,16 @@ def minimum_lines(fractions, lines):
                 lines.append(f'fdo_afdo_gain_fraction_min{suffix}_{v}: {min(got):.3f}')
                 if v == 'autofdo_edgeprof':
                     lines.append(f'fdo_afdo_gain_fraction_min{suffix}: {min(got):.3f}')
+        # each seed's recording against the peer's profile of the same recording
+        ours_names = [v for v in variants if re.fullmatch(r'autofdo_edgeprof(_s\d+)?', v)]
         leads = []
         for fr in fractions.values():
-            for k in MIN_FIGURES:
-                ours = fr.get((suffix, 'autofdo_edgeprof', k))
-                peer = fr.get((suffix, 'autofdo_perfdata', k))
-                if ours is not None and peer is not None:
-                    leads.append(ours - peer)
+            for v in ours_names:
+                for k in MIN_FIGURES:
+                    ours = fr.get((suffix, v, k))
+                    peer = fr.get((suffix, v.replace('edgeprof', 'perfdata'), k))
+                    if ours is not None and peer is not None:
+                        leads.append(ours - peer)
         if leads:
             lines.append(f'fdo_afdo_gain_fraction_lead_over_perfdata_min{suffix}: '
                          f'{min(leads):.3f}')
