@@ -16,6 +16,8 @@ the training input (`<program>_train`, AFDO_TRAIN):
 - autofdo_edgeprof_plain: the same profile without -fprofile-sample-accurate (the route before);
 - autofdo_perfdata: the peer: llvm-profgen-14 on the same recording's perf.data (perf's raw
   LBR stacks, AutoFDO's own counting);
+- autofdo_edgeprof_chop0: `record --emulate --chop 0` (whole stacks counted, the peers' way),
+  the same export and route: what the coverage of a whole stack is worth;
 - autofdo_exact: the training run's exact counts as llvm-profgen's input (exact_profgen):
   AutoFDO without sampling error, the most a sampled profile can give;
 - autofdo_cllp_edgeprof (BENCH_FDO_AFDO_CLLP=1): create_llvm_prof 0.19 on `export --format
@@ -258,6 +260,13 @@ def sample_profiles(p, ep, base, lines):
             f'{ep}/autofdo_edgeprof{sfx}.prof')
         profiles['autofdo_perfdata' + sfx] = profgen(
             base, [f'--perfdata={perf_data}'], f'{ep}/autofdo_perfdata{sfx}.prof', perf_data)
+        # the peers' counting inside edgeprof: whole stacks (--chop 0), through our export
+        rec0 = f'{ep}/train_chop0{sfx}.prof'
+        fdo.cached([fdo.EDGEPROF, 'record', '--emulate', '--seed', str(seed), '--chop', '0',
+                    '-o', rec0, '--', base] + p.cfg['train'], rec0, log=rec0 + '.log', cwd=ep)
+        profiles['autofdo_edgeprof_chop0' + sfx] = profgen(
+            base, [f'--unsymbolized-profile={exports(ep, rec0)["profgen"]}',
+                   '--use-offset=false'], f'{ep}/autofdo_edgeprof_chop0{sfx}.prof')
         if sfx:
             continue  # create_llvm_prof's route is shown once, not measured for noise
         cllp, dropped = create_llvm_prof(p, base, exp['afdo'],
