@@ -12,7 +12,8 @@ option, input, binary or tool remakes exactly the files that depend on it. Files
 edgeprof live under a directory named after edgeprof's hash (afdo.py caches by that).
 
 Environment: BENCH_FDO_PROGRAMS (lua,sqlite,zstd), BENCH_FDO_SAMPLES (2000,20000,200000),
-BENCH_FDO_AFDO (programs for the clang AutoFDO/PGO variants, default lua; "" for none),
+BENCH_FDO_AFDO (programs for the clang AutoFDO/PGO variants, default lua,sqlite,zstd;
+"" for none),
 BENCH_FDO_WALL=1 (also wall time, BENCH_FDO_WALL_RUNS interleaved rounds, default 11),
 BENCH_FDO_NICE (the niceness of every command, default 19; 0 on a machine shared with
 other work at normal priority, where 19 gets almost no CPU), BENCH_FDO_SEEDS (the emulator's
@@ -482,17 +483,13 @@ def main():
         p.exact()
         p.sampled(counts, perf_data, seeds)
         fractions[name] = report_program(p, lines)
-    afdo = [x for x in env_list('BENCH_FDO_AFDO', 'lua') if x in programs]
+    afdo = [x for x in env_list('BENCH_FDO_AFDO', 'lua,sqlite,zstd') if x in programs]
     if afdo:
         sys.modules.setdefault('fdo', sys.modules[__name__])  # one module, not a second copy
         sys.dont_write_bytecode = True   # no __pycache__ in the source tree
         import afdo as autofdo   # bench/fdo/afdo.py
-        for name in afdo:
-            # a tool failure here must not cost the BOLT figures measured above
-            try:
-                autofdo.run_program(Program(name, ep_hash), lines)
-            except SystemExit as e:
-                note(f'{name}: AutoFDO variants skipped: {e}')
+        # a tool failure there costs that program's AutoFDO lines, not the BOLT figures above
+        autofdo.run_programs(afdo, ep_hash, lines)
     minimum_lines(fractions, counts, lines)
     print('\n'.join(lines))
 

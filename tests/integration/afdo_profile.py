@@ -11,7 +11,9 @@ profile. Prints one `name value` line each:
   profile_trips_F     F's hottest body line per head sample
   profile_inlined_F   1 when some function's profile holds a callsite of F (inlined code
                       under its own, readable name)
-  ir_entry_F          the function_entry_count clang gave F from the profile
+  ir_entry_F          the function_entry_count clang gave F from the profile (-1: unknown,
+                      what clang gives a function without samples unless told the
+                      profile is accurate)
 
 usage: afdo_profile.py EXACT.json BINARY PROFILE.txt [IR.ll]
 """
@@ -21,7 +23,7 @@ import re
 import subprocess
 import sys
 
-FUNCS = ('hot', 'cold', 'mix')
+FUNCS = ('hot', 'cold', 'mix', 'never')
 
 
 def exact(path, binary):
@@ -83,7 +85,7 @@ def profile(path):
 
 def ir(path):
     text = open(path).read()
-    counts = dict(re.findall(r'^(!\d+) = !\{!"function_entry_count", i64 (\d+)\}', text, re.M))
+    counts = dict(re.findall(r'^(!\d+) = !\{!"function_entry_count", i64 (-?\d+)\}', text, re.M))
     out = {}
     for name, md in re.findall(r'^define .*@(\w+)\(.*!prof (!\d+) \{', text, re.M):
         if name in FUNCS and md in counts:

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* A sample profile's checkable shape: hot() is called 100 times as often as
- * cold(), runs a loop of 40 trips per call, and mix() is inlined into main
- * (a callsite the sample profile names). Built with clang (the pragma). */
+ * cold(), runs a loop of 40 trips per call, mix() is inlined into main
+ * (a callsite the sample profile names), and never() does not run with one
+ * argument (no samples: a cold function, as instrumented PGO would make it).
+ * Built with clang (the pragma). */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -21,6 +23,13 @@ __attribute__((noinline)) static unsigned cold(unsigned x)
 	return x * 7 + (x >> 3);
 }
 
+__attribute__((noinline)) static unsigned never(unsigned x)
+{
+	for (unsigned i = 0; i < x % 7; i++)
+		x = x * 31 + (x >> 7);
+	return x;
+}
+
 static inline unsigned mix(unsigned a, unsigned b)
 {
 	return (a << 5) ^ (a >> 2) ^ b;
@@ -35,6 +44,8 @@ int main(int argc, char **argv)
 		if (i % 100 == 0)
 			s = mix(s, cold(s));
 	}
+	if (argc > 2)
+		s = never(s);
 	sink = s;
 	printf("%u\n", s);
 	return 0;
