@@ -876,6 +876,49 @@ int ep_perf_data_read_part(const char *path, const struct ep_perf_data_callbacks
 	return read_file(path, cb, HOLD_MAX_BYTES, part, parts, stats, err, errlen);
 }
 
+/* The file header, checked: 0, or -1 with err saying what is wrong. */
+static int read_header(struct reader *r, const char *path, char *err, size_t errlen)
+{
+	if (r->file_size < 8 || read_at(r, 0, r->h.magic, 8) != 0) {
+		snprintf(err, errlen,
+			 "%s: byte 0: file too short for a perf.data header (%llu bytes)", path,
+			 (unsigned long long)r->file_size);
+		return -1;
+	}
+	if (memcmp(r->h.magic, "PERFILE2", 8) != 0) {
+		snprintf(err, errlen, "%s: not a perf.data file", path);
+		return -1;
+	}
+	if (r->file_size < sizeof(r->h) || read_at(r, 0, &r->h, sizeof(r->h)) != 0) {
+		uint64_t size = 0;
+		if (r->file_size >= 16)
+			read_at(r, 8, &size, 8);
+		if (size == 16)
+			snprintf(err, errlen,
+				 "%s: a pipe-mode perf.data (perf record -o -): record "
+				 "to a file instead",
+				 path);
+		else
+			fail(r, 0, "file too short for a perf.data header (%llu bytes)",
+			     (unsigned long long)r->file_size);
+		return -1;
+	}
+	if (r->h.size != sizeof(r->h)) {
+		fail(r, 8, "unexpected header size %llu", (unsigned long long)r->h.size);
+		return -1;
+	}
+	/* records are parsed in place as u64 words, and their sizes are
+	 * multiples of 8: perf starts the data section 8-byte aligned (it
+	 * writes whole u64s before it), so an odd start is damage, and read
+	 * on it every record would be a misaligned access (UBSan, fuzz_perf_data) */
+	if (r->h.data.offset % 8 != 0) {
+		fail(r, 40, "data section at byte %llu is not 8-byte aligned (corrupt file)",
+		     (unsigned long long)r->h.data.offset);
+		return -1;
+	}
+	return 0;
+}
+
 static int read_file(const char *path, const struct ep_perf_data_callbacks *cb,
 		     uint64_t hold_max_bytes, unsigned part, unsigned parts,
 		     struct ep_perf_data_stats *stats, char *err, size_t errlen)
@@ -906,43 +949,8 @@ static int read_file(const char *path, const struct ep_perf_data_callbacks *cb,
 		goto out;
 	}
 	r->file_size = stats->file_size = (uint64_t)st.st_size;
-	if (r->file_size < 8 || read_at(r, 0, r->h.magic, 8) != 0) {
-		snprintf(err, errlen,
-			 "%s: byte 0: file too short for a perf.data header (%llu bytes)", path,
-			 (unsigned long long)r->file_size);
+	if (read_header(r, path, err, errlen) != 0)
 		goto out;
-	}
-	if (memcmp(r->h.magic, "PERFILE2", 8) != 0) {
-		snprintf(err, errlen, "%s: not a perf.data file", path);
-		goto out;
-	}
-	if (r->file_size < sizeof(r->h) || read_at(r, 0, &r->h, sizeof(r->h)) != 0) {
-		uint64_t size = 0;
-		if (r->file_size >= 16)
-			read_at(r, 8, &size, 8);
-		if (size == 16)
-			snprintf(err, errlen,
-				 "%s: a pipe-mode perf.data (perf record -o -): record "
-				 "to a file instead",
-				 path);
-		else
-			fail(r, 0, "file too short for a perf.data header (%llu bytes)",
-			     (unsigned long long)r->file_size);
-		goto out;
-	}
-	if (r->h.size != sizeof(r->h)) {
-		fail(r, 8, "unexpected header size %llu", (unsigned long long)r->h.size);
-		goto out;
-	}
-	/* records are parsed in place as u64 words, and their sizes are
-	 * multiples of 8: perf starts the data section 8-byte aligned (it
-	 * writes whole u64s before it), so an odd start is damage, and read
-	 * on it every record would be a misaligned access (UBSan, fuzz_perf_data) */
-	if (r->h.data.offset % 8 != 0) {
-		fail(r, 40, "data section at byte %llu is not 8-byte aligned (corrupt file)",
-		     (unsigned long long)r->h.data.offset);
-		goto out;
-	}
 	/* perf killed before it finished writing leaves the data size at 0 */
 	if (r->h.data.size == 0 && r->file_size > r->h.data.offset)
 		r->h.data.size = r->file_size - r->h.data.offset;
