@@ -139,8 +139,9 @@ static void offer_binaries(struct ep_sink *k, struct ep_pipeline *p,
 		if (!id || !*id || (i && strcmp(id, delta->binaries[i - 1]->build_id) == 0))
 			continue;
 		for (size_t j = 0; j < n; j++) {
+			/* an evicted binary leaves its index empty */
 			struct ep_binary *bin = ep_binreg_at(reg, j);
-			if (strcmp(ep_binary_build_id_hex(bin), id) == 0) {
+			if (bin && strcmp(ep_binary_build_id_hex(bin), id) == 0) {
 				ep_uploader_offer(k->uploader, id, ep_binary_path(bin));
 				break;
 			}

@@ -99,6 +99,7 @@ check "  container 2's continuous profile still holds only its program" \
 	test "$(in_ct "$b")" = /random_branches
 check "  and the session's label set names the container" \
 	test "$(curl -s "$url/v1/binaries?session=$sid" | jq -r '[.binaries[].labels[].container_id] | unique | join(" ")')" = "$a"
+[ "$rc" -eq 0 ] || podman logs "$ag" 2>&1 | tail -20 | sed "s/^/# agent-2: /"
 podman stop -t 10 "$ag" >/dev/null 2>&1
 
 # one capability fewer: a clear refusal naming it
