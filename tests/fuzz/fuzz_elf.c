@@ -15,9 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/decode/decoder.h"
 #include "agent/decode/decoder_cache.h"
 #include "agent/resolve/binary.h"
+#include "common/decode/decoder.h"
 #include "common/util/log.h"
 #include "tests/fuzz/fuzz_util.h"
 
