@@ -12,11 +12,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/elf/elf_note.h"
 #include "common/util/log.h"
 #include "common/util/regular_file.h"
 #include "common/util/u64map.h"
 
-#define BUILD_ID_MAX 64
+#define BUILD_ID_MAX EP_ELF_BUILD_ID_MAX
 
 struct ep_binary {
 	uint32_t index;
@@ -309,44 +310,6 @@ const struct ep_symbol *ep_binary_symbol_at(const struct ep_binary *bin, uint64_
 }
 
 /* ---- reading one ELF file ---- */
-
-static bool find_build_id_in(Elf_Data *data, struct ep_binary *b)
-{
-	size_t off = 0, name_off, desc_off;
-	GElf_Nhdr nhdr;
-	while ((off = gelf_getnote(data, off, &nhdr, &name_off, &desc_off)) > 0) {
-		if (nhdr.n_type == NT_GNU_BUILD_ID && nhdr.n_namesz == 4 &&
-		    memcmp((const char *)data->d_buf + name_off, "GNU", 4) == 0 &&
-		    nhdr.n_descsz > 0 && nhdr.n_descsz <= BUILD_ID_MAX) {
-			memcpy(b->build_id, (const uint8_t *)data->d_buf + desc_off, nhdr.n_descsz);
-			b->build_id_len = nhdr.n_descsz;
-			return true;
-		}
-	}
-	return false;
-}
-
-static void read_build_id(Elf *elf, size_t nphdr, struct ep_binary *b)
-{
-	for (size_t i = 0; i < nphdr; i++) {
-		GElf_Phdr ph;
-		if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_NOTE)
-			continue;
-		Elf_Data *d =
-		    elf_getdata_rawchunk(elf, (int64_t)ph.p_offset, ph.p_filesz, ELF_T_NHDR);
-		if (d && find_build_id_in(d, b))
-			return;
-	}
-	Elf_Scn *scn = NULL;
-	while ((scn = elf_nextscn(elf, scn))) {
-		GElf_Shdr sh;
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_NOTE)
-			continue;
-		Elf_Data *d = elf_getdata(scn, NULL);
-		if (d && find_build_id_in(d, b))
-			return;
-	}
-}
 
 static bool is_pie_dynamic(Elf *elf, bool has_interp)
 {
@@ -889,7 +852,8 @@ static struct ep_binary *binary_open(const char *path, bool lazy_code, char *err
 	 * outright; older linkers do not set it, so an interpreter without a
 	 * soname also counts (libc.so.6 has an interpreter, and a soname). */
 	b->pie = eh.e_type == ET_DYN && is_pie_dynamic(elf, has_interp);
-	read_build_id(elf, nphdr, b);
+	/* without one the length stays 0 */
+	(void)ep_elf_build_id(elf, nphdr, size, b->build_id, &b->build_id_len);
 	ep_build_id_to_hex(b->build_id, b->build_id_len, b->build_id_hex);
 	if (read_symbols(elf, b) != 0) {
 		snprintf(err, errlen, "%s: out of memory reading symbols", path);

@@ -8,9 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/elf/elf_note.h"
 #include "common/util/arch.h"
-
-#define BUILD_ID_MAX 64
 
 /* Built with malloc in the layout protobuf-c's free_unpacked frees (the
  * system allocator), so one free serves read and unpacked images alike. */
@@ -20,45 +19,16 @@ void ep_elf_image_free(Edgeprof__V1__BinaryImage *img)
 		edgeprof__v1__binary_image__free_unpacked(img, NULL);
 }
 
-static bool note_build_id(Elf_Data *data, char *hex)
-{
-	size_t off = 0, name_off, desc_off;
-	GElf_Nhdr nhdr;
-	while ((off = gelf_getnote(data, off, &nhdr, &name_off, &desc_off)) > 0) {
-		if (nhdr.n_type == NT_GNU_BUILD_ID && nhdr.n_namesz == 4 &&
-		    memcmp((const char *)data->d_buf + name_off, "GNU", 4) == 0 &&
-		    nhdr.n_descsz > 0 && nhdr.n_descsz <= BUILD_ID_MAX) {
-			const uint8_t *id = (const uint8_t *)data->d_buf + desc_off;
-			for (size_t i = 0; i < nhdr.n_descsz; i++)
-				snprintf(hex + 2 * i, 3, "%02x", id[i]);
-			return true;
-		}
-	}
-	return false;
-}
-
+/* The build-id note's bytes as lowercase hex, or false without one. */
 static bool read_build_id(Elf *elf, size_t nphdr, size_t len, char *hex)
 {
-	for (size_t i = 0; i < nphdr; i++) {
-		GElf_Phdr ph;
-		if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_NOTE || ph.p_offset > len ||
-		    ph.p_filesz > len - ph.p_offset)
-			continue;
-		Elf_Data *d =
-		    elf_getdata_rawchunk(elf, (int64_t)ph.p_offset, ph.p_filesz, ELF_T_NHDR);
-		if (d && note_build_id(d, hex))
-			return true;
-	}
-	Elf_Scn *scn = NULL;
-	while ((scn = elf_nextscn(elf, scn))) {
-		GElf_Shdr sh;
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_NOTE)
-			continue;
-		Elf_Data *d = elf_getdata(scn, NULL);
-		if (d && note_build_id(d, hex))
-			return true;
-	}
-	return false;
+	uint8_t id[EP_ELF_BUILD_ID_MAX];
+	size_t n;
+	if (!ep_elf_build_id(elf, nphdr, len, id, &n))
+		return false;
+	for (size_t i = 0; i < n; i++)
+		snprintf(hex + 2 * i, 3, "%02x", id[i]);
+	return true;
 }
 
 static int read_code(Elf *elf, size_t nphdr, const uint8_t *file, size_t len,
@@ -173,7 +143,7 @@ Edgeprof__V1__BinaryImage *ep_elf_image_read(const uint8_t *file, size_t len, co
 	/* libelf wants a writable image; it does not write it */
 	Elf *elf = len >= EI_NIDENT ? elf_memory((char *)(uintptr_t)file, len) : NULL;
 	GElf_Ehdr eh;
-	char hex[2 * BUILD_ID_MAX + 1] = "";
+	char hex[2 * EP_ELF_BUILD_ID_MAX + 1] = "";
 	size_t nphdr = 0;
 	if (!elf || elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &eh)) {
 		snprintf(err, errlen, "not an ELF file");

@@ -1,0 +1,23 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The GNU build-id note of an ELF file, as the agent's binary registry and
+ * the collector's upload check both read it: program headers first (what
+ * the loader maps), then note sections.
+ */
+#ifndef EP_ELF_NOTE_H
+#define EP_ELF_NOTE_H
+
+#include <gelf.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define EP_ELF_BUILD_ID_MAX 64
+
+/* The build-id of elf (nphdr program headers, file_len bytes: notes said to
+ * lie past its end are skipped) into out, its length into *len; false when
+ * it has none. */
+bool ep_elf_build_id(Elf *elf, size_t nphdr, uint64_t file_len, uint8_t out[EP_ELF_BUILD_ID_MAX],
+		     size_t *len);
+
+#endif
