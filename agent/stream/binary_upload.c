@@ -225,6 +225,21 @@ static struct offered *find_offered(struct ep_uploader *u, const char *build_id)
 	return NULL;
 }
 
+/* What an uploader holds once its thread is gone (or never started). */
+static void release(struct ep_uploader *u)
+{
+	pthread_cond_destroy(&u->idle);
+	pthread_cond_destroy(&u->wake);
+	pthread_mutex_destroy(&u->lock);
+	free(u->offered);
+	free(u->collector);
+	free(u->ca_file);
+	free(u->cert_file);
+	free(u->key_file);
+	explicit_bzero(u->token, sizeof(u->token));
+	free(u);
+}
+
 static void *uploader_main(void *arg)
 {
 	struct ep_uploader *u = arg;
@@ -314,15 +329,7 @@ struct ep_uploader *ep_uploader_start(const struct ep_streamer_config *cfg, uint
 	pthread_cond_init(&u->idle, NULL);
 	if (!u->collector || pthread_create(&u->thread, NULL, uploader_main, u) != 0) {
 		snprintf(err, errlen, "cannot start the binary uploader");
-		pthread_cond_destroy(&u->idle);
-		pthread_cond_destroy(&u->wake);
-		pthread_mutex_destroy(&u->lock);
-		free(u->collector);
-		free(u->ca_file);
-		free(u->cert_file);
-		free(u->key_file);
-		explicit_bzero(u->token, sizeof(u->token));
-		free(u);
+		release(u);
 		return NULL;
 	}
 	return u;
@@ -395,16 +402,7 @@ void ep_uploader_free(struct ep_uploader *u)
 	if (!u)
 		return;
 	ep_uploader_finish(u, 0);
-	pthread_cond_destroy(&u->idle);
-	pthread_cond_destroy(&u->wake);
-	pthread_mutex_destroy(&u->lock);
-	free(u->offered);
-	free(u->collector);
-	free(u->ca_file);
-	free(u->cert_file);
-	free(u->key_file);
-	explicit_bzero(u->token, sizeof(u->token));
-	free(u);
+	release(u);
 }
 
 void ep_uploader_counters(struct ep_uploader *u, struct ep_upload_counters *out)

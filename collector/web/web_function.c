@@ -80,20 +80,6 @@ static void cfg_free(struct cfg *c)
 	free(c->edges);
 }
 
-/* index of the instruction at addr, or -1 */
-static long insn_at(const struct cfg *c, uint64_t addr)
-{
-	size_t lo = 0, hi = c->ninsns;
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-		if (c->insns[mid].addr < addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo < c->ninsns && c->insns[lo].addr == addr ? (long)lo : -1;
-}
-
 /* index of the first instruction at or after addr */
 static size_t insn_from(const struct cfg *c, uint64_t addr)
 {
@@ -106,6 +92,13 @@ static size_t insn_from(const struct cfg *c, uint64_t addr)
 			hi = mid;
 	}
 	return lo;
+}
+
+/* index of the instruction at addr, or -1 */
+static long insn_at(const struct cfg *c, uint64_t addr)
+{
+	size_t i = insn_from(c, addr);
+	return i < c->ninsns && c->insns[i].addr == addr ? (long)i : -1;
 }
 
 static bool ends_block(uint8_t kind)
