@@ -11,7 +11,9 @@
 #   ui_view_ms_profile_proto       the peer: /v1/profile?format=proto, the store
 #                                  read every binary and function view starts with
 # views: binaries (/), binary (its page), function (its hottest function: CFG and
-# disassembly: about 120 blocks), function_main (main: the loop calling all 160).
+# disassembly: about 120 blocks), function_main (main: the loop calling all 160),
+# function_big_switch (tests/workloads/big_switch.c's dispatch: ~1,000 blocks, of
+# which the 400 hottest are laid out).
 set -euo pipefail
 build=${1:-build}
 cd "$(dirname "$0")/.."
@@ -56,6 +58,13 @@ main=$(nm "$tmp/many" | awk '$3 == "main" {print "0x" $1}')
 # the hottest function, as the binary's page ranks them
 hot=$(curl -sf "$url/binary?build_id=$id" | grep -o 'addr=0x[0-9a-f]*' | head -1 | cut -d= -f2)
 
+gcc -O1 -Wl,--build-id -o "$tmp/big_switch" tests/workloads/big_switch.c
+"$edgeprof" record --emulate --collector "$url" --spool "$tmp/spool-big" \
+	-o "$tmp/big.prof" -- "$tmp/big_switch" 400000 >"$tmp/record-big.log" 2>&1
+"$edgeprof" upload "$tmp/big_switch" --collector "$url" >>"$tmp/record-big.log" 2>&1
+big_id=$(readelf -n "$tmp/big_switch" | awk '/Build ID/ {print $3}')
+big=$(nm "$tmp/big_switch" | awk '$3 == "dispatch" {print "0x" $1}')
+
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
 hz=$(getconf CLK_TCK)
 measure() { # name path
@@ -74,5 +83,6 @@ measure binaries "/"
 measure binary "/binary?build_id=$id"
 measure function "/function?build_id=$id&addr=$hot"
 measure function_main "/function?build_id=$id&addr=$main"
+measure function_big_switch "/function?build_id=$big_id&addr=$big"
 measure profile_proto "/v1/profile?build_id=$id&format=proto"
 echo "bench: note: ui views measured at load average $(cut -d' ' -f1 /proc/loadavg)" >&2

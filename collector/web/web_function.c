@@ -452,6 +452,70 @@ static void add_blocks(Agraph_t *g, Agnode_t **nodes, const struct cfg *c, const
 	}
 }
 
+static int by_count_desc(const void *a, const void *b, void *blocks)
+{
+	const struct block *bl = blocks;
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	if (bl[x].count != bl[y].count)
+		return bl[x].count < bl[y].count ? 1 : -1;
+	return x < y ? -1 : x > y;
+}
+
+/* The subgraph of c's (at most max) hottest executed blocks and the edges
+ * between them, into *sub (its blocks and edges malloc'd, its instructions
+ * c's). Hot functions are the big ones (an interpreter's dispatch loop runs
+ * to thousands of blocks), and they are the ones a user opens: dot lays out
+ * a few hundred nodes in well under a second and thousands in minutes, and
+ * what the user came for is where the counts are. Blocks keep their address
+ * order, so the drawing reads like the code. */
+static int hottest_blocks(const struct cfg *c, size_t max, struct cfg *sub)
+{
+	*sub = *c;
+	sub->blocks = NULL;
+	sub->edges = NULL;
+	sub->nblocks = sub->nedges = sub->edges_cap = 0;
+	uint32_t *order = malloc((c->nblocks + 1) * sizeof(*order));
+	uint32_t *new_index = malloc((c->nblocks + 1) * sizeof(*new_index));
+	bool *keep = calloc(c->nblocks + 1, sizeof(*keep));
+	sub->blocks = malloc((max + 1) * sizeof(*sub->blocks));
+	sub->edges = malloc((c->nedges + 1) * sizeof(*sub->edges));
+	if (!order || !new_index || !keep || !sub->blocks || !sub->edges) {
+		free(order);
+		free(new_index);
+		free(keep);
+		free(sub->blocks);
+		free(sub->edges);
+		sub->blocks = NULL;
+		sub->edges = NULL;
+		return -1;
+	}
+	size_t executed = 0;
+	for (size_t k = 0; k < c->nblocks; k++)
+		if (c->blocks[k].count)
+			order[executed++] = (uint32_t)k;
+	qsort_r(order, executed, sizeof(*order), by_count_desc, c->blocks);
+	for (size_t i = 0; i < executed && i < max; i++)
+		keep[order[i]] = true;
+	for (size_t k = 0; k < c->nblocks; k++)
+		if (keep[k]) {
+			new_index[k] = (uint32_t)sub->nblocks;
+			sub->blocks[sub->nblocks++] = c->blocks[k];
+		}
+	for (size_t i = 0; i < c->nedges; i++) {
+		struct cfg_edge e = c->edges[i];
+		if (!keep[e.src] || !keep[e.dst])
+			continue;
+		e.src = new_index[e.src];
+		e.dst = new_index[e.dst];
+		sub->edges[sub->nedges++] = e;
+	}
+	sub->edges_cap = sub->nedges;
+	free(order);
+	free(new_index);
+	free(keep);
+	return 0;
+}
+
 /* The CFG as SVG (malloc'd, *len bytes), NULL when Graphviz fails. */
 static char *cfg_svg(const struct cfg *c, const char *fn_name, size_t *len)
 {
@@ -577,8 +641,8 @@ static void disassembly(FILE *out, const struct cfg *c, const Edgeprof__V1__Bina
 			const struct block *b = &c->blocks[in->block];
 			fprintf(out,
 				"<tr class=\"blockhead%s\" id=\"b%" PRIx64
-				"\"><td colspan=\"4\">block %u · ",
-				b->count ? "" : " cold", in->addr, in->block);
+				"\" data-count=\"%" PRIu64 "\"><td colspan=\"4\">block %u · ",
+				b->count ? "" : " cold", in->addr, b->count, in->block);
 			ep_web_count(out, b->count);
 			fputs(" executions</td></tr>\n", out);
 		}
@@ -722,14 +786,27 @@ int ep_web_function_page(FILE *out, const struct ep_web_ctx *w, ep_web_arg_fn ar
 		    "data-hot-edges=\"%zu\" data-hot-blocks=\"%zu\"><h2>Control-flow graph</h2>\n",
 		    c.nblocks, c.nedges, hot, hot_blocks);
 		legend(out);
+		struct cfg hottest = {0};
+		const struct cfg *drawn = &c;
 		if (c.nblocks > MAX_LAYOUT_BLOCKS) {
-			fprintf(out,
-				"<p class=\"error\">%zu blocks: too many to lay out here (at most "
-				"%d); the disassembly below has every count.</p>",
-				c.nblocks, MAX_LAYOUT_BLOCKS);
-		} else {
+			if (hottest_blocks(&c, MAX_LAYOUT_BLOCKS, &hottest) != 0) {
+				drawn = NULL;
+				fputs("<p class=\"error\">Out of memory for the graph.</p>", out);
+			} else {
+				drawn = &hottest;
+				fprintf(out,
+					"<p class=\"hint\" id=\"cfg-partial\" data-shown-blocks="
+					"\"%zu\" data-shown-edges=\"%zu\">%zu blocks: too many to "
+					"lay out whole. Drawn: the %zu hottest executed blocks and "
+					"the edges between them; the disassembly below has every "
+					"block and count.</p>",
+					hottest.nblocks, hottest.nedges, c.nblocks,
+					hottest.nblocks);
+			}
+		}
+		if (drawn && drawn->nblocks) {
 			size_t len = 0;
-			char *svg = cfg_svg(&c, name, &len);
+			char *svg = cfg_svg(drawn, name, &len);
 			if (svg) {
 				fputs("<div class=\"graph\">", out);
 				fwrite(svg, 1, len, out);
@@ -741,6 +818,8 @@ int ep_web_function_page(FILE *out, const struct ep_web_ctx *w, ep_web_arg_fn ar
 				    out);
 			}
 		}
+		free(hottest.blocks);
+		free(hottest.edges);
 		fputs("</section>\n", out);
 		disassembly(out, &c, bp, code);
 	}

@@ -172,6 +172,35 @@ PY
 check "/diff: a function only in the old build is marked gone" grep -qE 'cold_loop(</a>)? *<span class="colder">gone' "$TEST_TMP/diff.html"
 shot "$URL/diff?build_id=$id2&base=$id1" "$shots/diff.png" 700
 
+# --- a function too big to lay out whole (an interpreter's dispatch loop):
+# its hottest executed blocks are drawn, as many as fit, the rest listed
+cc -O1 -Wl,--build-id -o "$TEST_TMP/big_switch" "$W/big_switch.c"
+"$EDGEPROF" record --emulate --collector "$URL" --spool "$TEST_TMP/spool-big" \
+	-o "$TEST_TMP/big.prof" -- "$TEST_TMP/big_switch" 400000 >"$TEST_TMP/big.log" 2>&1
+idb=$(readelf -n "$TEST_TMP/big_switch" | awk '/Build ID/ {print $3}')
+"$EDGEPROF" upload "$TEST_TMP/big_switch" --collector "$URL" >"$TEST_TMP/up-big.log" 2>&1
+addr=0x$(nm "$TEST_TMP/big_switch" | awk '$3 == "dispatch" {print $1}' | sed 's/^0*//')
+dom "$URL/function?build_id=$idb&addr=$addr" "$TEST_TMP/fn_big.html"
+check "/function dispatch (~1,000 blocks): the hottest executed blocks are drawn, the rest listed" \
+	python3 - "$TEST_TMP/fn_big.html" <<'PY'
+import re, sys
+page = open(sys.argv[1]).read()
+m = re.search(r'data-blocks="(\d+)" data-edges="\d+" data-hot-edges="\d+" data-hot-blocks="(\d+)"', page)
+part = re.search(r'id="cfg-partial" data-shown-blocks="(\d+)" data-shown-edges="(\d+)"', page)
+if not m or not part:
+    print("# no block counts or no partial-graph note on the page"); sys.exit(1)
+blocks, executed, shown = int(m[1]), int(m[2]), int(part[1])
+heads = {int(a, 16): int(c) for a, c in re.findall(r'class="blockhead[^"]*" id="b([0-9a-f]+)" data-count="(\d+)"', page)}
+drawn = [int(a, 16) for a in re.findall(r'<g id="bb_([0-9a-f]+)" class="node', page)]
+edges = len(re.findall(r'class="edge cfg-edge', page))
+ok = blocks > 400 and len(heads) == blocks and shown == min(executed, 400) == len(drawn)
+ok = ok and edges == int(part[2]) and all(heads[a] > 0 for a in drawn)
+rest = [c for a, c in heads.items() if a not in set(drawn)]
+ok = ok and min(heads[a] for a in drawn) >= max(rest)
+print(f"# {blocks} blocks, {executed} executed, {len(drawn)} drawn, {edges} edges drawn")
+sys.exit(0 if ok else 1)
+PY
+
 # --- errors are pages that say why
 code=$(curl -s -o "$TEST_TMP/e1" -w '%{http_code}' "$URL/binary?build_id=ffff")
 check "/binary of an unknown build-id: 404 saying so" bash -c "[ $code = 404 ] && grep -q 'has no counts' '$TEST_TMP/e1'"
