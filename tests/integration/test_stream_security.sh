@@ -83,5 +83,18 @@ check "an agent with its client certificate streams over mTLS" test "$?" -eq 0
 "$EDGEPROF" report --collector "$surl" --token-file "$t/token" --cacert "$t/ca.pem" \
 	--cert "$t/client.pem" --key "$t/client.key" >"$t/report.txt" 2>&1
 check "report --collector over mTLS" grep -q "hottest functions" "$t/report.txt"
+# the web UI behind mTLS: the same certificate gates it, the sign-in form
+# gives a Secure cookie (https only), and with it the pages load
+mtls=(--cacert "$t/ca.pem" --cert "$t/client.pem" --key "$t/client.key")
+c=$(code --cacert "$t/ca.pem" "$surl/")
+check "UI: / without a client certificate is refused ($c)" refused "$c"
+hdr=$(curl -s -o /dev/null -D - "${mtls[@]}" -c "$t/jar" --data-urlencode "token=$(cat "$t/token")" \
+	"$surl/signin")
+check "UI: sign-in over mTLS sets a Secure, HttpOnly, SameSite=Strict cookie" \
+	grep -qi '^set-cookie: edgeprof_token=.*HttpOnly; SameSite=Strict; Secure' <<<"$hdr"
+check "UI: with the certificate and the cookie, / lists the streamed binary" \
+	grep -q 'data-build-id=' <(curl -s "${mtls[@]}" -b "$t/jar" "$surl/")
+c=$(code --cacert "$t/ca.pem" --cert "$t/intruder.pem" --key "$t/intruder.key" -b "$t/jar" "$surl/")
+check "UI: the cookie without the right certificate is refused ($c)" refused "$c"
 stop_pid "$COLLECTOR_PID"
 finish
