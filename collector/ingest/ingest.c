@@ -21,6 +21,9 @@ struct batch_key {
 	char *node;
 	uint64_t sequence;
 	struct ep_merge *own; /* the batch's counts, when the store keeps batches apart */
+	/* the waiting request's answer: set (lock held) when the committer
+	 * finds the batch stored already; NULL when nobody waits */
+	bool *duplicate;
 };
 
 struct key_list {
@@ -79,7 +82,7 @@ static bool keys_has(const struct key_list *k, const char *agent_id, uint64_t se
 }
 
 static int keys_add(struct key_list *k, const char *agent_id, const char *node, uint64_t sequence,
-		    struct ep_merge *own)
+		    struct ep_merge *own, bool *duplicate)
 {
 	if (k->n == k->cap) {
 		size_t cap = k->cap ? k->cap * 2 : 64;
@@ -94,6 +97,7 @@ static int keys_add(struct key_list *k, const char *agent_id, const char *node, 
 	b->node = strdup(node);
 	b->sequence = sequence;
 	b->own = own;
+	b->duplicate = duplicate;
 	if (!b->agent_id || !b->node) {
 		free(b->agent_id);
 		free(b->node);
@@ -103,8 +107,10 @@ static int keys_add(struct key_list *k, const char *agent_id, const char *node, 
 	return 0;
 }
 
-static int commit(struct ep_ingest *in, struct ep_merge *m, const struct key_list *keys, char *err,
-		  size_t errlen)
+/* known: the batches (by index in keys) the store has already, left out;
+ * NULL when none is. */
+static int commit(struct ep_ingest *in, struct ep_merge *m, const struct key_list *keys,
+		  const bool *known, char *err, size_t errlen)
 {
 	/* one merged set, or one per batch when the store keeps batches apart */
 	size_t nsets = in->keeps_batches ? keys->n : 1;
@@ -118,6 +124,8 @@ static int commit(struct ep_ingest *in, struct ep_merge *m, const struct key_lis
 		goto out;
 	for (; built < nsets; built++) {
 		const struct ep_merge *src = in->keeps_batches ? keys->items[built].own : m;
+		if (known && known[built])
+			continue; /* its set stays empty */
 		if (ep_merge_build(src, &sets[built]) != 0)
 			goto out;
 		nslices += sets[built].n;
@@ -125,17 +133,27 @@ static int commit(struct ep_ingest *in, struct ep_merge *m, const struct key_lis
 	slices = calloc(nslices ? nslices : 1, sizeof(*slices));
 	if (!slices)
 		goto out;
-	size_t k = 0;
-	for (size_t i = 0; i < nsets; i++)
-		for (size_t j = 0; j < sets[i].n; j++)
-			slices[k++] = (struct ep_store_slice){sets[i].slices[j].bucket,
-							      sets[i].slices[j].delta,
-							      in->keeps_batches ? (int)i : -1};
+	/* the batches written, numbered in the order ids[] lists them */
 	int64_t now = (int64_t)time(NULL);
-	for (size_t i = 0; i < keys->n; i++)
-		ids[i] = (struct ep_store_batch_id){
+	size_t nids = 0, k = 0;
+	for (size_t i = 0; i < keys->n; i++) {
+		if (known && known[i])
+			continue;
+		if (in->keeps_batches)
+			for (size_t j = 0; j < sets[i].n; j++)
+				slices[k++] = (struct ep_store_slice){
+				    sets[i].slices[j].bucket, sets[i].slices[j].delta, (int)nids};
+		ids[nids++] = (struct ep_store_batch_id){
 		    keys->items[i].agent_id, keys->items[i].sequence, keys->items[i].node, now};
-	struct ep_store_commit c = {ids, keys->n, slices, nslices};
+	}
+	if (!in->keeps_batches)
+		for (size_t j = 0; j < sets[0].n; j++)
+			slices[k++] = (struct ep_store_slice){sets[0].slices[j].bucket,
+							      sets[0].slices[j].delta, -1};
+	rc = 0;
+	if (!nids)
+		goto out; /* every batch of the group was stored already */
+	struct ep_store_commit c = {ids, nids, slices, nslices};
 	rc = ep_store_write(in->store, &c, err, errlen);
 out:
 	for (size_t i = 0; i < built; i++)
@@ -178,6 +196,41 @@ static void log_outcome(struct ep_ingest *in, int rc, const char *err)
 	in->failing_logged_ns = now;
 }
 
+/* For a store that keeps batches apart (ClickHouse): which of the group's
+ * batches it has already, in one round trip. Asking per batch in the request
+ * path, under the ingest lock, serialised every request on a store round
+ * trip (at 500 agents ClickHouse's collector fell behind). Asking here is as
+ * safe: only this thread writes, and a resend still in the pending or
+ * committing list is caught there by the request. *known: NULL when the
+ * store is not asked (SQLite: its per-batch lookup is a local index read,
+ * done by the request). 0, or -1 with err. */
+static int known_batches(struct ep_ingest *in, const struct key_list *keys, bool **known, char *err,
+			 size_t errlen)
+{
+	*known = NULL;
+	if (!in->keeps_batches || !keys->n)
+		return 0;
+	struct ep_store_batch_id *ids = calloc(keys->n, sizeof(*ids));
+	bool *k = calloc(keys->n, sizeof(*k));
+	if (!ids || !k) {
+		free(ids);
+		free(k);
+		snprintf(err, errlen, "out of memory checking the group's batches");
+		return -1;
+	}
+	for (size_t i = 0; i < keys->n; i++)
+		ids[i] = (struct ep_store_batch_id){
+		    keys->items[i].agent_id, keys->items[i].sequence, keys->items[i].node, 0};
+	int r = ep_store_known_batches(in->store, ids, keys->n, k, err, errlen);
+	free(ids);
+	if (r < 0) {
+		free(k);
+		return -1;
+	}
+	*known = k;
+	return 0;
+}
+
 static void *committer_main(void *arg)
 {
 	struct ep_ingest *in = arg;
@@ -215,9 +268,13 @@ static void *committer_main(void *arg)
 
 		char err[512] = "out of memory merging a batch";
 		uint64_t t0 = ep_mono_ns();
+		bool *known = NULL;
 		int rc = poisoned
 			     ? -1
-			     : commit(in, in->committing, &in->committing_keys, err, sizeof(err));
+			     : known_batches(in, &in->committing_keys, &known, err, sizeof(err));
+		if (rc == 0)
+			rc = commit(in, in->committing, &in->committing_keys, known, err,
+				    sizeof(err));
 		double secs = (double)(ep_mono_ns() - t0) / 1e9;
 		pthread_mutex_lock(&in->lock);
 		log_outcome(in, rc, err);
@@ -231,6 +288,10 @@ static void *committer_main(void *arg)
 			in->counters.rows_written += rows;
 		else
 			in->counters.commit_failures++;
+		for (size_t i = 0; known && rc == 0 && i < in->committing_keys.n; i++)
+			if (known[i] && in->committing_keys.items[i].duplicate)
+				*in->committing_keys.items[i].duplicate = true;
+		free(known);
 		keys_clear(&in->committing_keys);
 		ep_merge_clear(in->committing);
 		in->counters.pending_rows = in->pending_rows;
@@ -302,6 +363,14 @@ static enum ep_ingest_result wait_generation(struct ep_ingest *in, uint64_t gen,
 {
 	while (in->gen_done < gen)
 		pthread_cond_wait(&in->done, &in->lock);
+	/* a waiter that slept through RESULTS later commits would read a
+	 * newer generation's outcome in the ring: not known, so not stored */
+	if (in->gen_done - gen >= RESULTS) {
+		snprintf(why, whylen,
+			 "store: the outcome of this batch's commit is no longer known; "
+			 "send it again");
+		return EP_INGEST_STORE_ERROR;
+	}
 	if (in->results[gen % RESULTS] == 0)
 		return ok;
 	snprintf(why, whylen, "store: %s", in->last_error);
@@ -372,9 +441,12 @@ enum ep_ingest_result ep_ingest_batch(struct ep_ingest *in, const uint8_t *body,
 		goto out;
 	}
 	/* with the lock held, a batch is either still listed above or its
-	 * commit is complete and the store knows it */
+	 * commit is complete and the store knows it; a store that keeps
+	 * batches apart is asked by the committer, once per group */
 	char err[512];
-	int seen = ep_store_has_batch(in->store, agent_id, b->sequence, err, sizeof(err));
+	int seen = in->keeps_batches
+		       ? 0
+		       : ep_store_has_batch(in->store, agent_id, b->sequence, err, sizeof(err));
 	if (seen != 0) {
 		if (seen < 0)
 			snprintf(why, whylen, "store: %s", err);
@@ -395,7 +467,9 @@ enum ep_ingest_result ep_ingest_batch(struct ep_ingest *in, const uint8_t *body,
 		in->counters.ips += d->profile->n_ips;
 	}
 	const char *node = b->agent->node ? b->agent->node : "";
-	if (rc != 0 || keys_add(&in->pending_keys, agent_id, node, b->sequence, own) != 0) {
+	bool duplicate = false;
+	if (rc != 0 ||
+	    keys_add(&in->pending_keys, agent_id, node, b->sequence, own, &duplicate) != 0) {
 		ep_merge_free(own);
 		/* the pending merge may hold part of this batch, which cannot be
 		 * committed without its id: the whole generation fails and its
@@ -411,7 +485,8 @@ enum ep_ingest_result ep_ingest_batch(struct ep_ingest *in, const uint8_t *body,
 	    in->keeps_batches ? in->pending_rows + ep_merge_rows(own) : ep_merge_rows(in->pending);
 	in->counters.pending_rows = in->pending_rows;
 	pthread_cond_signal(&in->work);
-	r = count(in, wait_generation(in, in->gen_open, why, whylen, EP_INGEST_STORED));
+	r = wait_generation(in, in->gen_open, why, whylen, EP_INGEST_STORED);
+	r = count(in, r == EP_INGEST_STORED && duplicate ? EP_INGEST_DUPLICATE : r);
 out:
 	pthread_mutex_unlock(&in->lock);
 	if (keep && b && (r == EP_INGEST_STORED || r == EP_INGEST_DUPLICATE))

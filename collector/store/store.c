@@ -49,6 +49,25 @@ int ep_store_has_batch(struct ep_store *s, const char *agent_id, uint64_t sequen
 	return r;
 }
 
+int ep_store_known_batches(struct ep_store *s, const struct ep_store_batch_id *ids, size_t n,
+			   bool *known, char *err, size_t errlen)
+{
+	pthread_mutex_lock(&s->lock);
+	int r = 0;
+	if (s->ops->known_batches) {
+		r = s->ops->known_batches(s, ids, n, known, err, errlen);
+	} else {
+		for (size_t i = 0; i < n && r >= 0; i++) {
+			int one =
+			    s->ops->has_batch(s, ids[i].agent_id, ids[i].sequence, err, errlen);
+			known[i] = one > 0;
+			r = one < 0 ? -1 : r + one;
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
+	return r;
+}
+
 int ep_store_write(struct ep_store *s, const struct ep_store_commit *c, char *err, size_t errlen)
 {
 	pthread_mutex_lock(&s->lock);

@@ -90,10 +90,17 @@ bool ep_store_keeps_batches(const struct ep_store *s);
 int ep_store_has_batch(struct ep_store *s, const char *agent_id, uint64_t sequence, char *err,
 		       size_t errlen);
 
+/* known[i] = whether ids[i] was stored by an earlier write, for n ids in one
+ * round trip where the backend can (ClickHouse: one query for a whole group
+ * commit instead of one per batch); the number known, or -1 with err. */
+int ep_store_known_batches(struct ep_store *s, const struct ep_store_batch_id *ids, size_t n,
+			   bool *known, char *err, size_t errlen);
+
 /* Adds every slice's counts and records every batch id, all or nothing: after
  * a crash either the whole commit is stored or none of it (SQLite: one
  * transaction; ClickHouse: see store_clickhouse.c for how). The caller has
- * already left out batches ep_store_has_batch() reported. 0 or -1 with err. */
+ * already left out batches ep_store_has_batch() or ep_store_known_batches()
+ * reported. 0 or -1 with err. */
 int ep_store_write(struct ep_store *s, const struct ep_store_commit *c, char *err, size_t errlen);
 
 /* Forgets the counts of buckets that start before before_s, the batch ids

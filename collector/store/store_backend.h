@@ -24,6 +24,10 @@ struct ep_store_ops {
 	void (*close)(struct ep_store *s);
 	int (*has_batch)(struct ep_store *s, const char *agent_id, uint64_t sequence, char *err,
 			 size_t errlen);
+	/* optional: ep_store_known_batches in one round trip (else has_batch
+	 * for each) */
+	int (*known_batches)(struct ep_store *s, const struct ep_store_batch_id *ids, size_t n,
+			     bool *known, char *err, size_t errlen);
 	int (*write)(struct ep_store *s, const struct ep_store_commit *c, char *err, size_t errlen);
 	int (*prune)(struct ep_store *s, int64_t before_s, char *err, size_t errlen);
 	Edgeprof__V1__BinaryList *(*list_binaries)(struct ep_store *s,

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # The ClickHouse store: Debian's clickhouse-server on loopback passes the
 # same storage suite as SQLite (tests/unit/test_store.c); a commit cut short
-# before its batch row is invisible and its resend is counted once; and
-# the collector's kill-and-restart test holds with ClickHouse behind it.
+# before its batch row is invisible and its resend is counted once; batches
+# resent through a collector are answered as duplicates (the committer asks
+# ClickHouse once per group) and counted once; and the collector's
+# kill-and-restart test holds with ClickHouse behind it.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/clickhouse.sh"
+source "$(dirname "$0")/collector.sh"
 
 if [ ! -x /usr/sbin/clickhouse-server ]; then
 	not_ok "clickhouse-server is installed (scripts/setup-deps.sh installs it)"
@@ -57,5 +60,31 @@ printf 'cut-agent\t1\tnode\t1700000000\n' |
 	curl -s --data-binary @- "$CLICKHOUSE_URL/?database=restart_$$&query=INSERT%20INTO%20batches%20FORMAT%20TabSeparated"
 resent=$(q "SELECT sum(count) FROM edges FINAL WHERE (agent_id, sequence) IN (SELECT agent_id, sequence FROM batches)")
 check "its resend is counted once ($resent = $before + 1000000)" test "$resent" = "$((before + 1000000))"
+
+# --- resends through the collector: one at a time, then all at once (one
+# group commit holding both new and stored batches)
+"$EDGEPROF" agent --replay "$FIXTURES/propeller_sample_1.perfdata1" \
+	--binary "$FIXTURES/propeller_sample_1.bin" --batch-samples 500 \
+	--collector http://127.0.0.1:1 --spool "$TEST_TMP/spool-dup" --flush-timeout 1 \
+	>"$TEST_TMP/agent-dup.log" 2>&1
+mapfile -t batches < <(ls "$TEST_TMP/spool-dup"/*.batch)
+start_collector dup --store "clickhouse:$CLICKHOUSE_URL/?database=dup_$$" \
+	--listen 127.0.0.1:0 || exit 1
+url="http://127.0.0.1:$COLLECTOR_PORT"
+post() { curl -s -o /dev/null -w '%{http_code}\n' -X POST -H "Content-Encoding: zstd" \
+	--data-binary "@$1" "$url/v1/ingest"; }
+first=$(post "${batches[0]}")
+again=$(post "${batches[0]}")
+check "a batch and its resend are both acknowledged ($first $again)" test "$first $again" = "200 200"
+codes=$(for b in "${batches[@]}"; do post "$b" & done | sort | uniq -c | xargs)
+check "all ${#batches[@]} batches at once, one stored before: all 200 ($codes)" \
+	test "$codes" = "${#batches[@]} 200"
+stored=$(metric "$url" 'edgeprof_ingest_batches_total{result="stored"}')
+dup=$(metric "$url" 'edgeprof_ingest_batches_total{result="duplicate"}')
+check "stored $stored + duplicates $dup: each batch stored once, the two resends duplicates" \
+	test "$stored $dup" = "${#batches[@]} 2"
+samples=$(curl -sf "$url/v1/profile?format=json" | jq '[.profiles[].samples] | add')
+check "the stored samples ($samples) are the fixture's, once" test "$samples" = 3733
+stop_pid "$COLLECTOR_PID"
 clickhouse_stop
 finish
