@@ -12,6 +12,8 @@
 #   3. ClickHouse with its data on a small tmpfs that fills, freed
 # Every mount is made in a private mount namespace of this test (gone with
 # it) and unmounted at exit; every process is stopped by PID.
+# EP_STORE_FAILURES_CASES="ro" (any of full ro ch) runs only those cases: the
+# read-only case's loss was one run in four, so it is run alone in a loop.
 if [ "${EP_STORE_FAILURES_NS:-}" != 1 ]; then
 	if [ "$(id -u)" -ne 0 ] || ! unshare -m --propagation private true 2>/dev/null; then
 		echo "ok - # SKIP store failures need root and a private mount namespace (unshare -m)"
@@ -97,9 +99,14 @@ totals_checks() {
 		test "$stored" = "$((local_samples * times))"
 }
 
+# want CASE: whether EP_STORE_FAILURES_CASES names it (all of them by default)
+want() { [[ " ${EP_STORE_FAILURES_CASES:-full ro ch} " == *" $1 "* ]]; }
+
 # --- 1. SQLite, disk full mid-stream -------------------------------------
 mkdir -p "$TEST_TMP/tmpfs"
-if mount -t tmpfs -o size=16m tmpfs "$TEST_TMP/tmpfs"; then
+if ! want full; then
+	echo "# full: not in EP_STORE_FAILURES_CASES"
+elif mount -t tmpfs -o size=16m tmpfs "$TEST_TMP/tmpfs"; then
 	mounts+=("$TEST_TMP/tmpfs")
 	# the ASan+UBSan build: the failing writes' paths leak nothing
 	COLLECTOR_BIN=$EDGEPROF_ASAN ASAN_OPTIONS=detect_leaks=1 start_collector full \
@@ -136,12 +143,14 @@ fi
 # --- 2. SQLite, the file system goes read-only after an error -------------
 img=$TEST_TMP/ext4.img
 dev=
-if truncate -s 32M "$img" && mkfs.ext4 -q -F "$img" 2>/dev/null && mkdir -p "$TEST_TMP/ext4" &&
+if want ro && truncate -s 32M "$img" && mkfs.ext4 -q -F "$img" 2>/dev/null && mkdir -p "$TEST_TMP/ext4" &&
 	mount -o loop,errors=remount-ro "$img" "$TEST_TMP/ext4" 2>/dev/null; then
 	mounts+=("$TEST_TMP/ext4")
 	dev=$(basename "$(findmnt -no SOURCE "$TEST_TMP/ext4")")
 fi
-if [ -z "$dev" ] || [ ! -w "/sys/fs/ext4/$dev/trigger_fs_error" ]; then
+if ! want ro; then
+	echo "# ro: not in EP_STORE_FAILURES_CASES"
+elif [ -z "$dev" ] || [ ! -w "/sys/fs/ext4/$dev/trigger_fs_error" ]; then
 	echo "ok - # SKIP read-only store: no loop-mounted ext4 with trigger_fs_error here"
 else
 	start_collector ro --store "sqlite:$TEST_TMP/ext4/store.db" --listen 127.0.0.1:0 || exit 1
@@ -172,25 +181,14 @@ else
 	check "ro: after the repair the same agent gets every batch stored and exits 0" \
 		test "$?" -eq 0
 	check "ro: its spool is empty" test -z "$(ls -A "$TEST_TMP/spool.ro")"
-	# KNOWN BUG (issue 12, session 3's note): about one run in four, one batch the
-	# collector acknowledged before ext4 aborted its journal is missing after e2fsck
-	# (3693 of 3733 samples: one 40-sample batch). Until that is found, the ro case
-	# holds the store to at most one batch short and never more than was sent; the
-	# exact checks run whenever nothing was lost.
-	stored=$(curl -sf "$url/v1/profile?format=json" | jq '[.profiles[].samples] | add')
-	if [ "${stored:-0}" = "$local_samples" ]; then
-		totals_checks ro 1
-	else
-		echo "# ro: KNOWN BUG: $stored of $local_samples samples stored after the repair"
-		check "ro: stored samples ($stored) at most one 40-sample batch short of $local_samples, never more" \
-			test "${stored:-0}" -le "$local_samples" -a "${stored:-0}" -ge "$((local_samples - 40))"
-	fi
+	totals_checks ro 1
 	grep -h "streamed\|already" "$TEST_TMP/agent.ro.log" | sed 's/^/# agent: /'
 	grep -h "error\|warn" "$TEST_TMP"/ro*.log | sort | uniq -c | head -8 | sed 's/^/# collector: /'
 	stop_pid "$COLLECTOR_PID"
 fi
 
 # --- 3. ClickHouse, disk full ---------------------------------------------
+want ch || finish
 if [ ! -x /usr/sbin/clickhouse-server ]; then
 	not_ok "clickhouse-server is installed (scripts/setup-deps.sh installs it)"
 	finish
