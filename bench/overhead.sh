@@ -10,6 +10,9 @@
 #                              BENCH_OVERHEAD_SETTLE_S (2) after it started sampling
 #   agent_cpu_us_per_sample    the same per sample taken
 #   interrupts_per_sample      overflows of the sampling event per sample (agent's log)
+#   workload_slowdown_pct_agent_cycles, agent_cycles_cpu_pct_of_core  the same with
+#                              agent --cycles at its default rate (a second event
+#                              per CPU: cpu-clock where there is no cycles event)
 # Without a branch-stack PMU (VMs) both sample IPs on cpu-clock; with one,
 # the agent samples branch stacks every --period branches and perf records
 # `-b -e branches -c PERIOD`. Needs root.
@@ -61,9 +64,12 @@ fi
 start_sampler() {
 	local kind=$1 rate=$2
 	rm -f "$tmp/s.err" "$tmp/s.data"
-	if [ "$kind" = agent ]; then
+	if [ "$kind" = agent ] || [ "$kind" = agentc ]; then
+		local cycles=
+		[ "$kind" = agentc ] && cycles=--cycles
 		# shellcheck disable=SC2046
-		"$ep" agent $(agent_args "$rate") -o "$tmp/s.prof" --log-level info 2>"$tmp/s.err" &
+		"$ep" agent $(agent_args "$rate") $cycles -o "$tmp/s.prof" --log-level info \
+			2>"$tmp/s.err" &
 		sampler=$!
 		for _ in $(seq 600); do
 			grep -q 'sampling IPs\|branch stacks on' "$tmp/s.err" 2>/dev/null && break
@@ -90,7 +96,7 @@ stop_sampler() {
 }
 
 declare -A cpu
-modes="alone agent:1 perf:1 agent:4 perf:4"
+modes="alone agent:1 perf:1 agent:4 perf:4 agentc:1"
 for r in $(seq "$rounds"); do
 	for m in $modes; do
 		if [ "$m" = alone ]; then
@@ -112,6 +118,9 @@ for r in $(seq "$rounds"); do
 			agent_wall+="$wall "
 			agent_rate+="${rate:-0} "
 			agent_ips+="${ips:-0} "
+		elif [ "$m" = agentc:1 ]; then
+			agentc_cpu+="$(echo "$a1 - $a0" | bc -l) "
+			agentc_wall+="$(echo "($w1 - $w0) / 1000000000" | bc -l) "
 		fi
 	done
 done
@@ -134,5 +143,8 @@ if [ "$(echo "$rate > 0" | bc)" -eq 1 ]; then
 		"$(echo "$cpu_s * 1000000 / ($rate * $ncpus * $wall_s)" | bc -l)"
 fi
 echo "interrupts_per_sample: $(median <<<"$agent_ips")"
+printf 'workload_slowdown_pct_agent_cycles: %.2f\n' "$(slowdown agentc:1)"
+printf 'agent_cycles_cpu_pct_of_core: %.3f\n' \
+	"$(echo "$(median <<<"$agentc_cpu") / $(median <<<"$agentc_wall") * 100" | bc -l)"
 echo "overhead_rounds: $rounds"
 echo "overhead_branch_stack_pmu: $pmu"

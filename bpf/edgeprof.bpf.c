@@ -3,7 +3,8 @@
  * The kernel side: a perf_event program run on every sampling overflow. It
  * keeps only the processes asked for, reads the branch stack into the shared
  * sample record (bpf/edgeprof_record.h) in a ring buffer, and counts every
- * reason a sample went nowhere, per CPU.
+ * reason a sample went nowhere, per CPU. With agent --cycles a second
+ * program samples the IPs of a cycles event into a ring of its own.
  */
 #include "vmlinux.h"
 
@@ -52,6 +53,14 @@ struct {
 	__type(value, __u64);
 } cpu_period SEC(".maps");
 
+/* The same for the cycles event (agent --cycles), drawn the same way. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, EP_MAX_CPUS);
+	__type(key, __u32);
+	__type(value, __u64);
+} cycles_period SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 4096);
@@ -80,6 +89,14 @@ struct {
 	__uint(max_entries, 256 << 10);
 } procs SEC(".maps");
 
+/* The cycles event's IP samples: their own rate and a 48-byte record, so a
+ * ring of their own sized for them (the agent resizes it; one page when
+ * --cycles is off), and a burst of branch stacks never crowds them out. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4096);
+} cycles SEC(".maps");
+
 /* where a record is put together before only its used part is copied out */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -98,6 +115,11 @@ enum ep_bpf_counter {
 	EP_BPF_BETWEEN_SAMPLES, /* overflows the countdown let pass */
 	EP_BPF_PROC_RESERVE_FAILED,
 	EP_BPF_MMAP_EXEC, /* executable file mappings of watched processes */
+	EP_BPF_CYCLES_SEEN,
+	EP_BPF_CYCLES_SENT,
+	EP_BPF_CYCLES_FILTERED,
+	EP_BPF_CYCLES_KERNEL,
+	EP_BPF_CYCLES_RESERVE_FAILED, /* the cycles ring was full: samples lost */
 	EP_BPF_COUNTERS,
 };
 
@@ -170,6 +192,24 @@ static __always_inline bool wanted(__u32 tgid)
 	       (!ncgroups || wanted_cgroup());
 }
 
+/* The period this CPU's event was armed with (periods: cpu_period or
+ * cycles_period), else what the event reports. */
+static __always_inline __u64 armed_period(void *periods, __u32 cpu, __u64 reported)
+{
+	__u64 *armed = bpf_map_lookup_elem(periods, &cpu);
+	return armed && *armed ? *armed : reported;
+}
+
+/* No wake-up per record: the agent drains on its own timer. Only a ring
+ * past half full wakes it at once, so a burst is not dropped. */
+static __always_inline __u64 wake_flag(void *ring, __u64 size)
+{
+	if (bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA) + size >
+	    bpf_ringbuf_query(ring, BPF_RB_RING_SIZE) / 2)
+		return BPF_RB_FORCE_WAKEUP;
+	return BPF_RB_NO_WAKEUP;
+}
+
 SEC("perf_event")
 int on_overflow(struct bpf_perf_event_data *ctx)
 {
@@ -203,9 +243,7 @@ int on_overflow(struct bpf_perf_event_data *ctx)
 	rec->ip = ip;
 	/* events since this CPU's previous sample (the period the event is
 	 * armed with now: re-arming restarts the count) */
-	__u32 cpu = rec->cpu;
-	__u64 *armed = bpf_map_lookup_elem(&cpu_period, &cpu);
-	rec->period = overflows * (armed && *armed ? *armed : ctx->sample_period);
+	rec->period = overflows * armed_period(&cpu_period, rec->cpu, ctx->sample_period);
 	rec->hw_index = 0;
 	rec->flags = kernel ? EP_SAMPLE_IP_KERNEL : 0;
 	long n = bpf_read_branch_records(ctx, rec->entries, sizeof(rec->entries), 0);
@@ -225,17 +263,53 @@ int on_overflow(struct bpf_perf_event_data *ctx)
 		     (__u64)rec->nr_entries * sizeof(struct ep_branch_entry);
 	if (size > sizeof(*rec))
 		size = sizeof(*rec);
-	/* No wake-up per sample: the agent drains on its own timer. Only a
-	 * ring past half full wakes it at once, so a burst is not dropped. */
-	__u64 wake = BPF_RB_NO_WAKEUP;
-	if (bpf_ringbuf_query(&samples, BPF_RB_AVAIL_DATA) + size >
-	    bpf_ringbuf_query(&samples, BPF_RB_RING_SIZE) / 2)
-		wake = BPF_RB_FORCE_WAKEUP;
-	if (bpf_ringbuf_output(&samples, rec, size, wake) != 0) {
+	if (bpf_ringbuf_output(&samples, rec, size, wake_flag(&samples, size)) != 0) {
 		count(EP_BPF_RESERVE_FAILED);
 		return 0;
 	}
 	count(EP_BPF_SENT);
+	return 0;
+}
+
+/*
+ * agent --cycles: an overflow of the cycles event (cpu-clock without one),
+ * one IP sample standing for its period of cycles at its address (SPEC,
+ * fine-grained CPI). Every overflow is a sample: the agent draws each CPU's
+ * period from [P - D, P + D] and re-arms it at every drain, as it does the
+ * branch event's (steps = 1). The same filters as the branch samples.
+ */
+SEC("perf_event")
+int on_cycles(struct bpf_perf_event_data *ctx)
+{
+	count(EP_BPF_CYCLES_SEEN);
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32;
+	if (!wanted(tgid)) {
+		count(EP_BPF_CYCLES_FILTERED);
+		return 0;
+	}
+	__u64 ip = PT_REGS_IP(&ctx->regs);
+	bool kernel = ip >> 63;
+	if (kernel && !want_kernel) {
+		count(EP_BPF_CYCLES_KERNEL);
+		return 0;
+	}
+	__u64 wake = wake_flag(&cycles, sizeof(struct ep_cycles_record));
+	struct ep_cycles_record *r = bpf_ringbuf_reserve(&cycles, sizeof(*r), 0);
+	if (!r) {
+		count(EP_BPF_CYCLES_RESERVE_FAILED);
+		return 0;
+	}
+	r->pid = tgid;
+	r->tid = (__u32)id;
+	r->cpu = bpf_get_smp_processor_id();
+	r->flags = kernel ? EP_SAMPLE_IP_KERNEL : 0;
+	r->time_ns = bpf_ktime_get_ns();
+	r->cgroup_id = bpf_get_current_cgroup_id();
+	r->ip = ip;
+	r->period = armed_period(&cycles_period, r->cpu, ctx->sample_period);
+	bpf_ringbuf_submit(r, wake);
+	count(EP_BPF_CYCLES_SENT);
 	return 0;
 }
 

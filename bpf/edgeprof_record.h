@@ -74,6 +74,22 @@ struct ep_sample_record {
 	struct ep_branch_entry entries[EP_MAX_BRANCH_ENTRIES];
 };
 
+/* agent --cycles: one IP sample of the second, cycles-counting event (or
+ * cpu-clock where the machine has none), on its own ring buffer: it comes
+ * at its own rate and is 48 bytes, not a branch stack's 800 (SPEC, "Buffers
+ * per record type"). flags: EP_SAMPLE_IP_KERNEL. period: the events
+ * (cycles, or ns of cpu-clock) since the CPU's previous sample. */
+struct ep_cycles_record {
+	__u32 pid;
+	__u32 tid;
+	__u32 cpu;
+	__u32 flags;
+	__u64 time_ns;
+	__u64 cgroup_id;
+	__u64 ip;
+	__u64 period;
+};
+
 /* Process events, on their own ring buffer: the agent keeps its view of
  * each process's mappings right (SPEC, "Buffers per record type"). */
 #define EP_PROC_EXEC 1 /* pid replaced its program */

@@ -113,25 +113,28 @@ static int set_mode(void *opts, const char *arg, char *err, size_t errlen)
 
 static void agent_usage(FILE *out)
 {
-	fprintf(out, "usage: edgeprof agent [--pid P]... [--cgroup DIR]... [--container ID]...\n"
-		     "         [--duration S]\n"
-		     "         [--interval S] [--event branches|taken|rHEX] [--period P]\n"
-		     "         [--mode edges|calls] (calls: call-graph mode, the branch\n"
-		     "          stack keeps calls and returns only)\n"
-		     "         [--jitter D] [--steps K] [--drain-ms MS] [--ring-kib N]\n"
-		     "         [--ip-hz HZ] [--kernel] [--watch-mmaps] (libraries mapped later\n"
-		     "          found at once, by a probe on every system call)\n"
-		     "         [--binaries-max-mib N] (binaries no process maps are forgotten\n"
-		     "          once idle for an interval, or past N MiB held; 64)\n"
-		     "         [-o PROFILE] [--collector URL [--spool DIR] [--spool-max-mib N]\n"
-		     "          [--token-file F] [--cacert F] [--cert F --key F] [--node NAME]\n"
-		     "          [--flush-timeout S] [--retry-max-ms MS]\n"
-		     "          [--upload-max-mib N] (binaries up to N MiB sent once per build-id\n"
-		     "          for the collector's UI; default 64, 0: none)]\n"
-		     "         [--k8s-api URL] [--k8s-token-file F] [--k8s-ca F] (pod names\n"
-		     "          of this node's containers; in a cluster by default)\n"
-		     "       edgeprof agent --replay PERF.DATA [--binary F]... [--symfs DIR]\n"
-		     "         [--batch-samples N] (-o PROFILE | --collector URL ...)\n");
+	fprintf(out,
+		"usage: edgeprof agent [--pid P]... [--cgroup DIR]... [--container ID]...\n"
+		"         [--duration S]\n"
+		"         [--interval S] [--event branches|taken|rHEX] [--period P]\n"
+		"         [--mode edges|calls] (calls: call-graph mode, the branch\n"
+		"          stack keeps calls and returns only)\n"
+		"         [--jitter D] [--steps K] [--drain-ms MS] [--ring-kib N]\n"
+		"         [--ip-hz HZ] [--kernel] [--watch-mmaps] (libraries mapped later\n"
+		"          found at once, by a probe on every system call)\n"
+		"         [--cycles [--cycles-period N]] (cycles per range: IP samples every\n"
+		"          N (2000003) cycles +- --jitter's share; without a PMU cpu-clock, ns)\n"
+		"         [--binaries-max-mib N] (binaries no process maps are forgotten\n"
+		"          once idle for an interval, or past N MiB held; 64)\n"
+		"         [-o PROFILE] [--collector URL [--spool DIR] [--spool-max-mib N]\n"
+		"          [--token-file F] [--cacert F] [--cert F --key F] [--node NAME]\n"
+		"          [--flush-timeout S] [--retry-max-ms MS]\n"
+		"          [--upload-max-mib N] (binaries up to N MiB sent once per build-id\n"
+		"          for the collector's UI; default 64, 0: none)]\n"
+		"         [--k8s-api URL] [--k8s-token-file F] [--k8s-ca F] (pod names\n"
+		"          of this node's containers; in a cluster by default)\n"
+		"       edgeprof agent --replay PERF.DATA [--binary F]... [--symfs DIR]\n"
+		"         [--batch-samples N] (-o PROFILE | --collector URL ...)\n");
 }
 
 /* RUN, or the exit code (0 after --help). */
@@ -160,6 +163,8 @@ static int parse_options(int argc, char **argv, struct agent_options *o,
 	    EP_OPTION("event", 0, EP_OPT_CALL, o, .call = set_event),
 	    EP_OPTION("mode", 0, EP_OPT_CALL, o, .call = set_mode),
 	    EP_OPTION("watch-mmaps", 0, EP_OPT_TRUE, &live->watch_mmaps),
+	    EP_OPTION("cycles", 0, EP_OPT_TRUE, &live->cycles),
+	    EP_OPTION("cycles-period", 0, EP_OPT_U64, &live->cycles_period, .min = 1, .max = most),
 	    EP_OPTION("binaries-max-mib", 0, EP_OPT_UINT, &o->daemon.binaries_max_mib, .min = 1,
 		      .max = 1u << 20),
 	    EP_OPTION("replay", 0, EP_OPT_STRING, &o->replay),
@@ -263,6 +268,7 @@ int ep_cmd_agent(int argc, char **argv)
 						 .cgroups = o->cgroups,
 						 .period = 1000003,
 						 .ip_hz = 997,
+						 .cycles_period = 2000003,
 						 .drain_ms = 200};
 	o->daemon.interval_s = 10;
 	o->daemon.binaries_max_mib = 64;

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "agent/aggregate/aggregate.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent/aggregate/cycles_attr.h"
 #include "common/profile/model.h"
 #include "common/util/u64map.h"
 
@@ -15,6 +17,7 @@ struct target_count {
 	uint64_t count;
 	uint64_t mispredicted;
 	uint64_t cycles, cycled_insns; /* whole-gap ranges: see Range in profile.proto */
+	uint32_t insns;		       /* whole-gap ranges: the gap's instructions */
 	bool external;
 };
 
@@ -41,6 +44,9 @@ struct bin_counts {
 	size_t nlists, lists_cap;
 	struct ep_u64map from_external; /* target vaddr -> count */
 	struct ep_u64map ips;		/* sample IP -> count */
+	/* agent --cycles: IP -> the cycles event's periods summed there,
+	 * attributed to ranges when the profile is built (cycles_attr.h) */
+	struct ep_u64map ip_cycles;
 };
 
 struct ep_aggregator {
@@ -51,6 +57,10 @@ struct ep_aggregator {
 	size_t nbins;
 	uint64_t branches;
 	uint64_t ranges;
+	/* cycles from IP samples (ep_aggregator_set_ip_cycles): every counted
+	 * range gets count x instructions as the instructions its cycles ran */
+	bool ip_cycles;
+	double cycles_scale;
 };
 
 struct ep_aggregator *ep_aggregator_new(struct ep_decoder_cache *decoders,
@@ -81,6 +91,7 @@ static void bin_counts_free(struct bin_counts *c)
 	ep_u64map_free(&c->gap_ranges);
 	ep_u64map_free(&c->from_external);
 	ep_u64map_free(&c->ips);
+	ep_u64map_free(&c->ip_cycles);
 }
 
 void ep_aggregator_free(struct ep_aggregator *a)
@@ -120,6 +131,7 @@ void ep_aggregator_reset(struct ep_aggregator *a)
 		ep_u64map_free(&c->gap_ranges);
 		ep_u64map_free(&c->from_external);
 		ep_u64map_free(&c->ips);
+		ep_u64map_free(&c->ip_cycles);
 		c->samples = 0;
 		c->active = false;
 	}
@@ -284,15 +296,17 @@ static void list_add(struct target_list *l, uint64_t to, bool external, uint64_t
 	    .to = to, .count = times, .mispredicted = mispredicted, .external = external};
 }
 
-/* A whole gap ending at end, times times; cycled of them brought cycles. */
-static void gap_add(struct target_list *l, uint64_t end, uint64_t times, uint64_t cycles,
-		    uint64_t cycled_insns)
+/* A whole gap of insns instructions ending at end, times times; cycled of
+ * them brought cycles. */
+static void gap_add(struct target_list *l, uint64_t end, uint32_t insns, uint64_t times,
+		    uint64_t cycles, uint64_t cycled)
 {
 	list_add(l, end, false, times, 0);
 	for (uint32_t i = l->n; i-- > 0;)
 		if (l->items[i].to == end && !l->items[i].external) {
 			l->items[i].cycles += cycles;
-			l->items[i].cycled_insns += cycled_insns;
+			l->items[i].cycled_insns += cycled * insns;
+			l->items[i].insns = insns;
 			return;
 		}
 }
@@ -356,7 +370,7 @@ count_branch(struct ep_aggregator *a, struct bin_counts *c, const struct ep_trac
 		    ep_decoder_site(ep_decoder_cache_get(a->decoders, b->bin), b->site);
 		struct target_list *l = list_for(c, &c->gap_ranges, b->gap_start);
 		if (l)
-			gap_add(l, s->addr, times, cycles, cycled * b->gap_insns);
+			gap_add(l, s->addr, b->gap_insns, times, cycles, cycled);
 		a->ranges += times;
 	}
 	return c;
@@ -500,6 +514,19 @@ void ep_aggregate_sample_ip(struct ep_aggregator *a, uint32_t bin, uint64_t vadd
 	count_map(&c->ips, vaddr, 1);
 }
 
+void ep_aggregate_cycles_ip(struct ep_aggregator *a, uint32_t bin, uint64_t vaddr, uint64_t period)
+{
+	struct bin_counts *c = bin_counts(a, bin);
+	if (c)
+		count_map(&c->ip_cycles, vaddr, period);
+}
+
+void ep_aggregator_set_ip_cycles(struct ep_aggregator *a, bool on, double scale)
+{
+	a->ip_cycles = on;
+	a->cycles_scale = scale;
+}
+
 /* ---- building the profile message ---- */
 
 static char *dup_string(const char *s)
@@ -614,8 +641,35 @@ static int collect_edges(struct bin_counts *c, const struct ep_decoder *dec, str
 	return 0;
 }
 
+/* The IP samples' cycles (agent --cycles) onto bp's ranges, unsorted yet,
+ * whose instructions are insns[]: see cycles_attr.h. Each counted range's
+ * instructions are count x its own, sampled or not: a range no IP sample
+ * hit still ran them, in an estimated 0 cycles. What no range holds stays
+ * in ipc for the IP counts. */
+static int attribute_ip_cycles(const struct ep_aggregator *a, Edgeprof__V1__BinaryProfile *bp,
+			       const uint32_t *insns, struct ep_ip_cycles *ipc, size_t nipc)
+{
+	struct ep_cycles_range *cr = malloc((bp->n_ranges + 1) * sizeof(*cr));
+	if (!cr)
+		return -1;
+	for (size_t i = 0; i < bp->n_ranges; i++)
+		cr[i] = (struct ep_cycles_range){bp->ranges[i]->start, bp->ranges[i]->end,
+						 bp->ranges[i]->count, 0.0};
+	if (ep_cycles_attribute(cr, bp->n_ranges, ipc, nipc, a->cycles_scale) != 0) {
+		free(cr);
+		return -1;
+	}
+	for (size_t i = 0; i < bp->n_ranges; i++) {
+		bp->ranges[i]->cycles = (uint64_t)llround(cr[i].cycles);
+		bp->ranges[i]->cycled_instructions = bp->ranges[i]->count * insns[i];
+	}
+	free(cr);
+	return 0;
+}
+
 static int collect_ranges(const struct ep_aggregator *a, struct bin_counts *c,
-			  const struct ep_decoder *dec, Edgeprof__V1__BinaryProfile *bp)
+			  const struct ep_decoder *dec, Edgeprof__V1__BinaryProfile *bp,
+			  struct ep_ip_cycles *ipc, size_t nipc)
 {
 	size_t n = 0;
 	if (a->range_mode == EP_RANGES_SPLIT) {
@@ -627,18 +681,24 @@ static int collect_ranges(const struct ep_aggregator *a, struct bin_counts *c,
 				n += c->lists[c->gap_ranges.values[i]].n;
 	}
 	bp->ranges = calloc(n ? n : 1, sizeof(*bp->ranges));
-	if (!bp->ranges)
+	uint32_t *insns = malloc((n ? n : 1) * sizeof(*insns));
+	if (!bp->ranges || !insns) {
+		free(insns);
 		return -1;
+	}
 	size_t k = 0;
 	if (a->range_mode == EP_RANGES_SPLIT) {
 		for (uint32_t r = 0; r < c->range_cap; r++) {
 			if (!c->ranges[r])
 				continue;
 			Edgeprof__V1__Range *rg = malloc(sizeof(*rg));
-			if (!rg)
+			if (!rg) {
+				free(insns);
 				return -1;
+			}
 			edgeprof__v1__range__init(rg);
 			const struct ep_range_def *def = ep_decoder_range(dec, r);
+			insns[k] = def->insns;
 			rg->start = def->start;
 			rg->end = def->end;
 			rg->count = c->ranges[r];
@@ -654,9 +714,12 @@ static int collect_ranges(const struct ep_aggregator *a, struct bin_counts *c,
 			const struct target_list *l = &c->lists[c->gap_ranges.values[i]];
 			for (uint32_t j = 0; j < l->n; j++) {
 				Edgeprof__V1__Range *rg = malloc(sizeof(*rg));
-				if (!rg)
+				if (!rg) {
+					free(insns);
 					return -1;
+				}
 				edgeprof__v1__range__init(rg);
+				insns[k] = l->items[j].insns;
 				rg->start = c->gap_ranges.keys[i];
 				rg->end = l->items[j].to;
 				rg->count = l->items[j].count;
@@ -667,27 +730,81 @@ static int collect_ranges(const struct ep_aggregator *a, struct bin_counts *c,
 			}
 		}
 	}
+	int rc = a->ip_cycles && nipc ? attribute_ip_cycles(a, bp, insns, ipc, nipc) : 0;
+	if (rc == 0 && a->ip_cycles && !nipc)
+		for (size_t i = 0; i < bp->n_ranges; i++)
+			bp->ranges[i]->cycled_instructions = bp->ranges[i]->count * insns[i];
+	free(insns);
 	qsort(bp->ranges, bp->n_ranges, sizeof(*bp->ranges), ep_range_cmp);
+	return rc;
+}
+
+/* The IP samples' cycles per address (agent --cycles), in *out (NULL and
+ * 0 when there are none). 0, or -1 when memory runs out. */
+static int gather_ip_cycles(const struct bin_counts *c, struct ep_ip_cycles **out, size_t *n)
+{
+	*out = NULL;
+	*n = 0;
+	if (!c->ip_cycles.count)
+		return 0;
+	*out = malloc(c->ip_cycles.count * sizeof(**out));
+	if (!*out)
+		return -1;
+	for (size_t i = 0; i < c->ip_cycles.capacity; i++)
+		if (c->ip_cycles.used[i])
+			(*out)[(*n)++] =
+			    (struct ep_ip_cycles){c->ip_cycles.keys[i], c->ip_cycles.values[i]};
 	return 0;
 }
 
-static int collect_ips(struct bin_counts *c, Edgeprof__V1__BinaryProfile *bp)
+static Edgeprof__V1__IpCount *new_ip_count(uint64_t ip, uint64_t count, uint64_t cycles)
 {
-	bp->ips = calloc(c->ips.count ? c->ips.count : 1, sizeof(*bp->ips));
+	Edgeprof__V1__IpCount *c = malloc(sizeof(*c));
+	if (c) {
+		edgeprof__v1__ip_count__init(c);
+		c->ip = ip;
+		c->count = count;
+		c->cycles = cycles;
+	}
+	return c;
+}
+
+/* The sample IPs, and the cycles of the addresses no range took (ipc, in
+ * address order when ranges took some; each scaled like the ranges'). */
+static int collect_ips(const struct ep_aggregator *a, struct bin_counts *c,
+		       Edgeprof__V1__BinaryProfile *bp, const struct ep_ip_cycles *ipc, size_t nipc)
+{
+	bp->ips = calloc(c->ips.count + nipc + 1, sizeof(*bp->ips));
 	if (!bp->ips)
 		return -1;
 	for (size_t i = 0; i < c->ips.capacity; i++) {
 		if (!c->ips.used[i])
 			continue;
-		Edgeprof__V1__IpCount *ip = malloc(sizeof(*ip));
+		Edgeprof__V1__IpCount *ip = new_ip_count(c->ips.keys[i], c->ips.values[i], 0);
 		if (!ip)
 			return -1;
-		edgeprof__v1__ip_count__init(ip);
-		ip->ip = c->ips.keys[i];
-		ip->count = c->ips.values[i];
 		bp->ips[bp->n_ips++] = ip;
 	}
 	qsort(bp->ips, bp->n_ips, sizeof(*bp->ips), ep_ip_cmp);
+	double scale = a->cycles_scale > 0 ? a->cycles_scale : 1.0;
+	size_t counted = bp->n_ips;
+	for (size_t j = 0; j < nipc; j++) {
+		if (!ipc[j].cycles)
+			continue;
+		uint64_t cycles = (uint64_t)llround((double)ipc[j].cycles * scale);
+		Edgeprof__V1__IpCount key = {.ip = ipc[j].ip}, *kp = &key;
+		Edgeprof__V1__IpCount **at =
+		    bsearch(&kp, bp->ips, counted, sizeof(*bp->ips), ep_ip_cmp);
+		if (at) {
+			(*at)->cycles = cycles;
+			continue;
+		}
+		if (!(bp->ips[bp->n_ips] = new_ip_count(ipc[j].ip, 0, cycles)))
+			return -1;
+		bp->n_ips++;
+	}
+	if (bp->n_ips > counted)
+		qsort(bp->ips, bp->n_ips, sizeof(*bp->ips), ep_ip_cmp);
 	return 0;
 }
 
@@ -791,15 +908,18 @@ static int collect_counts(struct ep_aggregator *a, uint32_t index, Edgeprof__V1_
 	struct ep_decoder *dec = counted_any(c) ? ep_decoder_cache_get(a->decoders, index) : NULL;
 	bp->samples = c->samples;
 	struct edge_vec edges = {0};
-	int rc = 0;
-	if (dec)
+	struct ep_ip_cycles *ipc;
+	size_t nipc;
+	int rc = gather_ip_cycles(c, &ipc, &nipc);
+	if (rc == 0 && dec)
 		rc = collect_edges(c, dec, &edges);
 	bp->edges = edges.items;
 	bp->n_edges = edges.n;
 	if (rc == 0 && dec)
-		rc = collect_ranges(a, c, dec, bp);
+		rc = collect_ranges(a, c, dec, bp, ipc, nipc);
 	if (rc == 0)
-		rc = collect_ips(c, bp);
+		rc = collect_ips(a, c, bp, ipc, nipc);
+	free(ipc);
 	return rc;
 }
 
@@ -879,6 +999,7 @@ static void sum_range(void *into, const void *from)
 static void sum_ip(void *into, const void *from)
 {
 	((Edgeprof__V1__IpCount *)into)->count += ((const Edgeprof__V1__IpCount *)from)->count;
+	((Edgeprof__V1__IpCount *)into)->cycles += ((const Edgeprof__V1__IpCount *)from)->cycles;
 }
 
 /* Merges src[0..ns), sorted by cmp, into *dst (sorted the same), summing

@@ -53,6 +53,15 @@ void ep_aggregate_span_times(struct ep_aggregator *a, const struct ep_span *span
 /* Counts a sample IP (resolved) and a sample of its binary. */
 void ep_aggregate_sample_ip(struct ep_aggregator *a, uint32_t bin, uint64_t vaddr);
 
+/* agent --cycles: an IP sample of the cycles event (resolved), standing
+ * for period cycles at vaddr. Summed per address; shared among the ranges
+ * holding it when the profile is built (cycles_attr.h). */
+void ep_aggregate_cycles_ip(struct ep_aggregator *a, uint32_t bin, uint64_t vaddr, uint64_t period);
+/* Whether the profile's cycles come from IP samples, and the factor that
+ * puts them on the counts' scale (SamplingConfig.cycles_scale): then every
+ * counted range's cycled_instructions is count x its instructions. */
+void ep_aggregator_set_ip_cycles(struct ep_aggregator *a, bool on, double scale);
+
 /* Forgets every count (not the totals below): the next build holds only
  * what was counted since, which is how the agent streams deltas. */
 void ep_aggregator_reset(struct ep_aggregator *a);

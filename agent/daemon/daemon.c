@@ -21,6 +21,7 @@ struct daemon {
 	struct ep_process_labeller labeller;
 	struct ep_session_runner *sessions; /* NULL unless the sink streams */
 	uint64_t lost_added;		    /* ring buffer losses already counted in the pipeline */
+	uint64_t cycles_lost_added;	    /* the same for the cycles event's ring (--cycles) */
 	uint64_t start_ns;
 	struct ep_binary_registry *reg;
 	struct ep_binreg_proc_failures failures_said; /* as of the last summary line */
@@ -80,6 +81,12 @@ static int open_live(struct daemon *d)
 		ep_info("%s", ep_live_mode(d->live));
 	else
 		ep_warn("%s", ep_live_mode(d->live));
+	struct ep_live_cycles cycles;
+	ep_live_cycles_info(d->live, &cycles);
+	if (cycles.source == EP_CYCLES_CPU_CLOCK)
+		ep_warn("%s", ep_live_cycles_mode(d->live));
+	else if (cycles.source != EP_CYCLES_NONE)
+		ep_info("%s", ep_live_cycles_mode(d->live));
 	d->sink->event = ep_live_event(d->live);
 	return 0;
 }
@@ -90,6 +97,9 @@ static void count_lost(struct daemon *d, struct ep_live_counters *lc)
 	ep_live_counters(d->live, lc);
 	ep_pipeline_add_lost(d->feed.pipeline, lc->reserve_failed - d->lost_added);
 	d->lost_added = lc->reserve_failed;
+	ep_pipeline_add_cycles_lost(d->feed.pipeline,
+				    lc->cycles_reserve_failed - d->cycles_lost_added);
+	d->cycles_lost_added = lc->cycles_reserve_failed;
 }
 
 /* After the counts went out (every pipeline's: sessions' too), binaries no
@@ -196,6 +206,17 @@ static void log_summary(const struct daemon *d, const struct ep_live_counters *l
 	if (lc->reserve_failed)
 		ep_warn("%llu samples dropped because the ring buffer was full",
 			(unsigned long long)lc->reserve_failed);
+	if (d->cfg->live.cycles)
+		ep_log(lc->cycles_reserve_failed ? EP_LOG_WARN : EP_LOG_INFO,
+		       "cycles event: %llu IP samples sent by the kernel, %llu received (%llu "
+		       "filtered out, %llu kernel, %llu lost: its ring buffer full, %llu left "
+		       "unused), %llu periods drawn",
+		       (unsigned long long)lc->cycles_sent, (unsigned long long)lc->cycles_received,
+		       (unsigned long long)lc->cycles_filtered,
+		       (unsigned long long)lc->cycles_kernel,
+		       (unsigned long long)lc->cycles_reserve_failed,
+		       (unsigned long long)lc->cycles_held_back,
+		       (unsigned long long)lc->cycles_rearms);
 }
 
 /* Stops sampling, drains what the kernel still holds, then the final

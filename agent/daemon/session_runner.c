@@ -132,6 +132,9 @@ static int open_sampling(struct ep_session_runner *r, struct agent_session *x,
 	cfg->jitter = cfg->period / 16;
 	cfg->ip_hz = cfg->ip_hz * 4 > 10000 ? 10000 : cfg->ip_hz * 4;
 	cfg->calls_only = strcmp(req->mode, "calls") == 0;
+	/* a session asks for no cycles (ProfileSession has no such field):
+	 * its own cycles event would double the node's interrupts for nothing */
+	cfg->cycles = false;
 	char err[512];
 	x->live = ep_live_open(cfg, err, sizeof(err));
 	cfg->cgroups = NULL; /* cgroups[] ends here; the BPF map holds the cgroup now */

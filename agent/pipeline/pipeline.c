@@ -51,6 +51,9 @@ struct ep_pipeline {
 	unsigned max_entries;
 	uint64_t lost;
 	uint64_t gone; /* processes exited before their maps or binaries were read */
+	struct ep_pipeline_cycles cycles;
+	uint64_t cycles_samples, cycles_unresolved, cycles_lost;
+	double cycles_scale; /* as of the last build */
 	struct noted_build_id *noted;
 	size_t nnoted, noted_cap;
 	struct ep_u64map noted_by_path; /* path hash -> noted index (probing on the hash) */
@@ -445,32 +448,63 @@ static inline bool ip_cache_current(struct ep_pipeline *p, struct ip_cache *c)
 	return true;
 }
 
+/* A user-mode IP of pid as binary and address, through the last mapping
+ * resolved (most IPs fall in it): false when in no known binary. */
+static bool resolve_ip(struct ep_pipeline *p, uint32_t pid, uint64_t ip, uint32_t *bin,
+		       uint64_t *vaddr)
+{
+	struct ip_cache *c = &p->ip_cache;
+	if (c->valid && c->pid == pid && ip >= c->start && ip < c->end && ip_cache_current(p, c)) {
+		*bin = c->bin;
+		*vaddr = (uint64_t)((int64_t)ip + c->bias);
+		return true;
+	}
+	struct ep_resolved res;
+	if (ep_procmap_resolve(p->procmap, pid, ip, &res) != EP_RESOLVE_OK)
+		return false;
+	*bin = ep_binary_index(res.bin);
+	*vaddr = res.vaddr;
+	*c = (struct ip_cache){.valid = res.map_end > res.map_start,
+			       .pid = pid,
+			       .generation = ep_procmap_generation(p->procmap, pid),
+			       .changes = *p->changes,
+			       .start = res.map_start,
+			       .end = res.map_end,
+			       .bias = res.vaddr_bias,
+			       .bin = *bin};
+	return true;
+}
+
+void ep_pipeline_cycles_sample(struct ep_pipeline *p, const struct ep_cycles_record *rec)
+{
+	p->cycles_samples++;
+	uint32_t bin;
+	uint64_t vaddr;
+	if (!(rec->flags & EP_SAMPLE_IP_KERNEL) && resolve_ip(p, rec->pid, rec->ip, &bin, &vaddr))
+		ep_aggregate_cycles_ip(p->sets[set_of_pid(p, rec->pid)]->agg, bin, vaddr,
+				       rec->period);
+	else
+		p->cycles_unresolved++;
+}
+
+void ep_pipeline_add_cycles_lost(struct ep_pipeline *p, uint64_t lost)
+{
+	p->cycles_lost += lost;
+}
+
+void ep_pipeline_set_cycles(struct ep_pipeline *p, const struct ep_pipeline_cycles *c)
+{
+	p->cycles = *c;
+}
+
 void ep_pipeline_sample(struct ep_pipeline *p, const struct ep_sample_record *rec)
 {
 	note_stack(p, rec);
 	struct ep_aggregator *agg = p->sets[set_of_pid(p, rec->pid)]->agg;
-	if (!(rec->flags & EP_SAMPLE_IP_KERNEL)) {
-		struct ip_cache *c = &p->ip_cache;
-		if (c->valid && c->pid == rec->pid && rec->ip >= c->start && rec->ip < c->end &&
-		    ip_cache_current(p, c)) {
-			ep_aggregate_sample_ip(agg, c->bin, (uint64_t)((int64_t)rec->ip + c->bias));
-		} else {
-			struct ep_resolved res;
-			if (ep_procmap_resolve(p->procmap, rec->pid, rec->ip, &res) ==
-			    EP_RESOLVE_OK) {
-				ep_aggregate_sample_ip(agg, ep_binary_index(res.bin), res.vaddr);
-				*c = (struct ip_cache){
-				    .valid = res.map_end > res.map_start,
-				    .pid = rec->pid,
-				    .generation = ep_procmap_generation(p->procmap, rec->pid),
-				    .changes = *p->changes,
-				    .start = res.map_start,
-				    .end = res.map_end,
-				    .bias = res.vaddr_bias,
-				    .bin = ep_binary_index(res.bin)};
-			}
-		}
-	}
+	uint32_t bin;
+	uint64_t vaddr;
+	if (!(rec->flags & EP_SAMPLE_IP_KERNEL) && resolve_ip(p, rec->pid, rec->ip, &bin, &vaddr))
+		ep_aggregate_sample_ip(agg, bin, vaddr);
 	unsigned chop = ep_pipeline_chop_used(p);
 	if (p->cfg.chop_taken && chop) {
 		/* the one-pass counting chops in branches: the trace is built whole */
@@ -603,6 +637,70 @@ static uint64_t total_ranges(const struct ep_pipeline *p)
 	return n;
 }
 
+/* Whether the profile's cycles are IP samples' (agent --cycles). */
+static bool ip_cycles(const struct ep_pipeline *p)
+{
+	return p->cycles.source && strcmp(p->cycles.source, "branch_records") != 0;
+}
+
+/* SamplingConfig.cycles_scale: C / P, the chance the branch sampling gave
+ * each executed branch (and range) to be counted (SPEC step 4), so an IP
+ * sample's period x it is on the counts' scale; with whole stacks counted
+ * (--chop 0) C is the branches counted per stack. 1 without branch
+ * stacks: no counts to match, the event's own totals. */
+static double cycles_scale(const struct ep_pipeline *p)
+{
+	if (!p->branches_seen || !p->cycles.branch_period)
+		return 1.0;
+	double c = ep_pipeline_chop_used(p);
+	if (c == 0) {
+		const struct ep_reconstruct_stats *rs = ep_reconstructor_stats(p->reconstructor);
+		c = rs->samples_with_branches
+			? (double)total_branches(p) / (double)rs->samples_with_branches
+			: 0;
+	}
+	return c > 0 ? c / (double)p->cycles.branch_period : 1.0;
+}
+
+/* Every set's aggregator told how to build its cycles, before a build. */
+static void set_cycles_mode(struct ep_pipeline *p)
+{
+	p->cycles_scale = ip_cycles(p) ? cycles_scale(p) : 0;
+	for (size_t i = 0; i < p->nsets; i++)
+		if (p->sets[i])
+			ep_aggregator_set_ip_cycles(p->sets[i]->agg, ip_cycles(p), p->cycles_scale);
+}
+
+static bool any_range_cycles(const Edgeprof__V1__Profile *prof)
+{
+	for (size_t i = 0; i < prof->n_binaries; i++)
+		for (size_t j = 0; j < prof->binaries[i]->n_ranges; j++)
+			if (prof->binaries[i]->ranges[j]->cycles)
+				return true;
+	return false;
+}
+
+/* SamplingConfig's cycles fields: the source the live agent said, else
+ * the branch records' when the ranges hold cycles (every source keeps
+ * them: perf.data, the BPF record). 0, or -1 when memory runs out. */
+static int cycles_config(Edgeprof__V1__SamplingConfig *cfg, const struct ep_pipeline *p,
+			 const Edgeprof__V1__Profile *prof)
+{
+	const char *source = p->cycles.source, *unit = p->cycles.unit;
+	if (!source && any_range_cycles(prof)) {
+		source = "branch_records";
+		unit = "cycles";
+	}
+	cfg->cycles_source = strdup(source ? source : "");
+	cfg->cycles_unit = strdup(unit && source ? unit : "");
+	if (ip_cycles(p)) {
+		cfg->cycles_period = p->cycles.period;
+		cfg->cycles_jitter = p->cycles.jitter;
+		cfg->cycles_scale = p->cycles_scale;
+	}
+	return cfg->cycles_source && cfg->cycles_unit ? 0 : -1;
+}
+
 /* Stats and config of prof: ps[0..n) are one recording's readers, their
  * counters summed. */
 static Edgeprof__V1__Profile *with_stats(Edgeprof__V1__Profile *prof, struct ep_pipeline *const *ps,
@@ -642,6 +740,9 @@ static Edgeprof__V1__Profile *with_stats(Edgeprof__V1__Profile *prof, struct ep_
 		st->ranges_counted += total_ranges(p);
 		st->lost_records += p->lost;
 		st->processes_gone += p->gone;
+		st->cycles_samples += p->cycles_samples;
+		st->cycles_samples_unresolved += p->cycles_unresolved;
+		st->cycles_lost_records += p->cycles_lost;
 	}
 	prof->stats = st;
 
@@ -656,7 +757,8 @@ static Edgeprof__V1__Profile *with_stats(Edgeprof__V1__Profile *prof, struct ep_
 	cfg->source = strdup("");
 	cfg->event = strdup("");
 	prof->config = cfg;
-	if (!cfg->range_mode || !cfg->mode || !cfg->chop_unit || !cfg->source || !cfg->event) {
+	if (!cfg->range_mode || !cfg->mode || !cfg->chop_unit || !cfg->source || !cfg->event ||
+	    cycles_config(cfg, p, prof) != 0) {
 		protobuf_c_message_free_unpacked(&prof->base, NULL);
 		return NULL;
 	}
@@ -666,6 +768,7 @@ static Edgeprof__V1__Profile *with_stats(Edgeprof__V1__Profile *prof, struct ep_
 static Edgeprof__V1__Profile *profile_of(struct ep_pipeline *p, bool labelled)
 {
 	ep_reconstructor_flush(p->reconstructor);
+	set_cycles_mode(p);
 	return with_stats(build_sets(p, labelled), &p, 1);
 }
 
@@ -683,6 +786,7 @@ Edgeprof__V1__Profile *ep_pipeline_profile_merged(struct ep_pipeline *const *ps,
 		return NULL;
 	for (size_t i = 0; i < n; i++) {
 		ep_reconstructor_flush(ps[i]->reconstructor);
+		set_cycles_mode(ps[i]);
 		aggs[i] = ps[i]->aggregator;
 	}
 	Edgeprof__V1__Profile *prof = with_stats(ep_aggregator_build_merged(aggs, n), ps, n);

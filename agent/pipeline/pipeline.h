@@ -85,6 +85,26 @@ void ep_pipeline_sample(struct ep_pipeline *p, const struct ep_sample_record *re
  * on is kept, so each pipeline counts its share as one pipeline would. */
 void ep_pipeline_skip_sample(struct ep_pipeline *p, const struct ep_sample_record *rec);
 
+/* Where the cycles come from (SamplingConfig.cycles_*): set by the live
+ * agent from what agent --cycles found, again as that changes. The strings
+ * are static. */
+struct ep_pipeline_cycles {
+	/* "cycles_event", "cpu_clock" (IP samples), "branch_records"; NULL:
+	 * none asked for (the branch records' cycles are then still said) */
+	const char *source;
+	const char *unit;	 /* "cycles" or "ns" */
+	uint64_t period, jitter; /* the IP-sampling event's */
+	/* the branch event's mean period: IP samples' cycles are scaled by
+	 * C / it to the counts' scale (SamplingConfig.cycles_scale) */
+	uint64_t branch_period;
+};
+void ep_pipeline_set_cycles(struct ep_pipeline *p, const struct ep_pipeline_cycles *c);
+/* One IP sample of the cycles event (agent --cycles): its period of
+ * cycles at its address, resolved like a sample's IP. */
+void ep_pipeline_cycles_sample(struct ep_pipeline *p, const struct ep_cycles_record *rec);
+/* Cycles records dropped before they reached us (their ring buffer full). */
+void ep_pipeline_add_cycles_lost(struct ep_pipeline *p, uint64_t lost);
+
 /* Resolves a runtime address of pid through the mappings seen so far. */
 enum ep_resolve_status ep_pipeline_resolve(struct ep_pipeline *p, uint32_t pid, uint64_t addr,
 					   struct ep_resolved *out);

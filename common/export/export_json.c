@@ -14,7 +14,8 @@
  * stays valid JSON. With an instruction mix (export --insn-mix) each range
  * and each profile also carries "insn_mix" (export_mix.c). Ranges with cycles
  * carry their CPI and IPC, and a profile with cycles a "cpi" object
- * (report_cpi.c).
+ * (report_cpi.c); an ip with an IP-sampling event's cycles no range took
+ * (agent --cycles) a "cycles" key.
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -154,7 +155,10 @@ static int json_binary(FILE *out, const Edgeprof__V1__BinaryProfile *bp,
 	for (size_t i = 0; i < bp->n_ips; i++) {
 		fputs(i ? ", {\"ip\": " : "{\"ip\": ", out);
 		json_hex(out, ips[i]->ip);
-		fprintf(out, ", \"count\": %" PRIu64 "}", ips[i]->count);
+		fprintf(out, ", \"count\": %" PRIu64, ips[i]->count);
+		if (ips[i]->cycles) /* agent --cycles: config.cycles_unit */
+			fprintf(out, ", \"cycles\": %" PRIu64, ips[i]->cycles);
+		fputc('}', out);
 	}
 	fputs("],\n  \"functions\": [", out);
 	for (size_t i = 0; i < fx.n; i++) {

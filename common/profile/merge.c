@@ -59,6 +59,8 @@ struct slice {
 	uint64_t samples;
 	struct keyed_vec edges, ranges, functions, segments;
 	struct ep_u64map ips;
+	/* IP -> IpCount.cycles (agent --cycles), for the IPs that have any */
+	struct ep_u64map ip_cycles;
 };
 
 struct ep_merge {
@@ -199,6 +201,7 @@ static void slice_free(struct slice *s)
 	keyed_vec_free(&s->functions);
 	keyed_vec_free(&s->segments);
 	ep_u64map_free(&s->ips);
+	ep_u64map_free(&s->ip_cycles);
 	free(s);
 }
 
@@ -370,6 +373,12 @@ int ep_merge_add(struct ep_merge *m, int64_t bucket, const Edgeprof__V1__BinaryP
 		if (inserted)
 			m->rows++;
 		ep_add_sat(count, bp->ips[i]->count);
+		if (!bp->ips[i]->cycles)
+			continue;
+		uint64_t *cycles = ep_u64map_upsert(&s->ip_cycles, bp->ips[i]->ip, NULL);
+		if (!cycles)
+			return -1;
+		ep_add_sat(cycles, bp->ips[i]->cycles);
 	}
 	for (size_t i = 0; i < bp->n_functions; i++) {
 		const Edgeprof__V1__Function *f = bp->functions[i];
@@ -503,6 +512,8 @@ static int copy_ips(Edgeprof__V1__BinaryProfile *bp, const struct slice *s)
 		edgeprof__v1__ip_count__init(c);
 		c->ip = s->ips.keys[i];
 		c->count = s->ips.values[i];
+		const uint64_t *cycles = ep_u64map_get(&s->ip_cycles, c->ip);
+		c->cycles = cycles ? *cycles : 0;
 		bp->ips[bp->n_ips++] = c;
 	}
 	qsort(bp->ips, bp->n_ips, sizeof(*bp->ips), ep_ip_cmp);

@@ -25,12 +25,23 @@
 /* the samples ring buffer (one for all CPUs, mapped twice by the agent) */
 #define EP_RING_MAX_KIB (256u << 10)
 
+/* A CPU runs at most about 6e9 cycles per second: the cycles event's
+ * period (agent --cycles) is bounded the same way */
+#define EP_CPU_CYCLES_PER_S_MAX 6000000000ULL
+
 /* The smallest branch period a kernel allowing max_rate interrupts per
  * second per CPU can be asked for. */
 static inline uint64_t ep_period_min(uint64_t max_rate)
 {
 	return max_rate ? (EP_CPU_BRANCHES_PER_S_MAX + max_rate - 1) / max_rate
 			: EP_CPU_BRANCHES_PER_S_MAX;
+}
+
+/* The same for the cycles event's period. */
+static inline uint64_t ep_cycles_period_min(uint64_t max_rate)
+{
+	return max_rate ? (EP_CPU_CYCLES_PER_S_MAX + max_rate - 1) / max_rate
+			: EP_CPU_CYCLES_PER_S_MAX;
 }
 
 #endif

@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <zstd.h>
 #include <zstd_errors.h>
 
@@ -144,11 +145,14 @@ static const char *build_id_of(const Edgeprof__V1__BinaryProfile *bp)
 
 /* A range's cycles came from at most count branch entries, each counting
  * at most EP_WIRE_MAX_ENTRY_CYCLES, over straight lines of at most
- * EP_WIRE_MAX_LINE_INSNS instructions each. */
-static bool cycles_possible(const Edgeprof__V1__Range *r)
+ * EP_WIRE_MAX_LINE_INSNS instructions each. Cycles from a cycles event's IP
+ * samples (agent --cycles) have no such bound: a slow instruction in a
+ * rarely counted range may take many samples. */
+static bool cycles_possible(const Edgeprof__V1__Range *r, bool ip_cycles)
 {
 	uint64_t most_cycles, most_insns;
-	bool c_ok = __builtin_mul_overflow(r->count, EP_WIRE_MAX_ENTRY_CYCLES, &most_cycles) ||
+	bool c_ok = ip_cycles ||
+		    __builtin_mul_overflow(r->count, EP_WIRE_MAX_ENTRY_CYCLES, &most_cycles) ||
 		    r->cycles <= most_cycles;
 	bool i_ok = __builtin_mul_overflow(r->count, EP_WIRE_MAX_LINE_INSNS, &most_insns) ||
 		    r->cycled_instructions <= most_insns;
@@ -177,6 +181,9 @@ int ep_wire_check_counts(const Edgeprof__V1__Batch *b, char *err, size_t errlen)
 		return -1;
 	}
 	uint64_t per_sample = chop ? chop : EP_WIRE_MAX_WHOLE_STACK;
+	const char *cycles_source = b->config ? b->config->cycles_source : NULL;
+	bool ip_cycles = cycles_source && (strcmp(cycles_source, "cycles_event") == 0 ||
+					   strcmp(cycles_source, "cpu_clock") == 0);
 	uint64_t most = samples * per_sample; /* < 2^58: no overflow */
 	char why[160];
 	for (size_t i = 0; i < b->n_binaries; i++) {
@@ -197,7 +204,7 @@ int ep_wire_check_counts(const Edgeprof__V1__Batch *b, char *err, size_t errlen)
 		}
 		for (size_t j = 0; !why[0] && j < bp->n_ranges; j++) {
 			const Edgeprof__V1__Range *r = bp->ranges[j];
-			if (r->count > most || !cycles_possible(r))
+			if (r->count > most || !cycles_possible(r, ip_cycles))
 				snprintf(why, sizeof(why),
 					 "range 0x%" PRIx64 "-0x%" PRIx64 " count %" PRIu64
 					 " (cycles %" PRIu64 " over %" PRIu64 " instructions)",

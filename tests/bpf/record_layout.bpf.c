@@ -25,6 +25,11 @@ _Static_assert(EP_PROC_MMAP != EP_PROC_EXEC && EP_PROC_MMAP != EP_PROC_FORK &&
 		   EP_PROC_MMAP != EP_PROC_EXIT,
 	       "process event types are distinct");
 
+/* the cycles event's IP samples: the agent sizes their ring by this */
+_Static_assert(sizeof(struct ep_cycles_record) == 48, "ep_cycles_record is 48 bytes");
+_Static_assert(__builtin_offsetof(struct ep_cycles_record, period) == 40, "period");
+
 /* Something for the object to hold, so the layout is really compiled. */
 struct ep_sample_record layout_probe;
 struct ep_proc_record proc_layout_probe;
+struct ep_cycles_record cycles_layout_probe;

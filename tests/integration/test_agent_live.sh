@@ -184,34 +184,12 @@ fi
 
 # The randomized period (SPEC step 1), both ways the agent draws it; what
 # the samples report must have the mean, the range and a uniform law's
-# spread. Bounds are in standard errors of the samples there are, so a
-# loaded machine (fewer samples) widens them instead of failing.
-# With re-armed periods one draw serves a whole drain, in which a busy CPU
-# takes T/P samples: the samples weigh each draw by 1/P, so their mean is
-# 1/E[1/P] (~2% under P for D = P/4), not P. And a single-threaded target runs
-# on one CPU at a time, so its samples come from about drawn/CPUs draws.
+# spread (uniform_period.py says how, re-armed periods included).
 uniform_draw() { # ERRFILE MIN_DRAWS [rearm]: mean, range and spread of P +- D
 	read -r p d < <(sed -n 's/.*cpu-clock every \([0-9]*\) +- \([0-9]*\) ns.*/\1 \2/p' "$1")
 	stats=$(sed -n 's/.*sampling periods: \(.*\)/\1/p' "$1")
 	echo "# asked: $p +- $d ns; measured: $stats"
-	python3 - "$p" "$d" "$stats" "$2" "${3:-}" "$(nproc)" <<'PY'
-import math, sys
-p, d, draws = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[4])
-rearm, cpus = sys.argv[5] == "rearm", int(sys.argv[6])
-s = dict(kv.split("=") for kv in sys.argv[3].split())
-n, mean, lo, hi, sd = int(s["n"]), float(s["mean"]), int(s["min"]), int(s["max"]), float(s["stddev"])
-want_mean, want_sd = p, d / math.sqrt(3)
-k = min(n, draws)  # independent draws: one per sample, or per CPU per drain
-if rearm:
-    inv = math.log((p + d) / (p - d)) / (2 * d)  # E[1/P]
-    want_mean = 1 / inv
-    want_sd = math.sqrt(p / inv - want_mean**2)
-    k = max(1, k // cpus)
-ok = (n >= 200 and abs(mean - want_mean) < 5 * want_sd / math.sqrt(k) and lo >= p - d
-      and hi <= p + d and abs(sd - want_sd) < max(0.2, 3 / math.sqrt(k)) * want_sd)
-print(f"# expected mean {want_mean:.0f} +- {5 * want_sd / math.sqrt(k):.0f}, stddev {want_sd:.0f} ({k} independent draws)")
-sys.exit(0 if ok else 1)
-PY
+	python3 "$here/uniform_period.py" "$p" "$d" "$stats" "$2" "${3:-}" "$(nproc)"
 }
 # --steps 64: a countdown of 64 +- 16 overflows of a prime number of ns per
 # 1 ms sample (D a quarter of P), a new draw at every sample

@@ -113,9 +113,22 @@ static void test_batch_bound(void **state)
 	x.r.cycles++;
 	assert_int_equal(ep_wire_check_counts(&b, err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "count 2 (cycles 131071 over 2097152 instructions)"));
+	/* cycles from a cycles event's IP samples (agent --cycles) have no per
+	 * entry bound: a slow instruction may take many samples in a range
+	 * counted once; a cpu-clock source the same */
+	cfg.cycles_source = "cycles_event";
+	assert_int_equal(ep_wire_check_counts(&b, err, sizeof(err)), 0);
+	cfg.cycles_source = "cpu_clock";
+	assert_int_equal(ep_wire_check_counts(&b, err, sizeof(err)), 0);
+	cfg.cycles_source = "branch_records";
+	assert_int_equal(ep_wire_check_counts(&b, err, sizeof(err)), -1);
+	cfg.cycles_source = "";
 	x.r.cycles--;
 	x.r.cycled_instructions++;
 	assert_int_equal(ep_wire_check_counts(&b, err, sizeof(err)), -1);
+	cfg.cycles_source = "cycles_event"; /* instructions stay bounded */
+	assert_int_equal(ep_wire_check_counts(&b, err, sizeof(err)), -1);
+	cfg.cycles_source = "";
 	x.r.cycles = x.r.cycled_instructions = 0;
 	x.r.count = 1;
 	x.ip.count = 1001; /* one IP per sample */

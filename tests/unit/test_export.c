@@ -301,10 +301,13 @@ static void test_binary_selection(void **state)
 		      "\"branches_counted\": 0, \"branches_short\": 0, \"trigger_appended\": 0, "
 		      "\"trigger_inconsistent\": 0, \"entries_mismatched\": 0, "
 		      "\"lost_records\": 0, \"ranges_counted\": 0, \"gaps_backwards\": 0, "
-		      "\"entries_duplicate\": 0, \"processes_gone\": 0},\n"
+		      "\"entries_duplicate\": 0, \"processes_gone\": 0, \"cycles_samples\": 0, "
+		      "\"cycles_samples_unresolved\": 0, \"cycles_lost_records\": 0},\n"
 		      " \"config\": {\"source\": \"emulator\", \"event\": \"\", \"period\": 0, "
 		      "\"jitter\": 0, \"entries\": 32, \"chop\": 32, \"trigger_appended\": false, "
-		      "\"range_mode\": \"split\", \"mode\": \"edges\", \"chop_unit\": \"\"},\n"
+		      "\"range_mode\": \"split\", \"mode\": \"edges\", \"chop_unit\": \"\", "
+		      "\"cycles_source\": \"\", \"cycles_unit\": \"\", \"cycles_period\": 0, "
+		      "\"cycles_jitter\": 0, \"cycles_scale\": 0},\n"
 		      " \"profiles\": []}\n");
 }
 

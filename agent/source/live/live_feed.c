@@ -336,28 +336,45 @@ static void note_period(struct ep_period_stats *ps, uint64_t period)
 	ps->sumsq += (double)period * (double)period;
 }
 
+/* Before a sample of pid at ip is counted: its maps read at its first
+ * sample, and again when ip is in none of them. */
+static void know_maps(struct ep_live_feed *f, uint32_t pid, uint64_t cgroup_id, uint64_t ip,
+		      bool kernel, uint64_t time_ns)
+{
+	bool inserted = false;
+	uint64_t *last = ep_u64map_upsert(&f->maps_read, pid, &inserted);
+	if (inserted) {
+		label(f, pid, cgroup_id);
+		read_maps_now(f, pid, last, EP_MAPS_AT_FIRST_SAMPLE);
+	} else if (last && !kernel) {
+		/* code of no file (JIT output) resolves as such: a re-read would
+		 * find nothing new, and a JIT's maps are long */
+		struct ep_resolved r;
+		enum ep_resolve_status st = ep_pipeline_resolve(f->pipeline, pid, ip, &r);
+		bool unresolved = st != EP_RESOLVE_OK && st != EP_RESOLVE_ANON_CODE;
+		if (unresolved && ep_mono_ns() - *last > MAPS_REREAD_NS)
+			read_maps_now(f, pid, last, EP_MAPS_UNRESOLVED);
+		else if (st == EP_RESOLVE_NO_MAPPING && time_ns > *last && take_prompt_read(f, pid))
+			read_maps_now(f, pid, last, EP_MAPS_AFTER_EXEC);
+	}
+}
+
 static void on_sample(void *ctx, const struct ep_sample_record *rec)
 {
 	struct ep_live_feed *f = ctx;
 	note_period(&f->periods, rec->period);
-	bool inserted = false;
-	uint64_t *last = ep_u64map_upsert(&f->maps_read, rec->pid, &inserted);
-	if (inserted) {
-		label(f, rec->pid, rec->cgroup_id);
-		read_maps_now(f, rec->pid, last, EP_MAPS_AT_FIRST_SAMPLE);
-	} else if (last && !(rec->flags & EP_SAMPLE_IP_KERNEL)) {
-		/* code of no file (JIT output) resolves as such: a re-read would
-		 * find nothing new, and a JIT's maps are long */
-		struct ep_resolved r;
-		enum ep_resolve_status st = ep_pipeline_resolve(f->pipeline, rec->pid, rec->ip, &r);
-		bool unresolved = st != EP_RESOLVE_OK && st != EP_RESOLVE_ANON_CODE;
-		if (unresolved && ep_mono_ns() - *last > MAPS_REREAD_NS)
-			read_maps_now(f, rec->pid, last, EP_MAPS_UNRESOLVED);
-		else if (st == EP_RESOLVE_NO_MAPPING && rec->time_ns > *last &&
-			 take_prompt_read(f, rec->pid))
-			read_maps_now(f, rec->pid, last, EP_MAPS_AFTER_EXEC);
-	}
+	know_maps(f, rec->pid, rec->cgroup_id, rec->ip, rec->flags & EP_SAMPLE_IP_KERNEL,
+		  rec->time_ns);
 	ep_pipeline_sample(f->pipeline, rec);
+}
+
+static void on_cycles(void *ctx, const struct ep_cycles_record *rec)
+{
+	struct ep_live_feed *f = ctx;
+	note_period(&f->cycles_periods, rec->period);
+	know_maps(f, rec->pid, rec->cgroup_id, rec->ip, rec->flags & EP_SAMPLE_IP_KERNEL,
+		  rec->time_ns);
+	ep_pipeline_cycles_sample(f->pipeline, rec);
 }
 
 void ep_live_feed_process_event(struct ep_live_feed *f, const struct ep_proc_record *rec)
@@ -370,26 +387,65 @@ void ep_live_feed_sample(struct ep_live_feed *f, const struct ep_sample_record *
 	on_sample(f, rec);
 }
 
+void ep_live_feed_cycles(struct ep_live_feed *f, const struct ep_cycles_record *rec)
+{
+	on_cycles(f, rec);
+}
+
 void ep_live_feed_attach(struct ep_live_feed *f, struct ep_live *live)
 {
 	ep_live_on_process_events(live, on_process_event, f);
+	ep_live_on_cycles(live, on_cycles, f);
+}
+
+/* What --cycles found, for the profile's config: it may change at the
+ * first branch stacks (ep_live_cycles_info). */
+static void tell_cycles(struct ep_live_feed *f, struct ep_live *live)
+{
+	struct ep_live_cycles c;
+	ep_live_cycles_info(live, &c);
+	struct ep_pipeline_cycles pc = {.period = c.period, .jitter = c.jitter};
+	ep_live_period(live, &pc.branch_period, &(uint64_t){0});
+	switch (c.source) {
+	case EP_CYCLES_BRANCH_RECORDS:
+		pc = (struct ep_pipeline_cycles){.source = "branch_records", .unit = "cycles"};
+		break;
+	case EP_CYCLES_EVENT:
+		pc.source = "cycles_event";
+		pc.unit = "cycles";
+		break;
+	case EP_CYCLES_CPU_CLOCK:
+		pc.source = "cpu_clock";
+		pc.unit = "ns";
+		break;
+	default:
+		break;
+	}
+	ep_pipeline_set_cycles(f->pipeline, &pc);
 }
 
 int ep_live_feed_poll(struct ep_live_feed *f, struct ep_live *live, int timeout_ms)
 {
-	return ep_live_poll(live, timeout_ms, on_sample, f);
+	int n = ep_live_poll(live, timeout_ms, on_sample, f);
+	tell_cycles(f, live);
+	return n;
 }
 
-void ep_live_feed_log_periods(const struct ep_live_feed *f)
+static void log_periods(const char *what, const struct ep_period_stats *ps)
 {
-	const struct ep_period_stats *ps = &f->periods;
 	if (ps->n <= 1)
 		return;
 	double mean = ps->sum / (double)ps->n;
 	double var = ps->sumsq / (double)ps->n - mean * mean;
-	ep_info("sampling periods: n=%llu mean=%.0f min=%llu max=%llu stddev=%.0f",
+	ep_info("%s: n=%llu mean=%.0f min=%llu max=%llu stddev=%.0f", what,
 		(unsigned long long)ps->n, mean, (unsigned long long)ps->min,
 		(unsigned long long)ps->max, var > 0 ? sqrt(var) : 0.0);
+}
+
+void ep_live_feed_log_periods(const struct ep_live_feed *f)
+{
+	log_periods("sampling periods", &f->periods);
+	log_periods("cycles event periods", &f->cycles_periods);
 }
 
 void ep_live_feed_free(struct ep_live_feed *f)

@@ -20,6 +20,7 @@ struct ep_live;
 struct ep_pipeline;
 struct ep_proc_record;
 struct ep_sample_record;
+struct ep_cycles_record;
 struct ep_process_labeller;
 
 /* The sampling periods as the samples report them. */
@@ -46,7 +47,8 @@ struct ep_live_feed {
 	 * counts carry the session's labels, not each process's container) */
 	struct ep_process_labeller *labeller;
 	struct ep_period_stats periods;
-	struct ep_u64map maps_read; /* pid -> monotonic ns the last /proc read began */
+	struct ep_period_stats cycles_periods; /* agent --cycles: the cycles event's */
+	struct ep_u64map maps_read;	       /* pid -> monotonic ns the last /proc read began */
 	/* pid -> reads left that a sample in no known mapping may ask for at
 	 * once, without the once-a-second bound: set at exec */
 	struct ep_u64map prompt_reads;
@@ -72,7 +74,8 @@ struct ep_live_feed {
  * feed, only to free). */
 void ep_live_feed_init(struct ep_live_feed *f, struct ep_pipeline *pipeline,
 		       struct ep_process_labeller *labeller);
-/* The live source's process events go to the feed from now on. */
+/* The live source's process events (and --cycles samples) go to the feed
+ * from now on. */
 void ep_live_feed_attach(struct ep_live_feed *f, struct ep_live *live);
 /* ep_live_poll into the feed: what is there, waiting up to timeout_ms. */
 int ep_live_feed_poll(struct ep_live_feed *f, struct ep_live *live, int timeout_ms);
@@ -86,7 +89,9 @@ void ep_live_feed_read_maps(struct ep_live_feed *f, uint32_t pid);
  * (tests drive the feed with them). */
 void ep_live_feed_process_event(struct ep_live_feed *f, const struct ep_proc_record *rec);
 void ep_live_feed_sample(struct ep_live_feed *f, const struct ep_sample_record *rec);
-/* One info line on the sampling periods seen, when there are some. */
+void ep_live_feed_cycles(struct ep_live_feed *f, const struct ep_cycles_record *rec);
+/* One info line on the sampling periods seen, when there are some (and
+ * one on the cycles event's). */
 void ep_live_feed_log_periods(const struct ep_live_feed *f);
 /* The process tables and the pipeline. */
 void ep_live_feed_free(struct ep_live_feed *f);

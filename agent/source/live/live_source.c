@@ -12,19 +12,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/ioctl.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "agent/source/live/event_set.h"
 #include "agent/source/live/pmu_event.h"
 #include "common/util/log.h"
-#include "common/util/prime.h"
 #include "common/util/sampling_limits.h"
 #include "common/util/u64map.h"
 #include "edgeprof_bpf.skel.h"
 
-#define MAX_CPUS 1024
+#define MAX_CPUS EP_LIVE_MAX_CPUS
 /* how often the poll loop looks at the online CPUs (hotplug) */
 #define CPU_RESCAN_NS 1000000000ULL
 /* Counter indexes, as bpf/edgeprof.bpf.c numbers them. */
@@ -38,18 +37,29 @@ enum {
 	C_BETWEEN,
 	C_PROC_RESERVE_FAILED,
 	C_MMAP_EXEC,
+	C_CYCLES_SEEN,
+	C_CYCLES_SENT,
+	C_CYCLES_FILTERED,
+	C_CYCLES_KERNEL,
+	C_CYCLES_RESERVE_FAILED,
 	C_COUNT
 };
 
 struct ep_live {
 	struct edgeprof_bpf *skel;
-	struct ring_buffer *rb;	   /* samples */
-	struct ring_buffer *procs; /* process events, drained before and after the samples */
-	/* per CPU number: its perf event and the program's link to it */
-	int fds[MAX_CPUS];
-	struct bpf_link *links[MAX_CPUS];
-	uint8_t online[MAX_CPUS];    /* as last read from sysfs */
-	struct perf_event_attr attr; /* what every CPU's event is opened with */
+	struct ring_buffer *rb;	       /* samples */
+	struct ring_buffer *procs;     /* process events, drained before and after the samples */
+	struct ring_buffer *cycles_rb; /* --cycles: the cycles event's IP samples */
+	/* the branch event (cpu-clock without a branch-stack PMU), and with
+	 * --cycles the cycles event, on every online CPU */
+	struct ep_event_set branch, cyc;
+	bool cycles_on; /* cyc is opened on the CPUs that come online */
+	struct ep_live_cycles cycles;
+	char cycles_mode[400];
+	ep_live_cycles_cb cycles_cb;
+	void *cycles_ctx;
+	uint64_t cycles_received, cycles_held_back;
+	uint8_t online[MAX_CPUS]; /* as last read from sysfs */
 	uint64_t last_scan_ns;
 	bool stopped;
 	/* samples per CPU since it came online (or since the start) */
@@ -72,16 +82,8 @@ struct ep_live {
 	unsigned ncpus;
 	bool branch_stacks;
 	struct ep_branch_event event;
-	/* steps > 1: a countdown of overflows of the prime `step` per sample.
-	 * steps == 1: every overflow a sample, each CPU's period drawn from
-	 * [period - jitter, period + jitter] and drawn again at every drain. */
-	uint64_t step;
-	uint32_t steps, steps_jitter;
-	uint64_t period, jitter;
-	bool rearm;
-	uint64_t rng;
-	uint64_t rearms, rearm_failures;
-	int epoll_fd; /* both rings: the agent sleeps until a drain is due */
+	uint64_t rng; /* the periods' draws (event_set.h) */
+	int epoll_fd; /* every ring: the agent sleeps until a drain is due */
 	uint64_t polls, early_wakeups, exec_wakeups;
 	uint64_t drain_ns, last_rearm_ns; /* periods are drawn once per drain interval */
 	char mode[320];
@@ -90,26 +92,6 @@ struct ep_live {
 	ep_live_sample_cb cb;
 	void *cb_ctx;
 };
-
-/* xorshift64*: the periods need no secrecy, only independence from the
- * program sampled */
-static uint64_t next_random(uint64_t *s)
-{
-	*s ^= *s >> 12;
-	*s ^= *s << 25;
-	*s ^= *s >> 27;
-	return *s * 0x2545f4914f6cdd1dULL;
-}
-
-/* The period of one CPU until its next re-arm. */
-static uint64_t draw_period(struct ep_live *l)
-{
-	if (!l->rearm)
-		return l->step;
-	if (!l->jitter)
-		return l->period;
-	return l->period - l->jitter + next_random(&l->rng) % (2 * l->jitter + 1);
-}
 
 static long perf_event_open(struct perf_event_attr *attr, int cpu)
 {
@@ -197,31 +179,14 @@ static int read_online(uint8_t *online)
 	return got ? ep_cpu_list_parse(buf, online, MAX_CPUS) : -1;
 }
 
-/* Opens the sampling event on one CPU and attaches the program to it. */
-/* What the program reports as each sample's period (see cpu_period in
- * bpf/edgeprof.bpf.c). */
-static void note_period(struct ep_live *l, int cpu, uint64_t period)
-{
-	uint32_t key = (uint32_t)cpu;
-	bpf_map_update_elem(bpf_map__fd(l->skel->maps.cpu_period), &key, &period, BPF_ANY);
-}
-
+/* Opens the sampling events on one CPU and attaches the programs to them:
+ * both or neither. */
 static int cpu_attach(struct ep_live *l, int cpu, char *err, size_t errlen)
 {
-	l->attr.sample_period = draw_period(l);
-	note_period(l, cpu, l->attr.sample_period);
-	long fd = perf_event_open(&l->attr, cpu);
-	if (fd < 0) {
-		snprintf(err, errlen, "cannot open the perf event on CPU %d: %s", cpu,
-			 strerror(errno));
+	if (ep_event_set_attach(&l->branch, cpu, &l->rng, err, errlen) != 0)
 		return -1;
-	}
-	l->fds[cpu] = (int)fd;
-	l->links[cpu] = bpf_program__attach_perf_event(l->skel->progs.on_overflow, (int)fd);
-	if (!l->links[cpu]) {
-		snprintf(err, errlen, "cannot attach to CPU %d: %s", cpu, strerror(errno));
-		close(l->fds[cpu]);
-		l->fds[cpu] = -1;
+	if (l->cycles_on && ep_event_set_attach(&l->cyc, cpu, &l->rng, err, errlen) != 0) {
+		ep_event_set_detach(&l->branch, cpu);
 		return -1;
 	}
 	return 0;
@@ -229,12 +194,8 @@ static int cpu_attach(struct ep_live *l, int cpu, char *err, size_t errlen)
 
 static void cpu_detach(struct ep_live *l, int cpu)
 {
-	if (l->links[cpu])
-		bpf_link__destroy(l->links[cpu]);
-	l->links[cpu] = NULL;
-	if (l->fds[cpu] >= 0)
-		close(l->fds[cpu]);
-	l->fds[cpu] = -1;
+	ep_event_set_detach(&l->branch, cpu);
+	ep_event_set_detach(&l->cyc, cpu);
 }
 
 /* A CPU listed online: its event, one line when it is sampled. One not
@@ -291,41 +252,9 @@ static void rescan_cpus(struct ep_live *l)
 	}
 }
 
-/* Splits the period into `steps` overflows of a prime step: the BPF
- * program's countdown then draws how many overflows make each sample's
- * period (see bpf/edgeprof.bpf.c). */
-static void plan_period(struct ep_live *l, uint64_t period, uint64_t jitter, unsigned steps)
-{
-	l->rearm = steps <= 1;
-	if (l->rearm) {
-		l->period = period ? period : 1;
-		l->jitter = jitter < l->period ? jitter : l->period - 1;
-		l->step = l->period;
-		l->steps = 1;
-		l->steps_jitter = 0;
-		return;
-	}
-	if (steps == 0 || steps > period)
-		steps = period < 2 ? 1 : (unsigned)(period < steps ? period : steps);
-	uint64_t step = period / steps;
-	while (step > 2 && !ep_is_prime(step))
-		step--;
-	l->step = step ? step : 1;
-	l->steps = (uint32_t)((period + l->step / 2) / l->step);
-	l->steps_jitter = (uint32_t)((jitter + l->step / 2) / l->step);
-	if (l->steps_jitter >= l->steps)
-		l->steps_jitter = l->steps - 1;
-}
-
 void ep_live_period(const struct ep_live *l, uint64_t *mean, uint64_t *jitter)
 {
-	if (l->rearm) {
-		*mean = l->period;
-		*jitter = l->jitter;
-		return;
-	}
-	*mean = (uint64_t)l->steps * l->step;
-	*jitter = (uint64_t)l->steps_jitter * l->step;
+	ep_period_plan_mean(&l->branch.plan, mean, jitter);
 }
 
 /* The branch-stack event chosen for this PMU, user-mode stacks. */
@@ -359,6 +288,20 @@ static void clock_attr(struct perf_event_attr *a, uint64_t step_ns)
 	a->config = PERF_COUNT_SW_CPU_CLOCK;
 	a->sample_period = step_ns;
 	a->sample_type = PERF_SAMPLE_IP;
+}
+
+/* --cycles: the CPU's cycles, user mode unless --kernel, IPs only */
+static void cycles_attr(struct perf_event_attr *a, const struct ep_live_config *cfg,
+			uint64_t period)
+{
+	memset(a, 0, sizeof(*a));
+	a->size = sizeof(*a);
+	a->type = PERF_TYPE_HARDWARE;
+	a->config = PERF_COUNT_HW_CPU_CYCLES;
+	a->sample_period = period;
+	a->sample_type = PERF_SAMPLE_IP;
+	a->exclude_kernel = !cfg->want_kernel;
+	a->exclude_hv = 1;
 }
 
 static int on_proc_record(void *ctx, void *data, size_t size)
@@ -395,6 +338,48 @@ void ep_live_on_process_events(struct ep_live *l, ep_live_proc_cb cb, void *ctx)
 
 /* Records carry only the branch entries there are: copied into a whole
  * record, checked against their size. */
+/* pid's executable mmap, if one is pending from before time_ns, handed on
+ * before its sample (the cycles event's too): its maps are read again. */
+static void hand_on_mmap(struct ep_live *l, uint32_t pid, uint64_t time_ns)
+{
+	if (!l->mmap_pending.count)
+		return;
+	uint64_t *at = ep_u64map_get(&l->mmap_pending, pid);
+	if (!at || time_ns < *at)
+		return;
+	struct ep_proc_record m = {.type = EP_PROC_MMAP, .pid = pid, .time_ns = *at};
+	ep_u64map_remove(&l->mmap_pending, pid);
+	l->mmap_delivered++;
+	if (l->proc_cb)
+		l->proc_cb(l->proc_ctx, &m);
+}
+
+/* --cycles beside branch stacks: the first record with entries says
+ * whether the hardware stamps them with cycles (Intel LBR since Skylake
+ * does; AMD and older Intel do not). Where it does, those are the cycles
+ * (SPEC: they are exact per range) and the cycles event is closed. */
+static void decide_cycles(struct ep_live *l, const struct ep_sample_record *rec)
+{
+	bool stamped = false;
+	for (uint32_t i = 0; i < rec->nr_entries && !stamped; i++)
+		stamped = (rec->entries[i].flags & EP_BR_CYCLES_MASK) != 0;
+	l->cycles.pending = false;
+	if (stamped) {
+		l->cycles.source = EP_CYCLES_BRANCH_RECORDS;
+		l->cycles_on = false;
+		ep_event_set_detach_all(&l->cyc);
+		ep_info("--cycles: the branch records carry cycles (%s): the profile's cycles are "
+			"theirs; the cycles event is closed (%llu of its samples, drained before "
+			"this was known, left unused)",
+			l->event.name, (unsigned long long)l->cycles_held_back);
+	} else {
+		ep_info("--cycles: the branch records carry no cycles: the profile's cycles come "
+			"from the cycles event's IP samples (%llu drained before this was known "
+			"left unused)",
+			(unsigned long long)l->cycles_held_back);
+	}
+}
+
 static int on_record(void *ctx, void *data, size_t size)
 {
 	struct ep_live *l = ctx;
@@ -407,39 +392,48 @@ static int on_record(void *ctx, void *data, size_t size)
 	l->received++;
 	if (l->rec.cpu < MAX_CPUS)
 		l->cpu_samples[l->rec.cpu]++;
-	if (l->mmap_pending.count) {
-		uint64_t *at = ep_u64map_get(&l->mmap_pending, l->rec.pid);
-		if (at && l->rec.time_ns >= *at) {
-			struct ep_proc_record m = {
-			    .type = EP_PROC_MMAP, .pid = l->rec.pid, .time_ns = *at};
-			ep_u64map_remove(&l->mmap_pending, l->rec.pid);
-			l->mmap_delivered++;
-			if (l->proc_cb)
-				l->proc_cb(l->proc_ctx, &m);
-		}
-	}
+	if (l->cycles.pending && l->rec.nr_entries > 0)
+		decide_cycles(l, &l->rec);
+	hand_on_mmap(l, l->rec.pid, l->rec.time_ns);
 	if (l->cb)
 		l->cb(l->cb_ctx, &l->rec);
 	return 0;
 }
 
-/* Ring buffer bytes: record size x samples per second x drain interval,
- * four times over for bursts, a power of two as the kernel wants. */
-static uint32_t ring_size(unsigned ncpus, double per_cpu_rate, unsigned drain_ms,
-			  bool branch_stacks)
+static int on_cycles_record(void *ctx, void *data, size_t size)
 {
-	/* the bytes a record really takes (the program copies out only the
-	 * entries read; 32, Intel's LBR, when stacks come) plus the ring's 8-byte
-	 * header: the whole struct (1.6 KB) would make an IP-only ring 20 times
-	 * too big, and every page of it is mapped twice into the agent */
-	double record = offsetof(struct ep_sample_record, entries) + 8 +
-			(branch_stacks ? 32 * sizeof(struct ep_branch_entry) : 0);
-	double bytes = record * per_cpu_rate * ncpus * drain_ms / 1000.0 * 4;
-	/* at least 1 MiB: the first drains are slow (each process's maps and
-	 * binaries are read at its first sample) and the ring holds what comes
-	 * meanwhile: with 256 KiB a 5 s whole-machine run at 4 kHz per CPU lost
-	 * 10-25% of its samples here, with 1 MiB none */
-	uint32_t size = 1u << 20;
+	struct ep_live *l = ctx;
+	struct ep_cycles_record rec;
+	if (size < sizeof(rec))
+		return 0;
+	memcpy(&rec, data, sizeof(rec));
+	l->cycles_received++;
+	if (l->cycles.pending || l->cycles.source == EP_CYCLES_BRANCH_RECORDS) {
+		l->cycles_held_back++;
+		return 0;
+	}
+	hand_on_mmap(l, rec.pid, rec.time_ns);
+	if (l->cycles_cb)
+		l->cycles_cb(l->cycles_ctx, &rec);
+	return 0;
+}
+
+void ep_live_on_cycles(struct ep_live *l, ep_live_cycles_cb cb, void *ctx)
+{
+	l->cycles_cb = cb;
+	l->cycles_ctx = ctx;
+}
+
+/* Ring buffer bytes (SPEC, "Buffers per record type"): record size x
+ * records per second x drain interval, four times over for bursts, a power
+ * of two as the kernel wants, at least least_bytes. record is the bytes a
+ * record really takes, with the ring's 8-byte header: every page of a ring
+ * is mapped twice into the agent. */
+static uint32_t ring_size(double record, unsigned ncpus, double per_cpu_rate, unsigned drain_ms,
+			  uint32_t least_bytes)
+{
+	double bytes = (record + 8) * per_cpu_rate * ncpus * drain_ms / 1000.0 * 4;
+	uint32_t size = least_bytes;
 	while (size < bytes && size < EP_RING_MAX_KIB * 1024u)
 		size <<= 1;
 	return size;
@@ -473,8 +467,8 @@ static int try_branch_stacks(struct ep_live *l, const struct ep_live_config *cfg
 	long fd;
 	for (int precise = l->event.precise_ip;; precise--) {
 		l->event.precise_ip = (uint8_t)precise;
-		branch_attr(&l->attr, cfg, &l->event, l->step);
-		fd = perf_event_open(&l->attr, first_online_cpu(l));
+		branch_attr(&l->branch.attr, cfg, &l->event, l->branch.plan.step);
+		fd = perf_event_open(&l->branch.attr, first_online_cpu(l));
 		if (fd >= 0 || precise == 0 || (errno != EINVAL && errno != EOPNOTSUPP))
 			break;
 	}
@@ -490,8 +484,8 @@ static void plan_ip_sampling(struct ep_live *l, const struct ep_live_config *cfg
 {
 	uint64_t period_ns = 1000000000ULL / (cfg->ip_hz ? cfg->ip_hz : 1);
 	uint64_t jitter_ns = cfg->jitter ? cfg->jitter * period_ns / cfg->period : 0;
-	plan_period(l, period_ns, jitter_ns, cfg->steps);
-	clock_attr(&l->attr, l->step);
+	ep_period_plan_make(&l->branch.plan, period_ns, jitter_ns, cfg->steps);
+	clock_attr(&l->branch.attr, l->branch.plan.step);
 }
 
 /* Interrupts per second per CPU the kernel allows (it may lower this
@@ -536,14 +530,29 @@ static int check_rates(const struct ep_live *l, const struct ep_live_config *cfg
 		return -1;
 	}
 	/* a countdown of K steps interrupts K times per sample */
-	uint64_t per_s = l->branch_stacks ? (EP_CPU_BRANCHES_PER_S_MAX + l->step - 1) / l->step
-					  : 1000000000ULL / l->step;
-	if (l->steps > 1 && per_s > max) {
+	const struct ep_period_plan *plan = &l->branch.plan;
+	uint64_t per_s = l->branch_stacks
+			     ? (EP_CPU_BRANCHES_PER_S_MAX + plan->step - 1) / plan->step
+			     : 1000000000ULL / plan->step;
+	if (plan->steps > 1 && per_s > max) {
 		snprintf(err, errlen,
 			 "--steps %u: %llu interrupts per second per CPU (one per %llu %s), over "
 			 "%s (%llu)",
-			 l->steps, (unsigned long long)per_s, (unsigned long long)l->step,
+			 plan->steps, (unsigned long long)per_s, (unsigned long long)plan->step,
 			 l->branch_stacks ? "branches" : "ns", limit, (unsigned long long)max);
+		return -1;
+	}
+	uint64_t min_cycles = ep_cycles_period_min(max);
+	if (cfg->cycles &&
+	    (cfg->cycles_period < min_cycles || cfg->cycles_period > EP_PERIOD_MAX)) {
+		snprintf(
+		    err, errlen,
+		    "--cycles-period %llu: expected %llu to %llu cycles between samples (below "
+		    "%llu a CPU running 6e9 cycles per second takes more sample interrupts than "
+		    "%s, %llu per second per CPU)",
+		    (unsigned long long)cfg->cycles_period, (unsigned long long)min_cycles,
+		    (unsigned long long)EP_PERIOD_MAX, (unsigned long long)min_cycles, limit,
+		    (unsigned long long)max);
 		return -1;
 	}
 	return 0;
@@ -558,7 +567,7 @@ static int choose_event(struct ep_live *l, const struct ep_live_config *cfg, cha
 	if (ep_pmu_branch_event(vendor, cfg->event ? cfg->event : "branches", &l->event, err,
 				errlen) != 0)
 		return -1;
-	plan_period(l, cfg->period, cfg->jitter, cfg->steps);
+	ep_period_plan_make(&l->branch.plan, cfg->period, cfg->jitter, cfg->steps);
 	int branch_errno = try_branch_stacks(l, cfg);
 	l->branch_stacks = branch_errno == 0;
 	if (!l->branch_stacks)
@@ -568,13 +577,13 @@ static int choose_event(struct ep_live *l, const struct ep_live_config *cfg, cha
 	uint64_t mean, jitter;
 	ep_live_period(l, &mean, &jitter);
 	char how[96];
-	if (l->rearm)
+	if (l->branch.plan.rearm)
 		snprintf(how, sizeof(how),
 			 "one overflow per sample, the period drawn again every %u ms",
 			 cfg->drain_ms);
 	else
-		snprintf(how, sizeof(how), "%u overflows of %llu per sample", l->steps,
-			 (unsigned long long)l->step);
+		snprintf(how, sizeof(how), "%u overflows of %llu per sample", l->branch.plan.steps,
+			 (unsigned long long)l->branch.plan.step);
 	if (l->branch_stacks)
 		snprintf(l->mode, sizeof(l->mode),
 			 "branch stacks on %s (%s PMU, precise_ip %u), every %llu +- %llu events "
@@ -593,6 +602,72 @@ static int choose_event(struct ep_live *l, const struct ep_live_config *cfg, cha
 	return 0;
 }
 
+/* The CPU's nominal MHz (/proc/cpuinfo), 1000 when it says none: for
+ * cpu-clock standing in for the cycles event at the rate asked. */
+static unsigned cpu_mhz(void)
+{
+	FILE *f = fopen("/proc/cpuinfo", "r");
+	char line[256];
+	double mhz = 0;
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "cpu MHz : %lf", &mhz) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return mhz >= 1 && mhz < 1e5 ? (unsigned)mhz : 1000;
+}
+
+/* --cycles: the hardware cycles event where it opens; else cpu-clock at the
+ * same rate of samples (period_cycles at the CPU's nominal frequency), its
+ * samples nanoseconds: never passed off as cycles. D/P as the branch
+ * event's. With branch stacks, their first records decide whether the
+ * event is needed at all (decide_cycles). */
+static void choose_cycles(struct ep_live *l, const struct ep_live_config *cfg)
+{
+	if (!cfg->cycles)
+		return;
+	struct ep_event_set *s = &l->cyc;
+	uint64_t period = cfg->cycles_period;
+	uint64_t jitter = (uint64_t)((double)period * (double)cfg->jitter /
+				     (double)(cfg->period ? cfg->period : 1));
+	cycles_attr(&s->attr, cfg, period);
+	long fd = perf_event_open(&s->attr, first_online_cpu(l));
+	int hw_errno = fd < 0 ? errno : 0;
+	if (fd >= 0)
+		close((int)fd);
+	l->cycles.source = hw_errno ? EP_CYCLES_CPU_CLOCK : EP_CYCLES_EVENT;
+	unsigned mhz = cpu_mhz();
+	if (hw_errno) {
+		period = period * 1000 / mhz;
+		jitter = jitter * 1000 / mhz;
+	}
+	ep_period_plan_make(&s->plan, period, jitter, 1);
+	if (hw_errno)
+		clock_attr(&s->attr, s->plan.period);
+	l->cycles.period = s->plan.period;
+	l->cycles.jitter = s->plan.jitter;
+	l->cycles.pending = l->branch_stacks;
+	l->cycles_on = true;
+	if (hw_errno)
+		snprintf(
+		    l->cycles_mode, sizeof(l->cycles_mode),
+		    "--cycles: no hardware cycles event on this machine (%s): cpu-clock stands "
+		    "in, an IP sample every %llu +- %llu ns (%llu cycles at %u MHz) on %u CPUs; "
+		    "the profile's cycles are nanoseconds of CPU time, not cycles",
+		    strerror(hw_errno), (unsigned long long)s->plan.period,
+		    (unsigned long long)s->plan.jitter, (unsigned long long)cfg->cycles_period, mhz,
+		    l->ncpus);
+	else
+		snprintf(l->cycles_mode, sizeof(l->cycles_mode),
+			 "--cycles: the cycles event, an IP sample every %llu +- %llu cycles on %u "
+			 "CPUs%s",
+			 (unsigned long long)s->plan.period, (unsigned long long)s->plan.jitter,
+			 l->ncpus,
+			 l->branch_stacks ? "; where the branch records carry cycles their first "
+					    "records say so and the event closes"
+					  : "");
+}
+
 /* The BPF program with its settings and its samples ring sized. */
 static int load_program(struct ep_live *l, const struct ep_live_config *cfg, char *err,
 			size_t errlen)
@@ -607,12 +682,20 @@ static int load_program(struct ep_live *l, const struct ep_live_config *cfg, cha
 	l->skel->rodata->ncgroups = (uint32_t)cfg->ncgroups;
 	l->skel->rodata->want_kernel = cfg->want_kernel;
 	l->skel->rodata->calls_only = cfg->calls_only && l->branch_stacks;
-	l->skel->rodata->steps = l->steps;
-	l->skel->rodata->steps_jitter = l->steps_jitter;
+	l->skel->rodata->steps = l->branch.plan.steps;
+	l->skel->rodata->steps_jitter = l->branch.plan.steps_jitter;
 	double rate = l->branch_stacks ? 2e9 / (double)(cfg->period ? cfg->period : 1)
 				       : (double)(cfg->ip_hz ? cfg->ip_hz : 1);
-	uint32_t ring =
-	    ring_size(l->ncpus, rate, cfg->drain_ms ? cfg->drain_ms : 100, l->branch_stacks);
+	unsigned drain_ms = cfg->drain_ms ? cfg->drain_ms : 100;
+	/* The program copies out only the entries read (32, Intel's LBR, when
+	 * stacks come): the whole struct (1.6 KB) would make an IP-only ring 20
+	 * times too big. At least 1 MiB: the first drains are slow (each
+	 * process's maps and binaries are read at its first sample) and the
+	 * ring holds what comes meanwhile: with 256 KiB a 5 s whole-machine run
+	 * at 4 kHz per CPU lost 10-25% of its samples here, with 1 MiB none. */
+	double record = offsetof(struct ep_sample_record, entries) +
+			(l->branch_stacks ? 32 * sizeof(struct ep_branch_entry) : 0);
+	uint32_t ring = ring_size(record, l->ncpus, rate, drain_ms, 1u << 20);
 	if (cfg->ring_kib) {
 		/* the kernel wants a power of two of at least a page */
 		ring = 4096;
@@ -620,12 +703,26 @@ static int load_program(struct ep_live *l, const struct ep_live_config *cfg, cha
 			ring <<= 1;
 	}
 	bpf_map__set_max_entries(l->skel->maps.samples, ring);
+	if (l->cycles_on) {
+		/* the cycles event's rate: a busy CPU's cycles (or ns) per second
+		 * over its period; 256 KiB at least for the slow first drains */
+		bool hw = l->cycles.source != EP_CYCLES_CPU_CLOCK;
+		double per_s = (hw ? (double)EP_CPU_CYCLES_PER_S_MAX : 1e9) /
+			       (double)(l->cycles.period - l->cycles.jitter);
+		bpf_map__set_max_entries(l->skel->maps.cycles,
+					 ring_size(sizeof(struct ep_cycles_record), l->ncpus, per_s,
+						   drain_ms, 256u << 10));
+	}
 	if (edgeprof_bpf__load(l->skel) != 0) {
 		snprintf(err, errlen,
 			 "cannot load the BPF program (verifier or kernel refused it): %s",
 			 strerror(errno));
 		return -1;
 	}
+	l->branch.prog = l->skel->progs.on_overflow;
+	l->branch.periods_fd = bpf_map__fd(l->skel->maps.cpu_period);
+	l->cyc.prog = l->skel->progs.on_cycles;
+	l->cyc.periods_fd = bpf_map__fd(l->skel->maps.cycles_period);
 	return 0;
 }
 
@@ -709,12 +806,21 @@ static int open_ring_buffers(struct ep_live *l, char *err, size_t errlen)
 	 * holds data, so level-triggered waits would return at once while
 	 * samples trickle in; only the kernel's wake-ups should end a wait */
 	struct epoll_event rb_ev = {.events = EPOLLIN | EPOLLET, .data.u32 = 0},
-			   procs_ev = {.events = EPOLLIN | EPOLLET, .data.u32 = 1};
+			   procs_ev = {.events = EPOLLIN | EPOLLET, .data.u32 = 1},
+			   cycles_ev = {.events = EPOLLIN | EPOLLET, .data.u32 = 2};
 	if (epoll_ctl(l->epoll_fd, EPOLL_CTL_ADD, bpf_map__fd(l->skel->maps.samples), &rb_ev) !=
 		0 ||
 	    epoll_ctl(l->epoll_fd, EPOLL_CTL_ADD, bpf_map__fd(l->skel->maps.procs), &procs_ev) !=
 		0) {
 		snprintf(err, errlen, "cannot wait on the ring buffers: %s", strerror(errno));
+		return -1;
+	}
+	if (!l->cycles_on)
+		return 0;
+	int fd = bpf_map__fd(l->skel->maps.cycles);
+	l->cycles_rb = ring_buffer__new(fd, on_cycles_record, l, NULL);
+	if (!l->cycles_rb || epoll_ctl(l->epoll_fd, EPOLL_CTL_ADD, fd, &cycles_ev) != 0) {
+		snprintf(err, errlen, "cannot map the cycles ring buffer: %s", strerror(errno));
 		return -1;
 	}
 	return 0;
@@ -729,20 +835,23 @@ struct ep_live *ep_live_open(const struct ep_live_config *cfg, char *err, size_t
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
-	for (unsigned i = 0; i < MAX_CPUS; i++)
-		l->fds[i] = -1;
+	ep_event_set_init(&l->branch, "perf event");
+	ep_event_set_init(&l->cyc, "cycles event");
 	l->epoll_fd = -1;
 	l->rng = ep_unix_ns() ^ ((uint64_t)getpid() << 32) ^ 0x9e3779b97f4a7c15ULL;
 	l->drain_ns = (uint64_t)(cfg->drain_ms ? cfg->drain_ms : 200) * 1000000ULL;
 	read_initial_cpus(l);
-	if (choose_event(l, cfg, err, errlen) != 0 || load_program(l, cfg, err, errlen) != 0 ||
-	    set_targets(l, cfg, err, errlen) != 0 || attach_cpus(l, err, errlen) != 0 ||
-	    attach_process_probes(l, cfg, err, errlen) != 0 ||
-	    open_ring_buffers(l, err, errlen) != 0) {
-		ep_live_close(l);
-		return NULL;
-	}
+	if (choose_event(l, cfg, err, errlen) != 0)
+		goto fail;
+	choose_cycles(l, cfg);
+	if (load_program(l, cfg, err, errlen) != 0 || set_targets(l, cfg, err, errlen) != 0 ||
+	    attach_cpus(l, err, errlen) != 0 || attach_process_probes(l, cfg, err, errlen) != 0 ||
+	    open_ring_buffers(l, err, errlen) != 0)
+		goto fail;
 	return l;
+fail:
+	ep_live_close(l);
+	return NULL;
 }
 
 void ep_live_stop(struct ep_live *l)
@@ -782,6 +891,7 @@ void ep_live_close(struct ep_live *l)
 	}
 	ring_buffer__free(l->rb);
 	ring_buffer__free(l->procs);
+	ring_buffer__free(l->cycles_rb);
 	if (l->epoll_fd >= 0)
 		close(l->epoll_fd);
 	ep_u64map_free(&l->mmap_pending);
@@ -818,7 +928,7 @@ unsigned ep_live_cpus(const struct ep_live *l)
 	return l->ncpus;
 }
 
-/* Every CPU's event gets a new random period, counted from now
+/* Every CPU's events get new random periods, counted from now
  * (PERF_EVENT_IOC_PERIOD restarts the count): the drains come at moments
  * unrelated to the program, so each period starts at a new phase. Once per
  * drain interval, not per wake-up: every exec wakes the agent, and each
@@ -826,31 +936,19 @@ unsigned ep_live_cpus(const struct ep_live *l)
 static void rearm_periods(struct ep_live *l)
 {
 	uint64_t now = ep_mono_ns();
-	if (!l->rearm || !l->jitter || l->stopped || now - l->last_rearm_ns < l->drain_ns)
+	if (l->stopped || now - l->last_rearm_ns < l->drain_ns)
 		return;
 	l->last_rearm_ns = now;
-	for (int cpu = 0; cpu < MAX_CPUS; cpu++) {
-		if (l->fds[cpu] < 0)
-			continue;
-		uint64_t period = draw_period(l);
-		if (ioctl(l->fds[cpu], PERF_EVENT_IOC_PERIOD, &period) == 0) {
-			note_period(l, cpu, period);
-			l->rearms++;
-		} else if (l->rearm_failures++ == 0) {
-			ep_warn(
-			    "cannot re-arm the perf event on CPU %d (%s): its period stays %llu "
-			    "until it can",
-			    cpu, strerror(errno), (unsigned long long)l->attr.sample_period);
-		}
-	}
+	ep_event_set_rearm(&l->branch, &l->rng);
+	ep_event_set_rearm(&l->cyc, &l->rng);
 }
 
 int ep_live_poll(struct ep_live *l, int timeout_ms, ep_live_sample_cb cb, void *ctx)
 {
 	l->cb = cb;
 	l->cb_ctx = ctx;
-	struct epoll_event ev[2];
-	int woken = timeout_ms > 0 ? epoll_wait(l->epoll_fd, ev, 2, timeout_ms) : 0;
+	struct epoll_event ev[3];
+	int woken = timeout_ms > 0 ? epoll_wait(l->epoll_fd, ev, 3, timeout_ms) : 0;
 	if (woken < 0 && errno != EINTR)
 		return -1;
 	l->polls++;
@@ -866,12 +964,15 @@ int ep_live_poll(struct ep_live *l, int timeout_ms, ep_live_sample_cb cb, void *
 	 * finds it known, whichever buffer the kernel filled first */
 	int before = ring_buffer__consume(l->procs);
 	int n = ring_buffer__consume(l->rb);
+	/* after the branch samples: their first stacks decide whether the
+	 * cycles event's samples are used (decide_cycles) */
+	int cyc = l->cycles_rb ? ring_buffer__consume(l->cycles_rb) : 0;
 	int after = ring_buffer__consume(l->procs);
 	rearm_periods(l);
 	rescan_cpus(l);
-	if (n < 0 || before < 0 || after < 0)
+	if (n < 0 || before < 0 || after < 0 || cyc < 0)
 		return -1;
-	return n + before + after;
+	return n + before + after + cyc;
 }
 
 void ep_live_counters(const struct ep_live *l, struct ep_live_counters *out)
@@ -903,5 +1004,23 @@ void ep_live_counters(const struct ep_live *l, struct ep_live_counters *out)
 	out->drains = l->polls;
 	out->early_wakeups = l->early_wakeups;
 	out->exec_wakeups = l->exec_wakeups;
-	out->rearms = l->rearms;
+	out->rearms = l->branch.rearms;
+	out->cycles_seen = sums[C_CYCLES_SEEN];
+	out->cycles_sent = sums[C_CYCLES_SENT];
+	out->cycles_filtered = sums[C_CYCLES_FILTERED];
+	out->cycles_kernel = sums[C_CYCLES_KERNEL];
+	out->cycles_reserve_failed = sums[C_CYCLES_RESERVE_FAILED];
+	out->cycles_received = l->cycles_received;
+	out->cycles_held_back = l->cycles_held_back;
+	out->cycles_rearms = l->cyc.rearms;
+}
+
+void ep_live_cycles_info(const struct ep_live *l, struct ep_live_cycles *out)
+{
+	*out = l->cycles;
+}
+
+const char *ep_live_cycles_mode(const struct ep_live *l)
+{
+	return l->cycles_mode[0] ? l->cycles_mode : NULL;
 }

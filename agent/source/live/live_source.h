@@ -4,7 +4,9 @@
  * per online CPU, its samples drained from a BPF ring buffer. With a
  * branch-stack PMU the event counts branches and every sample carries the
  * stack; without one (VMs) it falls back to cpu-clock, and samples are
- * IP-only: this is said once, never hidden.
+ * IP-only: this is said once, never hidden. With --cycles a second event
+ * per CPU counts cycles (cpu-clock, said in one line, where the machine has
+ * no cycles event) and its IP samples come on a ring buffer of their own.
  */
 #ifndef EP_LIVE_SOURCE_H
 #define EP_LIVE_SOURCE_H
@@ -35,6 +37,27 @@ struct ep_live_config {
 	bool watch_mmaps;
 	unsigned drain_ms; /* how often the agent drains the ring buffers (0: 200) */
 	unsigned ring_kib; /* ring buffer size; 0: sized from the sampling rate */
+	/* agent --cycles: a second event per CPU counting cycles (cpu-clock
+	 * where the machine has none), IP samples every cycles_period +- the
+	 * branch event's share of jitter, on a ring buffer of their own */
+	bool cycles;
+	uint64_t cycles_period;
+};
+
+/* Where the profile's cycles come from (agent --cycles). */
+enum ep_cycles_source {
+	EP_CYCLES_NONE,		  /* not asked for: only what the branch records carry */
+	EP_CYCLES_BRANCH_RECORDS, /* the branch records carry them (Intel LBR, Skylake on) */
+	EP_CYCLES_EVENT,	  /* the hardware cycles event's IP samples */
+	EP_CYCLES_CPU_CLOCK,	  /* no hardware cycles event: cpu-clock, nanoseconds */
+};
+
+struct ep_live_cycles {
+	enum ep_cycles_source source;
+	/* with branch stacks, until their first records say whether they
+	 * carry cycles: source is the event, and its samples are held back */
+	bool pending;
+	uint64_t period, jitter; /* the event's, in cycles or ns */
 };
 
 struct ep_live_counters {
@@ -55,6 +78,12 @@ struct ep_live_counters {
 	uint64_t early_wakeups;	      /* of those, woken by the kernel (exec, ring half full) */
 	uint64_t exec_wakeups;	      /* of those, by an exec (its maps are read while it lives) */
 	uint64_t rearms;	      /* periods drawn again (one per CPU per drain) */
+	/* agent --cycles: the cycles event's overflows and IP samples */
+	uint64_t cycles_seen, cycles_sent, cycles_filtered, cycles_kernel;
+	uint64_t cycles_reserve_failed; /* its ring buffer full: samples lost */
+	uint64_t cycles_received;	/* drained by the agent */
+	uint64_t cycles_held_back;	/* drained before the source was known: not used */
+	uint64_t cycles_rearms;
 };
 
 struct ep_live;
@@ -83,7 +112,18 @@ uint64_t ep_live_period_min(void);
 void ep_live_period(const struct ep_live *live, uint64_t *mean, uint64_t *jitter);
 unsigned ep_live_cpus(const struct ep_live *live);
 
+/* What --cycles gives: the source, and the event's period. */
+void ep_live_cycles_info(const struct ep_live *live, struct ep_live_cycles *out);
+/* One line for operators on the cycles source (NULL without --cycles):
+ * the event sampled, or that the machine has no hardware cycles event and
+ * cpu-clock stands in, in nanoseconds. */
+const char *ep_live_cycles_mode(const struct ep_live *live);
+
 typedef void (*ep_live_sample_cb)(void *ctx, const struct ep_sample_record *rec);
+typedef void (*ep_live_cycles_cb)(void *ctx, const struct ep_cycles_record *rec);
+/* The cycles event's IP samples go to cb during ep_live_poll, after the
+ * branch samples drained with them. */
+void ep_live_on_cycles(struct ep_live *live, ep_live_cycles_cb cb, void *ctx);
 typedef void (*ep_live_proc_cb)(void *ctx, const struct ep_proc_record *rec);
 /* Process events (exec, fork, exit) go to cb during ep_live_poll.
  * Executable mmaps (EP_PROC_MMAP) are coalesced per process and handed on
