@@ -53,7 +53,8 @@ struct ep_pipeline {
 	uint64_t gone; /* processes exited before their maps or binaries were read */
 	struct ep_pipeline_cycles cycles;
 	uint64_t cycles_samples, cycles_unresolved, cycles_lost;
-	double cycles_scale; /* as of the last build */
+	uint64_t ip_kernel, ip_jit, ip_unresolved; /* samples whose IP no binary holds */
+	double cycles_scale;			   /* as of the last build */
 	struct noted_build_id *noted;
 	size_t nnoted, noted_cap;
 	struct ep_u64map noted_by_path; /* path hash -> noted index (probing on the hash) */
@@ -450,8 +451,9 @@ static inline bool ip_cache_current(struct ep_pipeline *p, struct ip_cache *c)
 
 /* A user-mode IP of pid as binary and address, through the last mapping
  * resolved (most IPs fall in it): false when in no known binary. */
+/* status: why not, when it returns false (NULL: not wanted) */
 static bool resolve_ip(struct ep_pipeline *p, uint32_t pid, uint64_t ip, uint32_t *bin,
-		       uint64_t *vaddr)
+		       uint64_t *vaddr, enum ep_resolve_status *status)
 {
 	struct ip_cache *c = &p->ip_cache;
 	if (c->valid && c->pid == pid && ip >= c->start && ip < c->end && ip_cache_current(p, c)) {
@@ -460,7 +462,10 @@ static bool resolve_ip(struct ep_pipeline *p, uint32_t pid, uint64_t ip, uint32_
 		return true;
 	}
 	struct ep_resolved res;
-	if (ep_procmap_resolve(p->procmap, pid, ip, &res) != EP_RESOLVE_OK)
+	enum ep_resolve_status st = ep_procmap_resolve(p->procmap, pid, ip, &res);
+	if (status)
+		*status = st;
+	if (st != EP_RESOLVE_OK)
 		return false;
 	*bin = ep_binary_index(res.bin);
 	*vaddr = res.vaddr;
@@ -480,7 +485,8 @@ void ep_pipeline_cycles_sample(struct ep_pipeline *p, const struct ep_cycles_rec
 	p->cycles_samples++;
 	uint32_t bin;
 	uint64_t vaddr;
-	if (!(rec->flags & EP_SAMPLE_IP_KERNEL) && resolve_ip(p, rec->pid, rec->ip, &bin, &vaddr))
+	if (!(rec->flags & EP_SAMPLE_IP_KERNEL) &&
+	    resolve_ip(p, rec->pid, rec->ip, &bin, &vaddr, NULL))
 		ep_aggregate_cycles_ip(p->sets[set_of_pid(p, rec->pid)]->agg, bin, vaddr,
 				       rec->period);
 	else
@@ -503,8 +509,15 @@ void ep_pipeline_sample(struct ep_pipeline *p, const struct ep_sample_record *re
 	struct ep_aggregator *agg = p->sets[set_of_pid(p, rec->pid)]->agg;
 	uint32_t bin;
 	uint64_t vaddr;
-	if (!(rec->flags & EP_SAMPLE_IP_KERNEL) && resolve_ip(p, rec->pid, rec->ip, &bin, &vaddr))
+	enum ep_resolve_status st = EP_RESOLVE_OK;
+	if (rec->flags & EP_SAMPLE_IP_KERNEL)
+		p->ip_kernel++;
+	else if (resolve_ip(p, rec->pid, rec->ip, &bin, &vaddr, &st))
 		ep_aggregate_sample_ip(agg, bin, vaddr);
+	else if (st == EP_RESOLVE_ANON_CODE)
+		p->ip_jit++;
+	else
+		p->ip_unresolved++;
 	unsigned chop = ep_pipeline_chop_used(p);
 	if (p->cfg.chop_taken && chop) {
 		/* the one-pass counting chops in branches: the trace is built whole */
@@ -743,6 +756,9 @@ static Edgeprof__V1__Profile *with_stats(Edgeprof__V1__Profile *prof, struct ep_
 		st->cycles_samples += p->cycles_samples;
 		st->cycles_samples_unresolved += p->cycles_unresolved;
 		st->cycles_lost_records += p->cycles_lost;
+		st->samples_ip_kernel += p->ip_kernel;
+		st->samples_ip_jit += p->ip_jit;
+		st->samples_ip_unresolved += p->ip_unresolved;
 	}
 	prof->stats = st;
 
