@@ -724,7 +724,10 @@ int ep_sessions_create(struct ep_sessions *ss, const Edgeprof__V1__Session *req,
 
 	/* the node may report to another replica: what the store says of it,
 	 * at most sync_ms old */
-	if (ep_mono_ns() - ss->nodes_loaded_ns >= (uint64_t)ss->cfg.sync_ms * 1000000ULL) {
+	pthread_mutex_lock(&ss->lock);
+	uint64_t loaded_ns = ss->nodes_loaded_ns;
+	pthread_mutex_unlock(&ss->lock);
+	if (ep_mono_ns() - loaded_ns >= (uint64_t)ss->cfg.sync_ms * 1000000ULL) {
 		char err[512];
 		if (sync_with_store(ss, false, err, sizeof(err)) != 0)
 			ep_warn("nodes: %s (asking with what this collector knows)", err);
