@@ -130,8 +130,10 @@ static void write_port_file(const char *port_file, unsigned port)
 
 /* Until SIGTERM or SIGINT. Retention: counts and batch ids older than the
  * window go, at start and hourly, so a collector that runs for months keeps
- * a bounded store. */
-static void serve_until_stopped(struct ep_store *store, unsigned retention_days)
+ * a bounded store. Every second the sessions and nodes are synced with the
+ * store, where other collectors on it put theirs. */
+static void serve_until_stopped(struct ep_store *store, struct ep_sessions *sessions,
+				unsigned retention_days)
 {
 	char err[512];
 	time_t next_prune = 0;
@@ -145,6 +147,7 @@ static void serve_until_stopped(struct ep_store *store, unsigned retention_days)
 				ep_debug("retention: counts before %lld forgotten", (long long)cut);
 			next_prune = now + 3600;
 		}
+		ep_sessions_maintain(sessions);
 		sleep(1);
 	}
 }
@@ -191,7 +194,7 @@ int ep_cmd_collector(int argc, char **argv)
 		c.server.token_file ? ", bearer token required" : "", c.store_spec);
 	if (c.port_file)
 		write_port_file(c.port_file, ep_server_port(server));
-	serve_until_stopped(store, c.retention_days);
+	serve_until_stopped(store, sessions, c.retention_days);
 	ep_info("collector stopping: finishing requests and the last commit");
 	ep_server_stop(server);
 	ep_binaries_free(c.server.binaries);

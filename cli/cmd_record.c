@@ -56,7 +56,9 @@ static void usage(FILE *out)
 	    "                     calls and returns only (call-graph mode)\n"
 	    "  -o PROFILE         the profile to write\n"
 	    "  --collector URL    also stream it to a collector (and the agent's --spool,\n"
-	    "                     --token-file, --cacert, --cert, --key, --node options)\n");
+	    "                     --token-file, --cacert, --cert, --key, --node options);\n"
+	    "                     URL1,URL2,... or repeated: replicas, a failed batch goes\n"
+	    "                     to the next\n");
 }
 
 /* --mode edges|calls, worded as the tests expect */

@@ -10,6 +10,7 @@
 #include "agent/resolve/binary.h"
 #include "agent/stream/binary_upload.h"
 #include "cli/commands.h"
+#include "common/util/collector_list.h"
 #include "common/util/log.h"
 #include "common/util/options.h"
 #include "common/util/secret.h"
@@ -17,9 +18,11 @@
 static void usage(FILE *out)
 {
 	fprintf(out,
-		"usage: edgeprof upload BINARY... --collector URL [--token-file F] [--cacert F]\n"
-		"                       [--cert F --key F] [--max-mib N]\n"
+		"usage: edgeprof upload BINARY... --collector URL[,URL...] [--token-file F]\n"
+		"                       [--cacert F] [--cert F --key F] [--max-mib N]\n"
 		"\n"
+		"Several --collector URLs (replicas on one store): a failed request goes to\n"
+		"the next.\n"
 		"Sends each binary's code and symbols to the collector, which keeps them by\n"
 		"build-id to draw control-flow graphs and disassembly in its web UI. A build-id\n"
 		"the collector has already is not sent again. Exit code 1 when any file is\n"
@@ -65,10 +68,11 @@ static int upload_one(const struct ep_upload_target *t, const char *path, uint64
 int ep_cmd_upload(int argc, char **argv)
 {
 	const char *collector = NULL, *token_file = NULL;
+	struct ep_collector_arg collector_arg = {.out = &collector};
 	struct ep_upload_target t = {0};
 	unsigned max_mib = 256;
 	const struct ep_option opts[] = {
-	    EP_OPTION("collector", 0, EP_OPT_STRING, &collector),
+	    EP_OPTION("collector", 0, EP_OPT_CALL, &collector_arg, .call = ep_collector_arg_add),
 	    EP_OPTION("token-file", 0, EP_OPT_STRING, &token_file),
 	    EP_OPTION("cacert", 0, EP_OPT_STRING, &t.ca_file),
 	    EP_OPTION("cert", 0, EP_OPT_STRING, &t.cert_file),
@@ -89,11 +93,17 @@ int ep_cmd_upload(int argc, char **argv)
 		ep_error("%s", err);
 		return 1;
 	}
-	t.collector = collector;
+	t.collectors = ep_collector_list_parse(collector, err, sizeof(err));
+	if (!t.collectors) {
+		ep_error("%s", err);
+		explicit_bzero(token, sizeof(token));
+		return 2;
+	}
 	t.token = token_file ? token : NULL;
 	int rc = 0;
 	for (int i = first; i < argc; i++)
 		rc |= upload_one(&t, argv[i], (uint64_t)max_mib << 20);
 	explicit_bzero(token, sizeof(token));
+	ep_collector_list_free(t.collectors);
 	return rc;
 }

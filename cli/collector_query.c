@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/profile/profile_file.h"
+#include "common/util/collector_list.h"
 #include "common/util/http_body.h"
 #include "common/util/log.h"
 #include "common/util/secret.h"
@@ -35,8 +36,9 @@ static int add_label(void *value, const char *arg, char *err, size_t errlen)
 void ep_collector_query_options(struct ep_option out[EP_COLLECTOR_QUERY_OPTION_COUNT + 1],
 				struct ep_collector_query *q)
 {
+	q->collector_arg.out = &q->url;
 	const struct ep_option table[EP_COLLECTOR_QUERY_OPTION_COUNT + 1] = {
-	    EP_OPTION("collector", 0, EP_OPT_STRING, &q->url),
+	    EP_OPTION("collector", 0, EP_OPT_CALL, &q->collector_arg, .call = ep_collector_arg_add),
 	    EP_OPTION("token-file", 0, EP_OPT_STRING, &q->token_file),
 	    EP_OPTION("cacert", 0, EP_OPT_STRING, &q->ca_file),
 	    EP_OPTION("cert", 0, EP_OPT_STRING, &q->cert_file),
@@ -63,30 +65,25 @@ int ep_url_append_arg(char **url, const char *key, const char *value)
 	return rc;
 }
 
-int ep_collector_request(const struct ep_collector_query *q, const char *method, const char *path,
-			 struct ep_http_body *body, long *status)
+/* One request to the collector at base: 0 with *status (and the answer in
+ * body), or -1 with why (no answer at all; *unsent: not even connected). */
+static int request_one(const struct ep_collector_query *q, const char *token, const char *base,
+		       const char *method, const char *path, struct ep_http_body *body,
+		       long *status, bool *unsent, char *why, size_t whylen)
 {
-	char token[512], err[512];
+	*unsent = false;
 	*status = 0;
 	memset(body, 0, sizeof(*body));
-	if (q->token_file &&
-	    ep_read_token_file(q->token_file, token, sizeof(token), err, sizeof(err)) != 0) {
-		ep_error("%s", err);
-		return -1;
-	}
 	CURL *curl = curl_easy_init();
 	char *url = NULL;
-	size_t base = strlen(q->url);
-	while (base && q->url[base - 1] == '/')
-		base--;
-	if (!curl || asprintf(&url, "%.*s%s", (int)base, q->url, path) < 0) {
-		ep_error("out of memory");
+	if (!curl || asprintf(&url, "%s%s", base, path) < 0) {
+		snprintf(why, whylen, "out of memory");
 		curl_easy_cleanup(curl);
 		return -1;
 	}
 	struct curl_slist *headers = NULL;
 	char auth[600];
-	if (q->token_file) {
+	if (token) {
 		snprintf(auth, sizeof(auth), "Authorization: Bearer %s", token);
 		headers = curl_slist_append(headers, auth);
 	}
@@ -109,9 +106,11 @@ int ep_collector_request(const struct ep_collector_query *q, const char *method,
 	CURLcode cc = curl_easy_perform(curl);
 	curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, status);
 	if (cc != CURLE_OK)
-		ep_error("collector %s: %s", q->url, curl_easy_strerror(cc));
+		snprintf(why, whylen, "%s", curl_easy_strerror(cc));
+	*unsent = cc == CURLE_COULDNT_CONNECT || cc == CURLE_COULDNT_RESOLVE_HOST;
 	free(url);
 	curl_slist_free_all(headers);
+	explicit_bzero(auth, sizeof(auth));
 	curl_easy_cleanup(curl);
 	if (cc != CURLE_OK) {
 		free(body->data);
@@ -119,6 +118,58 @@ int ep_collector_request(const struct ep_collector_query *q, const char *method,
 		return -1;
 	}
 	return 0;
+}
+
+int ep_collector_request(const struct ep_collector_query *q, const char *method, const char *path,
+			 struct ep_http_body *body, long *status)
+{
+	char token[512], err[512];
+	*status = 0;
+	memset(body, 0, sizeof(*body));
+	if (q->token_file &&
+	    ep_read_token_file(q->token_file, token, sizeof(token), err, sizeof(err)) != 0) {
+		ep_error("%s", err);
+		return -1;
+	}
+	struct ep_collector_list *l = ep_collector_list_parse(q->url, err, sizeof(err));
+	if (!l) {
+		ep_error("%s", err);
+		return -1;
+	}
+	/* replicas answer alike (one store): a GET that gets no answer, or a
+	 * 5xx, goes to the next; a POST (a session asked for) only when it
+	 * surely created nothing (no connection, or 503: not stored), so one
+	 * request never starts two sessions */
+	bool post = strcmp(method, "POST") == 0;
+	int rc = -1;
+	size_t n = ep_collector_list_count(l);
+	for (size_t i = 0; i < n; i++) {
+		const char *base = ep_collector_list_url(l, i);
+		free(body->data);
+		body->data = NULL;
+		bool unsent;
+		rc = request_one(q, q->token_file ? token : NULL, base, method, path, body, status,
+				 &unsent, err, sizeof(err));
+		bool worth_next;
+		if (rc != 0)
+			worth_next = !post || unsent;
+		else
+			worth_next = post ? *status == 503 : *status >= 500;
+		bool next = i + 1 < n && worth_next;
+		if (rc != 0 && next)
+			ep_warn("collector %s: %s; asking %s", base, err,
+				ep_collector_list_url(l, i + 1));
+		else if (rc != 0)
+			ep_error("collector %s: %s", base, err);
+		else if (next)
+			ep_warn("collector %s: HTTP %ld; asking %s", base, *status,
+				ep_collector_list_url(l, i + 1));
+		if (!next)
+			break;
+	}
+	explicit_bzero(token, sizeof(token));
+	ep_collector_list_free(l);
+	return rc;
 }
 
 char *ep_collector_path(const char *base, const char *const *args)

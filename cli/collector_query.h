@@ -7,12 +7,16 @@
 
 #include <stdbool.h>
 
+#include "common/util/collector_list.h"
 #include "common/util/http_body.h"
 #include "common/util/options.h"
 #include "profile.pb-c.h"
 
 struct ep_collector_query {
-	const char *url; /* base: http(s)://HOST:PORT */
+	/* base: http(s)://HOST:PORT, or replicas' URLs comma-separated: a
+	 * request no answer or a 5xx came back to goes to the next */
+	const char *url;
+	struct ep_collector_arg collector_arg; /* --collector, repeatable: url points into it */
 	const char *build_id;
 	const char *token_file, *ca_file, *cert_file, *key_file;
 	const char *from, *to; /* unix seconds */

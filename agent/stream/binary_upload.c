@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "common/util/clock.h"
+#include "common/util/collector_list.h"
 #include "common/util/http_body.h"
 #include "common/util/log.h"
 #include "common/util/regular_file.h"
@@ -20,15 +21,12 @@
 #define RETRY_AFTER_NS (60ULL * 1000000000ULL)
 #define MAX_QUEUE      256
 
-static CURL *new_request(const struct ep_upload_target *t, const char *path,
+static CURL *new_request(const struct ep_upload_target *t, const char *base, const char *path,
 			 struct curl_slist **headers, struct ep_http_body *body)
 {
 	CURL *curl = curl_easy_init();
 	char *url = NULL;
-	size_t base = strlen(t->collector);
-	while (base && t->collector[base - 1] == '/')
-		base--;
-	if (!curl || asprintf(&url, "%.*s%s", (int)base, t->collector, path) < 0) {
+	if (!curl || asprintf(&url, "%s%s", base, path) < 0) {
 		curl_easy_cleanup(curl);
 		return NULL;
 	}
@@ -117,9 +115,10 @@ static uint8_t *read_file(const char *path, uint64_t max, size_t *len, bool *too
 	return buf;
 }
 
-enum ep_upload_result ep_upload_file(const struct ep_upload_target *t, const char *path,
-				     const char *build_id, const char *source, uint64_t max_bytes,
-				     char *msg, size_t msglen)
+/* ep_upload_file to the collector at base. */
+static enum ep_upload_result upload_to(const struct ep_upload_target *t, const char *base,
+				       const char *path, const char *build_id, const char *source,
+				       uint64_t max_bytes, char *msg, size_t msglen)
 {
 	struct curl_slist *headers;
 	struct ep_http_body body;
@@ -127,7 +126,7 @@ enum ep_upload_result ep_upload_file(const struct ep_upload_target *t, const cha
 	if (build_id && *build_id) {
 		if (asprintf(&req, "/v1/images/%s", build_id) < 0)
 			return EP_UPLOAD_FAILED;
-		CURL *curl = new_request(t, req, &headers, &body);
+		CURL *curl = new_request(t, base, req, &headers, &body);
 		free(req);
 		if (!curl) {
 			snprintf(msg, msglen, "out of memory");
@@ -162,7 +161,7 @@ enum ep_upload_result ep_upload_file(const struct ep_upload_target *t, const cha
 		return EP_UPLOAD_FAILED;
 	}
 	curl_free(esc_path);
-	CURL *curl = new_request(t, req, &headers, &body);
+	CURL *curl = new_request(t, base, req, &headers, &body);
 	free(req);
 	if (!curl) {
 		free(elf);
@@ -189,6 +188,30 @@ enum ep_upload_result ep_upload_file(const struct ep_upload_target *t, const cha
 	}
 }
 
+enum ep_upload_result ep_upload_file(const struct ep_upload_target *t, const char *path,
+				     const char *build_id, const char *source, uint64_t max_bytes,
+				     char *msg, size_t msglen)
+{
+	/* replicas share one store: one that fails is as good as any other
+	 * to try next, and the first to answer settles it */
+	size_t n = ep_collector_list_count(t->collectors);
+	enum ep_upload_result r = EP_UPLOAD_FAILED;
+	for (size_t tries = 0; tries < n && r == EP_UPLOAD_FAILED; tries++) {
+		size_t at = ep_collector_list_pick(t->collectors);
+		const char *base = ep_collector_list_url(t->collectors, at);
+		char one[512] = "";
+		r = upload_to(t, base, path, build_id, source, max_bytes, one, sizeof(one));
+		if (r == EP_UPLOAD_FAILED) {
+			ep_collector_list_failed(t->collectors, at);
+			if (n > 1)
+				ep_debug("binary %s: collector %s: %s", path, base, one);
+		}
+		snprintf(msg, msglen, "%s%s%s", n > 1 && r == EP_UPLOAD_FAILED ? base : "",
+			 n > 1 && r == EP_UPLOAD_FAILED ? ": " : "", one);
+	}
+	return r;
+}
+
 /* ---- the agent's uploader ---- */
 
 struct offered {
@@ -204,7 +227,7 @@ struct job {
 struct ep_uploader {
 	struct ep_upload_target target;
 	char token[512];
-	char *collector, *ca_file, *cert_file, *key_file;
+	char *ca_file, *cert_file, *key_file;
 	uint64_t max_bytes;
 	pthread_t thread;
 	pthread_mutex_t lock;
@@ -232,7 +255,6 @@ static void release(struct ep_uploader *u)
 	pthread_cond_destroy(&u->wake);
 	pthread_mutex_destroy(&u->lock);
 	free(u->offered);
-	free(u->collector);
 	free(u->ca_file);
 	free(u->cert_file);
 	free(u->key_file);
@@ -301,7 +323,8 @@ static void *uploader_main(void *arg)
 	return NULL;
 }
 
-struct ep_uploader *ep_uploader_start(const struct ep_streamer_config *cfg, uint64_t max_bytes,
+struct ep_uploader *ep_uploader_start(const struct ep_streamer_config *cfg,
+				      struct ep_collector_list *collectors, uint64_t max_bytes,
 				      char *err, size_t errlen)
 {
 	struct ep_uploader *u = calloc(1, sizeof(*u));
@@ -314,11 +337,10 @@ struct ep_uploader *ep_uploader_start(const struct ep_streamer_config *cfg, uint
 		free(u);
 		return NULL;
 	}
-	u->collector = strdup(cfg->collector);
 	u->ca_file = cfg->ca_file ? strdup(cfg->ca_file) : NULL;
 	u->cert_file = cfg->cert_file ? strdup(cfg->cert_file) : NULL;
 	u->key_file = cfg->key_file ? strdup(cfg->key_file) : NULL;
-	u->target = (struct ep_upload_target){.collector = u->collector,
+	u->target = (struct ep_upload_target){.collectors = collectors,
 					      .token = cfg->token_file ? u->token : NULL,
 					      .ca_file = u->ca_file,
 					      .cert_file = u->cert_file,
@@ -327,7 +349,7 @@ struct ep_uploader *ep_uploader_start(const struct ep_streamer_config *cfg, uint
 	pthread_mutex_init(&u->lock, NULL);
 	pthread_cond_init(&u->wake, NULL);
 	pthread_cond_init(&u->idle, NULL);
-	if (!u->collector || pthread_create(&u->thread, NULL, uploader_main, u) != 0) {
+	if (pthread_create(&u->thread, NULL, uploader_main, u) != 0) {
 		snprintf(err, errlen, "cannot start the binary uploader");
 		release(u);
 		return NULL;

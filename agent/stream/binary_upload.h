@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "agent/stream/streamer.h"
+#include "common/util/collector_list.h"
 
 enum ep_upload_result {
 	EP_UPLOAD_SENT,	      /* the collector stored it */
@@ -26,10 +27,10 @@ enum ep_upload_result {
 	EP_UPLOAD_FAILED,     /* no answer, or the collector failed: worth trying later */
 };
 
-/* Where to: the collector's base URL, TLS files and the token (not its
- * file: read once by the caller). */
+/* Where to: the collectors (one, or replicas tried in turn: borrowed), TLS
+ * files and the token (not its file: read once by the caller). */
 struct ep_upload_target {
-	const char *collector;
+	struct ep_collector_list *collectors;
 	const char *token; /* NULL: none */
 	const char *ca_file, *cert_file, *key_file;
 };
@@ -47,8 +48,11 @@ struct ep_upload_counters {
 
 struct ep_uploader;
 
-/* Reads cfg's token file; starts the thread. NULL with err. */
-struct ep_uploader *ep_uploader_start(const struct ep_streamer_config *cfg, uint64_t max_bytes,
+/* Reads cfg's token file; starts the thread, which sends to collectors
+ * (borrowed: the streamer's, so both move to the replica that answers).
+ * NULL with err. */
+struct ep_uploader *ep_uploader_start(const struct ep_streamer_config *cfg,
+				      struct ep_collector_list *collectors, uint64_t max_bytes,
 				      char *err, size_t errlen);
 /* Queues build_id's file at path unless build_id was offered before (a
  * failed attempt is offered again after a minute). Never blocks on the

@@ -23,8 +23,9 @@ void ep_sink_options_init(struct ep_sink_options *o)
 
 void ep_sink_option_table(struct ep_option out[EP_SINK_OPTION_COUNT + 1], struct ep_sink_options *o)
 {
+	o->collector_arg.out = &o->streamer.collector;
 	const struct ep_option table[EP_SINK_OPTION_COUNT + 1] = {
-	    EP_OPTION("collector", 0, EP_OPT_STRING, &o->streamer.collector),
+	    EP_OPTION("collector", 0, EP_OPT_CALL, &o->collector_arg, .call = ep_collector_arg_add),
 	    EP_OPTION("spool", 0, EP_OPT_STRING, &o->streamer.spool_dir),
 	    EP_OPTION("spool-max-mib", 0, EP_OPT_UINT, &o->spool_mib, .min = 1, .max = 1u << 30),
 	    EP_OPTION("token-file", 0, EP_OPT_STRING, &o->streamer.token_file),
@@ -55,8 +56,9 @@ int ep_sink_open(struct ep_sink *k, const char *output, struct ep_sink_options *
 	o->streamer.spool_max_bytes = (uint64_t)o->spool_mib << 20;
 	k->streamer = ep_streamer_start(&o->streamer, err, sizeof(err));
 	if (k->streamer && o->upload_max_mib &&
-	    !(k->uploader = ep_uploader_start(&o->streamer, (uint64_t)o->upload_max_mib << 20, err,
-					      sizeof(err)))) {
+	    !(k->uploader =
+		  ep_uploader_start(&o->streamer, ep_streamer_collectors(k->streamer),
+				    (uint64_t)o->upload_max_mib << 20, err, sizeof(err)))) {
 		ep_error("%s", err);
 		return -1;
 	}

@@ -15,6 +15,7 @@
 #include "agent/stream/binary_upload.h"
 #include "agent/stream/streamer.h"
 #include "common/profile/merge.h"
+#include "common/util/collector_list.h"
 #include "common/util/options.h"
 
 struct ep_sink_options {
@@ -24,6 +25,8 @@ struct ep_sink_options {
 	/* binaries at most this big are sent to the collector for its UI
 	 * (agent/stream/binary_upload.h); 0: none */
 	unsigned upload_max_mib;
+	/* --collector, repeatable: streamer.collector points into it */
+	struct ep_collector_arg collector_arg;
 };
 
 void ep_sink_options_init(struct ep_sink_options *o);

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "common/profile/pb_copy.h"
+#include "common/util/collector_list.h"
 #include "common/util/http_body.h"
 #include "common/util/log.h"
 #include "common/util/secret.h"
@@ -28,7 +29,8 @@
 
 struct ep_streamer {
 	struct ep_streamer_config cfg;
-	char *url;
+	struct ep_collector_list *collectors;
+	char **ingest_urls; /* each collector's /v1/ingest, by its index in collectors */
 	char agent_id[33];
 	char node[256];
 	char token[512];
@@ -44,7 +46,8 @@ struct ep_streamer {
 	bool stopping;	      /* no more submits; send what there is */
 	bool abandon;	      /* give up now, keep the rest spooled */
 	struct ep_stream_counters counters;
-	bool collector_down; /* logged once per outage */
+	bool collector_down; /* every collector failed: logged once per outage */
+	size_t last_ok;	     /* the collector that acknowledged the last batch */
 	uint64_t rng;
 	/* session reports waiting for the next batch, and instructions
 	 * received for the main thread */
@@ -107,8 +110,8 @@ static int on_progress(void *clientp, curl_off_t dltotal, curl_off_t dlnow, curl
 	return __atomic_load_n(&s->abandon, __ATOMIC_RELAXED) ? 1 : 0;
 }
 
-static enum send_result post_batch(struct ep_streamer *s, CURL *curl, const uint8_t *data,
-				   size_t len, char *why, size_t whylen)
+static enum send_result post_batch(struct ep_streamer *s, CURL *curl, const char *url,
+				   const uint8_t *data, size_t len, char *why, size_t whylen)
 {
 	/* an ingest answer is small; anything else is not ours */
 	struct ep_http_body body = {.max = 1u << 20};
@@ -120,7 +123,7 @@ static enum send_result post_batch(struct ep_streamer *s, CURL *curl, const uint
 		snprintf(auth, sizeof(auth), "Authorization: Bearer %s", s->token);
 		headers = curl_slist_append(headers, auth);
 	}
-	curl_easy_setopt(curl, CURLOPT_URL, s->url);
+	curl_easy_setopt(curl, CURLOPT_URL, url);
 	curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
 	curl_easy_setopt(curl, CURLOPT_POSTFIELDS, (const char *)data);
 	curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
@@ -153,8 +156,9 @@ static enum send_result post_batch(struct ep_streamer *s, CURL *curl, const uint
 		const char *text = body.data ? body.data : "";
 		snprintf(why, whylen, "HTTP %ld: %.200s", status, text);
 		why[strcspn(why, "\n")] = '\0';
-		/* a batch the collector cannot read will never become readable;
-		 * anything else (auth, overload, restart) may pass later */
+		/* a batch the collector cannot read will never become readable
+		 * (another replica reads it the same way); anything else (auth,
+		 * overload, restart) may pass later, or at another replica */
 		if (status == 400 || status == 413 || status == 415)
 			result = REJECTED;
 	}
@@ -171,12 +175,47 @@ static void wait_ms(struct ep_streamer *s, unsigned ms)
 	pthread_mutex_unlock(&s->lock);
 }
 
+/* After a failed send to collector at: moves to the next replica and says
+ * so; true when every replica failed in a row, so the sender backs off
+ * before the next round instead of retrying at once. */
+static bool failed_over(struct ep_streamer *s, size_t at, unsigned *fails_in_row, const char *err)
+{
+	size_t n = ep_collector_list_count(s->collectors);
+	size_t next = ep_collector_list_failed(s->collectors, at);
+	const char *url = ep_collector_list_url(s->collectors, at);
+	pthread_mutex_lock(&s->lock);
+	s->counters.send_failures++;
+	/* losing the collector that took the last batch is news; a retry of
+	 * one already known down (the first replica tried again after the
+	 * failback time) is not */
+	bool lost_working = at == s->last_ok;
+	if (lost_working)
+		s->last_ok = SIZE_MAX;
+	bool round_failed = ++*fails_in_row % n == 0;
+	bool first = round_failed && !s->collector_down;
+	if (round_failed)
+		s->collector_down = true;
+	pthread_mutex_unlock(&s->lock);
+	if (n > 1 && lost_working)
+		ep_warn("collector %s: %s; sending to %s", url, err,
+			ep_collector_list_url(s->collectors, next));
+	else if (n > 1)
+		ep_debug("collector %s: %s; sending to %s", url, err,
+			 ep_collector_list_url(s->collectors, next));
+	if (first)
+		ep_warn("%s %s: %s; batches stay in the spool and are retried",
+			n > 1 ? "every collector failed, the last" : "collector", url, err);
+	else if (round_failed)
+		ep_debug("collector %s: %s", url, err);
+	return round_failed;
+}
+
 static void *sender_main(void *arg)
 {
 	struct ep_streamer *s = arg;
 	CURL *curl = curl_easy_init();
 	if (!curl) {
-		ep_error("collector %s: cannot start the HTTP client", s->url);
+		ep_error("cannot start the HTTP client for the collector");
 		return NULL;
 	}
 	curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
@@ -198,6 +237,7 @@ static void *sender_main(void *arg)
 		curl_easy_setopt(curl, CURLOPT_SSLKEY, s->cfg.key_file);
 	unsigned backoff = BACKOFF_START_MS;
 	unsigned backoff_max = s->cfg.backoff_max_ms ? s->cfg.backoff_max_ms : 30000;
+	unsigned fails_in_row = 0;
 	for (;;) {
 		pthread_mutex_lock(&s->lock);
 		bool abandon = s->abandon;
@@ -224,7 +264,12 @@ static void *sender_main(void *arg)
 			pthread_mutex_unlock(&s->lock);
 			continue;
 		}
-		enum send_result r = post_batch(s, curl, data, len, err, sizeof(err));
+		/* any replica may take any batch, a retry too: they share one
+		 * store, which counts a batch once by its (agent id, sequence) */
+		size_t at = ep_collector_list_pick(s->collectors);
+		const char *url = ep_collector_list_url(s->collectors, at);
+		enum send_result r =
+		    post_batch(s, curl, s->ingest_urls[at], data, len, err, sizeof(err));
 		free(data);
 		if (r == SENT || r == REJECTED) {
 			ep_spool_remove(s->spool, id);
@@ -235,27 +280,21 @@ static void *sender_main(void *arg)
 				s->counters.batches_rejected++;
 			bool was_down = s->collector_down;
 			s->collector_down = false;
+			s->last_ok = at;
 			pthread_cond_broadcast(&s->acked);
 			pthread_mutex_unlock(&s->lock);
 			if (r == REJECTED)
-				ep_error("collector %s refused a batch, dropped: %s", s->url, err);
+				ep_error("collector %s refused a batch, dropped: %s", url, err);
 			else if (was_down)
 				ep_info(
 				    "collector %s: reachable again, sending the spooled batches",
-				    s->url);
+				    url);
 			backoff = BACKOFF_START_MS;
+			fails_in_row = 0;
 			continue;
 		}
-		pthread_mutex_lock(&s->lock);
-		s->counters.send_failures++;
-		bool first = !s->collector_down;
-		s->collector_down = true;
-		pthread_mutex_unlock(&s->lock);
-		if (first)
-			ep_warn("collector %s: %s; batches stay in the spool and are retried",
-				s->url, err);
-		else
-			ep_debug("collector %s: %s", s->url, err);
+		if (!failed_over(s, at, &fails_in_row, err))
+			continue; /* the next replica, at once */
 		/* full jitter: agents that lost the collector together do not
 		 * come back together */
 		wait_ms(s, backoff / 2 + (unsigned)(next_random(s) % (backoff / 2 + 1)));
@@ -273,6 +312,15 @@ static void init_curl(void)
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
+static void free_urls(struct ep_streamer *s)
+{
+	size_t n = s->collectors ? ep_collector_list_count(s->collectors) : 0;
+	for (size_t i = 0; s->ingest_urls && i < n; i++)
+		free(s->ingest_urls[i]);
+	free(s->ingest_urls);
+	ep_collector_list_free(s->collectors);
+}
+
 struct ep_streamer *ep_streamer_start(const struct ep_streamer_config *cfg, char *err,
 				      size_t errlen)
 {
@@ -283,21 +331,23 @@ struct ep_streamer *ep_streamer_start(const struct ep_streamer_config *cfg, char
 		return NULL;
 	}
 	s->cfg = *cfg;
-	size_t ulen = strlen(cfg->collector);
-	while (ulen && cfg->collector[ulen - 1] == '/')
-		ulen--;
-	if (strncmp(cfg->collector, "http://", 7) != 0 &&
-	    strncmp(cfg->collector, "https://", 8) != 0) {
-		snprintf(err, errlen, "--collector '%s': expected http://HOST:PORT or https://...",
-			 cfg->collector);
+	s->last_ok = SIZE_MAX;
+	s->collectors = ep_collector_list_parse(cfg->collector, err, errlen);
+	if (!s->collectors) {
 		free(s);
 		return NULL;
 	}
-	if (asprintf(&s->url, "%.*s/v1/ingest", (int)ulen, cfg->collector) < 0) {
-		snprintf(err, errlen, "out of memory");
-		free(s);
-		return NULL;
-	}
+	size_t n = ep_collector_list_count(s->collectors);
+	s->ingest_urls = calloc(n, sizeof(*s->ingest_urls));
+	for (size_t i = 0; s->ingest_urls && i < n; i++)
+		if (asprintf(&s->ingest_urls[i], "%s/v1/ingest",
+			     ep_collector_list_url(s->collectors, i)) < 0)
+			s->ingest_urls[i] = NULL;
+	for (size_t i = 0; i < n; i++)
+		if (!s->ingest_urls || !s->ingest_urls[i]) {
+			snprintf(err, errlen, "out of memory");
+			goto fail;
+		}
 	if (cfg->token_file) {
 		if (ep_read_token_file(cfg->token_file, s->token, sizeof(s->token), err, errlen) !=
 		    0)
@@ -338,7 +388,7 @@ struct ep_streamer *ep_streamer_start(const struct ep_streamer_config *cfg, char
 	return s;
 fail:
 	ep_spool_close(s->spool);
-	free(s->url);
+	free_urls(s);
 	free(s);
 	return NULL;
 }
@@ -505,7 +555,7 @@ void ep_streamer_free(struct ep_streamer *s)
 	pthread_cond_destroy(&s->wake);
 	pthread_cond_destroy(&s->acked);
 	ep_spool_close(s->spool);
-	free(s->url);
+	free_urls(s);
 	free(s);
 }
 
@@ -520,4 +570,9 @@ void ep_streamer_counters(struct ep_streamer *s, struct ep_stream_counters *out)
 const char *ep_streamer_agent_id(const struct ep_streamer *s)
 {
 	return s->agent_id;
+}
+
+struct ep_collector_list *ep_streamer_collectors(struct ep_streamer *s)
+{
+	return s->collectors;
 }

@@ -6,6 +6,12 @@
  * spool's oldest batch until the collector acknowledges it (then it is
  * deleted), with exponential backoff and jitter between failures. The
  * sampling thread never waits on the network.
+ *
+ * Several collectors (replicas on one store, issue 16): a failed send moves
+ * to the next one at once (common/util/collector_list.h); the backoff
+ * starts only once every one failed in a row. A batch may so reach two
+ * replicas (the first stored it but its answer was lost): the store counts
+ * it once by its (agent id, sequence).
  */
 #ifndef EP_STREAMER_H
 #define EP_STREAMER_H
@@ -19,7 +25,7 @@
 #include "profile.pb-c.h"
 
 struct ep_streamer_config {
-	const char *collector; /* base URL: http(s)://HOST:PORT */
+	const char *collector; /* base URLs, comma-separated: http(s)://HOST:PORT[,...] */
 	const char *spool_dir;
 	uint64_t spool_max_bytes;
 	const char *token_file;		  /* bearer token; NULL: none */
@@ -46,6 +52,7 @@ struct ep_stream_counters {
 };
 
 struct ep_streamer;
+struct ep_collector_list;
 
 /* Opens the spool, reads the token and starts the sender. NULL with err. */
 struct ep_streamer *ep_streamer_start(const struct ep_streamer_config *cfg, char *err,
@@ -79,5 +86,8 @@ int ep_streamer_report_session(struct ep_streamer *s, const Edgeprof__V1__Sessio
  * Returns how many. */
 size_t ep_streamer_take_sessions(struct ep_streamer *s, Edgeprof__V1__ProfileSession ***out);
 const char *ep_streamer_agent_id(const struct ep_streamer *s);
+/* The collectors it sends to, for the binary uploader to share which one
+ * answers (borrowed: lives as long as s). */
+struct ep_collector_list *ep_streamer_collectors(struct ep_streamer *s);
 
 #endif

@@ -14,6 +14,16 @@
  * session can go nowhere ends it with a status that says why: refused at
  * once (duration over the maximum, node silent, agent too old, no agent at
  * all), or failed later (not taken in time, target on no node, agent gone).
+ *
+ * Several collectors on one store (issue 16): the store is where sessions
+ * and nodes are; each collector keeps a copy, puts its own news (a batch's
+ * node, a report, a timeout) and reads the others' (ep_sessions_maintain,
+ * every second; a report or a timeout reads its session again first, and
+ * so does GET /v1/sessions/ID). A session created through one collector so
+ * reaches its node's agent through whichever collector that agent talks
+ * to, and every collector answers the same about it and about the nodes.
+ * Newest wins in the store: two collectors changing one session at the same
+ * moment (a report at one, a timeout at another) leave the later change.
  */
 #ifndef EP_SESSIONS_H
 #define EP_SESSIONS_H
@@ -27,6 +37,9 @@ struct ep_sessions_config {
 	unsigned max_duration_s; /* longer requests are refused; 0: 600 */
 	unsigned node_silent_s;	 /* a node without a batch for this long is not reporting; 0: 60 */
 	unsigned pickup_s;	 /* a session no agent took within this fails; 0: 30 */
+	/* a request reads the nodes from the store again when what this
+	 * collector has is older than this; 0: 1000 */
+	unsigned sync_ms;
 };
 
 struct ep_sessions;
@@ -60,14 +73,19 @@ void ep_sessions_on_batch(struct ep_sessions *ss, const Edgeprof__V1__Batch *b,
 			  Edgeprof__V1__IngestResponse *resp);
 void ep_sessions_response_free(Edgeprof__V1__IngestResponse *resp);
 
-/* GET /v1/nodes: every node that sent a batch since the collector started,
- * as JSON: name, agent_id, version, sessions (can run them), last_seen
- * (unix s), reporting (within node_silent_s). malloc'd; NULL when out of
- * memory. */
+/* Puts what this collector's batches said of their nodes, reads what every
+ * collector on the store put and the sessions they changed, applies the
+ * timeouts. The collector calls it every second. */
+void ep_sessions_maintain(struct ep_sessions *ss);
+
+/* GET /v1/nodes: every node that sent a batch to a collector on this store
+ * (within the retention), by name, as JSON: name, agent_id, version,
+ * sessions (can run them), last_seen (unix s), reporting (within
+ * node_silent_s). malloc'd; NULL when out of memory. */
 char *ep_sessions_nodes_json(struct ep_sessions *ss, size_t *len);
 
-/* The UI's fleet view: every node that sent a batch since the collector
- * started, copied (free with ep_sessions_free_nodes()); returns how many. */
+/* The UI's fleet view: the same nodes, copied (free with
+ * ep_sessions_free_nodes()); returns how many. */
 struct ep_node_info {
 	char *name, *agent_id, *version;
 	char *event; /* what its agent samples: "cpu-clock" when it has no branch-stack PMU */
@@ -79,8 +97,8 @@ struct ep_node_info {
 size_t ep_sessions_nodes(struct ep_sessions *ss, struct ep_node_info **out);
 void ep_sessions_free_nodes(struct ep_node_info *nodes, size_t n);
 
-/* The unfinished sessions, newest first, then the last 20 that finished
- * since the collector started, newest first: copies (timeouts applied).
+/* The unfinished sessions, newest first, then the last 20 that finished,
+ * the latest ended first: copies (timeouts applied).
  * Free with ep_store_free_session_list(); NULL when out of memory. */
 Edgeprof__V1__SessionList *ep_sessions_list(struct ep_sessions *ss);
 

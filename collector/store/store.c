@@ -205,6 +205,131 @@ void ep_store_free_session_list(Edgeprof__V1__SessionList *list)
 		protobuf_c_message_free_unpacked(&list->base, NULL);
 }
 
+Edgeprof__V1__SessionList *ep_store_sessions_finished(struct ep_store *s, size_t limit, char *err,
+						      size_t errlen)
+{
+	struct session_collect c = {.list = malloc(sizeof(*c.list))};
+	if (!c.list) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	edgeprof__v1__session_list__init(c.list);
+	pthread_mutex_lock(&s->lock);
+	int r = s->ops->sessions_finished(s, limit, add_session, &c, err, errlen);
+	pthread_mutex_unlock(&s->lock);
+	if (r == 0)
+		return c.list;
+	if (c.undecodable)
+		snprintf(err, errlen, "a stored session record (%zu bytes) does not decode", c.len);
+	ep_store_free_session_list(c.list);
+	return NULL;
+}
+
+int ep_store_nodes_put(struct ep_store *s, Edgeprof__V1__Node *const *nodes, size_t n, char *err,
+		       size_t errlen)
+{
+	struct ep_store_node_row *rows = calloc(n ? n : 1, sizeof(*rows));
+	int r = rows ? 0 : -1;
+	size_t packed = 0;
+	for (; r == 0 && packed < n; packed++) {
+		/* the sums travel beside the record, to be added: the record
+		 * holds none, so the newest record cannot carry old sums */
+		Edgeprof__V1__Node bare = *nodes[packed];
+		bare.samples = bare.samples_with_branches = bare.lost = 0;
+		size_t len = edgeprof__v1__node__get_packed_size(&bare);
+		uint8_t *record = malloc(len ? len : 1);
+		if (!record) {
+			r = -1;
+			break;
+		}
+		edgeprof__v1__node__pack(&bare, record);
+		rows[packed] = (struct ep_store_node_row){.name = bare.name,
+							  .seen_ns = bare.seen_ns,
+							  .record = record,
+							  .len = len,
+							  .samples = nodes[packed]->samples,
+							  .samples_with_branches =
+							      nodes[packed]->samples_with_branches,
+							  .lost = nodes[packed]->lost};
+	}
+	if (r != 0) {
+		snprintf(err, errlen, "out of memory");
+	} else if (n) {
+		pthread_mutex_lock(&s->lock);
+		r = s->ops->nodes_put(s, rows, n, err, errlen);
+		pthread_mutex_unlock(&s->lock);
+	}
+	for (size_t i = 0; rows && i < packed; i++)
+		free((void *)rows[i].record);
+	free(rows);
+	return r;
+}
+
+struct node_collect {
+	Edgeprof__V1__NodeList *list;
+	bool undecodable;
+	size_t len;
+};
+
+static int add_node(void *ctx, const struct ep_store_node_row *row)
+{
+	struct node_collect *c = ctx;
+	Edgeprof__V1__Node *node = edgeprof__v1__node__unpack(NULL, row->len, row->record);
+	if (!node) {
+		c->undecodable = true;
+		c->len = row->len;
+		return -1;
+	}
+	node->samples = row->samples;
+	node->samples_with_branches = row->samples_with_branches;
+	node->lost = row->lost;
+	Edgeprof__V1__NodeList *l = c->list;
+	void *grown = realloc(l->nodes, (l->n_nodes + 1) * sizeof(*l->nodes));
+	if (!grown) {
+		protobuf_c_message_free_unpacked(&node->base, NULL);
+		return -1;
+	}
+	l->nodes = grown;
+	l->nodes[l->n_nodes++] = node;
+	return 0;
+}
+
+static int node_by_name(const void *a, const void *b)
+{
+	return strcmp((*(Edgeprof__V1__Node *const *)a)->name,
+		      (*(Edgeprof__V1__Node *const *)b)->name);
+}
+
+Edgeprof__V1__NodeList *ep_store_nodes(struct ep_store *s, char *err, size_t errlen)
+{
+	struct node_collect c = {.list = malloc(sizeof(*c.list))};
+	if (!c.list) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	edgeprof__v1__node_list__init(c.list);
+	pthread_mutex_lock(&s->lock);
+	int r = s->ops->nodes_get(s, add_node, &c, err, errlen);
+	pthread_mutex_unlock(&s->lock);
+	if (r != 0) {
+		if (c.undecodable)
+			snprintf(err, errlen, "a stored node record (%zu bytes) does not decode",
+				 c.len);
+		ep_store_free_node_list(c.list);
+		return NULL;
+	}
+	/* bytewise, whatever the backend's collation */
+	if (c.list->n_nodes > 1)
+		qsort(c.list->nodes, c.list->n_nodes, sizeof(*c.list->nodes), node_by_name);
+	return c.list;
+}
+
+void ep_store_free_node_list(Edgeprof__V1__NodeList *list)
+{
+	if (list)
+		protobuf_c_message_free_unpacked(&list->base, NULL);
+}
+
 /* Where every profile starts: a Profile (config.source "collector") and,
  * when the listing finds f->build_id under f, its one BinaryProfile (*bp)
  * with build-id, arch, paths and samples from the listing, for the parts'

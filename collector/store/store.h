@@ -18,7 +18,8 @@
  * selects either the continuous profile or one session, never both.
  *
  * Session records (collector.proto Session) are kept too, so sessions
- * survive a collector restart.
+ * survive a collector restart, and so are nodes (Node): collector replicas
+ * sharing one store read both from it and answer alike.
  */
 #ifndef EP_STORE_H
 #define EP_STORE_H
@@ -104,8 +105,9 @@ int ep_store_known_batches(struct ep_store *s, const struct ep_store_batch_id *i
 int ep_store_write(struct ep_store *s, const struct ep_store_commit *c, char *err, size_t errlen);
 
 /* Forgets the counts of buckets that start before before_s, the batch ids
- * received before it and the finished (DONE, FAILED) sessions that ended
- * before it (those that never started: created before it) (retention).
+ * received before it, the nodes last seen before it and the finished (DONE,
+ * FAILED) sessions that ended before it (those that never started: created
+ * before it) (retention).
  * Binaries, paths and symbols stay. 0, or -1 with err. */
 int ep_store_prune(struct ep_store *s, int64_t before_s, char *err, size_t errlen);
 
@@ -144,6 +146,25 @@ void ep_store_free_session(Edgeprof__V1__Session *session);
 Edgeprof__V1__SessionList *ep_store_sessions_unfinished(struct ep_store *s, char *err,
 							size_t errlen);
 void ep_store_free_session_list(Edgeprof__V1__SessionList *list);
+
+/* The last limit finished sessions (DONE, FAILED), the latest ended first
+ * (one that never started: by its creation), then by id. NULL with err.
+ * Free with ep_store_free_session_list(). */
+Edgeprof__V1__SessionList *ep_store_sessions_finished(struct ep_store *s, size_t limit, char *err,
+						      size_t errlen);
+
+/* Nodes (collector.proto Node), so that collector replicas sharing the
+ * store answer /v1/nodes alike. Each put node's record (name, agent,
+ * capability, event, rate) replaces the stored one unless that one has a
+ * newer seen_ns (newest wins, as for sessions); its samples,
+ * samples_with_branches and lost are added to the stored sums (each
+ * replica puts what it received since its last put). 0, or -1 with err. */
+int ep_store_nodes_put(struct ep_store *s, Edgeprof__V1__Node *const *nodes, size_t n, char *err,
+		       size_t errlen);
+/* Every node seen since the retention cut, sorted by name, with its sums.
+ * NULL with err. Free with ep_store_free_node_list(). */
+Edgeprof__V1__NodeList *ep_store_nodes(struct ep_store *s, char *err, size_t errlen);
+void ep_store_free_node_list(Edgeprof__V1__NodeList *list);
 
 /* Binaries' images (proto/binaries.proto BinaryImage, serialised; what the
  * UI draws code from, collector/binaries), one per build-id, kept across

@@ -18,6 +18,15 @@ enum ep_store_part {
 	EP_STORE_NPARTS
 };
 
+/* A node as backends keep it: the newest record by seen_ns, the sums added. */
+struct ep_store_node_row {
+	const char *name;
+	uint64_t seen_ns;
+	const uint8_t *record;
+	size_t len;
+	uint64_t samples, samples_with_branches, lost;
+};
+
 struct ep_store_ops {
 	const char *kind;
 	bool keeps_batches;
@@ -51,6 +60,20 @@ struct ep_store_ops {
 	int (*sessions_unfinished)(struct ep_store *s,
 				   int (*add)(void *ctx, const uint8_t *record, size_t len),
 				   void *ctx, char *err, size_t errlen);
+	/* the serialised records of finished sessions, the latest ended
+	 * first (ep_store_sessions_finished), at most limit */
+	int (*sessions_finished)(struct ep_store *s, size_t limit,
+				 int (*add)(void *ctx, const uint8_t *record, size_t len),
+				 void *ctx, char *err, size_t errlen);
+	/* ep_store_nodes_put: rows[i].record is the node serialised with its
+	 * sums zeroed; the sums travel beside it, to be added */
+	int (*nodes_put)(struct ep_store *s, const struct ep_store_node_row *rows, size_t n,
+			 char *err, size_t errlen);
+	/* every node, its record and its summed sums: calls add for each
+	 * (add failing: "out of memory") */
+	int (*nodes_get)(struct ep_store *s,
+			 int (*add)(void *ctx, const struct ep_store_node_row *row), void *ctx,
+			 char *err, size_t errlen);
 	/* Binaries' images (ep_store_image_put/get); NULL when the backend
 	 * keeps none. put: 1 stored, 0 one was there already, -1 with err.
 	 * get: 1 with *image (malloc'd, *len bytes; image NULL: only whether

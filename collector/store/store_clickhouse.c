@@ -71,6 +71,15 @@ static const char *const tables[] = {
     "CREATE TABLE IF NOT EXISTS sessions (id String, state UInt8, created_s Int64,"
     " ended_s Int64, updated_ns UInt64, record String)"
     " ENGINE = ReplacingMergeTree(updated_ns) ORDER BY id",
+    /* nodes (collector.proto Node, hex, its sums zeroed): every replica
+     * writes what its agents' batches said, the newest seen_ns wins */
+    "CREATE TABLE IF NOT EXISTS nodes (name String, seen_ns UInt64, record String)"
+    " ENGINE = ReplacingMergeTree(seen_ns) ORDER BY name",
+    /* their sums: each replica adds what it received since its last
+     * write; weekly partitions dropped with the counts' */
+    "CREATE TABLE IF NOT EXISTS node_stats (name String, week Int64, samples UInt64,"
+    " samples_with_branches UInt64, lost UInt64) ENGINE = SummingMergeTree((samples,"
+    " samples_with_branches, lost)) PARTITION BY week ORDER BY name",
     /* binaries' images for the UI (collector/binaries), hex like session
      * records; keep = 2^64 - 1 - uploaded_s, so FINAL keeps the first */
     "CREATE TABLE IF NOT EXISTS binary_images (build_id String, uploaded_s Int64, keep UInt64,"
@@ -303,16 +312,24 @@ static int drop_weeks(struct ch_store *s, const char *table, int64_t before_s, c
 }
 
 /* Counts live in weekly partitions (intDiv(bucket, 604800)): whole weeks
- * that ended before the cut are dropped, which ClickHouse does at once.
- * Batch ids are deleted by a mutation (in the background). */
+ * that ended before the cut are dropped, which ClickHouse does at once;
+ * nodes' sums too. Batch ids and nodes' old records are deleted by
+ * mutations (in the background). */
 static int ch_prune(struct ep_store *base, int64_t before_s, char *err, size_t errlen)
 {
 	struct ch_store *s = (struct ch_store *)base;
 	for (size_t t = 0; t < sizeof(count_tables) / sizeof(count_tables[0]); t++)
 		if (drop_weeks(s, count_tables[t], before_s, err, errlen) != 0)
 			return -1;
+	if (drop_weeks(s, "node_stats", before_s, err, errlen) != 0)
+		return -1;
 	if (ch_runf(&s->conn, CH_DATABASE, NULL, err, errlen,
 		    "ALTER TABLE batches DELETE WHERE received < %lld", (long long)before_s) != 0)
+		return -1;
+	/* every version older than the cut: a node seen since keeps its newest */
+	if (ch_runf(&s->conn, CH_DATABASE, NULL, err, errlen,
+		    "ALTER TABLE nodes DELETE WHERE seen_ns < %llu",
+		    (unsigned long long)(before_s > 0 ? before_s : 0) * 1000000000ULL) != 0)
 		return -1;
 	return prune_sessions(s, before_s, err, errlen);
 }
@@ -727,6 +744,106 @@ static int ch_sessions_unfinished(struct ep_store *base,
 	return session_records((struct ch_store *)base, &q, add, ctx, err, errlen);
 }
 
+static int ch_sessions_finished(struct ep_store *base, size_t limit,
+				int (*add)(void *ctx, const uint8_t *record, size_t len), void *ctx,
+				char *err, size_t errlen)
+{
+	struct ch_text q;
+	if (ch_text_open(&q, err, errlen) != 0)
+		return -1;
+	/* the filter on the non-key state stays outside FINAL (see ch_prune) */
+	fprintf(q.f,
+		"SELECT record FROM (SELECT id, state, created_s, ended_s, record FROM sessions"
+		" FINAL) WHERE state IN (%d, %d) ORDER BY if(ended_s != 0, ended_s, created_s)"
+		" DESC, id LIMIT %zu FORMAT TabSeparated",
+		EDGEPROF__V1__SESSION_STATE__SESSION_DONE,
+		EDGEPROF__V1__SESSION_STATE__SESSION_FAILED, limit);
+	return session_records((struct ch_store *)base, &q, add, ctx, err, errlen);
+}
+
+static int ch_nodes_put(struct ep_store *base, const struct ep_store_node_row *rows, size_t n,
+			char *err, size_t errlen)
+{
+	struct ch_store *s = (struct ch_store *)base;
+	struct ch_text recs, sums;
+	if (ch_text_open(&recs, err, errlen) != 0)
+		return -1;
+	if (ch_text_open(&sums, err, errlen) != 0) {
+		ch_text_free(&recs);
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++) {
+		ch_tsv_string(recs.f, rows[i].name);
+		fprintf(recs.f, "\t%" PRIu64 "\t", rows[i].seen_ns);
+		for (size_t k = 0; k < rows[i].len; k++)
+			fprintf(recs.f, "%02x", rows[i].record[k]);
+		fputc('\n', recs.f);
+		if (!rows[i].samples && !rows[i].samples_with_branches && !rows[i].lost)
+			continue;
+		ch_tsv_string(sums.f, rows[i].name);
+		fprintf(sums.f, "\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\n",
+			(uint64_t)(rows[i].seen_ns / 1000000000ULL / 604800ULL), rows[i].samples,
+			rows[i].samples_with_branches, rows[i].lost);
+	}
+	/* the sums first: a failure between the two leaves the records to the
+	 * next put, which carries no sum twice (a retried put may: the sums
+	 * are for the UI, not the profiles) */
+	int rc =
+	    ch_insert(&s->conn,
+		      "INSERT INTO node_stats (name, week, samples, samples_with_branches, lost)"
+		      " FORMAT TabSeparated",
+		      &sums, err, errlen);
+	if (rc == 0)
+		rc = ch_insert(&s->conn,
+			       "INSERT INTO nodes (name, seen_ns, record) FORMAT TabSeparated",
+			       &recs, err, errlen);
+	else
+		ch_text_free(&recs);
+	return rc;
+}
+
+/* One node of the answer: name, record (hex), then its sums. */
+static int ch_nodes_get(struct ep_store *base,
+			int (*add)(void *ctx, const struct ep_store_node_row *row), void *ctx,
+			char *err, size_t errlen)
+{
+	struct ch_store *s = (struct ch_store *)base;
+	struct ep_http_body out = {0};
+	/* sums of the names that have a record (a pruned node's sums wait for
+	 * their week's partition to go) */
+	if (ch_runf(&s->conn, CH_DATABASE, &out, err, errlen,
+		    "SELECT n.name, n.seen_ns, n.record, st.samples, st.swb, st.lost FROM"
+		    " (SELECT name, seen_ns, record FROM nodes FINAL) AS n ANY LEFT JOIN"
+		    " (SELECT name, sum(samples) AS samples, sum(samples_with_branches) AS swb,"
+		    " sum(lost) AS lost FROM node_stats GROUP BY name) AS st USING name"
+		    " FORMAT TabSeparated") != 0)
+		return -1;
+	char *cur = out.data, *f[6];
+	int rc = 0;
+	while (rc == 0 && ch_next_row(&cur, f, 6) == 6) {
+		long len = unhex_in_place(f[2]);
+		if (len < 0) {
+			snprintf(err, errlen, "clickhouse %s: a node record is not hex",
+				 s->conn.base_url);
+			rc = -1;
+			break;
+		}
+		struct ep_store_node_row row = {.name = f[0],
+						.seen_ns = strtoull(f[1], NULL, 10),
+						.record = (const uint8_t *)f[2],
+						.len = (size_t)len,
+						.samples = strtoull(f[3], NULL, 10),
+						.samples_with_branches = strtoull(f[4], NULL, 10),
+						.lost = strtoull(f[5], NULL, 10)};
+		if (add(ctx, &row) != 0) {
+			snprintf(err, errlen, "out of memory");
+			rc = -1;
+		}
+	}
+	free(out.data);
+	return rc;
+}
+
 static int ch_image_get(struct ep_store *base, const char *build_id, uint8_t **image, size_t *len,
 			char *err, size_t errlen)
 {
@@ -802,6 +919,9 @@ static const struct ep_store_ops clickhouse_ops = {
     .session_put = ch_session_put,
     .session_get = ch_session_get,
     .sessions_unfinished = ch_sessions_unfinished,
+    .sessions_finished = ch_sessions_finished,
+    .nodes_put = ch_nodes_put,
+    .nodes_get = ch_nodes_get,
     .image_put = ch_image_put,
     .image_get = ch_image_get,
 };

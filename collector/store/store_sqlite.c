@@ -45,6 +45,9 @@ enum stmt_id {
 	S_SESSION_PUT,
 	S_SESSION_GET,
 	S_SESSIONS_UNFINISHED,
+	S_SESSIONS_FINISHED,
+	S_NODE_PUT,
+	S_NODES,
 	NSTMTS
 };
 
@@ -88,6 +91,21 @@ static const char *const stmt_sql[NSTMTS] = {
     [S_SESSION_GET] = "SELECT record FROM sessions WHERE id = ?1",
     [S_SESSIONS_UNFINISHED] = "SELECT record FROM sessions WHERE state IN (?1, ?2) "
 			      "ORDER BY created_s, id",
+    /* one that failed before it started has no end: its creation counts */
+    [S_SESSIONS_FINISHED] = "SELECT record FROM sessions WHERE state IN (?1, ?2) ORDER BY "
+			    "(CASE WHEN ended_s != 0 THEN ended_s ELSE created_s END) DESC, id "
+			    "LIMIT ?3",
+    /* the newest record wins; the sums are added */
+    [S_NODE_PUT] = "INSERT INTO nodes(name, seen_ns, record, samples, samples_with_branches, lost)"
+		   " VALUES(?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT(name) DO UPDATE SET"
+		   " record = CASE WHEN excluded.seen_ns >= nodes.seen_ns THEN excluded.record"
+		   " ELSE nodes.record END,"
+		   " seen_ns = max(nodes.seen_ns, excluded.seen_ns),"
+		   " samples = sat_add(nodes.samples, excluded.samples),"
+		   " samples_with_branches = sat_add(nodes.samples_with_branches,"
+		   " excluded.samples_with_branches),"
+		   " lost = sat_add(nodes.lost, excluded.lost)",
+    [S_NODES] = "SELECT name, seen_ns, record, samples, samples_with_branches, lost FROM nodes",
 };
 
 static const char schema[] =
@@ -131,6 +149,11 @@ static const char schema[] =
     " created_s INTEGER NOT NULL, ended_s INTEGER NOT NULL, updated_ns INTEGER NOT NULL,"
     " record BLOB NOT NULL) WITHOUT ROWID;"
     "CREATE INDEX IF NOT EXISTS sessions_by_state ON sessions(state, created_s, id);"
+    /* nodes as their agents' batches describe them (collector.proto
+     * Node, its sums in the columns beside it) */
+    "CREATE TABLE IF NOT EXISTS nodes(name TEXT PRIMARY KEY, seen_ns INTEGER NOT NULL,"
+    " record BLOB NOT NULL, samples INTEGER NOT NULL, samples_with_branches INTEGER NOT NULL,"
+    " lost INTEGER NOT NULL) WITHOUT ROWID;"
     /* binaries' code and symbols for the UI (collector/binaries): the image
      * is a serialised BinaryImage, the first one uploaded for its build-id */
     "CREATE TABLE IF NOT EXISTS binary_images(build_id TEXT PRIMARY KEY,"
@@ -491,6 +514,7 @@ static int sqlite_prune(struct ep_store *base, int64_t before_s, char *err, size
 	    /* finished sessions; one that failed before it started has no end */
 	    "DELETE FROM sessions WHERE state IN (2, 3) AND"
 	    " (CASE WHEN ended_s != 0 THEN ended_s ELSE created_s END) < ?1",
+	    "DELETE FROM nodes WHERE seen_ns < ?1 * 1000000000",
 	};
 	if (exec(s, "BEGIN IMMEDIATE", err, errlen) != 0)
 		return -1;
@@ -781,11 +805,14 @@ static int sqlite_session_get(struct ep_store *base, const char *id, uint8_t **r
 		db_error(s, "session lookup", err, errlen);
 		return -1;
 	}
-	if (copy_record(st, record, len) != 0) {
+	int rc = copy_record(st, record, len) == 0 ? 1 : -1;
+	/* a statement left on a row holds its read snapshot, and another
+	 * handle's write since would then make this handle's next write fail
+	 * as busy (tests open replicas' handles on one file) */
+	sqlite3_reset(st);
+	if (rc < 0)
 		snprintf(err, errlen, "out of memory");
-		return -1;
-	}
-	return 1;
+	return rc;
 }
 
 static int sqlite_sessions_unfinished(struct ep_store *base,
@@ -808,8 +835,96 @@ static int sqlite_sessions_unfinished(struct ep_store *base,
 	}
 	if (r != SQLITE_DONE) {
 		db_error(s, "sessions", err, errlen);
+		sqlite3_reset(st);
 		return -1;
 	}
+	sqlite3_reset(st);
+	return 0;
+}
+
+static int sqlite_sessions_finished(struct ep_store *base, size_t limit,
+				    int (*add)(void *ctx, const uint8_t *record, size_t len),
+				    void *ctx, char *err, size_t errlen)
+{
+	struct sqlite_store *s = (struct sqlite_store *)base;
+	sqlite3_stmt *st = stmt(s, S_SESSIONS_FINISHED);
+	sqlite3_bind_int(st, 1, EDGEPROF__V1__SESSION_STATE__SESSION_DONE);
+	sqlite3_bind_int(st, 2, EDGEPROF__V1__SESSION_STATE__SESSION_FAILED);
+	sqlite3_bind_int64(st, 3, limit > INT64_MAX ? INT64_MAX : (sqlite3_int64)limit);
+	int r;
+	while ((r = sqlite3_step(st)) == SQLITE_ROW) {
+		const void *blob = sqlite3_column_blob(st, 0);
+		int n = sqlite3_column_bytes(st, 0);
+		if (add(ctx, blob ? blob : "", (size_t)n) != 0) {
+			snprintf(err, errlen, "out of memory");
+			sqlite3_reset(st);
+			return -1;
+		}
+	}
+	if (r != SQLITE_DONE) {
+		db_error(s, "sessions", err, errlen);
+		sqlite3_reset(st);
+		return -1;
+	}
+	sqlite3_reset(st);
+	return 0;
+}
+
+static int sqlite_nodes_put(struct ep_store *base, const struct ep_store_node_row *rows, size_t n,
+			    char *err, size_t errlen)
+{
+	struct sqlite_store *s = (struct sqlite_store *)base;
+	if (exec(s, "BEGIN IMMEDIATE", err, errlen) != 0)
+		return -1;
+	int rc = 0;
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		sqlite3_stmt *st = stmt(s, S_NODE_PUT);
+		bind_text(st, 1, rows[i].name);
+		bind_u64(st, 2, rows[i].seen_ns);
+		sqlite3_bind_blob(st, 3, rows[i].len ? (const void *)rows[i].record : "",
+				  (int)rows[i].len, SQLITE_STATIC);
+		bind_u64(st, 4, rows[i].samples);
+		bind_u64(st, 5, rows[i].samples_with_branches);
+		bind_u64(st, 6, rows[i].lost);
+		rc = step_done(s, st, "node", err, errlen);
+	}
+	if (rc == 0 && exec(s, "COMMIT", err, errlen) == 0)
+		return 0;
+	char ignored[64];
+	exec(s, "ROLLBACK", ignored, sizeof(ignored));
+	return -1;
+}
+
+static int sqlite_nodes_get(struct ep_store *base,
+			    int (*add)(void *ctx, const struct ep_store_node_row *row), void *ctx,
+			    char *err, size_t errlen)
+{
+	struct sqlite_store *s = (struct sqlite_store *)base;
+	sqlite3_stmt *st = stmt(s, S_NODES);
+	int r;
+	while ((r = sqlite3_step(st)) == SQLITE_ROW) {
+		const void *blob = sqlite3_column_blob(st, 2);
+		const unsigned char *name = sqlite3_column_text(st, 0);
+		struct ep_store_node_row row = {.name = name ? (const char *)name : "",
+						.seen_ns = (uint64_t)sqlite3_column_int64(st, 1),
+						.record = blob ? blob : (const void *)"",
+						.len = (size_t)sqlite3_column_bytes(st, 2),
+						.samples = (uint64_t)sqlite3_column_int64(st, 3),
+						.samples_with_branches =
+						    (uint64_t)sqlite3_column_int64(st, 4),
+						.lost = (uint64_t)sqlite3_column_int64(st, 5)};
+		if (add(ctx, &row) != 0) {
+			snprintf(err, errlen, "out of memory");
+			sqlite3_reset(st);
+			return -1;
+		}
+	}
+	if (r != SQLITE_DONE) {
+		db_error(s, "nodes", err, errlen);
+		sqlite3_reset(st);
+		return -1;
+	}
+	sqlite3_reset(st);
 	return 0;
 }
 
@@ -885,6 +1000,9 @@ static const struct ep_store_ops sqlite_ops = {
     .session_put = sqlite_session_put,
     .session_get = sqlite_session_get,
     .sessions_unfinished = sqlite_sessions_unfinished,
+    .sessions_finished = sqlite_sessions_finished,
+    .nodes_put = sqlite_nodes_put,
+    .nodes_get = sqlite_nodes_get,
     .image_put = sqlite_image_put,
     .image_get = sqlite_image_get,
 };

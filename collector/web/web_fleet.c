@@ -55,8 +55,8 @@ static void nodes_table(FILE *out, struct ep_sessions *ss)
 			k->capable ? "can run" : "cannot (replay, or an older agent)");
 	}
 	if (!n)
-		fputs("<tr><td colspan=\"10\" class=\"dim\">No agent has sent a batch since this "
-		      "collector started.</td></tr>\n",
+		fputs("<tr><td colspan=\"10\" class=\"dim\">No agent has sent a batch to the "
+		      "collectors on this store.</td></tr>\n",
 		      out);
 	fputs("</tbody></table>\n", out);
 	ep_sessions_free_nodes(nodes, n);
@@ -109,8 +109,7 @@ static void sessions_table(FILE *out, struct ep_sessions *ss)
 		fputs("</td></tr>\n", out);
 	}
 	if (!l || !l->n_sessions)
-		fputs("<tr><td colspan=\"8\" class=\"dim\">No session since this collector "
-		      "started.</td></tr>\n",
+		fputs("<tr><td colspan=\"8\" class=\"dim\">No session in the store.</td></tr>\n",
 		      out);
 	fputs("</tbody></table>\n", out);
 	ep_store_free_session_list(l);

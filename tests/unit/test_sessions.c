@@ -3,7 +3,8 @@
  * The collector's on-demand session logic (collector/sessions) driven by
  * hand-made batches, as the ingest hands them over: which agent is handed a
  * session, how its reports move it, what is refused and why, and that a
- * restarted collector (a new ep_sessions on the same store) carries on.
+ * restarted collector (a new ep_sessions on the same store) carries on, and
+ * that collector replicas on one store act as one.
  */
 #include <string.h>
 #include <time.h>
@@ -378,6 +379,182 @@ static void test_fleet_view(void **state)
 	close_all(&f);
 }
 
+/* Collector replicas: each its own store handle and sessions on one store
+ * (a SQLite file here, as ClickHouse in test_collector_replicas.sh). */
+struct replicas {
+	struct ep_store *store[3];
+	struct ep_sessions *ss[3];
+};
+
+static void open_replicas(struct replicas *r, const struct ep_sessions_config *cfg)
+{
+	char err[512];
+	for (int i = 0; i < 3; i++) {
+		r->store[i] = ep_store_open(spec, err, sizeof(err));
+		assert_non_null(r->store[i]);
+		r->ss[i] = ep_sessions_new(r->store[i], cfg, err, sizeof(err));
+		assert_non_null(r->ss[i]);
+	}
+}
+
+static void sync_all(struct replicas *r)
+{
+	for (int i = 0; i < 3; i++)
+		ep_sessions_maintain(r->ss[i]);
+	/* twice: what one put after another read is read the second time */
+	for (int i = 0; i < 3; i++)
+		ep_sessions_maintain(r->ss[i]);
+}
+
+static void close_replicas(struct replicas *r)
+{
+	for (int i = 0; i < 3; i++) {
+		ep_sessions_free(r->ss[i]);
+		ep_store_close(r->store[i]);
+	}
+	char p[128];
+	snprintf(p, sizeof(p), "%s/store.db", dir);
+	unlink(p);
+}
+
+/* A batch with stats, as stored or as a duplicate of one stored elsewhere. */
+static void batch_stats(struct ep_sessions *ss, const char *node, const char *agent,
+			uint64_t samples, bool duplicate)
+{
+	Edgeprof__V1__AgentIdentity id = EDGEPROF__V1__AGENT_IDENTITY__INIT;
+	id.node = (char *)node;
+	id.agent_id = (char *)agent;
+	id.version = (char *)"0.1.0";
+	Edgeprof__V1__Stats st = EDGEPROF__V1__STATS__INIT;
+	st.samples = samples;
+	st.lost_records = 1;
+	Edgeprof__V1__Batch b = EDGEPROF__V1__BATCH__INIT;
+	b.agent = &id;
+	b.stats = &st;
+	Edgeprof__V1__IngestResponse resp = EDGEPROF__V1__INGEST_RESPONSE__INIT;
+	resp.status = duplicate ? EDGEPROF__V1__INGEST_RESPONSE__STATUS__DUPLICATE
+				: EDGEPROF__V1__INGEST_RESPONSE__STATUS__STORED;
+	ep_sessions_on_batch(ss, &b, &resp);
+	ep_sessions_response_free(&resp);
+}
+
+/* A session created through replica 0 reaches the node's agent through
+ * replica 2, which it talks to; its reports may arrive at any replica (the
+ * agent failed over), a stale report retried late at another replica does
+ * not move a done session back, and every replica reads the same session
+ * and the same nodes. */
+static void test_replicas_share_sessions_and_nodes(void **state)
+{
+	(void)state;
+	struct replicas r = {0};
+	struct ep_sessions_config cfg = {0};
+	open_replicas(&r, &cfg);
+	batch(r.ss[2], "n1", "agent-1", true, NULL, 0);
+	int status;
+	char why[512], msg[512];
+	/* replica 0 has not heard of n1 until replica 2 put it in the store */
+	char *none = ask(r.ss[0], "n1", 5000, &status, why, sizeof(why));
+	assert_null(none);
+	assert_int_equal(status, 409);
+	assert_non_null(strstr(why, "node n1 has not sent a batch to any collector on this store"));
+	sync_all(&r);
+	char *id = ask(r.ss[0], "n1", 5000, &status, why, sizeof(why));
+	assert_non_null(id);
+	assert_int_equal(state_of(r.ss[1], id, NULL, 0),
+			 EDGEPROF__V1__SESSION_STATE__SESSION_PENDING);
+	sync_all(&r);
+	assert_string_equal(batch(r.ss[2], "n1", "agent-1", true, NULL, 0), id);
+	uint64_t ends = ((uint64_t)time(NULL) + 5) * 1000000000ULL;
+	report(r.ss[2], "n1", "agent-1", id, EDGEPROF__V1__SESSION_STATE__SESSION_RUNNING, false,
+	       ends);
+	/* read where it was not reported, without waiting for a sync */
+	assert_int_equal(state_of(r.ss[0], id, msg, sizeof(msg)),
+			 EDGEPROF__V1__SESSION_STATE__SESSION_RUNNING);
+	assert_string_equal(msg, "cgroup /x");
+	/* the agent fails over to replica 1: its DONE lands there */
+	report(r.ss[1], "n1", "agent-1", id, EDGEPROF__V1__SESSION_STATE__SESSION_DONE, false,
+	       ends);
+	/* an earlier batch's RUNNING, answered late by replica 2, whose copy
+	 * still says running */
+	report(r.ss[2], "n1", "agent-1", id, EDGEPROF__V1__SESSION_STATE__SESSION_RUNNING, false,
+	       ends);
+	sync_all(&r);
+	Edgeprof__V1__Session *got[3];
+	for (int i = 0; i < 3; i++) {
+		got[i] = ep_sessions_get(r.ss[i], id, why, sizeof(why));
+		assert_non_null(got[i]);
+		assert_int_equal(got[i]->state, EDGEPROF__V1__SESSION_STATE__SESSION_DONE);
+		assert_int_equal(got[i]->samples, 42);
+		assert_int_equal(got[i]->updated_ns, got[0]->updated_ns);
+	}
+	for (int i = 0; i < 3; i++)
+		ep_store_free_session(got[i]);
+	/* done: handed to nobody, at any replica */
+	for (int i = 0; i < 3; i++)
+		assert_string_equal(batch(r.ss[i], "n1", "agent-2", true, NULL, 0), "");
+	/* nodes: the same answer everywhere; sums of every replica's
+	 * batches, a duplicate (stored at another replica) counted once */
+	batch_stats(r.ss[0], "n2", "agent-x", 10, false);
+	batch_stats(r.ss[1], "n2", "agent-x", 5, false);
+	batch_stats(r.ss[2], "n2", "agent-x", 5, true);
+	sync_all(&r);
+	char *json[3];
+	size_t len;
+	for (int i = 0; i < 3; i++) {
+		json[i] = ep_sessions_nodes_json(r.ss[i], &len);
+		assert_non_null(json[i]);
+	}
+	assert_string_equal(json[0], json[1]);
+	assert_string_equal(json[0], json[2]);
+	/* n1's agent is agent-2 now: its newest batch said so */
+	assert_non_null(strstr(json[0], "{\"name\": \"n1\", \"agent_id\": \"agent-2\""));
+	assert_non_null(strstr(json[0], "{\"name\": \"n2\", \"agent_id\": \"agent-x\""));
+	for (int i = 0; i < 3; i++)
+		free(json[i]);
+	for (int i = 0; i < 3; i++) {
+		struct ep_node_info *nodes = NULL;
+		size_t n = ep_sessions_nodes(r.ss[i], &nodes);
+		assert_int_equal(n, 2);
+		assert_string_equal(nodes[1].name, "n2");
+		assert_int_equal(nodes[1].samples, 15);
+		assert_int_equal(nodes[1].lost, 2);
+		ep_sessions_free_nodes(nodes, n);
+	}
+	free(id);
+	close_replicas(&r);
+}
+
+/* A session for any node: each node's agent says "not here" through the
+ * replica it talks to; the refusals add up in the store, and the session
+ * fails once every reporting node refused, not after the pickup time. */
+static void test_replicas_merge_refusals(void **state)
+{
+	(void)state;
+	struct replicas r = {0};
+	struct ep_sessions_config cfg = {0};
+	open_replicas(&r, &cfg);
+	batch(r.ss[0], "n1", "agent-1", true, NULL, 0);
+	batch(r.ss[2], "n2", "agent-2", true, NULL, 0);
+	sync_all(&r);
+	int status;
+	char why[512], msg[512];
+	char *id = ask(r.ss[1], "", 5000, &status, why, sizeof(why));
+	assert_non_null(id);
+	sync_all(&r);
+	assert_string_equal(batch(r.ss[0], "n1", "agent-1", true, NULL, 0), id);
+	assert_string_equal(batch(r.ss[2], "n2", "agent-2", true, NULL, 0), id);
+	report(r.ss[0], "n1", "agent-1", id, EDGEPROF__V1__SESSION_STATE__SESSION_FAILED, true, 0);
+	assert_int_equal(state_of(r.ss[1], id, NULL, 0),
+			 EDGEPROF__V1__SESSION_STATE__SESSION_PENDING);
+	/* replica 2 has not synced since n1's refusal: it reads it first */
+	report(r.ss[2], "n2", "agent-2", id, EDGEPROF__V1__SESSION_STATE__SESSION_FAILED, true, 0);
+	assert_int_equal(state_of(r.ss[1], id, msg, sizeof(msg)),
+			 EDGEPROF__V1__SESSION_STATE__SESSION_FAILED);
+	assert_non_null(strstr(msg, "container abc is on none of the 2 nodes reporting"));
+	free(id);
+	close_replicas(&r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -387,6 +564,8 @@ int main(void)
 	    cmocka_unit_test(test_restarts_of_collector_and_agent),
 	    cmocka_unit_test(test_nodes_listed_with_capability),
 	    cmocka_unit_test(test_fleet_view),
+	    cmocka_unit_test(test_replicas_share_sessions_and_nodes),
+	    cmocka_unit_test(test_replicas_merge_refusals),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

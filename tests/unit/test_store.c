@@ -9,6 +9,7 @@
 #include <sqlite3.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "test_util.h"
@@ -675,6 +676,113 @@ static void test_prune_forgets_finished_sessions(void **state)
 	ep_store_close(s);
 }
 
+/* The finished sessions listed for the UI: the latest ended first (one
+ * that never started by its creation), at most the limit, none unfinished. */
+static void test_finished_sessions_latest_first(void **state)
+{
+	(void)state;
+	struct ep_store *s = open_store(true);
+	char err[512];
+	Edgeprof__V1__Session m[4];
+	make_session(&m[0], "ended-early", 100, EDGEPROF__V1__SESSION_STATE__SESSION_DONE, 1);
+	make_session(&m[1], "ended-late", 50, EDGEPROF__V1__SESSION_STATE__SESSION_DONE, 1);
+	m[1].ended_s = 1000;
+	make_session(&m[2], "never-started", 500, EDGEPROF__V1__SESSION_STATE__SESSION_FAILED, 1);
+	m[2].ended_s = 0;
+	make_session(&m[3], "running", 900, EDGEPROF__V1__SESSION_STATE__SESSION_RUNNING, 1);
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(ep_store_session_put(s, &m[i], err, sizeof(err)), 0);
+	Edgeprof__V1__SessionList *l = ep_store_sessions_finished(s, 10, err, sizeof(err));
+	assert_non_null(l);
+	assert_int_equal(l->n_sessions, 3);
+	assert_string_equal(l->sessions[0]->id, "ended-late");
+	assert_string_equal(l->sessions[1]->id, "never-started");
+	assert_string_equal(l->sessions[2]->id, "ended-early");
+	ep_store_free_session_list(l);
+	l = ep_store_sessions_finished(s, 1, err, sizeof(err));
+	assert_non_null(l);
+	assert_int_equal(l->n_sessions, 1);
+	assert_string_equal(l->sessions[0]->id, "ended-late");
+	ep_store_free_session_list(l);
+	ep_store_close(s);
+}
+
+static void put_node(struct ep_store *s, const char *name, const char *agent, uint64_t seen_ns,
+		     uint64_t samples, uint64_t lost)
+{
+	Edgeprof__V1__Node n = EDGEPROF__V1__NODE__INIT;
+	n.name = (char *)name;
+	n.agent_id = (char *)agent;
+	n.version = (char *)"0.1.0";
+	n.event = (char *)"cpu-clock";
+	n.sessions = true;
+	n.seen_ns = seen_ns;
+	n.samples_per_s = 12.5;
+	n.samples = samples;
+	n.samples_with_branches = samples / 2;
+	n.lost = lost;
+	Edgeprof__V1__Node *one[] = {&n};
+	char err[512];
+	if (ep_store_nodes_put(s, one, 1, err, sizeof(err)) != 0)
+		fail_msg("%s", err);
+}
+
+/* Nodes as collector replicas put them: the newest record wins whichever
+ * put it (and in whichever order), every put's sums add up, the list comes
+ * sorted by name, and retention forgets a node not seen since the cut. */
+static void test_nodes_newest_wins_sums_add(void **state)
+{
+	(void)state;
+	struct ep_store *s = open_store(true);
+	char err[512];
+	const uint64_t sec = 1000000000ULL;
+	const uint64_t now = (uint64_t)time(NULL) * sec;
+	put_node(s, "n2", "agent-b", now - 5 * sec, 100, 1);
+	put_node(s, "n1", "agent-a", now - 3 * sec, 10, 0);
+	/* a replica that heard an older batch writes after a newer one */
+	put_node(s, "n2", "agent-old", now - 9 * sec, 30, 2);
+	put_node(s, "n2", "agent-c", now - 1 * sec, 0, 0);
+	put_node(s, "gone", "agent-g", 100 * sec, 7, 0);
+	Edgeprof__V1__NodeList *l = ep_store_nodes(s, err, sizeof(err));
+	if (!l)
+		fail_msg("%s", err);
+	assert_int_equal(l->n_nodes, 3);
+	assert_string_equal(l->nodes[0]->name, "gone");
+	assert_string_equal(l->nodes[1]->name, "n1");
+	assert_string_equal(l->nodes[1]->agent_id, "agent-a");
+	assert_int_equal(l->nodes[1]->samples, 10);
+	const Edgeprof__V1__Node *n2 = l->nodes[2];
+	assert_string_equal(n2->name, "n2");
+	assert_string_equal(n2->agent_id, "agent-c");
+	assert_int_equal(n2->seen_ns, now - 1 * sec);
+	assert_true(n2->sessions);
+	assert_string_equal(n2->event, "cpu-clock");
+	assert_true(n2->samples_per_s == 12.5);
+	assert_int_equal(n2->samples, 130);
+	assert_int_equal(n2->samples_with_branches, 65);
+	assert_int_equal(n2->lost, 3);
+	ep_store_free_node_list(l);
+	if (ep_store_prune(s, (int64_t)(now / sec) - 3600, err, sizeof(err)) != 0)
+		fail_msg("%s", err);
+	/* ClickHouse deletes by a background mutation: wait for it */
+	for (int i = 0; i < 100; i++) {
+		l = ep_store_nodes(s, err, sizeof(err));
+		assert_non_null(l);
+		if (l->n_nodes == 2)
+			break;
+		ep_store_free_node_list(l);
+		l = NULL;
+		usleep(100000);
+	}
+	assert_non_null(l);
+	assert_int_equal(l->n_nodes, 2);
+	assert_string_equal(l->nodes[0]->name, "n1");
+	assert_string_equal(l->nodes[1]->agent_id, "agent-c");
+	assert_int_equal(l->nodes[1]->samples, 130);
+	ep_store_free_node_list(l);
+	ep_store_close(s);
+}
+
 /* The schema of a version-1 SQLite file, as the collector wrote it before
  * sessions: the migration must take this exact file. */
 static const char sqlite_v1_schema[] =
@@ -1039,6 +1147,8 @@ int main(void)
 	    cmocka_unit_test(test_session_counts_are_kept_apart),
 	    cmocka_unit_test(test_sessions_round_trip_newest_wins),
 	    cmocka_unit_test(test_prune_forgets_finished_sessions),
+	    cmocka_unit_test(test_finished_sessions_latest_first),
+	    cmocka_unit_test(test_nodes_newest_wins_sums_add),
 	    cmocka_unit_test(test_sqlite_version_1_file_migrates),
 	    cmocka_unit_test(test_clickhouse_tables_from_before_sessions_migrate),
 	};

@@ -17,6 +17,7 @@
 #include "agent/stream/spool.h"
 #include "common/profile/merge.h"
 #include "common/profile/profile_file.h"
+#include "common/util/collector_list.h"
 #include "common/wire/wire.h"
 
 struct cut_ctx {
@@ -359,6 +360,47 @@ static void test_spool_errors_name_the_directory(void **state)
 	assert_non_null(strstr(err, "/proc/edgeprof-no/spool"));
 }
 
+/* Several collectors: the URLs as given (a trailing '/' dropped, one
+ * listed twice kept once), --collector repeated joins them, a failure
+ * moves to the next (wrapping), a second thread's report of the same
+ * failure does not skip one, and the first is used again after the
+ * failback time. */
+static void test_collector_list_fails_over_and_back(void **state)
+{
+	(void)state;
+	char err[512];
+	const char *joined = NULL;
+	struct ep_collector_arg arg = {.out = &joined};
+	assert_int_equal(ep_collector_arg_add(&arg, "http://a:1/,https://b:2", err, sizeof(err)),
+			 0);
+	assert_int_equal(ep_collector_arg_add(&arg, "http://c:3", err, sizeof(err)), 0);
+	assert_int_equal(ep_collector_arg_add(&arg, "http://a:1", err, sizeof(err)), 0);
+	assert_string_equal(joined, "http://a:1/,https://b:2,http://c:3,http://a:1");
+	struct ep_collector_list *l = ep_collector_list_parse(joined, err, sizeof(err));
+	assert_non_null(l);
+	assert_int_equal(ep_collector_list_count(l), 3);
+	assert_string_equal(ep_collector_list_url(l, 0), "http://a:1");
+	assert_string_equal(ep_collector_list_url(l, 1), "https://b:2");
+	assert_string_equal(ep_collector_list_url(l, 2), "http://c:3");
+	assert_int_equal(ep_collector_list_pick(l), 0);
+	assert_int_equal(ep_collector_list_failed(l, 0), 1);
+	/* the uploader saw the same failure of 0 a moment later */
+	assert_int_equal(ep_collector_list_failed(l, 0), 1);
+	assert_int_equal(ep_collector_list_pick(l), 1);
+	assert_int_equal(ep_collector_list_failed(l, 1), 2);
+	assert_int_equal(ep_collector_list_failed(l, 2), 0);
+	assert_int_equal(ep_collector_list_failed(l, 0), 1);
+	/* within the failback time the one in use stays; after it, the first */
+	assert_int_equal(ep_collector_list_pick(l), 1);
+	ep_collector_list_set_failback_ns(l, 0);
+	assert_int_equal(ep_collector_list_pick(l), 0);
+	ep_collector_list_free(l);
+	assert_null(ep_collector_list_parse("http://a:1,ftp://b", err, sizeof(err)));
+	assert_string_equal(err, "--collector 'ftp://b': expected http://HOST:PORT or https://...");
+	assert_null(ep_collector_list_parse("http://a:1,", err, sizeof(err)));
+	assert_null(ep_collector_list_parse("", err, sizeof(err)));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -368,6 +410,7 @@ int main(void)
 	    cmocka_unit_test(test_wire_round_trip_and_limits),
 	    cmocka_unit_test(test_spool_order_bound_and_restart),
 	    cmocka_unit_test(test_spool_errors_name_the_directory),
+	    cmocka_unit_test(test_collector_list_fails_over_and_back),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
