@@ -690,6 +690,42 @@ static void disassembly(FILE *out, const struct cfg *c, const Edgeprof__V1__Bina
 	fputs("</tbody></table>\n", out);
 }
 
+/* The graph of c, or of its hottest blocks when it has too many to lay out. */
+static void graph(FILE *out, const struct cfg *c, const char *name)
+{
+	struct cfg hottest = {0};
+	const struct cfg *drawn = c;
+	if (c->nblocks > MAX_LAYOUT_BLOCKS) {
+		if (hottest_blocks(c, MAX_LAYOUT_BLOCKS, &hottest) != 0) {
+			drawn = NULL;
+			fputs("<p class=\"error\">Out of memory for the graph.</p>", out);
+		} else {
+			drawn = &hottest;
+			fprintf(out,
+				"<p class=\"hint\" id=\"cfg-partial\" data-shown-blocks="
+				"\"%zu\" data-shown-edges=\"%zu\">%zu blocks: too many to "
+				"lay out whole. Drawn: the %zu hottest executed blocks and "
+				"the edges between them; the disassembly below has every "
+				"block and count.</p>",
+				hottest.nblocks, hottest.nedges, c->nblocks, hottest.nblocks);
+		}
+	}
+	if (drawn && drawn->nblocks) {
+		size_t len = 0;
+		char *svg = cfg_svg(drawn, name, &len);
+		if (svg) {
+			fputs("<div class=\"graph\">", out);
+			fwrite(svg, 1, len, out);
+			fputs("</div>\n", out);
+			free(svg);
+		} else {
+			fputs("<p class=\"error\">Graphviz could not lay the graph out.</p>", out);
+		}
+	}
+	free(hottest.blocks);
+	free(hottest.edges);
+}
+
 static void legend(FILE *out)
 {
 	fputs("<p class=\"legend\"><span class=\"swatch hot\"></span> executed block (darker: "
@@ -786,40 +822,7 @@ int ep_web_function_page(FILE *out, const struct ep_web_ctx *w, ep_web_arg_fn ar
 		    "data-hot-edges=\"%zu\" data-hot-blocks=\"%zu\"><h2>Control-flow graph</h2>\n",
 		    c.nblocks, c.nedges, hot, hot_blocks);
 		legend(out);
-		struct cfg hottest = {0};
-		const struct cfg *drawn = &c;
-		if (c.nblocks > MAX_LAYOUT_BLOCKS) {
-			if (hottest_blocks(&c, MAX_LAYOUT_BLOCKS, &hottest) != 0) {
-				drawn = NULL;
-				fputs("<p class=\"error\">Out of memory for the graph.</p>", out);
-			} else {
-				drawn = &hottest;
-				fprintf(out,
-					"<p class=\"hint\" id=\"cfg-partial\" data-shown-blocks="
-					"\"%zu\" data-shown-edges=\"%zu\">%zu blocks: too many to "
-					"lay out whole. Drawn: the %zu hottest executed blocks and "
-					"the edges between them; the disassembly below has every "
-					"block and count.</p>",
-					hottest.nblocks, hottest.nedges, c.nblocks,
-					hottest.nblocks);
-			}
-		}
-		if (drawn && drawn->nblocks) {
-			size_t len = 0;
-			char *svg = cfg_svg(drawn, name, &len);
-			if (svg) {
-				fputs("<div class=\"graph\">", out);
-				fwrite(svg, 1, len, out);
-				fputs("</div>\n", out);
-				free(svg);
-			} else {
-				fputs(
-				    "<p class=\"error\">Graphviz could not lay the graph out.</p>",
-				    out);
-			}
-		}
-		free(hottest.blocks);
-		free(hottest.edges);
+		graph(out, &c, name);
 		fputs("</section>\n", out);
 		disassembly(out, &c, bp, code);
 	}
