@@ -179,8 +179,9 @@ static int add_session(void *ctx, const uint8_t *record, size_t len)
 	return 0;
 }
 
-Edgeprof__V1__SessionList *ep_store_sessions_unfinished(struct ep_store *s, char *err,
-							size_t errlen)
+/* The unfinished sessions, or the last limit finished ones; NULL with err. */
+static Edgeprof__V1__SessionList *session_list(struct ep_store *s, bool finished, size_t limit,
+					       char *err, size_t errlen)
 {
 	struct session_collect c = {.list = malloc(sizeof(*c.list))};
 	if (!c.list) {
@@ -189,7 +190,8 @@ Edgeprof__V1__SessionList *ep_store_sessions_unfinished(struct ep_store *s, char
 	}
 	edgeprof__v1__session_list__init(c.list);
 	pthread_mutex_lock(&s->lock);
-	int r = s->ops->sessions_unfinished(s, add_session, &c, err, errlen);
+	int r = finished ? s->ops->sessions_finished(s, limit, add_session, &c, err, errlen)
+			 : s->ops->sessions_unfinished(s, add_session, &c, err, errlen);
 	pthread_mutex_unlock(&s->lock);
 	if (r == 0)
 		return c.list;
@@ -197,6 +199,12 @@ Edgeprof__V1__SessionList *ep_store_sessions_unfinished(struct ep_store *s, char
 		snprintf(err, errlen, "a stored session record (%zu bytes) does not decode", c.len);
 	ep_store_free_session_list(c.list);
 	return NULL;
+}
+
+Edgeprof__V1__SessionList *ep_store_sessions_unfinished(struct ep_store *s, char *err,
+							size_t errlen)
+{
+	return session_list(s, false, 0, err, errlen);
 }
 
 void ep_store_free_session_list(Edgeprof__V1__SessionList *list)
@@ -208,21 +216,7 @@ void ep_store_free_session_list(Edgeprof__V1__SessionList *list)
 Edgeprof__V1__SessionList *ep_store_sessions_finished(struct ep_store *s, size_t limit, char *err,
 						      size_t errlen)
 {
-	struct session_collect c = {.list = malloc(sizeof(*c.list))};
-	if (!c.list) {
-		snprintf(err, errlen, "out of memory");
-		return NULL;
-	}
-	edgeprof__v1__session_list__init(c.list);
-	pthread_mutex_lock(&s->lock);
-	int r = s->ops->sessions_finished(s, limit, add_session, &c, err, errlen);
-	pthread_mutex_unlock(&s->lock);
-	if (r == 0)
-		return c.list;
-	if (c.undecodable)
-		snprintf(err, errlen, "a stored session record (%zu bytes) does not decode", c.len);
-	ep_store_free_session_list(c.list);
-	return NULL;
+	return session_list(s, true, limit, err, errlen);
 }
 
 int ep_store_nodes_put(struct ep_store *s, Edgeprof__V1__Node *const *nodes, size_t n, char *err,

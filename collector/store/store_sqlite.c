@@ -815,14 +815,12 @@ static int sqlite_session_get(struct ep_store *base, const char *id, uint8_t **r
 	return rc;
 }
 
-static int sqlite_sessions_unfinished(struct ep_store *base,
-				      int (*add)(void *ctx, const uint8_t *record, size_t len),
-				      void *ctx, char *err, size_t errlen)
+/* Calls add with each row's first column (a serialised session) of the bound
+ * statement st; 0, or -1 with err. */
+static int session_records(struct sqlite_store *s, sqlite3_stmt *st,
+			   int (*add)(void *ctx, const uint8_t *record, size_t len), void *ctx,
+			   char *err, size_t errlen)
 {
-	struct sqlite_store *s = (struct sqlite_store *)base;
-	sqlite3_stmt *st = stmt(s, S_SESSIONS_UNFINISHED);
-	sqlite3_bind_int(st, 1, EDGEPROF__V1__SESSION_STATE__SESSION_PENDING);
-	sqlite3_bind_int(st, 2, EDGEPROF__V1__SESSION_STATE__SESSION_RUNNING);
 	int r;
 	while ((r = sqlite3_step(st)) == SQLITE_ROW) {
 		const void *blob = sqlite3_column_blob(st, 0);
@@ -842,6 +840,17 @@ static int sqlite_sessions_unfinished(struct ep_store *base,
 	return 0;
 }
 
+static int sqlite_sessions_unfinished(struct ep_store *base,
+				      int (*add)(void *ctx, const uint8_t *record, size_t len),
+				      void *ctx, char *err, size_t errlen)
+{
+	struct sqlite_store *s = (struct sqlite_store *)base;
+	sqlite3_stmt *st = stmt(s, S_SESSIONS_UNFINISHED);
+	sqlite3_bind_int(st, 1, EDGEPROF__V1__SESSION_STATE__SESSION_PENDING);
+	sqlite3_bind_int(st, 2, EDGEPROF__V1__SESSION_STATE__SESSION_RUNNING);
+	return session_records(s, st, add, ctx, err, errlen);
+}
+
 static int sqlite_sessions_finished(struct ep_store *base, size_t limit,
 				    int (*add)(void *ctx, const uint8_t *record, size_t len),
 				    void *ctx, char *err, size_t errlen)
@@ -851,23 +860,7 @@ static int sqlite_sessions_finished(struct ep_store *base, size_t limit,
 	sqlite3_bind_int(st, 1, EDGEPROF__V1__SESSION_STATE__SESSION_DONE);
 	sqlite3_bind_int(st, 2, EDGEPROF__V1__SESSION_STATE__SESSION_FAILED);
 	sqlite3_bind_int64(st, 3, limit > INT64_MAX ? INT64_MAX : (sqlite3_int64)limit);
-	int r;
-	while ((r = sqlite3_step(st)) == SQLITE_ROW) {
-		const void *blob = sqlite3_column_blob(st, 0);
-		int n = sqlite3_column_bytes(st, 0);
-		if (add(ctx, blob ? blob : "", (size_t)n) != 0) {
-			snprintf(err, errlen, "out of memory");
-			sqlite3_reset(st);
-			return -1;
-		}
-	}
-	if (r != SQLITE_DONE) {
-		db_error(s, "sessions", err, errlen);
-		sqlite3_reset(st);
-		return -1;
-	}
-	sqlite3_reset(st);
-	return 0;
+	return session_records(s, st, add, ctx, err, errlen);
 }
 
 static int sqlite_nodes_put(struct ep_store *base, const struct ep_store_node_row *rows, size_t n,
