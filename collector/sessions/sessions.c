@@ -47,6 +47,14 @@ struct active {
 	bool dirty; /* changed since it was last written to the store */
 };
 
+static void active_free(struct active *a)
+{
+	edgeprof__v1__session__free_unpacked(a->s, NULL);
+	for (size_t j = 0; j < a->noffered; j++)
+		free(a->offered[j]);
+	free(a->offered);
+}
+
 /* Finished sessions listed for the UI's fleet view (read from the store). */
 #define RECENT_MAX 20
 
@@ -493,10 +501,7 @@ static void flush(struct ep_sessions *ss)
 					a->s->id, err);
 		}
 		if (finished(a->s) && !a->dirty) {
-			edgeprof__v1__session__free_unpacked(a->s, NULL);
-			for (size_t j = 0; j < a->noffered; j++)
-				free(a->offered[j]);
-			free(a->offered);
+			active_free(a);
 			continue;
 		}
 		ss->act[kept++] = *a;
@@ -537,10 +542,7 @@ static int reload_sessions(struct ep_sessions *ss, char *err, size_t errlen)
 		for (size_t k = 0; k < l->n_sessions && !listed_there; k++)
 			listed_there = strcmp(l->sessions[k]->id, a->s->id) == 0;
 		if (!listed_there && !a->dirty && a->s->updated_ns < began) {
-			edgeprof__v1__session__free_unpacked(a->s, NULL);
-			for (size_t j = 0; j < a->noffered; j++)
-				free(a->offered[j]);
-			free(a->offered);
+			active_free(a);
 			continue;
 		}
 		ss->act[kept++] = *a;
@@ -615,10 +617,7 @@ void ep_sessions_free(struct ep_sessions *ss)
 	flush_nodes(ss);
 	flush(ss);
 	for (size_t i = 0; i < ss->nact; i++) {
-		edgeprof__v1__session__free_unpacked(ss->act[i].s, NULL);
-		for (size_t j = 0; j < ss->act[i].noffered; j++)
-			free(ss->act[i].offered[j]);
-		free(ss->act[i].offered);
+		active_free(&ss->act[i]);
 	}
 	free(ss->act);
 	for (size_t i = 0; i < ss->nnodes; i++)
