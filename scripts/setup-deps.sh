@@ -20,7 +20,12 @@ set -euo pipefail
 # libgvc, in the collector), chromium (the UI's tests load every view in a
 # headless browser) and fonts-dejavu-core (the fonts the pages and screenshots use);
 # libdebuginfod-dev (the collector fetches code it was not sent from debuginfod
-# servers) and debuginfod (the server its test runs on loopback)
+# servers) and debuginfod (the server its test runs on loopback);
+# aarch64 (issue 15): binutils-aarch64-linux-gnu (objdump, the decoder's oracle on
+# arm64 code), gcc-aarch64-linux-gnu and libc6-dev-arm64-cross (the workloads
+# cross-compiled, static or with the arm64 libc), and libzstd1:arm64 (Debian's own
+# arm64 build of a real library, with libc6:arm64 under it, for the oracle: it needs
+# the arm64 architecture added to dpkg, which only adds package lists)
 packages=(
 	build-essential pkg-config binutils clang clang-format
 	libelf-dev zlib1g-dev libcapstone-dev libprotobuf-c-dev protobuf-c-compiler
@@ -30,6 +35,7 @@ packages=(
 	linux-perf bolt-16 autofdo llvm-14 valgrind qemu-user python3 jq bc time
 	clickhouse-server openssl iproute2 curl zstd python3-yaml podman runc
 	tcl libgraphviz-dev chromium fonts-dejavu-core libdebuginfod-dev debuginfod
+	binutils-aarch64-linux-gnu gcc-aarch64-linux-gnu libc6-dev-arm64-cross libzstd1:arm64
 )
 
 missing=()
@@ -44,5 +50,9 @@ echo "setup: installing missing packages: ${missing[*]}" >&2
 sudo_cmd=()
 [ "$(id -u)" -ne 0 ] && sudo_cmd=(sudo)
 export DEBIAN_FRONTEND=noninteractive
+# the :arm64 packages need dpkg to know the architecture before the update
+if [[ " ${missing[*]}" == *:arm64* ]] && ! dpkg --print-foreign-architectures | grep -qx arm64; then
+	"${sudo_cmd[@]}" dpkg --add-architecture arm64
+fi
 "${sudo_cmd[@]}" apt-get update -qq
 "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -78,7 +78,11 @@ struct ep_decoder *ep_decoder_cache_get(struct ep_decoder_cache *c, uint32_t bin
 		size_t nsegs = 0;
 		const struct ep_code_segment *segs = ep_binary_code_segments(bin, &nsegs);
 		c->decoders[bin_index] = ep_decoder_new(ep_binary_arch(bin), segs, nsegs);
-		if (!c->decoders[bin_index])
+		size_t ndata = 0;
+		const struct ep_addr_range *data = ep_binary_data_in_code(bin, &ndata);
+		if (c->decoders[bin_index])
+			ep_decoder_set_data(c->decoders[bin_index], data, ndata);
+		else
 			ep_warn("%s: cannot decode its code (architecture %s): its branches are "
 				"skipped",
 				ep_binary_path(bin), ep_arch_name(ep_binary_arch(bin)));

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/elf/elf_mapsyms.h"
 #include "common/elf/elf_note.h"
 #include "common/util/log.h"
 #include "common/util/regular_file.h"
@@ -41,6 +42,10 @@ struct ep_binary {
 	 * segments lie in the file, read at the first ep_binary_code_segments() */
 	uint64_t *code_offsets;
 	bool code_pending;
+	/* AArch64 literal pools and other data in the code ($d mapping
+	 * symbols): the decoder must not read them as instructions */
+	struct ep_addr_range *data;
+	size_t ndata;
 	struct ep_symbol *syms;
 	size_t nsyms;
 	char *names;	    /* every symbol name, back to back */
@@ -116,6 +121,7 @@ static void binary_free(struct ep_binary *b)
 	free(b->code);
 	free(b->code_offsets);
 	free(b->loads);
+	free(b->data);
 	free(b->syms);
 	free(b->names);
 	free(b->plt_names);
@@ -251,6 +257,12 @@ static void load_code(struct ep_binary *b)
 		ep_warn("%s: its code cannot be read any more (%s): its branches are skipped",
 			b->path, same ? err : "file gone or changed");
 	}
+}
+
+const struct ep_addr_range *ep_binary_data_in_code(const struct ep_binary *bin, size_t *count)
+{
+	*count = bin->ndata;
+	return bin->data;
 }
 
 const struct ep_code_segment *ep_binary_code_segments(const struct ep_binary *bin, size_t *count)
@@ -855,11 +867,11 @@ static struct ep_binary *binary_open(const char *path, bool lazy_code, char *err
 	/* without one the length stays 0 */
 	(void)ep_elf_build_id(elf, nphdr, size, b->build_id, &b->build_id_len);
 	ep_build_id_to_hex(b->build_id, b->build_id_len, b->build_id_hex);
-	if (read_symbols(elf, b) != 0) {
+	if (read_symbols(elf, b) != 0 || ep_elf_data_in_code(elf, &b->data, &b->ndata) != 0) {
 		snprintf(err, errlen, "%s: out of memory reading symbols", path);
 		goto out;
 	}
-	b->sym_bytes = b->nsyms * sizeof(*b->syms);
+	b->sym_bytes = b->nsyms * sizeof(*b->syms) + b->ndata * sizeof(*b->data);
 	for (size_t i = 0; i < b->nsyms; i++)
 		b->sym_bytes += strlen(b->syms[i].name) + 1;
 	rc = 0;

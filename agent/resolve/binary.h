@@ -169,6 +169,10 @@ const struct ep_load_segment *ep_binary_load_segments(const struct ep_binary *bi
 /* The executable PT_LOAD segments' bytes (valid while the registry lives). */
 const struct ep_code_segment *ep_binary_code_segments(const struct ep_binary *bin, size_t *count);
 
+/* The data inside those segments' code (AArch64's $d mapping symbols; none
+ * when the binary is stripped): sorted, disjoint, valid as the segments. */
+const struct ep_addr_range *ep_binary_data_in_code(const struct ep_binary *bin, size_t *count);
+
 /* The function symbol (STT_FUNC, .symtab then .dynsym, and x86-64 PLT
  * entries) containing vaddr, or NULL. A size-0 symbol runs to the next
  * symbol or the end of its section, whichever comes first. */

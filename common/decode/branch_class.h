@@ -6,6 +6,8 @@
 #ifndef EP_BRANCH_CLASS_H
 #define EP_BRANCH_CLASS_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* capstone's instruction; only the classifiers' callers see capstone.h */
@@ -31,5 +33,11 @@ struct ep_insn_info {
 /* Each classifies one decoded instruction (capstone detail mode on). */
 void ep_x86_classify(const struct cs_insn *insn, struct ep_insn_info *out);
 void ep_arm64_classify(const struct cs_insn *insn, struct ep_insn_info *out);
+/* The AArch64 instruction word w (read little-endian) at pc: AArch64 needs
+ * no disassembler to find its branches, and capstone 4 knows too few. */
+void ep_arm64_classify_word(uint32_t w, uint64_t pc, struct ep_insn_info *out);
+/* Text for the branches capstone 4 cannot print (the pointer-authenticated
+ * ones, BC.cond), as objdump writes them; false for any other word. */
+bool ep_arm64_branch_text(uint32_t w, uint64_t pc, char *text, size_t len);
 
 #endif

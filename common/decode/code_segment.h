@@ -14,4 +14,10 @@ struct ep_code_segment {
 	size_t size;
 };
 
+/* [start, end) of ELF virtual addresses: the parts of code segments that
+ * hold data (ep_elf_data_in_code, ep_decoder_set_data) */
+struct ep_addr_range {
+	uint64_t start, end;
+};
+
 #endif

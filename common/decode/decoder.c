@@ -50,6 +50,9 @@ struct ep_decoder {
 	size_t nsegments;
 	csh cs;
 	cs_insn *insn;
+	/* parts of the segments that are data (sorted), none when unknown */
+	const struct ep_addr_range *data;
+	size_t ndata;
 
 	struct ep_site *sites;
 	uint32_t nsites, sites_cap;
@@ -175,6 +178,12 @@ void ep_decoder_free(struct ep_decoder *d)
 	free(d);
 }
 
+void ep_decoder_set_data(struct ep_decoder *d, const struct ep_addr_range *ranges, size_t n)
+{
+	d->data = ranges;
+	d->ndata = n;
+}
+
 uint32_t ep_decoder_site_count(const struct ep_decoder *d)
 {
 	return d->nsites;
@@ -232,20 +241,50 @@ static const uint8_t *code_at(const struct ep_decoder *d, uint64_t vaddr, size_t
 
 enum decode_result { DECODED, DECODE_NO_CODE, DECODE_BAD };
 
-static enum decode_result decode_one(struct ep_decoder *d, uint64_t vaddr,
-				     struct ep_insn_info *info)
+static bool in_data(const struct ep_decoder *d, uint64_t vaddr)
+{
+	size_t lo = 0, hi = d->ndata;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (d->data[mid].end <= vaddr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < d->ndata && d->data[lo].start <= vaddr;
+}
+
+/* AArch64: fixed 4-byte words, classified from their encoding. A word cut
+ * by the segment's end is no code; a misaligned address holds no
+ * instruction at all (the CPU faults on such a PC). */
+static enum decode_result decode_arm64(const struct ep_decoder *d, uint64_t vaddr,
+				       struct ep_insn_info *info)
 {
 	size_t avail;
 	const uint8_t *code = code_at(d, vaddr, &avail);
-	if (!code)
+	if (!code || avail < 4 || (d->ndata && in_data(d, vaddr)))
+		return DECODE_NO_CODE;
+	if (vaddr & 3)
+		return DECODE_BAD;
+	uint32_t w = (uint32_t)code[0] | (uint32_t)code[1] << 8 | (uint32_t)code[2] << 16 |
+		     (uint32_t)code[3] << 24;
+	ep_arm64_classify_word(w, vaddr, info);
+	return DECODED;
+}
+
+static enum decode_result decode_one(struct ep_decoder *d, uint64_t vaddr,
+				     struct ep_insn_info *info)
+{
+	if (d->arch == EP_ARCH_AARCH64)
+		return decode_arm64(d, vaddr, info);
+	size_t avail;
+	const uint8_t *code = code_at(d, vaddr, &avail);
+	if (!code || (d->ndata && in_data(d, vaddr)))
 		return DECODE_NO_CODE;
 	uint64_t addr = vaddr;
 	if (!cs_disasm_iter(d->cs, &code, &avail, &addr, d->insn))
 		return DECODE_BAD;
-	if (d->arch == EP_ARCH_X86_64)
-		ep_x86_classify(d->insn, info);
-	else
-		ep_arm64_classify(d->insn, info);
+	ep_x86_classify(d->insn, info);
 	return DECODED;
 }
 
@@ -259,9 +298,24 @@ bool ep_decoder_insn_text(struct ep_decoder *d, uint64_t vaddr, struct ep_insn_i
 {
 	if (decode_one(d, vaddr, info) != DECODED)
 		return false;
-	if (textlen)
-		snprintf(text, textlen, "%s%s%s", d->insn->mnemonic, d->insn->op_str[0] ? " " : "",
-			 d->insn->op_str);
+	if (!textlen)
+		return true;
+	if (d->arch == EP_ARCH_AARCH64) {
+		/* capstone only writes the text here, and may not know the word */
+		size_t avail;
+		const uint8_t *code = code_at(d, vaddr, &avail);
+		uint32_t w = (uint32_t)code[0] | (uint32_t)code[1] << 8 | (uint32_t)code[2] << 16 |
+			     (uint32_t)code[3] << 24;
+		uint64_t addr = vaddr;
+		avail = 4;
+		if (!cs_disasm_iter(d->cs, &code, &avail, &addr, d->insn)) {
+			if (!ep_arm64_branch_text(w, vaddr, text, textlen))
+				snprintf(text, textlen, ".inst 0x%08x", (unsigned)w);
+			return true;
+		}
+	}
+	snprintf(text, textlen, "%s%s%s", d->insn->mnemonic, d->insn->op_str[0] ? " " : "",
+		 d->insn->op_str);
 	return true;
 }
 
@@ -376,7 +430,7 @@ static bool bit_set(const uint64_t *bm, uint64_t bit)
 static uint32_t build_run(struct ep_decoder *d, uint64_t start)
 {
 	size_t avail;
-	if (!code_at(d, start, &avail))
+	if (!code_at(d, start, &avail) || (d->ndata && in_data(d, start)))
 		return NO_RUN;
 	if (grow((void **)&d->runs, &d->runs_cap, sizeof(*d->runs), d->nruns + 1ull))
 		return NO_RUN;

@@ -64,6 +64,15 @@ struct ep_decoder *ep_decoder_new(enum ep_arch arch, const struct ep_code_segmen
 				  size_t nsegments);
 void ep_decoder_free(struct ep_decoder *d);
 
+/*
+ * The parts of the code segments that hold data, not instructions: AArch64
+ * literal pools and words placed in code, which the ELF names with $d
+ * mapping symbols (ep_elf_data_in_code). No walk, sweep or lookup reads
+ * them as code (they are "no code"). ranges: sorted, disjoint, kept by the
+ * caller while the decoder lives; set before the first decode.
+ */
+void ep_decoder_set_data(struct ep_decoder *d, const struct ep_addr_range *ranges, size_t n);
+
 uint32_t ep_decoder_site_count(const struct ep_decoder *d);
 const struct ep_site *ep_decoder_site(const struct ep_decoder *d, uint32_t site);
 /* The whole site table (index by site id): valid until the decoder next
