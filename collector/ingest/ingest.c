@@ -142,14 +142,16 @@ static int commit(struct ep_ingest *in, struct ep_merge *m, const struct key_lis
 		if (in->keeps_batches)
 			for (size_t j = 0; j < sets[i].n; j++)
 				slices[k++] = (struct ep_store_slice){
-				    sets[i].slices[j].bucket, sets[i].slices[j].delta, (int)nids};
+				    sets[i].slices[j].bucket, sets[i].slices[j].delta, (int)nids,
+				    sets[i].slices[j].ns};
 		ids[nids++] = (struct ep_store_batch_id){
 		    keys->items[i].agent_id, keys->items[i].sequence, keys->items[i].node, now};
 	}
 	if (!in->keeps_batches)
 		for (size_t j = 0; j < sets[0].n; j++)
 			slices[k++] = (struct ep_store_slice){sets[0].slices[j].bucket,
-							      sets[0].slices[j].delta, -1};
+							      sets[0].slices[j].delta, -1,
+							      sets[0].slices[j].ns};
 	rc = 0;
 	if (!nids)
 		goto out; /* every batch of the group was stored already */
@@ -456,12 +458,16 @@ enum ep_ingest_result ep_ingest_batch(struct ep_ingest *in, const uint8_t *body,
 	while (in->pending_rows >= in->cfg.max_pending_rows)
 		pthread_cond_wait(&in->space, &in->lock);
 	int64_t bucket = bucket_of(b->window_end_ns);
+	/* cpu-clock nanoseconds stand in for cycles on machines without a
+	 * cycles event: they are kept apart from other agents' cycles all the
+	 * way to the store's columns */
+	bool ns = b->config && b->config->cycles_unit && strcmp(b->config->cycles_unit, "ns") == 0;
 	struct ep_merge *own = in->keeps_batches ? ep_merge_new() : NULL;
 	struct ep_merge *into = in->keeps_batches ? own : in->pending;
 	int rc = into ? 0 : -1;
 	for (size_t i = 0; i < b->n_binaries && rc == 0; i++) {
 		const Edgeprof__V1__BinaryDelta *d = b->binaries[i];
-		rc = ep_merge_add(into, bucket, d->profile, d->labels);
+		rc = ep_merge_add_unit(into, bucket, d->profile, d->labels, ns);
 		in->counters.edges += d->profile->n_edges;
 		in->counters.ranges += d->profile->n_ranges;
 		in->counters.ips += d->profile->n_ips;

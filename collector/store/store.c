@@ -1,12 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "collector/store/store.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "collector/store/store_backend.h"
 #include "common/profile/model.h"
+#include "common/util/log.h"
+#include "common/util/sat.h"
 
 struct ep_store *ep_store_open(const char *spec, char *err, size_t errlen)
 {
@@ -400,19 +403,69 @@ fail:
 	return NULL;
 }
 
+/* The one unit a profile read back gives its cycles in. Cycles and
+ * cpu-clock nanoseconds are kept in separate columns (ep_store_slice), so
+ * neither was ever added to the other; a selection holding both (nodes with
+ * a cycles event and nodes without, profiling one binary) gives the cycles,
+ * the measure CPI means, and says in a log line how much time it left out,
+ * rather than a sum of two units or two profiles in one. 0, or -1 (out of
+ * memory). */
+static int choose_unit(Edgeprof__V1__Profile *p, const struct ep_store_read *rd)
+{
+	Edgeprof__V1__BinaryProfile *bp = rd->bp;
+	bool cycles = false;
+	uint64_t ns = 0;
+	for (size_t i = 0; i < bp->n_ranges; i++) {
+		cycles = cycles || bp->ranges[i]->cycles;
+		ep_add_sat(&ns, rd->range_ns[2 * i]);
+	}
+	for (size_t i = 0; i < bp->n_ips; i++) {
+		cycles = cycles || bp->ips[i]->cycles;
+		ep_add_sat(&ns, rd->ip_ns[i]);
+	}
+	if (!cycles && !ns)
+		return 0;
+	if (cycles && ns) {
+		ep_warn("store: build-id %s has both cycles and cpu-clock time (%" PRIu64
+			" ns, from nodes without a cycles event) under the query: the profile "
+			"gives the cycles only",
+			bp->build_id, ns);
+	} else if (ns) {
+		for (size_t i = 0; i < bp->n_ranges; i++) {
+			bp->ranges[i]->cycles = rd->range_ns[2 * i];
+			bp->ranges[i]->cycled_instructions = rd->range_ns[2 * i + 1];
+		}
+		for (size_t i = 0; i < bp->n_ips; i++)
+			bp->ips[i]->cycles = rd->ip_ns[i];
+	}
+	/* only cpu-clock gives nanoseconds; cycles may come from the branch
+	 * records or a cycles event, which the stores do not tell apart */
+	p->config->cycles_unit = strdup(cycles ? "cycles" : "ns");
+	p->config->cycles_source = strdup(cycles ? "" : "cpu_clock");
+	return p->config->cycles_unit && p->config->cycles_source ? 0 : -1;
+}
+
 Edgeprof__V1__Profile *ep_store_profile(struct ep_store *s, const struct ep_store_filter *f,
 					char *err, size_t errlen)
 {
 	Edgeprof__V1__BinaryProfile *bp;
 	pthread_mutex_lock(&s->lock);
 	Edgeprof__V1__Profile *p = profile_start(s, f, &bp, err, errlen);
+	struct ep_store_read rd = {.bp = p ? bp : NULL};
 	for (int part = 0; p && bp && part < EP_STORE_NPARTS; part++) {
-		if (s->ops->read_part(s, f, (enum ep_store_part)part, bp, err, errlen) != 0) {
+		if (s->ops->read_part(s, f, (enum ep_store_part)part, &rd, err, errlen) != 0) {
 			protobuf_c_message_free_unpacked(&p->base, NULL);
 			p = NULL;
 		}
 	}
 	pthread_mutex_unlock(&s->lock);
+	if (p && bp && choose_unit(p, &rd) != 0) {
+		snprintf(err, errlen, "out of memory");
+		protobuf_c_message_free_unpacked(&p->base, NULL);
+		p = NULL;
+	}
+	free(rd.range_ns);
+	free(rd.ip_ns);
 	/* the backends sum counts by GROUP BY, which leaves no order; sorted
 	 * here in the model's (unsigned) order, which SQLite's int64 ORDER BY
 	 * would not give for addresses >= 2^63 */

@@ -51,6 +51,9 @@ struct ep_store_slice {
 	int64_t bucket_s; /* start of the bucket, unix seconds, a multiple of EP_STORE_BUCKET_S */
 	const Edgeprof__V1__BinaryDelta *delta;
 	int batch; /* index in the commit's batches it came from; -1: merged from several */
+	/* delta's Range.cycles and IpCount.cycles are cpu-clock nanoseconds
+	 * (its batch's config.cycles_unit "ns"): stored apart from cycles */
+	bool cycles_ns;
 };
 
 struct ep_store_commit {

@@ -11,8 +11,8 @@
 enum ep_store_part {
 	EP_PART_EDGES,	   /* from, to, flags (1 taken, 2 from external, 4 to external),
 			      kind, count, mispredicted */
-	EP_PART_RANGES,	   /* start, end, count */
-	EP_PART_IPS,	   /* ip, count */
+	EP_PART_RANGES,	   /* start, end, count, cycles, cycled_insns, ns, ns_insns */
+	EP_PART_IPS,	   /* ip, count, cycles, ns */
 	EP_PART_FUNCTIONS, /* start, name, size */
 	EP_PART_SEGMENTS,  /* vaddr, file offset, size */
 	EP_STORE_NPARTS
@@ -26,6 +26,8 @@ struct ep_store_node_row {
 	size_t len;
 	uint64_t samples, samples_with_branches, lost;
 };
+
+struct ep_store_read;
 
 struct ep_store_ops {
 	const char *kind;
@@ -46,7 +48,7 @@ struct ep_store_ops {
 	 * (counts summed over buckets, labels and batches; functions and
 	 * segments of f->build_id ordered by address); 0, or -1 with err. */
 	int (*read_part)(struct ep_store *s, const struct ep_store_filter *f,
-			 enum ep_store_part part, Edgeprof__V1__BinaryProfile *bp, char *err,
+			 enum ep_store_part part, struct ep_store_read *rd, char *err,
 			 size_t errlen);
 	/* record: the session serialised (len bytes), session: the same decoded */
 	int (*session_put)(struct ep_store *s, const Edgeprof__V1__Session *session,
@@ -98,8 +100,19 @@ struct ep_store_row {
 	const char *(*text)(void *ctx, int column); /* NULL when out of memory */
 };
 
-/* Adds the message that row describes to bp; 0, or -1 (out of memory). */
-int ep_store_add_row(Edgeprof__V1__BinaryProfile *bp, enum ep_store_part part,
+/* A profile being read. The stores keep cpu-clock nanoseconds in columns
+ * apart from cycles; a range's or IP's nanoseconds wait here, beside bp's
+ * messages in the same order, until ep_store_profile has seen them all and
+ * chosen the one unit the profile gives. */
+struct ep_store_read {
+	Edgeprof__V1__BinaryProfile *bp;
+	uint64_t *range_ns; /* per range: ns, ns_insns */
+	uint64_t *ip_ns;    /* per IP */
+	size_t range_cap, ip_cap;
+};
+
+/* Adds the message that row describes to rd->bp; 0, or -1 (out of memory). */
+int ep_store_add_row(struct ep_store_read *rd, enum ep_store_part part,
 		     const struct ep_store_row *row);
 /* Adds the binary that row describes (build_id, arch, samples,
  * first_seen_s, last_seen_s) to list, *added = it; 0, or -1. */

@@ -50,13 +50,14 @@ static const char *const tables[] = {
     "CREATE TABLE IF NOT EXISTS ranges (build_id String, bucket Int64, container_id String,"
     " pod String, namespace String, cgroup String, process String, start_addr UInt64,"
     " end_addr UInt64, count UInt64, agent_id String, sequence UInt64, session_id String,"
-    " cycles UInt64, cycled_insns UInt64)"
+    " cycles UInt64, cycled_insns UInt64, ns UInt64, ns_insns UInt64)"
     " ENGINE = ReplacingMergeTree() PARTITION BY intDiv(bucket, 604800) ORDER BY (build_id,"
     " bucket, container_id, pod, namespace, cgroup, process, start_addr, end_addr, agent_id,"
     " sequence, session_id)",
     "CREATE TABLE IF NOT EXISTS ips (build_id String, bucket Int64, container_id String,"
     " pod String, namespace String, cgroup String, process String, ip UInt64, count UInt64,"
-    " agent_id String, sequence UInt64, session_id String) ENGINE = ReplacingMergeTree()"
+    " agent_id String, sequence UInt64, session_id String, cycles UInt64, ns UInt64)"
+    " ENGINE = ReplacingMergeTree()"
     " PARTITION BY intDiv(bucket, 604800) ORDER BY (build_id, bucket, container_id, pod,"
     " namespace, cgroup, process, ip, agent_id, sequence, session_id)",
     "CREATE TABLE IF NOT EXISTS paths (build_id String, path String)"
@@ -103,8 +104,8 @@ static const char *const insert_sql[NT] = {
     "INSERT INTO edges (build_id, bucket, " LABEL_COLS ", from_addr, to_addr, flags, kind, count,"
     " mispredicted, " BATCH_COLS ") FORMAT TabSeparated",
     "INSERT INTO ranges (build_id, bucket, " LABEL_COLS ", start_addr, end_addr, count, cycles,"
-    " cycled_insns, " BATCH_COLS ") FORMAT TabSeparated",
-    "INSERT INTO ips (build_id, bucket, " LABEL_COLS ", ip, count, " BATCH_COLS
+    " cycled_insns, ns, ns_insns, " BATCH_COLS ") FORMAT TabSeparated",
+    "INSERT INTO ips (build_id, bucket, " LABEL_COLS ", ip, count, cycles, ns, " BATCH_COLS
     ") FORMAT TabSeparated",
     "INSERT INTO paths FORMAT TabSeparated",
     "INSERT INTO functions FORMAT TabSeparated",
@@ -127,7 +128,7 @@ static void count_key(FILE *f, const char *build_id, int64_t bucket_s,
 
 /* A slice's count rows; tail ends each: its batch and session, newline. */
 static void count_rows(FILE *const f[NT], const Edgeprof__V1__BinaryProfile *bp, int64_t bucket_s,
-		       const Edgeprof__V1__Labels *l, const char *tail)
+		       const Edgeprof__V1__Labels *l, bool ns, const char *tail)
 {
 	if (bp->samples) {
 		/* samples carry the arch between build-id and bucket */
@@ -148,14 +149,20 @@ static void count_rows(FILE *const f[NT], const Edgeprof__V1__BinaryProfile *bp,
 	for (size_t j = 0; j < bp->n_ranges; j++) {
 		count_key(f[T_RANGES], bp->build_id, bucket_s, l);
 		const Edgeprof__V1__Range *r = bp->ranges[j];
+		/* one pair of columns per unit (ep_store_slice) */
+		fprintf(f[T_RANGES], "%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t", r->start, r->end,
+			r->count);
 		fprintf(f[T_RANGES],
-			"%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t%s",
-			r->start, r->end, r->count, r->cycles, r->cycled_instructions, tail);
+			ns ? "0\t0\t%" PRIu64 "\t%" PRIu64 "\t%s"
+			   : "%" PRIu64 "\t%" PRIu64 "\t0\t0\t%s",
+			r->cycles, r->cycled_instructions, tail);
 	}
 	for (size_t j = 0; j < bp->n_ips; j++) {
 		count_key(f[T_IPS], bp->build_id, bucket_s, l);
-		fprintf(f[T_IPS], "%" PRIu64 "\t%" PRIu64 "\t%s", bp->ips[j]->ip, bp->ips[j]->count,
-			tail);
+		fprintf(f[T_IPS],
+			ns ? "%" PRIu64 "\t%" PRIu64 "\t0\t%" PRIu64 "\t%s"
+			   : "%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t0\t%s",
+			bp->ips[j]->ip, bp->ips[j]->count, bp->ips[j]->cycles, tail);
 	}
 }
 
@@ -205,7 +212,7 @@ static int slice_rows(struct ch_text rows[NT], const struct ep_store_commit *c,
 		FILE *f[NT];
 		for (int t = 0; t < NT; t++)
 			f[t] = rows[t].f;
-		count_rows(f, sl->delta->profile, sl->bucket_s, l, tail.data);
+		count_rows(f, sl->delta->profile, sl->bucket_s, l, sl->cycles_ns, tail.data);
 		metadata_rows(f, sl->delta->profile);
 	}
 	ch_text_free(&tail);
@@ -584,10 +591,12 @@ static const struct {
     [EP_PART_EDGES] = {"from_addr, to_addr, flags, max(kind), " SAT_SUM("count") ", " SAT_SUM(
 			   "mispredicted"),
 		       "edges", "GROUP BY from_addr, to_addr, flags", 6, false},
-    [EP_PART_RANGES] = {"start_addr, end_addr, " SAT_SUM("count") ", " SAT_SUM(
-			    "cycles") ", " SAT_SUM("cycled_insns"),
-			"ranges", "GROUP BY start_addr, end_addr", 5, false},
-    [EP_PART_IPS] = {"ip, " SAT_SUM("count"), "ips", "GROUP BY ip", 2, false},
+    [EP_PART_RANGES] =
+	{"start_addr, end_addr, " SAT_SUM("count") ", " SAT_SUM("cycles") ", " SAT_SUM(
+	     "cycled_insns") ", " SAT_SUM("ns") ", " SAT_SUM("ns_insns"),
+	 "ranges", "GROUP BY start_addr, end_addr", 7, false},
+    [EP_PART_IPS] = {"ip, " SAT_SUM("count") ", " SAT_SUM("cycles") ", " SAT_SUM("ns"), "ips",
+		     "GROUP BY ip", 4, false},
     /* grouped (max): rows from agents before local_index carry 0 beside the
      * newer rows of the same function */
     [EP_PART_FUNCTIONS] = {"start_addr, name, max(size), max(local_index)", "functions",
@@ -596,8 +605,7 @@ static const struct {
 };
 
 static int ch_read_part(struct ep_store *base, const struct ep_store_filter *flt,
-			enum ep_store_part part, Edgeprof__V1__BinaryProfile *bp, char *err,
-			size_t errlen)
+			enum ep_store_part part, struct ep_store_read *rd, char *err, size_t errlen)
 {
 	struct ch_store *s = (struct ch_store *)base;
 	struct ep_http_body out = {0};
@@ -607,11 +615,11 @@ static int ch_read_part(struct ep_store *base, const struct ep_store_filter *flt
 		 : query_rows(s, parts[part].select, parts[part].table, flt, parts[part].tail, &out,
 			      err, errlen)) != 0)
 		return -1;
-	char *cur = out.data, *fields[6];
+	char *cur = out.data, *fields[7];
 	struct ep_store_row row = {.ctx = fields, .number = field_number, .text = field_text};
 	int rc = 0;
 	while (rc == 0 && ch_next_row(&cur, fields, parts[part].columns) == parts[part].columns)
-		rc = ep_store_add_row(bp, part, &row);
+		rc = ep_store_add_row(rd, part, &row);
 	free(out.data);
 	if (rc != 0)
 		snprintf(err, errlen, "out of memory");
@@ -1015,6 +1023,13 @@ static int set_up_schema(struct ch_store *s, char *err, size_t errlen)
 	/* ranges from before the branch records' cycles (issue 14): 0 */
 	if (add_column(s, "ranges", "cycles", "UInt64", err, errlen) != 0 ||
 	    add_column(s, "ranges", "cycled_insns", "UInt64", err, errlen) != 0)
+		return -1;
+	/* agent --cycles' cycles at IPs, and cpu-clock nanoseconds apart from
+	 * cycles (ep_store_slice): 0 in older rows */
+	if (add_column(s, "ips", "cycles", "UInt64", err, errlen) != 0 ||
+	    add_column(s, "ips", "ns", "UInt64", err, errlen) != 0 ||
+	    add_column(s, "ranges", "ns", "UInt64", err, errlen) != 0 ||
+	    add_column(s, "ranges", "ns_insns", "UInt64", err, errlen) != 0)
 		return -1;
 	return 0;
 }

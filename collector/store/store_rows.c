@@ -26,8 +26,9 @@ static void *append_new(void ***array, size_t *n, size_t size)
 	return m;
 }
 
-static int add_edge(Edgeprof__V1__BinaryProfile *bp, const struct ep_store_row *row)
+static int add_edge(struct ep_store_read *rd, const struct ep_store_row *row)
 {
+	Edgeprof__V1__BinaryProfile *bp = rd->bp;
 	Edgeprof__V1__Edge *e = append_new((void ***)&bp->edges, &bp->n_edges, sizeof(*e));
 	if (!e)
 		return -1;
@@ -44,8 +45,27 @@ static int add_edge(Edgeprof__V1__BinaryProfile *bp, const struct ep_store_row *
 	return 0;
 }
 
-static int add_range(Edgeprof__V1__BinaryProfile *bp, const struct ep_store_row *row)
+/* Makes room for item i of an array of per items per entry. */
+static int reserve(uint64_t **array, size_t *cap, size_t i, size_t per)
 {
+	if (i < *cap)
+		return 0;
+	size_t cap2 = *cap ? *cap * 2 : 64;
+	uint64_t *a = realloc(*array, cap2 * per * sizeof(*a));
+	if (!a)
+		return -1;
+	*array = a;
+	*cap = cap2;
+	return 0;
+}
+
+static int add_range(struct ep_store_read *rd, const struct ep_store_row *row)
+{
+	Edgeprof__V1__BinaryProfile *bp = rd->bp;
+	if (reserve(&rd->range_ns, &rd->range_cap, bp->n_ranges, 2) != 0)
+		return -1;
+	rd->range_ns[2 * bp->n_ranges] = row->number(row->ctx, 5);
+	rd->range_ns[2 * bp->n_ranges + 1] = row->number(row->ctx, 6);
 	Edgeprof__V1__Range *r = append_new((void ***)&bp->ranges, &bp->n_ranges, sizeof(*r));
 	if (!r)
 		return -1;
@@ -58,19 +78,25 @@ static int add_range(Edgeprof__V1__BinaryProfile *bp, const struct ep_store_row 
 	return 0;
 }
 
-static int add_ip(Edgeprof__V1__BinaryProfile *bp, const struct ep_store_row *row)
+static int add_ip(struct ep_store_read *rd, const struct ep_store_row *row)
 {
+	Edgeprof__V1__BinaryProfile *bp = rd->bp;
+	if (reserve(&rd->ip_ns, &rd->ip_cap, bp->n_ips, 1) != 0)
+		return -1;
+	rd->ip_ns[bp->n_ips] = row->number(row->ctx, 3);
 	Edgeprof__V1__IpCount *c = append_new((void ***)&bp->ips, &bp->n_ips, sizeof(*c));
 	if (!c)
 		return -1;
 	edgeprof__v1__ip_count__init(c);
 	c->ip = row->number(row->ctx, 0);
 	c->count = row->number(row->ctx, 1);
+	c->cycles = row->number(row->ctx, 2);
 	return 0;
 }
 
-static int add_function(Edgeprof__V1__BinaryProfile *bp, const struct ep_store_row *row)
+static int add_function(struct ep_store_read *rd, const struct ep_store_row *row)
 {
+	Edgeprof__V1__BinaryProfile *bp = rd->bp;
 	Edgeprof__V1__Function *fn =
 	    append_new((void ***)&bp->functions, &bp->n_functions, sizeof(*fn));
 	if (!fn)
@@ -82,8 +108,9 @@ static int add_function(Edgeprof__V1__BinaryProfile *bp, const struct ep_store_r
 	return (fn->name = text_copy(row, 1)) ? 0 : -1;
 }
 
-static int add_segment(Edgeprof__V1__BinaryProfile *bp, const struct ep_store_row *row)
+static int add_segment(struct ep_store_read *rd, const struct ep_store_row *row)
 {
+	Edgeprof__V1__BinaryProfile *bp = rd->bp;
 	Edgeprof__V1__LoadSegment *g =
 	    append_new((void ***)&bp->segments, &bp->n_segments, sizeof(*g));
 	if (!g)
@@ -95,16 +122,16 @@ static int add_segment(Edgeprof__V1__BinaryProfile *bp, const struct ep_store_ro
 	return 0;
 }
 
-int ep_store_add_row(Edgeprof__V1__BinaryProfile *bp, enum ep_store_part part,
+int ep_store_add_row(struct ep_store_read *rd, enum ep_store_part part,
 		     const struct ep_store_row *row)
 {
-	static int (*const add[EP_STORE_NPARTS])(Edgeprof__V1__BinaryProfile *,
+	static int (*const add[EP_STORE_NPARTS])(struct ep_store_read *,
 						 const struct ep_store_row *) = {
 	    [EP_PART_EDGES] = add_edge,	      [EP_PART_RANGES] = add_range,
 	    [EP_PART_IPS] = add_ip,	      [EP_PART_FUNCTIONS] = add_function,
 	    [EP_PART_SEGMENTS] = add_segment,
 	};
-	return add[part](bp, row);
+	return add[part](rd, row);
 }
 
 int ep_store_add_binary(Edgeprof__V1__BinaryList *list, const struct ep_store_row *row,

@@ -25,8 +25,11 @@
 #include "common/util/sat.h"
 
 /* 2: label_sets.session_id (in its UNIQUE key), the sessions table
- * 3: functions.local_index (BOLT's NAME/N of a local function) */
-#define SCHEMA_VERSION 4
+ * 3: functions.local_index (BOLT's NAME/N of a local function)
+ * 4: ranges.cycles, ranges.cycled_insns
+ * 5: ips.cycles, and the cpu-clock nanoseconds apart from cycles: ranges.ns,
+ *    ranges.ns_insns, ips.ns */
+#define SCHEMA_VERSION 5
 
 enum stmt_id {
 	S_BINARY_INSERT,
@@ -67,13 +70,17 @@ static const char *const stmt_sql[NSTMTS] = {
 	       "count, mispredicted) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) "
 	       "ON CONFLICT DO UPDATE SET count = sat_add(count, excluded.count), "
 	       "mispredicted = sat_add(mispredicted, excluded.mispredicted)",
-    [S_RANGE] = "INSERT INTO ranges(binary_id, bucket, label_set, start_addr, end_addr, count, "
-		"cycles, cycled_insns) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) "
-		"ON CONFLICT DO UPDATE SET count = sat_add(count, excluded.count), "
-		"cycles = sat_add(cycles, excluded.cycles), "
-		"cycled_insns = sat_add(cycled_insns, excluded.cycled_insns)",
-    [S_IP] = "INSERT INTO ips(binary_id, bucket, label_set, ip, count) VALUES(?1, ?2, ?3, ?4, ?5) "
-	     "ON CONFLICT DO UPDATE SET count = sat_add(count, excluded.count)",
+    [S_RANGE] =
+	"INSERT INTO ranges(binary_id, bucket, label_set, start_addr, end_addr, count, "
+	"cycles, cycled_insns, ns, ns_insns) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) "
+	"ON CONFLICT DO UPDATE SET count = sat_add(count, excluded.count), "
+	"cycles = sat_add(cycles, excluded.cycles), "
+	"cycled_insns = sat_add(cycled_insns, excluded.cycled_insns), "
+	"ns = sat_add(ns, excluded.ns), ns_insns = sat_add(ns_insns, excluded.ns_insns)",
+    [S_IP] = "INSERT INTO ips(binary_id, bucket, label_set, ip, count, cycles, ns) "
+	     "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7) "
+	     "ON CONFLICT DO UPDATE SET count = sat_add(count, excluded.count), "
+	     "cycles = sat_add(cycles, excluded.cycles), ns = sat_add(ns, excluded.ns)",
     /* an older agent sends 0 for every function: it never overwrites */
     [S_FUNCTION] = "INSERT INTO functions(binary_id, start_addr, name, size, local_index) "
 		   "VALUES(?1, ?2, ?3, ?4, ?5) ON CONFLICT DO UPDATE SET local_index ="
@@ -128,10 +135,12 @@ static const char schema[] =
     "CREATE TABLE IF NOT EXISTS ranges(binary_id INTEGER NOT NULL, bucket INTEGER NOT NULL,"
     " label_set INTEGER NOT NULL, start_addr INTEGER NOT NULL, end_addr INTEGER NOT NULL,"
     " count INTEGER NOT NULL, cycles INTEGER NOT NULL DEFAULT 0,"
-    " cycled_insns INTEGER NOT NULL DEFAULT 0,"
+    " cycled_insns INTEGER NOT NULL DEFAULT 0, ns INTEGER NOT NULL DEFAULT 0,"
+    " ns_insns INTEGER NOT NULL DEFAULT 0,"
     " PRIMARY KEY(binary_id, bucket, label_set, start_addr, end_addr)) WITHOUT ROWID;"
     "CREATE TABLE IF NOT EXISTS ips(binary_id INTEGER NOT NULL, bucket INTEGER NOT NULL,"
     " label_set INTEGER NOT NULL, ip INTEGER NOT NULL, count INTEGER NOT NULL,"
+    " cycles INTEGER NOT NULL DEFAULT 0, ns INTEGER NOT NULL DEFAULT 0,"
     " PRIMARY KEY(binary_id, bucket, label_set, ip)) WITHOUT ROWID;"
     "CREATE TABLE IF NOT EXISTS functions(binary_id INTEGER NOT NULL, start_addr INTEGER NOT NULL,"
     " name TEXT NOT NULL, size INTEGER NOT NULL, local_index INTEGER NOT NULL DEFAULT 0,"
@@ -416,8 +425,12 @@ static int write_slice(struct sqlite_store *s, const struct ep_store_slice *sl, 
 		bind_u64(st, 4, bp->ranges[i]->start);
 		bind_u64(st, 5, bp->ranges[i]->end);
 		bind_u64(st, 6, bp->ranges[i]->count);
-		bind_u64(st, 7, bp->ranges[i]->cycles);
-		bind_u64(st, 8, bp->ranges[i]->cycled_instructions);
+		/* one pair of columns per unit (ep_store_slice) */
+		int c = sl->cycles_ns ? 9 : 7;
+		sqlite3_bind_int64(st, sl->cycles_ns ? 7 : 9, 0);
+		sqlite3_bind_int64(st, sl->cycles_ns ? 8 : 10, 0);
+		bind_u64(st, c, bp->ranges[i]->cycles);
+		bind_u64(st, c + 1, bp->ranges[i]->cycled_instructions);
 		if (step_done(s, st, "range", err, errlen) != 0)
 			return -1;
 	}
@@ -428,6 +441,8 @@ static int write_slice(struct sqlite_store *s, const struct ep_store_slice *sl, 
 		sqlite3_bind_int64(st, 3, lab);
 		bind_u64(st, 4, bp->ips[i]->ip);
 		bind_u64(st, 5, bp->ips[i]->count);
+		sqlite3_bind_int64(st, sl->cycles_ns ? 6 : 7, 0);
+		bind_u64(st, sl->cycles_ns ? 7 : 6, bp->ips[i]->cycles);
 		if (step_done(s, st, "ip", err, errlen) != 0)
 			return -1;
 	}
@@ -728,9 +743,10 @@ static const char *const part_sql[EP_STORE_NPARTS] = {
 		      " SAT_SUM(t.mispredicted) FROM edges t JOIN label_sets l ON"
 		      " l.id = t.label_set WHERE 1%s GROUP BY 1, 2, 3",
     [EP_PART_RANGES] = "SELECT t.start_addr, t.end_addr, SAT_SUM(t.count), SAT_SUM(t.cycles),"
-		       " SAT_SUM(t.cycled_insns) FROM ranges t JOIN"
-		       " label_sets l ON l.id = t.label_set WHERE 1%s GROUP BY 1, 2",
-    [EP_PART_IPS] = "SELECT t.ip, SAT_SUM(t.count) FROM ips t JOIN label_sets l ON"
+		       " SAT_SUM(t.cycled_insns), SAT_SUM(t.ns), SAT_SUM(t.ns_insns) FROM ranges t"
+		       " JOIN label_sets l ON l.id = t.label_set WHERE 1%s GROUP BY 1, 2",
+    [EP_PART_IPS] = "SELECT t.ip, SAT_SUM(t.count), SAT_SUM(t.cycles), SAT_SUM(t.ns) FROM ips t"
+		    " JOIN label_sets l ON"
 		    " l.id = t.label_set WHERE 1%s GROUP BY 1 ORDER BY 1",
     [EP_PART_FUNCTIONS] = "SELECT f.start_addr, f.name, f.size, f.local_index FROM functions f"
 			  " JOIN binaries b"
@@ -740,7 +756,7 @@ static const char *const part_sql[EP_STORE_NPARTS] = {
 };
 
 static int sqlite_read_part(struct ep_store *base, const struct ep_store_filter *f,
-			    enum ep_store_part part, Edgeprof__V1__BinaryProfile *bp, char *err,
+			    enum ep_store_part part, struct ep_store_read *rd, char *err,
 			    size_t errlen)
 {
 	struct sqlite_store *s = (struct sqlite_store *)base;
@@ -758,7 +774,7 @@ static int sqlite_read_part(struct ep_store *base, const struct ep_store_filter 
 	struct ep_store_row row = {.ctx = &r, .number = row_number, .text = row_text};
 	int rc = 0;
 	while (rc == 0 && sqlite3_step(q) == SQLITE_ROW)
-		rc = ep_store_add_row(bp, part, &row);
+		rc = ep_store_add_row(rd, part, &row);
 	sqlite3_finalize(q);
 	if (rc != 0)
 		snprintf(err, errlen, "out of memory");
@@ -1068,6 +1084,23 @@ static int add_cycles_columns(struct sqlite_store *s, char *err, size_t errlen)
 		    err, errlen);
 }
 
+/* Version 4 to 5: IPs gain agent --cycles' cycles, and ranges and IPs
+ * the cpu-clock nanoseconds that stand in for cycles on nodes without a
+ * cycles event, in columns of their own so that neither unit is ever added
+ * to the other (ep_store_slice). */
+static int add_ns_columns(struct sqlite_store *s, char *err, size_t errlen)
+{
+	int missing = lacks_column(s, "ips", "ns", err, errlen);
+	if (missing <= 0)
+		return missing;
+	return exec(s,
+		    "ALTER TABLE ips ADD COLUMN cycles INTEGER NOT NULL DEFAULT 0;"
+		    "ALTER TABLE ips ADD COLUMN ns INTEGER NOT NULL DEFAULT 0;"
+		    "ALTER TABLE ranges ADD COLUMN ns INTEGER NOT NULL DEFAULT 0;"
+		    "ALTER TABLE ranges ADD COLUMN ns_insns INTEGER NOT NULL DEFAULT 0",
+		    err, errlen);
+}
+
 /* Creates or upgrades the schema in one transaction: a collector killed
  * half-way leaves the old schema, and two collectors opening one file do it
  * once (the second sees the first's result under its own lock). */
@@ -1081,8 +1114,8 @@ static int set_up_schema(struct sqlite_store *s, char *err, size_t errlen)
 	int migrate = rc == 0 ? lacks_column(s, "label_sets", "session_id", err, errlen) : -1;
 	if (migrate < 0 || (migrate && exec(s, migrate_v1, err, errlen) != 0) ||
 	    exec(s, schema, err, errlen) != 0 || add_local_index_column(s, err, errlen) != 0 ||
-	    add_cycles_columns(s, err, errlen) != 0 || exec(s, pragma, err, errlen) != 0 ||
-	    exec(s, "COMMIT", err, errlen) != 0) {
+	    add_cycles_columns(s, err, errlen) != 0 || add_ns_columns(s, err, errlen) != 0 ||
+	    exec(s, pragma, err, errlen) != 0 || exec(s, "COMMIT", err, errlen) != 0) {
 		char ignored[64];
 		exec(s, "ROLLBACK", ignored, sizeof(ignored));
 		return -1;

@@ -61,6 +61,8 @@ struct slice {
 	struct ep_u64map ips;
 	/* IP -> IpCount.cycles (agent --cycles), for the IPs that have any */
 	struct ep_u64map ip_cycles;
+	/* the cycles are cpu-clock nanoseconds (ep_merge_add_unit) */
+	bool ns;
 };
 
 struct ep_merge {
@@ -234,9 +236,9 @@ size_t ep_merge_slices(const struct ep_merge *m)
 }
 
 static bool slice_matches(const struct slice *s, int64_t bucket, const char *build_id,
-			  const Edgeprof__V1__Labels *labels)
+			  const Edgeprof__V1__Labels *labels, bool ns)
 {
-	if (s->bucket != bucket || strcmp(s->build_id, build_id) != 0)
+	if (s->bucket != bucket || s->ns != ns || strcmp(s->build_id, build_id) != 0)
 		return false;
 	for (int i = 0; i < NLABELS; i++)
 		if (strcmp(s->labels[i], label_value(labels, i)) != 0)
@@ -246,17 +248,17 @@ static bool slice_matches(const struct slice *s, int64_t bucket, const char *bui
 
 static struct slice *find_slice(struct ep_merge *m, int64_t bucket,
 				const Edgeprof__V1__BinaryProfile *bp,
-				const Edgeprof__V1__Labels *labels)
+				const Edgeprof__V1__Labels *labels, bool ns)
 {
 	const char *build_id = str_or_empty(bp->build_id);
-	uint64_t hash = mix_str(mix(0, (uint64_t)bucket), build_id);
+	uint64_t hash = mix_str(mix(ns, (uint64_t)bucket), build_id);
 	for (int i = 0; i < NLABELS; i++)
 		hash = mix_str(hash, label_value(labels, i));
 	for (uint64_t h = hash;; h++) {
 		uint64_t *slot = ep_u64map_get(&m->index, h);
 		if (!slot)
 			break;
-		if (slice_matches(m->slices[*slot], bucket, build_id, labels))
+		if (slice_matches(m->slices[*slot], bucket, build_id, labels, ns))
 			return m->slices[*slot];
 	}
 	if (m->n == m->cap) {
@@ -271,6 +273,7 @@ static struct slice *find_slice(struct ep_merge *m, int64_t bucket,
 	if (!s)
 		return NULL;
 	s->bucket = bucket;
+	s->ns = ns;
 	s->build_id = strdup(build_id);
 	s->arch = strdup(str_or_empty(bp->arch));
 	bool ok = s->build_id && s->arch;
@@ -314,7 +317,13 @@ static int add_path(struct slice *s, const char *path)
 int ep_merge_add(struct ep_merge *m, int64_t bucket, const Edgeprof__V1__BinaryProfile *bp,
 		 const Edgeprof__V1__Labels *labels)
 {
-	struct slice *s = find_slice(m, bucket, bp, labels);
+	return ep_merge_add_unit(m, bucket, bp, labels, false);
+}
+
+int ep_merge_add_unit(struct ep_merge *m, int64_t bucket, const Edgeprof__V1__BinaryProfile *bp,
+		      const Edgeprof__V1__Labels *labels, bool ns)
+{
+	struct slice *s = find_slice(m, bucket, bp, labels, ns);
 	if (!s)
 		return -1;
 	ep_add_sat(&s->samples, bp->samples);
@@ -609,7 +618,7 @@ static int cmp_slice(const void *pa, const void *pb)
 		if (c)
 			return c;
 	}
-	return 0;
+	return (int)a->ns - (int)b->ns;
 }
 
 int ep_merge_build(const struct ep_merge *m, struct ep_merged *out)
@@ -625,6 +634,7 @@ int ep_merge_build(const struct ep_merge *m, struct ep_merged *out)
 			return -1;
 		}
 		out->slices[out->n].bucket = m->slices[i]->bucket;
+		out->slices[out->n].ns = m->slices[i]->ns;
 		out->slices[out->n++].delta = d;
 	}
 	qsort(out->slices, out->n, sizeof(*out->slices), cmp_slice);

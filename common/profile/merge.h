@@ -11,6 +11,7 @@
 #ifndef EP_MERGE_H
 #define EP_MERGE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -22,6 +23,7 @@ struct ep_merge;
 struct ep_merged_slice {
 	int64_t bucket;
 	Edgeprof__V1__BinaryDelta *delta; /* owned by the ep_merged array */
+	bool ns;			  /* its cycles are nanoseconds (ep_merge_add_unit) */
 };
 
 struct ep_merged {
@@ -37,6 +39,12 @@ void ep_merge_free(struct ep_merge *m);
  * the counts not yet added: the caller drops the whole merge then). */
 int ep_merge_add(struct ep_merge *m, int64_t bucket, const Edgeprof__V1__BinaryProfile *bp,
 		 const Edgeprof__V1__Labels *labels);
+/* The same, ns saying whether bp's cycles (Range.cycles, IpCount.cycles)
+ * are nanoseconds (config.cycles_unit "ns": cpu-clock stood in): those are
+ * kept in slices of their own, so that the collector never adds one node's
+ * nanoseconds to another's cycles. */
+int ep_merge_add_unit(struct ep_merge *m, int64_t bucket, const Edgeprof__V1__BinaryProfile *bp,
+		      const Edgeprof__V1__Labels *labels, bool ns);
 
 /* Rows held (edges + ranges + IPs over all slices): what bounds memory. */
 size_t ep_merge_rows(const struct ep_merge *m);

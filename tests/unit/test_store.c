@@ -153,14 +153,21 @@ static void make_slice(struct slice_data *d, const char *build_id, const char *p
 	d->bp.n_segments = 1;
 }
 
-static void write_one(struct ep_store *s, const char *agent, uint64_t seq, int64_t bucket,
-		      struct slice_data *d)
+/* ns: the slice's cycles are cpu-clock nanoseconds (ep_store_slice) */
+static void write_unit(struct ep_store *s, const char *agent, uint64_t seq, int64_t bucket,
+		       struct slice_data *d, bool ns)
 {
 	struct ep_store_batch_id id = {agent, seq, "node-1", 1700000000};
-	struct ep_store_slice sl = {bucket, &d->delta, 0};
+	struct ep_store_slice sl = {bucket, &d->delta, 0, ns};
 	struct ep_store_commit c = {&id, 1, &sl, 1};
 	char err[512];
 	assert_int_equal(ep_store_write(s, &c, err, sizeof(err)), 0);
+}
+
+static void write_one(struct ep_store *s, const char *agent, uint64_t seq, int64_t bucket,
+		      struct slice_data *d)
+{
+	write_unit(s, agent, seq, bucket, d, false);
 }
 
 static struct ep_store *open_store(bool fresh)
@@ -225,6 +232,7 @@ static void test_counts_add_up_over_buckets_and_labels(void **state)
 	/* the branch records' cycles, summed like the counts */
 	assert_int_equal(bp->ranges[0]->cycles, 490);
 	assert_int_equal(bp->ranges[0]->cycled_instructions, 630);
+	assert_string_equal(p->config->cycles_unit, "cycles");
 	assert_int_equal(bp->n_ips, 1);
 	assert_int_equal(bp->ips[0]->count, 14);
 	/* metadata written three times, stored once */
@@ -345,7 +353,8 @@ static void test_prune_forgets_old_buckets_and_batch_ids(void **state)
 	make_slice(&recent, "dd04", "/bin/d", "", 2);
 	struct ep_store_batch_id ids[2] = {{"agent-1", 1, "node", 100},
 					   {"agent-1", 2, "node", 3 * week + 100}};
-	struct ep_store_slice sl[2] = {{60, &old.delta, 0}, {3 * week, &recent.delta, 1}};
+	struct ep_store_slice sl[2] = {{60, &old.delta, 0, false},
+				       {3 * week, &recent.delta, 1, false}};
 	struct ep_store_commit c = {ids, 2, sl, 2};
 	char err[512];
 	assert_int_equal(ep_store_write(s, &c, err, sizeof(err)), 0);
@@ -418,7 +427,7 @@ static void test_session_counts_are_kept_apart(void **state)
 	cont.labels.container_id = sess.labels.container_id = "c1";
 	sess.labels.session_id = "s-1";
 	struct ep_store_batch_id id = {"agent-1", 1, "node-1", 1700000000};
-	struct ep_store_slice sl[2] = {{60, &cont.delta, 0}, {60, &sess.delta, 0}};
+	struct ep_store_slice sl[2] = {{60, &cont.delta, 0, false}, {60, &sess.delta, 0, false}};
 	struct ep_store_commit c = {&id, 1, sl, 2};
 	char err[512];
 	if (ep_store_write(s, &c, err, sizeof(err)) != 0)
@@ -820,6 +829,79 @@ static const char sqlite_v1_schema[] =
 
 /* A version-1 file opens, migrates (label_sets rebuilt with session_id in
  * its key, ids kept), keeps its counts and takes session counts. */
+static Edgeprof__V1__Profile *profile_of(struct ep_store *s, const struct ep_store_filter *f)
+{
+	char err[512];
+	Edgeprof__V1__Profile *p = ep_store_profile(s, f, err, sizeof(err));
+	if (!p)
+		fail_msg("%s", err);
+	assert_int_equal(p->n_binaries, 1);
+	assert_int_equal(p->binaries[0]->n_ips, 1);
+	assert_int_equal(p->binaries[0]->n_ranges, 1);
+	return p;
+}
+
+/* agent --cycles' time at IPs is summed over batches like the counts, and
+ * cycles and cpu-clock nanoseconds are never added: a profile gives one
+ * unit and says which. */
+static void test_ip_cycles_sum_and_units_stay_apart(void **state)
+{
+	(void)state;
+	struct ep_store *s = open_store(true);
+	struct slice_data c1, c2, n1, n2, mixed;
+	make_slice(&c1, "cc01", "/bin/c", "pod-1", 1);
+	make_slice(&c2, "cc01", "/bin/c", "pod-1", 2);
+	c1.ip.cycles = 1000;
+	c2.ip.cycles = 3000;
+	write_unit(s, "agent-1", 1, 60, &c1, false);
+	write_unit(s, "agent-1", 2, 60, &c2, false);
+	struct ep_store_filter fc = {.build_id = "cc01"};
+	Edgeprof__V1__Profile *p = profile_of(s, &fc);
+	assert_int_equal(p->binaries[0]->ips[0]->cycles, 4000);
+	assert_int_equal(p->binaries[0]->ips[0]->count, 6);
+	assert_int_equal(p->binaries[0]->ranges[0]->cycles, 210);
+	assert_string_equal(p->config->cycles_unit, "cycles");
+	ep_profile_free(p);
+
+	/* nanoseconds alone: summed, and said to be nanoseconds */
+	make_slice(&n1, "dd01", "/bin/d", "pod-1", 1);
+	make_slice(&n2, "dd01", "/bin/d", "pod-1", 4);
+	n1.ip.cycles = 5000;
+	n2.ip.cycles = 7000;
+	write_unit(s, "agent-2", 1, 60, &n1, true);
+	write_unit(s, "agent-2", 2, 120, &n2, true);
+	struct ep_store_filter fn = {.build_id = "dd01"};
+	p = profile_of(s, &fn);
+	assert_int_equal(p->binaries[0]->ips[0]->cycles, 12000);
+	assert_int_equal(p->binaries[0]->ranges[0]->cycles, 350);
+	assert_int_equal(p->binaries[0]->ranges[0]->cycled_instructions, 450);
+	assert_string_equal(p->config->cycles_unit, "ns");
+	assert_string_equal(p->config->cycles_source, "cpu_clock");
+	ep_profile_free(p);
+
+	/* a node without a cycles event profiles cc01 too, in the same bucket
+	 * and labels: the cycles are given alone, not 1,000,000 ns more */
+	make_slice(&mixed, "cc01", "/bin/c", "pod-1", 8);
+	mixed.ip.cycles = 1000000;
+	write_unit(s, "agent-3", 1, 60, &mixed, true);
+	p = profile_of(s, &fc);
+	assert_int_equal(p->binaries[0]->ips[0]->cycles, 4000);
+	assert_int_equal(p->binaries[0]->ips[0]->count, 22);
+	assert_int_equal(p->binaries[0]->ranges[0]->cycles, 210);
+	assert_int_equal(p->binaries[0]->ranges[0]->cycled_instructions, 270);
+	assert_string_equal(p->config->cycles_unit, "cycles");
+	ep_profile_free(p);
+	/* and its nanoseconds are kept: a later bucket holds only them */
+	write_unit(s, "agent-3", 2, 180, &mixed, true);
+	struct ep_store_filter later = {.build_id = "cc01", .from_s = 180};
+	p = profile_of(s, &later);
+	assert_int_equal(p->binaries[0]->ips[0]->cycles, 1000000);
+	assert_int_equal(p->binaries[0]->ranges[0]->cycles, 560);
+	assert_string_equal(p->config->cycles_unit, "ns");
+	ep_profile_free(p);
+	ep_store_close(s);
+}
+
 static void test_sqlite_version_1_file_migrates(void **state)
 {
 	(void)state;
@@ -857,6 +939,9 @@ static void test_sqlite_version_1_file_migrates(void **state)
 	/* version 4's columns: a range from before them has no cycles */
 	assert_int_equal(p->binaries[0]->ranges[0]->cycles, 0);
 	assert_int_equal(p->binaries[0]->ranges[0]->cycled_instructions, 0);
+	/* version 5's: nor an IP, and a profile without any names no unit */
+	assert_int_equal(p->binaries[0]->ips[0]->cycles, 0);
+	assert_string_equal(p->config->cycles_unit, "");
 	/* version 3's column: a function from before it reads as global */
 	assert_int_equal(p->binaries[0]->n_functions, 1);
 	assert_int_equal(p->binaries[0]->functions[0]->local_index, 0);
@@ -868,7 +953,7 @@ static void test_sqlite_version_1_file_migrates(void **state)
 	cont.labels.container_id = sess.labels.container_id = "c1";
 	sess.labels.session_id = "s-1";
 	struct ep_store_batch_id id = {"agent-1", 2, "node-1", 1700000100};
-	struct ep_store_slice sl[2] = {{60, &cont.delta, 0}, {60, &sess.delta, 0}};
+	struct ep_store_slice sl[2] = {{60, &cont.delta, 0, false}, {60, &sess.delta, 0, false}};
 	struct ep_store_commit c = {&id, 1, sl, 2};
 	if (ep_store_write(s, &c, err, sizeof(err)) != 0)
 		fail_msg("%s", err);
@@ -889,7 +974,7 @@ static void test_sqlite_version_1_file_migrates(void **state)
 	ep_profile_free(p);
 	ep_store_close(s);
 
-	/* version 4 now, the old label set kept its id, and opening again is a no-op */
+	/* version 5 now, the old label set kept its id, and opening again is a no-op */
 	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
 	sqlite3_stmt *q;
 	assert_int_equal(
@@ -900,7 +985,7 @@ static void test_sqlite_version_1_file_migrates(void **state)
 			       -1, &q, NULL),
 	    SQLITE_OK);
 	assert_int_equal(sqlite3_step(q), SQLITE_ROW);
-	assert_int_equal(sqlite3_column_int(q, 0), 4);
+	assert_int_equal(sqlite3_column_int(q, 0), 5);
 	assert_int_equal(sqlite3_column_int(q, 1), 7);
 	assert_int_equal(sqlite3_column_int(q, 2), 2);
 	sqlite3_finalize(q);
@@ -1033,7 +1118,7 @@ static void test_clickhouse_tables_from_before_sessions_migrate(void **state)
 	cont.labels.container_id = sess.labels.container_id = "c1";
 	sess.labels.session_id = "s-1";
 	struct ep_store_batch_id id = {"agent-1", 2, "node-1", 1700000100};
-	struct ep_store_slice sl[2] = {{60, &cont.delta, 0}, {60, &sess.delta, 0}};
+	struct ep_store_slice sl[2] = {{60, &cont.delta, 0, false}, {60, &sess.delta, 0, false}};
 	struct ep_store_commit c = {&id, 1, sl, 2};
 	if (ep_store_write(s, &c, err, sizeof(err)) != 0)
 		fail_msg("%s", err);
@@ -1138,6 +1223,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_counts_add_up_over_buckets_and_labels),
+	    cmocka_unit_test(test_ip_cycles_sum_and_units_stay_apart),
 	    cmocka_unit_test(test_batch_ids_are_remembered),
 	    cmocka_unit_test(test_list_binaries),
 	    cmocka_unit_test(test_counts_saturate_and_never_break_other_binaries),
