@@ -18,6 +18,9 @@ the training input (`<program>_train`, AFDO_TRAIN):
   LBR stacks, AutoFDO's own counting);
 - autofdo_edgeprof_chop0: `record --emulate --chop 0` (whole stacks counted, the peers' way),
   the same export and route: what the coverage of a whole stack is worth;
+- autofdo_edgeprof_taken: `record --emulate --event taken` (taken-branch sampling with its own
+  uniform chop, agent/chop/chop.h), the period in taken branches chosen for as many samples as
+  autofdo_edgeprof (taken_period): ~1.5-2x the branches counted per sample, still uniform;
 - autofdo_exact: the training run's exact counts as llvm-profgen's input (exact_profgen):
   AutoFDO without sampling error, the most a sampled profile can give;
 - autofdo_cllp_edgeprof (BENCH_FDO_AFDO_CLLP=1): create_llvm_prof 0.19 on `export --format
@@ -45,6 +48,8 @@ FLAGS = ['-gdwarf-4', '-fdebug-info-for-profiling']
 # the README's route: functions without samples are cold (see route_variants)
 ACCURATE = '-fprofile-sample-accurate'
 PROFGEN = 'llvm-profgen-14'
+# `record --period`'s default, in branches (cli/cmd_record.c): what the README's route samples at
+DEFAULT_PERIOD = 10007
 CLANG = 'clang-14'
 DEFAULT_PROGRAMS = 'lua,sqlite,zstd'
 # the training input, measured too, smaller than the profiled run where it has a size (the
@@ -238,14 +243,31 @@ def exact_profgen(exact_json, binary, out):
     return out
 
 
-def exact_profile(p, ep, base):
-    """llvm-profgen's input made from the exact counts of the training run (exact_profgen):
-    the autofdo_exact variant, AutoFDO's ceiling, what any sampled profile could reach."""
+def exact_json(p, ep, base):
+    """The exact counts of the training run (record --exact-out)."""
     tk = f'{ep}/train.exact.json'
     fdo.cached([fdo.EDGEPROF, 'record', '--emulate', '--period', fdo.EXACT_PERIOD,
                 '--exact-out', tk, '-o', tk + '.prof', '--', base] + p.cfg['train'],
                [tk, tk + '.prof'], log=tk + '.log', cwd=ep)
-    return exact_profgen(tk, base, f'{ep}/train.exact.profgen')
+    return tk
+
+
+def exact_profile(p, ep, base):
+    """llvm-profgen's input made from the exact counts of the training run (exact_profgen):
+    the autofdo_exact variant, AutoFDO's ceiling, what any sampled profile could reach."""
+    return exact_profgen(exact_json(p, ep, base), base, f'{ep}/train.exact.profgen')
+
+
+def taken_period(exact):
+    """record's default period (in branches) turned into taken branches, from the training
+    run's exact counts (every binary it ran): `record --event taken` with it takes as many
+    samples as the default recording, so the two differ by what a sample counts only."""
+    taken = total = 0
+    for prof in json.load(open(exact))['profiles']:
+        for e in prof['branches']:
+            total += e['count']
+            taken += e['count'] if e['taken'] else 0
+    return max(1, round(DEFAULT_PERIOD * taken / max(1, total)))
 
 
 def sample_profiles(p, ep, base, lines):
@@ -267,6 +289,16 @@ def sample_profiles(p, ep, base, lines):
         profiles['autofdo_edgeprof_chop0' + sfx] = profgen(
             base, [f'--unsymbolized-profile={exports(ep, rec0)["profgen"]}',
                    '--use-offset=false'], f'{ep}/autofdo_edgeprof_chop0{sfx}.prof')
+        # taken-branch sampling with its own uniform chop (agent/chop/chop.h): ~1.5x the
+        # branches of the default chop per sample, at the same number of samples
+        rect = f'{ep}/train_taken{sfx}.prof'
+        fdo.cached([fdo.EDGEPROF, 'record', '--emulate', '--seed', str(seed), '--event',
+                    'taken', '--period', str(taken_period(exact_json(p, ep, base))), '-o', rect,
+                    '--', base] + p.cfg['train'], rect, log=rect + '.log', cwd=ep)
+        p.recorded['autofdo_edgeprof_taken' + sfx] = p.samples(rect)
+        profiles['autofdo_edgeprof_taken' + sfx] = profgen(
+            base, [f'--unsymbolized-profile={exports(ep, rect)["profgen"]}',
+                   '--use-offset=false'], f'{ep}/autofdo_edgeprof_taken{sfx}.prof')
         if sfx:
             continue  # create_llvm_prof's route is shown once, not measured for noise
         cllp, dropped = create_llvm_prof(p, base, exp['afdo'],
@@ -487,6 +519,8 @@ def prepare(names):
     """What run.sh makes before fdo.py, for running this file alone: zstd's inputs are made
     from the sqlite amalgamation (both scripts are quick when nothing changed)."""
     if 'zstd' in names:
+        # the log below lies in work/, which run.sh's builds make on a full run
+        os.makedirs(f'{fdo.TOP}/work', exist_ok=True)
         fdo.run([f'{fdo.HERE}/build.sh', fdo.SRC, f'{fdo.TOP}/work', 'sqlite-amalgamation', '-',
                  'gcc'], log=f'{fdo.TOP}/work/sqlite-amalgamation.log')
         fdo.run([f'{fdo.HERE}/inputs/make_zstd_corpus.sh', fdo.SRC, f'{fdo.TOP}/work',

@@ -200,7 +200,7 @@ int ep_export_mix(const Edgeprof__V1__Profile *profile, enum ep_export_format fo
 	case EP_EXPORT_AFDO:
 		return ep_export_afdo(bp, out, err, errlen);
 	case EP_EXPORT_PROFGEN:
-		return ep_export_profgen(bp, out, err, errlen);
+		return ep_export_profgen(profile, bp, out, err, errlen);
 	}
 	snprintf(err, errlen, "unknown export format %d", (int)format);
 	return -1;

@@ -6,7 +6,8 @@
  *  preagg  BOLT's pre-aggregated format (perf2bolt -pa -p)
  *  afdo    AutoFDO's text profile (create_llvm_prof --profiler text)
  *  profgen llvm-profgen's unsymbolized profile (--unsymbolized-profile,
- *          --use-offset=false): AutoFDO through LLVM's own converter
+ *          --use-offset=false): AutoFDO through LLVM's own converter, in
+ *          estimated executions (counts times period / chop)
  * and the human report (hottest edges and functions).
  */
 #ifndef EP_EXPORT_H

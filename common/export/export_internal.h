@@ -51,7 +51,8 @@ int ep_export_fdata(const Edgeprof__V1__BinaryProfile *bp, FILE *out, char *err,
 int ep_export_preagg(const Edgeprof__V1__Profile *p, const Edgeprof__V1__BinaryProfile *bp,
 		     FILE *out, char *err, size_t errlen);
 int ep_export_afdo(const Edgeprof__V1__BinaryProfile *bp, FILE *out, char *err, size_t errlen);
-int ep_export_profgen(const Edgeprof__V1__BinaryProfile *bp, FILE *out, char *err, size_t errlen);
+int ep_export_profgen(const Edgeprof__V1__Profile *p, const Edgeprof__V1__BinaryProfile *bp,
+		      FILE *out, char *err, size_t errlen);
 
 /* The instruction mix (export_mix.c). Sums of a binary's ranges: per
  * function (per_func[fx->n]: in no known function) and in all. */

@@ -280,6 +280,54 @@ static void test_profgen(void **state)
 		      "1036->2000:1\n1038->1000:9\n111c->1025:5\n2004->2008:3\n");
 }
 
+/* profgen writes estimated executions: every count times P/C (period over
+ * chop), which is what clang's sample loader expects to add its 1 to. */
+static void test_profgen_estimated_executions(void **state)
+{
+	(void)state;
+	build();
+	config.event = "branches", config.period = 1000; /* chop 32: x31.25, rounded */
+	const char *want = "6\n1000-1008:250\n100a-1010:313\n1012-1020:94\n1025-1030:313\n"
+			   "1030-1038:219\n1100-111c:156\n"
+			   "6\n1008->100a:63\n1010->1030:219\n1020->1100:156\n1036->1025:469\n"
+			   "1038->1000:281\n111c->1025:156\n";
+	expect_export(EP_EXPORT_PROFGEN, NULL, want);
+	/* the taken chop under the taken-branches event: the same probability C/P */
+	config.event = "taken", config.chop_unit = "taken";
+	expect_export(EP_EXPORT_PROFGEN, NULL, want);
+	/* a chop in branches under an event counting taken ones: P/C is not the
+	 * probability, so the counts stay as sampled */
+	config.chop_unit = "branches";
+	char err[256] = "";
+	int rc;
+	char *s = export_to_string(EP_EXPORT_PROFGEN, NULL, &rc, err, sizeof(err));
+	assert_int_equal(rc, 0);
+	assert_non_null(strstr(s, "1000-1008:8\n"));
+	free(s);
+	/* whole stacks: P over the mean branches counted per sample (130 / 13) */
+	config.event = "branches", config.chop = 0, stats.branches_counted = 130;
+	s = export_to_string(EP_EXPORT_PROFGEN, NULL, &rc, err, sizeof(err));
+	assert_non_null(strstr(s, "1000-1008:800\n"));
+	assert_non_null(strstr(s, "1036->1025:1500\n"));
+	free(s);
+	/* a scale that would take the hottest address past 2^32 / 16 is lowered
+	 * to reach it exactly: clang saturates 32-bit weights one by one. The
+	 * ranges that hold an address add up: 0x1030 ends one (10) and starts
+	 * another (7), 17 in all */
+	config.chop = 32, config.period = 1ull << 40;
+	s = export_to_string(EP_EXPORT_PROFGEN, NULL, &rc, err, sizeof(err));
+	assert_non_null(strstr(s, "1025-1030:157903209\n"));
+	assert_non_null(strstr(s, "1030-1038:110532246\n"));
+	assert_non_null(strstr(s, "1000-1008:126322567\n"));
+	free(s);
+	/* 0x1004-0x1008 in two ranges: 8 + 10 = 18 */
+	ranges[2].start = 0x1004;
+	s = export_to_string(EP_EXPORT_PROFGEN, NULL, &rc, err, sizeof(err));
+	assert_non_null(strstr(s, "1004-1010:149130808\n"));
+	assert_non_null(strstr(s, "1000-1008:119304647\n"));
+	free(s);
+}
+
 static void test_binary_selection(void **state)
 {
 	(void)state;
@@ -533,6 +581,7 @@ int main(void)
 	    cmocka_unit_test(test_preagg),
 	    cmocka_unit_test(test_afdo),
 	    cmocka_unit_test(test_profgen),
+	    cmocka_unit_test(test_profgen_estimated_executions),
 	    cmocka_unit_test(test_binary_selection),
 	    cmocka_unit_test(test_json_is_valid_complete_and_sorted),
 	    cmocka_unit_test(test_json_one_binary),
