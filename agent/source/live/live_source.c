@@ -506,24 +506,34 @@ uint64_t ep_live_period_min(void)
 	return ep_period_min(kernel_max_sample_rate());
 }
 
+/* A period below MIN lets one CPU at CPU_RATE per second take more sample
+ * interrupts than the kernel allows (MAX_RATE per second per CPU). */
+static int check_period(const char *option, uint64_t period, uint64_t min, const char *units,
+			const char *cpu_rate, uint64_t max_rate, char *err, size_t errlen)
+{
+	if (period >= min && period <= EP_PERIOD_MAX)
+		return 0;
+	snprintf(err, errlen,
+		 "%s %llu: expected %llu to %llu %s between samples (below %llu a CPU %s per "
+		 "second takes more sample interrupts than the kernel's "
+		 "perf_event_max_sample_rate, %llu per second per CPU)",
+		 option, (unsigned long long)period, (unsigned long long)min,
+		 (unsigned long long)EP_PERIOD_MAX, units, (unsigned long long)min, cpu_rate,
+		 (unsigned long long)max_rate);
+	return -1;
+}
+
 /* What was asked against what the kernel allows (common/util/
  * sampling_limits.h): the branch period, the IP rate and the interrupts a
  * countdown of steps takes, whichever mode runs. 0, or -1 with the reason. */
 static int check_rates(const struct ep_live *l, const struct ep_live_config *cfg, char *err,
 		       size_t errlen)
 {
-	uint64_t max = kernel_max_sample_rate(), min_period = ep_period_min(max);
+	uint64_t max = kernel_max_sample_rate();
 	const char *limit = "the kernel's perf_event_max_sample_rate";
-	if (cfg->period < min_period || cfg->period > EP_PERIOD_MAX) {
-		snprintf(err, errlen,
-			 "period %llu: expected %llu to %llu events between samples (below %llu "
-			 "a CPU retiring 2e9 branches per second takes more sample interrupts than "
-			 "%s, %llu per second per CPU)",
-			 (unsigned long long)cfg->period, (unsigned long long)min_period,
-			 (unsigned long long)EP_PERIOD_MAX, (unsigned long long)min_period, limit,
-			 (unsigned long long)max);
+	if (check_period("period", cfg->period, ep_period_min(max), "events",
+			 "retiring 2e9 branches", max, err, errlen) < 0)
 		return -1;
-	}
 	if (cfg->ip_hz > max) {
 		snprintf(err, errlen, "--ip-hz %u: over %s (%llu per second per CPU)", cfg->ip_hz,
 			 limit, (unsigned long long)max);
@@ -542,19 +552,10 @@ static int check_rates(const struct ep_live *l, const struct ep_live_config *cfg
 			 l->branch_stacks ? "branches" : "ns", limit, (unsigned long long)max);
 		return -1;
 	}
-	uint64_t min_cycles = ep_cycles_period_min(max);
 	if (cfg->cycles &&
-	    (cfg->cycles_period < min_cycles || cfg->cycles_period > EP_PERIOD_MAX)) {
-		snprintf(
-		    err, errlen,
-		    "--cycles-period %llu: expected %llu to %llu cycles between samples (below "
-		    "%llu a CPU running 6e9 cycles per second takes more sample interrupts than "
-		    "%s, %llu per second per CPU)",
-		    (unsigned long long)cfg->cycles_period, (unsigned long long)min_cycles,
-		    (unsigned long long)EP_PERIOD_MAX, (unsigned long long)min_cycles, limit,
-		    (unsigned long long)max);
+	    check_period("--cycles-period", cfg->cycles_period, ep_cycles_period_min(max), "cycles",
+			 "running 6e9 cycles", max, err, errlen) < 0)
 		return -1;
-	}
 	return 0;
 }
 
