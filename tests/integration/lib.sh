@@ -34,3 +34,22 @@ wait_agent_sampling() {
 	done
 	return 1
 }
+# require_root_live: live collection needs CAP_BPF and CAP_PERFMON (CI runs as
+# root); elsewhere the test says it skipped and passes
+require_root_live() {
+	if [ "$(id -u)" -ne 0 ]; then
+		echo "# skipped: live collection needs root (CAP_BPF, CAP_PERFMON)"
+		finish
+	fi
+}
+# build_workload NAME: tests/workloads/NAME.c built with symbols as $TEST_TMP/NAME
+build_workload() {
+	cc -O1 -g -o "$TEST_TMP/$1" "$(dirname "${BASH_SOURCE[0]}")/../workloads/$1.c"
+}
+# start_busy NAME: $TEST_TMP/NAME running (for hours) in the background,
+# tracked; its PID in BUSY_PID
+start_busy() {
+	"$TEST_TMP/$1" 100000000000 >/dev/null &
+	BUSY_PID=$!
+	track_pid "$BUSY_PID"
+}

@@ -11,15 +11,11 @@
 # no leak under ASan. tests/hw/cycles.sh covers a machine with a PMU.
 source "$(dirname "$0")/lib.sh"
 
-if [ "$(id -u)" -ne 0 ]; then
-	echo "# skipped: live collection needs root (CAP_BPF, CAP_PERFMON)"
-	finish
-fi
+require_root_live
 here=$(dirname "$0")
-cc -O1 -g -o "$TEST_TMP/hot_cold" "$here/../workloads/hot_cold.c"
-"$TEST_TMP/hot_cold" 100000000000 >/dev/null &
-a=$!
-track_pid "$a"
+build_workload hot_cold
+start_busy hot_cold
+a=$BUSY_PID
 
 max=$(cat /proc/sys/kernel/perf_event_max_sample_rate)
 # CPU time of pid in ns (utime + stime, clock ticks)

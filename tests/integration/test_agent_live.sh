@@ -6,16 +6,12 @@
 # their targets; SIGTERM mid-run leaves a complete profile.
 source "$(dirname "$0")/lib.sh"
 
-if [ "$(id -u)" -ne 0 ]; then
-	echo "# skipped: live collection needs root (CAP_BPF, CAP_PERFMON)"
-	finish
-fi
+require_root_live
 here=$(dirname "$0")
-cc -O1 -g -o "$TEST_TMP/hot_cold" "$here/../workloads/hot_cold.c"
-cc -O1 -g -o "$TEST_TMP/random_branches" "$here/../workloads/random_branches.c"
-"$TEST_TMP/hot_cold" 100000000000 >/dev/null &
-a=$!
-track_pid "$a"
+build_workload hot_cold
+build_workload random_branches
+start_busy hot_cold
+a=$BUSY_PID
 "$TEST_TMP/random_branches" 100000000000 >/dev/null &
 b=$!
 track_pid "$b"

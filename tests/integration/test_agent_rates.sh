@@ -7,10 +7,7 @@
 # 2 GB RSS) and spent 4.4 s of system CPU in a 2 s run.
 source "$(dirname "$0")/lib.sh"
 
-if [ "$(id -u)" -ne 0 ]; then
-	echo "# skipped: live collection needs root (CAP_BPF, CAP_PERFMON)"
-	finish
-fi
+require_root_live
 max=$(cat /proc/sys/kernel/perf_event_max_sample_rate)
 echo "# perf_event_max_sample_rate: $max"
 

@@ -10,10 +10,7 @@
 # each process's first sample and at each once-a-second maps re-read.
 source "$(dirname "$0")/lib.sh"
 
-if [ "$(id -u)" -ne 0 ]; then
-	echo "# skipped: live collection needs root (CAP_BPF, CAP_PERFMON)"
-	finish
-fi
+require_root_live
 here=$(dirname "$0")
 root=$TEST_TMP/root
 mkdir -p "$root/bin" "$root$root/bin"

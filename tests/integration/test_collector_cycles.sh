@@ -9,15 +9,10 @@
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/collector.sh"
 
-if [ "$(id -u)" -ne 0 ]; then
-	echo "# skipped: live collection needs root (CAP_BPF, CAP_PERFMON)"
-	finish
-fi
-here=$(dirname "$0")
-cc -O1 -g -o "$TEST_TMP/hot_cold" "$here/../workloads/hot_cold.c"
-"$TEST_TMP/hot_cold" 100000000000 >/dev/null &
-a=$!
-track_pid "$a"
+require_root_live
+build_workload hot_cold
+start_busy hot_cold
+a=$BUSY_PID
 
 COLLECTOR_BIN=$EDGEPROF_ASAN ASAN_OPTIONS=detect_leaks=1 \
 	start_collector cyc --store "sqlite:$TEST_TMP/cyc.db" --listen 127.0.0.1:0 --commit-ms 100 ||

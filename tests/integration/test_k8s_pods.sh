@@ -11,10 +11,7 @@
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/collector.sh"
 
-if [ "$(id -u)" -ne 0 ]; then
-	echo "# skipped: live collection needs root (CAP_BPF, CAP_PERFMON)"
-	finish
-fi
+require_root_live
 root=""
 for r in /sys/fs/cgroup/unified /sys/fs/cgroup; do
 	if [ -f "$r/cgroup.procs" ] && [ -w "$r" ]; then

@@ -10,10 +10,7 @@
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/collector.sh"
 
-if [ "$(id -u)" -ne 0 ]; then
-	echo "# skipped: live collection needs root (CAP_BPF, CAP_PERFMON)"
-	finish
-fi
+require_root_live
 root=""
 for r in /sys/fs/cgroup/unified /sys/fs/cgroup; do
 	if [ -f "$r/cgroup.procs" ] && [ -w "$r" ]; then
@@ -25,9 +22,8 @@ if [ -z "$root" ]; then
 	not_ok "sessions: no writable cgroup v2 hierarchy to make a container cgroup in"
 	finish
 fi
-here=$(dirname "$0")
-cc -O1 -g -o "$TEST_TMP/hot_cold" "$here/../workloads/hot_cold.c"
-cc -O1 -g -o "$TEST_TMP/random_branches" "$here/../workloads/random_branches.c"
+build_workload hot_cold
+build_workload random_branches
 "$TEST_TMP/hot_cold" 100000000000 >/dev/null &
 outside=$!
 track_pid "$outside"
