@@ -9,23 +9,15 @@
 # that order, the missing one at least 3x the CPI of the other.
 # Elsewhere it says "skipped: no hardware cycles event" (test_agent_cycles.sh
 # is the test there). Run as root after `make`.
-set -u
 cd "$(dirname "$0")/../.."
-ep=${EDGEPROF:-build/edgeprof}
-tmp=$(mktemp -d)
-trap 'kill "${pid:-}" 2>/dev/null; rm -rf "$tmp"' EXIT
-fail=0
-ok() { echo "ok - $*"; }
-not_ok() { echo "not ok - $*"; fail=1; }
-check() {
-	local name=$1
-	shift
-	if "$@"; then ok "$name"; else not_ok "$name"; fi
-}
+source tests/integration/lib.sh
+ep=$EDGEPROF
+tmp=$TEST_TMP
 
 cc -O1 -g -o "$tmp/hot_cold" tests/workloads/hot_cold.c
 "$tmp/hot_cold" 100000000000 >/dev/null &
 pid=$!
+track_pid "$pid"
 "$ep" agent --pid "$pid" --duration 5 --cycles -o "$tmp/c.prof" --log-level info 2>"$tmp/c.err"
 rc=$?
 kill "$pid" 2>/dev/null
@@ -102,6 +94,7 @@ EOF
 cc -O1 -g -o "$tmp/two_loops" "$tmp/two_loops.c"
 "$tmp/two_loops" &
 pid=$!
+track_pid "$pid"
 "$ep" agent --pid "$pid" --duration 8 --cycles -o "$tmp/two.prof" 2>/dev/null
 kill "$pid" 2>/dev/null
 "$ep" export "$tmp/two.prof" --format json -o "$tmp/two.json"
@@ -111,4 +104,4 @@ alu=$(cpi alu)
 echo "# CPI: chase $chase, alu $alu"
 check "two loops: the cache-missing one's CPI at least 3x the other's ($chase vs $alu)" \
 	python3 -c "import sys; c, a = float('$chase'), float('$alu'); sys.exit(not (a > 0 and c >= 3 * a))"
-exit $fail
+finish

@@ -7,18 +7,15 @@
 # no gap is walked; at the default period (~1 M branches) a busy CPU gives
 # ~0.5-4k samples/s at one overflow (interrupt) per sample.
 # Elsewhere it says "skipped: no branch-stack PMU". Run as root after `make`.
-set -u
 cd "$(dirname "$0")/../.."
-ep=${EDGEPROF:-build/edgeprof}
-tmp=$(mktemp -d)
-trap 'kill "${pid:-}" 2>/dev/null; rm -rf "$tmp"' EXIT
-fail=0
-ok() { echo "ok - $*"; }
-not_ok() { echo "not ok - $*"; fail=1; }
+source tests/integration/lib.sh
+ep=$EDGEPROF
+tmp=$TEST_TMP
 
 cc -O1 -g -o "$tmp/hot_cold" tests/workloads/hot_cold.c
 "$tmp/hot_cold" 100000000000 >/dev/null &
 pid=$!
+track_pid "$pid"
 "$ep" agent --pid "$pid" --duration 5 -o "$tmp/live.prof" --log-level info 2>"$tmp/agent.err"
 rc=$?
 kill "$pid" 2>/dev/null
@@ -58,6 +55,7 @@ python3 -c "import sys; sys.exit(float('$ov') < 0.95)" && ok "live profile agree
 cc -O1 -g -o "$tmp/libc_calls" tests/workloads/libc_calls.c
 "$tmp/libc_calls" 1000000000 >/dev/null &
 pid=$!
+track_pid "$pid"
 "$ep" agent --pid "$pid" --mode calls --duration 5 -o "$tmp/calls.prof" 2>"$tmp/calls.err"
 rc=$?
 kill "$pid" 2>/dev/null
@@ -71,4 +69,4 @@ echo "# --mode calls: $calls call/return edges, $other others, config.mode $(jq 
 [ "$(jq -r '"\(.config.mode) \(.stats.gaps) \(.stats.samples_with_branches > 100)"' "$tmp/calls.json")" = "calls 0 true" ] &&
 	ok "--mode calls: stacks arrive, no gap walked, the profile says calls" ||
 	not_ok "--mode calls: stacks arrive, no gap walked, the profile says calls"
-exit $fail
+finish
