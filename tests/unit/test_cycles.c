@@ -195,16 +195,30 @@ static void feed(struct ep_pipeline *p)
 	cycles_sample(p, 0x7000000, 9000000, 0);
 }
 
-static void test_pipeline_cycles_per_range(void **state)
+/* The test binary written to ELF (a mkstemp template) and a pipeline over it */
+static struct ep_pipeline *open_fixture(char *elf, struct ep_binary_registry **reg)
 {
-	(void)state;
-	char elf[] = "/tmp/edgeprof-cycles-XXXXXX";
 	int fd = mkstemp(elf);
 	assert_true(fd >= 0);
 	close(fd);
 	write_binary(elf);
-	struct ep_binary_registry *reg = ep_binreg_new();
-	struct ep_pipeline *p = new_pipeline(reg, elf);
+	*reg = ep_binreg_new();
+	return new_pipeline(*reg, elf);
+}
+
+static void close_fixture(struct ep_pipeline *p, struct ep_binary_registry *reg, const char *elf)
+{
+	ep_pipeline_free(p);
+	ep_binreg_free(reg);
+	unlink(elf);
+}
+
+static void test_pipeline_cycles_per_range(void **state)
+{
+	(void)state;
+	char elf[] = "/tmp/edgeprof-cycles-XXXXXX";
+	struct ep_binary_registry *reg;
+	struct ep_pipeline *p = open_fixture(elf, &reg);
 	/* branch period 1000, chop 2: each branch counted with chance 2/1000 */
 	struct ep_pipeline_cycles pc = {.source = "cycles_event",
 					.unit = "cycles",
@@ -286,9 +300,7 @@ static void test_pipeline_cycles_per_range(void **state)
 		for (size_t j = 0; j < prof->binaries[i]->n_ranges; j++)
 			assert_int_equal(prof->binaries[i]->ranges[j]->cycles, 0);
 	ep_profile_free(prof);
-	ep_pipeline_free(p);
-	ep_binreg_free(reg);
-	unlink(elf);
+	close_fixture(p, reg, elf);
 }
 
 /* Without branch stacks (no PMU: cpu-clock stands in) nothing is counted
@@ -297,12 +309,8 @@ static void test_ip_only_cycles_stay_at_their_addresses(void **state)
 {
 	(void)state;
 	char elf[] = "/tmp/edgeprof-cycles-XXXXXX";
-	int fd = mkstemp(elf);
-	assert_true(fd >= 0);
-	close(fd);
-	write_binary(elf);
-	struct ep_binary_registry *reg = ep_binreg_new();
-	struct ep_pipeline *p = new_pipeline(reg, elf);
+	struct ep_binary_registry *reg;
+	struct ep_pipeline *p = open_fixture(elf, &reg);
 	struct ep_pipeline_cycles pc = {
 	    .source = "cpu_clock", .unit = "ns", .period = 770000, .branch_period = 1000000};
 	ep_pipeline_set_cycles(p, &pc);
@@ -331,9 +339,7 @@ static void test_ip_only_cycles_stay_at_their_addresses(void **state)
 	assert_non_null(strstr(text, want));
 	free(text);
 	ep_profile_free(prof);
-	ep_pipeline_free(p);
-	ep_binreg_free(reg);
-	unlink(elf);
+	close_fixture(p, reg, elf);
 }
 
 /* Both events draw their periods with this code: P +- D, uniform, mean P. */
