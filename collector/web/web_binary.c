@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* One binary's page (/binary?build_id=): its hottest functions (samples,
- * branch executions, share) and hottest branches (taken / not taken,
- * mispredictions), with links to the exports. */
+ * branch executions, share; time and CPI where the profile has cycles) and
+ * hottest branches (taken / not taken, mispredictions), with links to the
+ * exports. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "collector/web/web_internal.h"
+#include "common/profile/cpi.h"
 #include "common/profile/model.h"
 #include "common/profile/profile_file.h"
 
@@ -15,6 +17,7 @@
 struct fn_row {
 	const Edgeprof__V1__Function *f;
 	uint64_t samples, branches;
+	struct ep_cpi_sum cpi;
 };
 
 struct site_row {
@@ -80,14 +83,45 @@ static void function_link(FILE *out, const char *build_id, uint64_t start,
 	fputs("\">", out);
 }
 
-static void functions_table(FILE *out, const Edgeprof__V1__BinaryProfile *bp,
+static long function_of(const void *bp, uint64_t addr)
+{
+	return ep_web_function_index(bp, addr);
+}
+
+/* The time and CPI cells of a function row, where the profile has cycles
+ * (agent --cycles, or branch records that carry them). No instructions
+ * known (IP samples outside every counted block): no CPI, not a CPI of 0. */
+static void cpi_cells(FILE *out, const struct ep_cpi_sum *s, uint64_t total)
+{
+	uint64_t t = ep_cpi_time(s);
+	fputs("<td class=\"num\">", out);
+	ep_web_count(out, t);
+	fprintf(out, "</td><td class=\"num\">%.1f%%</td><td class=\"num cpi\">",
+		total ? 100.0 * (double)t / (double)total : 0.0);
+	if (s->cycles && s->insns)
+		fprintf(out, "%.3f", ep_cpi_of(s));
+	else
+		fputs("<span class=\"dim\">-</span>", out);
+	fputs("</td>", out);
+}
+
+/* unit: the profile's config.cycles_unit ("ns" where cpu-clock stood in) */
+static void functions_table(FILE *out, const Edgeprof__V1__BinaryProfile *bp, const char *unit,
 			    const struct ep_store_filter *f, size_t top)
 {
 	struct fn_row *rows = calloc(bp->n_functions + 1, sizeof(*rows));
-	if (!rows)
+	struct ep_cpi_sum *cpi = NULL, cpi_total;
+	if (!rows || ep_cpi_sums(bp, bp->n_functions, function_of, bp, &cpi, &cpi_total) != 0) {
+		free(rows);
 		return;
-	for (size_t i = 0; i < bp->n_functions; i++)
+	}
+	for (size_t i = 0; i < bp->n_functions; i++) {
 		rows[i].f = bp->functions[i];
+		rows[i].cpi = cpi[i];
+	}
+	free(cpi);
+	uint64_t total_time = ep_cpi_time(&cpi_total);
+	bool ns = unit && strcmp(unit, "ns") == 0;
 	uint64_t total_branches = 0, total_samples = 0;
 	for (size_t i = 0; i < bp->n_edges; i++) {
 		const Edgeprof__V1__Edge *e = bp->edges[i];
@@ -109,18 +143,30 @@ static void functions_table(FILE *out, const Edgeprof__V1__BinaryProfile *bp,
 	fputs("<h2>Hottest functions</h2>\n<table class=\"list\" id=\"functions\"><thead><tr>"
 	      "<th>Function</th><th class=\"num\">Branch executions</th><th "
 	      "class=\"num share\">Share</th><th class=\"num\">IP samples</th>"
-	      "<th>Address</th><th class=\"num\">Size</th></tr></thead><tbody>\n",
+	      "<th>Address</th><th class=\"num\">Size</th>",
 	      out);
+	if (total_time)
+		fprintf(out,
+			"<th class=\"num\">%s</th><th class=\"num\">Time share</th><th "
+			"class=\"num\" title=\"%s\">%s</th>",
+			ns ? "CPU time (ns)" : "Cycles",
+			ns ? "nanoseconds per instruction (cpu-clock stood in for a cycles event)"
+			   : "cycles per instruction",
+			ns ? "ns/insn" : "CPI");
+	fputs("</tr></thead><tbody>\n", out);
 	for (size_t i = 0; i < bp->n_functions && shown < top; i++) {
 		const struct fn_row *r = &rows[i];
-		if (!r->branches && !r->samples)
+		if (!r->branches && !r->samples && !ep_cpi_time(&r->cpi))
 			break;
 		shown++;
 		double share = total_branches ? (double)r->branches / (double)total_branches : 0.0;
 		fputs("<tr class=\"function\" data-name=\"", out);
 		ep_web_text(out, r->f->name);
-		fprintf(out, "\" data-branches=\"%llu\" data-samples=\"%llu\"><td class=\"fn\">",
-			(unsigned long long)r->branches, (unsigned long long)r->samples);
+		fprintf(out,
+			"\" data-branches=\"%llu\" data-samples=\"%llu\" data-time=\"%llu\"><td "
+			"class=\"fn\">",
+			(unsigned long long)r->branches, (unsigned long long)r->samples,
+			(unsigned long long)ep_cpi_time(&r->cpi));
 		function_link(out, bp->build_id, r->f->start, f);
 		ep_web_text(out, r->f->name);
 		fputs("</a></td><td class=\"num\">", out);
@@ -129,12 +175,16 @@ static void functions_table(FILE *out, const Edgeprof__V1__BinaryProfile *bp,
 		bar(out, share);
 		fprintf(out, "<span>%.1f%%</span></td><td class=\"num\">", 100.0 * share);
 		ep_web_count(out, r->samples);
-		fprintf(out,
-			"</td><td class=\"mono\">0x%llx</td><td class=\"num\">%llu</td></tr>\n",
+		fprintf(out, "</td><td class=\"mono\">0x%llx</td><td class=\"num\">%llu</td>",
 			(unsigned long long)r->f->start, (unsigned long long)r->f->size);
+		if (total_time)
+			cpi_cells(out, &r->cpi, total_time);
+		fputs("</tr>\n", out);
 	}
 	if (!shown)
-		fputs("<tr><td colspan=\"6\" class=\"dim\">No function has counts.</td></tr>", out);
+		fprintf(out,
+			"<tr><td colspan=\"%d\" class=\"dim\">No function has counts.</td></tr>",
+			total_time ? 9 : 6);
 	fputs("</tbody></table>\n", out);
 	free(rows);
 }
@@ -342,7 +392,7 @@ int ep_web_binary_page(FILE *out, const struct ep_web_ctx *w, ep_web_arg_fn arg,
 	export_links(out, bp->build_id, &f);
 	compare_links(out, w, bp);
 	ep_binary_profile_sort(bp);
-	functions_table(out, bp, &f, top);
+	functions_table(out, bp, p->config ? p->config->cycles_unit : NULL, &f, top);
 	branches_table(out, bp, &f, top);
 	ep_web_end(out);
 	ep_profile_free(p);

@@ -16,23 +16,23 @@
 #include <string.h>
 
 #include "common/export/export_internal.h"
+#include "common/profile/cpi.h"
 #include "common/profile/model.h"
 #include "common/util/json.h"
-#include "common/util/sat.h"
 
 /* CPI ranks blocks holding at least this share of their binary's cycles */
 #define CPI_MIN_SHARE 0.001
-
-struct cpi_sum {
-	uint64_t cycles, insns;
-	uint64_t outside; /* IP samples' cycles in no counted range */
-};
 
 /* How the figures are named: cycles, or nanoseconds where cpu-clock stood
  * in for a cycles event. */
 struct cpi_units {
 	const char *cycles, *cpi, *ipc;
 };
+
+static long function_of(const void *fx, uint64_t addr)
+{
+	return ep_func_index_find(fx, addr);
+}
 
 static struct cpi_units units_of(const Edgeprof__V1__Profile *profile)
 {
@@ -42,60 +42,14 @@ static struct cpi_units units_of(const Edgeprof__V1__Profile *profile)
 	return (struct cpi_units){"cycles", "CPI", "IPC"};
 }
 
-static double cpi_of(const struct cpi_sum *s)
-{
-	return s->insns ? (double)s->cycles / (double)s->insns : 0.0;
-}
-
-/* Per function (sums[fx->n]: in no known function) and in all: 0, or -1
- * when memory runs out. */
-static int cpi_sums(const Edgeprof__V1__BinaryProfile *bp, const struct ep_func_index *fx,
-		    struct cpi_sum **out, struct cpi_sum *total)
-{
-	*total = (struct cpi_sum){0};
-	*out = calloc(fx->n + 1, sizeof(**out));
-	if (!*out)
-		return -1;
-	/* with IP samples' cycles a range they missed still ran its
-	 * instructions (in an estimated 0 cycles): counted by its instructions */
-	for (size_t i = 0; i < bp->n_ranges; i++) {
-		const Edgeprof__V1__Range *r = bp->ranges[i];
-		if (!r->cycles && !r->cycled_instructions)
-			continue;
-		long k = ep_func_index_find(fx, r->end);
-		struct cpi_sum *f = &(*out)[k < 0 ? fx->n : (size_t)k];
-		ep_add_sat(&f->cycles, r->cycles);
-		ep_add_sat(&f->insns, r->cycled_instructions);
-		ep_add_sat(&total->cycles, r->cycles);
-		ep_add_sat(&total->insns, r->cycled_instructions);
-	}
-	for (size_t i = 0; i < bp->n_ips; i++) {
-		const Edgeprof__V1__IpCount *ip = bp->ips[i];
-		if (!ip->cycles)
-			continue;
-		long k = ep_func_index_find(fx, ip->ip);
-		ep_add_sat(&(*out)[k < 0 ? fx->n : (size_t)k].outside, ip->cycles);
-		ep_add_sat(&total->outside, ip->cycles);
-	}
-	return 0;
-}
-
-/* A function's time: its ranges' cycles and those outside them. */
-static uint64_t all_cycles(const struct cpi_sum *s)
-{
-	uint64_t n = s->cycles;
-	ep_add_sat(&n, s->outside);
-	return n;
-}
-
 /* "cycles" and "cycled_instructions" of the ranges, "cpi" and "ipc" of
  * those, and "ip_cycles": the IP samples' cycles no counted range holds. */
-static void json_cpi_fields(FILE *out, const struct cpi_sum *s)
+static void json_cpi_fields(FILE *out, const struct ep_cpi_sum *s)
 {
 	fprintf(out, "\"cycles\": %" PRIu64 ", \"cycled_instructions\": %" PRIu64, s->cycles,
 		s->insns);
 	if (s->cycles && s->insns)
-		fprintf(out, ", \"cpi\": %.4f, \"ipc\": %.4f", cpi_of(s), 1.0 / cpi_of(s));
+		fprintf(out, ", \"cpi\": %.4f, \"ipc\": %.4f", ep_cpi_of(s), 1.0 / ep_cpi_of(s));
 	if (s->outside)
 		fprintf(out, ", \"ip_cycles\": %" PRIu64, s->outside);
 }
@@ -111,16 +65,16 @@ void ep_cpi_json_range(FILE *out, const Edgeprof__V1__Range *r)
 int ep_cpi_json_binary(FILE *out, const Edgeprof__V1__BinaryProfile *bp,
 		       const struct ep_func_index *fx)
 {
-	struct cpi_sum *per_func, total;
-	if (cpi_sums(bp, fx, &per_func, &total) != 0)
+	struct ep_cpi_sum *per_func, total;
+	if (ep_cpi_sums(bp, fx->n, function_of, fx, &per_func, &total) != 0)
 		return -1;
-	if (all_cycles(&total)) {
+	if (ep_cpi_time(&total)) {
 		fputs(",\n  \"cpi\": {", out);
 		json_cpi_fields(out, &total);
 		fputs(", \"functions\": [", out);
 		bool first = true;
 		for (size_t k = 0; k <= fx->n; k++) {
-			if (!all_cycles(&per_func[k]))
+			if (!ep_cpi_time(&per_func[k]))
 				continue;
 			fputs(first ? "\n    {\"name\": " : ",\n    {\"name\": ", out);
 			first = false;
@@ -160,13 +114,13 @@ static int by_cpi(const void *pa, const void *pb)
 static void block_line(FILE *out, const Edgeprof__V1__Range *r, const struct ep_func_index *fx,
 		       uint64_t total)
 {
-	struct cpi_sum s = {.cycles = r->cycles, .insns = r->cycled_instructions};
+	struct ep_cpi_sum s = {.cycles = r->cycles, .insns = r->cycled_instructions};
 	long k = ep_func_index_find(fx, r->end);
 	char block[48];
 	snprintf(block, sizeof(block), "0x%" PRIx64 "-0x%" PRIx64, r->start, r->end);
 	fprintf(out, "  %-21s %12" PRIu64 " %6.2f%% %14" PRIu64 " %7.3f %7.3f  %s\n", block,
 		r->cycles, total ? 100.0 * (double)r->cycles / (double)total : 0.0,
-		r->cycled_instructions, cpi_of(&s), s.cycles ? 1.0 / cpi_of(&s) : 0.0,
+		r->cycled_instructions, ep_cpi_of(&s), s.cycles ? 1.0 / ep_cpi_of(&s) : 0.0,
 		k >= 0 ? fx->f[k]->name : "[no symbol]");
 }
 
@@ -182,7 +136,7 @@ static int by_outside(const void *pa, const void *pb)
 /* The IP samples' cycles at addresses no counted range holds: all of them
  * in a profile without branch stacks (a machine without a PMU). */
 static int report_outside(FILE *out, const Edgeprof__V1__BinaryProfile *bp,
-			  const struct ep_func_index *fx, const struct cpi_sum *total,
+			  const struct ep_func_index *fx, const struct ep_cpi_sum *total,
 			  const struct cpi_units *u, unsigned top)
 {
 	const Edgeprof__V1__IpCount **ips = malloc((bp->n_ips + 1) * sizeof(*ips));
@@ -198,7 +152,7 @@ static int report_outside(FILE *out, const Edgeprof__V1__BinaryProfile *bp,
 	for (size_t i = 0; i < n && i < top; i++) {
 		long k = ep_func_index_find(fx, ips[i]->ip);
 		fprintf(out, "  0x%-19" PRIx64 " %12" PRIu64 " %6.2f%%  %s\n", ips[i]->ip,
-			ips[i]->cycles, 100.0 * (double)ips[i]->cycles / (double)all_cycles(total),
+			ips[i]->cycles, 100.0 * (double)ips[i]->cycles / (double)ep_cpi_time(total),
 			k >= 0 ? fx->f[k]->name : "[no symbol]");
 	}
 	free(ips);
@@ -206,7 +160,7 @@ static int report_outside(FILE *out, const Edgeprof__V1__BinaryProfile *bp,
 }
 
 static void report_blocks(FILE *out, const Edgeprof__V1__BinaryProfile *bp,
-			  const struct ep_func_index *fx, const struct cpi_sum *total,
+			  const struct ep_func_index *fx, const struct ep_cpi_sum *total,
 			  const struct cpi_units *u, unsigned top, const Edgeprof__V1__Range **r)
 {
 	size_t n = 0;
@@ -234,7 +188,7 @@ static void report_blocks(FILE *out, const Edgeprof__V1__BinaryProfile *bp,
 
 /* Functions by all their cycles (in ranges and not); CPI over the ranges'. */
 static void report_functions(FILE *out, const struct ep_func_index *fx,
-			     const struct cpi_sum *per_func, const struct cpi_sum *total,
+			     const struct ep_cpi_sum *per_func, const struct ep_cpi_sum *total,
 			     const struct cpi_units *u, unsigned top, size_t *order)
 {
 	fprintf(out, "functions by %s:\n", u->cycles);
@@ -242,26 +196,26 @@ static void report_functions(FILE *out, const struct ep_func_index *fx,
 		u->ipc, "function");
 	size_t nf = 0;
 	for (size_t k = 0; k <= fx->n; k++)
-		if (all_cycles(&per_func[k]))
+		if (ep_cpi_time(&per_func[k]))
 			order[nf++] = k;
 	for (size_t i = 0; i < nf; i++) /* few functions: a selection sort */
 		for (size_t j = i + 1; j < nf; j++)
-			if (all_cycles(&per_func[order[j]]) > all_cycles(&per_func[order[i]])) {
+			if (ep_cpi_time(&per_func[order[j]]) > ep_cpi_time(&per_func[order[i]])) {
 				size_t t = order[i];
 				order[i] = order[j];
 				order[j] = t;
 			}
 	for (size_t i = 0; i < nf && i < top; i++) {
-		const struct cpi_sum *f = &per_func[order[i]];
+		const struct ep_cpi_sum *f = &per_func[order[i]];
 		/* no instructions known (IP samples outside every counted
 		 * block): no CPI to give, not a CPI of 0 */
 		char cpi[16] = "-", ipc[16] = "-";
 		if (f->insns && f->cycles) {
-			snprintf(cpi, sizeof(cpi), "%.3f", cpi_of(f));
-			snprintf(ipc, sizeof(ipc), "%.3f", 1.0 / cpi_of(f));
+			snprintf(cpi, sizeof(cpi), "%.3f", ep_cpi_of(f));
+			snprintf(ipc, sizeof(ipc), "%.3f", 1.0 / ep_cpi_of(f));
 		}
-		fprintf(out, "  %12" PRIu64 " %6.2f%% %14" PRIu64 " %7s %7s  %s\n", all_cycles(f),
-			100.0 * (double)all_cycles(f) / (double)all_cycles(total), f->insns, cpi,
+		fprintf(out, "  %12" PRIu64 " %6.2f%% %14" PRIu64 " %7s %7s  %s\n", ep_cpi_time(f),
+			100.0 * (double)ep_cpi_time(f) / (double)ep_cpi_time(total), f->insns, cpi,
 			ipc, order[i] < fx->n ? fx->f[order[i]]->name : "[no symbol]");
 	}
 }
@@ -272,23 +226,25 @@ static int report_binary(FILE *out, const Edgeprof__V1__BinaryProfile *bp,
 	struct ep_func_index fx;
 	if (ep_func_index_init(&fx, bp) != 0)
 		return -1;
-	struct cpi_sum *per_func = NULL, total;
+	struct ep_cpi_sum *per_func = NULL, total;
 	const Edgeprof__V1__Range **r = malloc((bp->n_ranges + 1) * sizeof(*r));
 	size_t *order = malloc((fx.n + 1) * sizeof(*order));
-	int rc = !r || !order || cpi_sums(bp, &fx, &per_func, &total) != 0 ? -1 : 0;
+	int rc = !r || !order || ep_cpi_sums(bp, fx.n, function_of, &fx, &per_func, &total) != 0
+		     ? -1
+		     : 0;
 	if (rc == 0) {
 		fprintf(out, "\n%s (build-id %s): ", bp->n_paths ? bp->paths[0] : "?",
 			bp->build_id[0] ? bp->build_id : "none");
-		if (!all_cycles(&total))
+		if (!ep_cpi_time(&total))
 			fprintf(out, "no %s in the profile (the source recorded none)\n",
 				u->cycles);
 	}
-	if (rc == 0 && all_cycles(&total)) {
+	if (rc == 0 && ep_cpi_time(&total)) {
 		if (total.insns && total.cycles)
 			fprintf(out,
 				"%" PRIu64 " %s over %" PRIu64 " instructions: %s %.3f, %s %.3f",
-				total.cycles, u->cycles, total.insns, u->cpi, cpi_of(&total),
-				u->ipc, 1.0 / cpi_of(&total));
+				total.cycles, u->cycles, total.insns, u->cpi, ep_cpi_of(&total),
+				u->ipc, 1.0 / ep_cpi_of(&total));
 		else
 			fprintf(out,
 				"no counted block with %s (no branch stacks: no instructions "

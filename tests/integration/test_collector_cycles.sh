@@ -4,7 +4,8 @@
 # stacks, so no counted ranges); the collector (ASan+UBSan build) keeps them
 # over several batches, says they are nanoseconds, and gives every function
 # of the workload the same time as the agent's own -o profile, which holds
-# the running totals of what it streamed. test_store.c covers the stores'
+# the running totals of what it streamed, and so does its web page for the
+# binary, naming the unit. test_store.c covers the stores'
 # sums and the two units kept apart.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/collector.sh"
@@ -51,6 +52,19 @@ check "the collector's IP time equals the local one, IP by IP" \
 check "the collector's profile says its cycles are cpu-clock nanoseconds" \
 	test "$(jq -r '.config | "\(.cycles_source) \(.cycles_unit)"' "$TEST_TMP/collector.json")" = \
 	"$(jq -r '.config | "\(.cycles_source) \(.cycles_unit)"' "$TEST_TMP/local.json")"
+# the binary's web page: each function's time as the export gives it, and the
+# unit in the column's name
+id=$(jq -r --arg p "$TEST_TMP/hot_cold" '.profiles[] | select(.path == $p or
+	((.paths // []) | index($p))) | .build_id' "$TEST_TMP/collector.json" | head -1)
+curl -sf "$url/binary?build_id=$id" >"$TEST_TMP/binary.html"
+sed -n 's/.*<tr class="function" data-name="\([^"]*\)"[^>]*data-time="\([0-9]*\)".*/\1 \2/p' \
+	"$TEST_TMP/binary.html" | awk '$2 > 0' | sort >"$TEST_TMP/web.fn"
+check "the web UI's binary page gives every function the export's time" \
+	cmp -s "$TEST_TMP/collector.fn" "$TEST_TMP/web.fn"
+unit=$(jq -r .config.cycles_unit "$TEST_TMP/collector.json")
+if [ "$unit" = ns ]; then column='CPU time (ns)'; else column='Cycles'; fi
+check "the web UI names the time's unit ($unit: \"$column\")" \
+	grep -qF "<th class=\"num\">$column</th>" "$TEST_TMP/binary.html"
 stop_pid "$COLLECTOR_PID"
 check "the collector (ASan+UBSan) reports no leak or error" \
 	bash -c "! grep -q 'Sanitizer\|runtime error' '$TEST_TMP/cyc.log'"
