@@ -100,6 +100,10 @@ $(BUILD)/edgeprof-lbr.so: $(PLUGIN_SRCS) $(wildcard agent/source/emulator/*.h ag
 	$(Q)$(CC) $(STD_FLAGS) $(CFLAGS) -fPIC -shared -fvisibility=hidden $(INCLUDES) $(PLUGIN_SRCS) \
 		$(shell pkg-config --libs capstone) -lpthread -o $@
 
+# libbpf's PT_REGS_* and the syscall numbers differ per architecture: the
+# host's, as vmlinux.h is the host kernel's
+BPF_ARCH := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/')
+
 $(GEN)/vmlinux.h:
 	@mkdir -p $(GEN)
 	@echo "  BTF     $@"
@@ -108,7 +112,7 @@ $(GEN)/vmlinux.h:
 $(BUILD)/bpf/edgeprof.bpf.o: bpf/edgeprof.bpf.c bpf/edgeprof_record.h $(GEN)/vmlinux.h
 	@mkdir -p $(dir $@)
 	@echo "  BPF     $@"
-	$(Q)clang -g -O2 -target bpf -D__TARGET_ARCH_x86 -D__BPF__ -I$(GEN) -Ibpf -c $< -o $@
+	$(Q)clang -g -O2 -target bpf -D__TARGET_ARCH_$(BPF_ARCH) -D__BPF__ -I$(GEN) -Ibpf -c $< -o $@
 
 $(BPF_SKEL): $(BUILD)/bpf/edgeprof.bpf.o
 	@echo "  SKEL    $@"

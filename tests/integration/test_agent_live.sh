@@ -49,7 +49,7 @@ check "--pid: no maps read for the other processes' execs (${reads:-?})" test "$
 # --event picks the PMU's event; without a PMU the line names it and falls back
 "$EDGEPROF" agent --pid "$a" --duration 1 --event taken -o "$TEST_TMP/ev.prof" 2>"$TEST_TMP/ev.err"
 check "--event taken: the no-PMU line names the vendor's event, IP-only fallback" \
-	grep -Eq "no branch-stack PMU \(.*event (br_inst_retired.near_taken|ex_ret_brn_tkn), (Intel|AMD) CPU\).*IP-only|no branch-stack PMU \(.*event .*, (Arm|generic) CPU" "$TEST_TMP/ev.err"
+	grep -Eq "no branch-stack PMU \(.*event (br_inst_retired.near_taken|ex_ret_brn_tkn), (Intel|AMD) CPU[;)].*IP-only|no branch-stack PMU \(.*event .*, (Arm|generic) CPU" "$TEST_TMP/ev.err"
 "$EDGEPROF" agent --pid "$a" --duration 1 --event cycles -o "$TEST_TMP/ev.prof" 2>"$TEST_TMP/ev.err"
 check "--event cycles: refused with exit 2 and the reason" \
 	bash -c "[ $? -eq 2 ] && grep -q 'expected branches, taken or rHEX' '$TEST_TMP/ev.err'"

@@ -86,7 +86,7 @@ struct ep_live {
 	int epoll_fd; /* every ring: the agent sleeps until a drain is due */
 	uint64_t polls, early_wakeups, exec_wakeups;
 	uint64_t drain_ns, last_rearm_ns; /* periods are drawn once per drain interval */
-	char mode[320];
+	char mode[480];
 	uint64_t received;
 	struct ep_sample_record rec;
 	ep_live_sample_cb cb;
@@ -255,28 +255,6 @@ static void rescan_cpus(struct ep_live *l)
 void ep_live_period(const struct ep_live *l, uint64_t *mean, uint64_t *jitter)
 {
 	ep_period_plan_mean(&l->branch.plan, mean, jitter);
-}
-
-/* The branch-stack event chosen for this PMU, user-mode stacks. */
-static void branch_attr(struct perf_event_attr *a, const struct ep_live_config *cfg,
-			const struct ep_branch_event *ev, uint64_t step)
-{
-	memset(a, 0, sizeof(*a));
-	a->size = sizeof(*a);
-	a->type = ev->type;
-	a->config = ev->config;
-	a->precise_ip = ev->precise_ip;
-	a->sample_period = step;
-	a->sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_BRANCH_STACK;
-	/* call-graph mode: the hardware filters the stack to calls and
-	 * returns, so the same N entries reach N calls back instead of N
-	 * branches (Intel LBR_SELECT, AMD and Arm branch filters) */
-	a->branch_sample_type =
-	    (cfg->calls_only ? PERF_SAMPLE_BRANCH_ANY_CALL | PERF_SAMPLE_BRANCH_ANY_RETURN
-			     : PERF_SAMPLE_BRANCH_ANY) |
-	    (cfg->want_kernel ? PERF_SAMPLE_BRANCH_KERNEL : 0) | PERF_SAMPLE_BRANCH_USER;
-	a->exclude_kernel = !cfg->want_kernel;
-	a->exclude_hv = 1;
 }
 
 /* cpu-clock counts nanoseconds: the step is a time */
@@ -467,7 +445,8 @@ static int try_branch_stacks(struct ep_live *l, const struct ep_live_config *cfg
 	long fd;
 	for (int precise = l->event.precise_ip;; precise--) {
 		l->event.precise_ip = (uint8_t)precise;
-		branch_attr(&l->branch.attr, cfg, &l->event, l->branch.plan.step);
+		ep_pmu_branch_attr(&l->branch.attr, &l->event, l->branch.plan.step, cfg->calls_only,
+				   cfg->want_kernel);
 		fd = perf_event_open(&l->branch.attr, first_online_cpu(l));
 		if (fd >= 0 || precise == 0 || (errno != EINVAL && errno != EOPNOTSUPP))
 			break;
@@ -594,10 +573,12 @@ static int choose_event(struct ep_live *l, const struct ep_live_config *cfg, cha
 	else
 		snprintf(
 		    l->mode, sizeof(l->mode),
-		    "no branch-stack PMU (%s; event %s, %s CPU): sampling IPs on cpu-clock every "
-		    "%llu +- %llu ns (%s) on %u CPUs; %s",
+		    "no branch-stack PMU (%s; event %s, %s CPU%s%s): sampling IPs on cpu-clock "
+		    "every %llu +- %llu ns (%s) on %u CPUs; %s",
 		    strerror(branch_errno), l->event.name, ep_pmu_vendor_name(vendor),
-		    (unsigned long long)mean, (unsigned long long)jitter, how, l->ncpus,
+		    *ep_pmu_no_branch_stack_hint(vendor, branch_errno) ? "; " : "",
+		    ep_pmu_no_branch_stack_hint(vendor, branch_errno), (unsigned long long)mean,
+		    (unsigned long long)jitter, how, l->ncpus,
 		    cfg->calls_only ? "--mode calls needs a branch stack: IP-only profile"
 				    : "the profile is IP-only");
 	return 0;

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "agent/source/live/pmu_event.h"
 
+#include <errno.h>
 #include <linux/perf_event.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,5 +109,48 @@ int ep_pmu_branch_event(enum ep_pmu_vendor v, const char *event, struct ep_branc
 		set(out, PERF_TYPE_HARDWARE, PERF_COUNT_HW_BRANCH_INSTRUCTIONS, 0, true,
 		    "branch-instructions");
 		return 0;
+	}
+}
+
+void ep_pmu_branch_attr(struct perf_event_attr *a, const struct ep_branch_event *ev,
+			uint64_t period, bool calls_only, bool kernel)
+{
+	memset(a, 0, sizeof(*a));
+	a->size = sizeof(*a);
+	a->type = ev->type;
+	a->config = ev->config;
+	a->precise_ip = ev->precise_ip;
+	a->sample_period = period;
+	a->sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_BRANCH_STACK;
+	/* call-graph mode: the hardware filters the stack to calls and
+	 * returns, so the same N entries reach N calls back instead of N
+	 * branches (Intel LBR_SELECT, AMD and Arm branch filters) */
+	a->branch_sample_type =
+	    (calls_only ? PERF_SAMPLE_BRANCH_ANY_CALL | PERF_SAMPLE_BRANCH_ANY_RETURN
+			: PERF_SAMPLE_BRANCH_ANY) |
+	    (kernel ? PERF_SAMPLE_BRANCH_KERNEL : 0) | PERF_SAMPLE_BRANCH_USER;
+	a->exclude_kernel = !kernel;
+	/* exclude_hv only: Arm's BRBE driver refuses a branch stack that
+	 * excludes the host (it records no guest), and one excluding both
+	 * user and kernel */
+	a->exclude_hv = 1;
+}
+
+const char *ep_pmu_no_branch_stack_hint(enum ep_pmu_vendor v, int err)
+{
+	if (err != ENOENT && err != EOPNOTSUPP && err != EINVAL)
+		return "";
+	switch (v) {
+	case EP_PMU_INTEL:
+		return "Intel LBR not exposed here: a VM without the host's PMU and LBR passed "
+		       "through?";
+	case EP_PMU_AMD:
+		return "AMD branch stacks need Zen 4's LbrExtV2 and Linux 6.1 or later, rarely "
+		       "passed through to VMs";
+	case EP_PMU_ARM:
+		return "Arm branch records need FEAT_BRBE, Armv9.2, and a kernel built with its "
+		       "driver, CONFIG_ARM64_BRBE";
+	default:
+		return "";
 	}
 }

@@ -37,6 +37,21 @@ enum ep_pmu_vendor ep_pmu_vendor_from_cpuinfo(const char *cpuinfo);
 enum ep_pmu_vendor ep_pmu_vendor_detect(void);
 const char *ep_pmu_vendor_name(enum ep_pmu_vendor v);
 
+struct perf_event_attr;
+
+/* The branch-stack sampling event's attributes: ev sampled every period
+ * events with its branch stack, every branch of user mode (calls_only: calls
+ * and returns only, the hardware filtering) and of the kernel too with
+ * kernel. Within what every PMU's driver accepts, Arm BRBE's included (no
+ * call-stack or transaction filters, the host not excluded). */
+void ep_pmu_branch_attr(struct perf_event_attr *a, const struct ep_branch_event *ev,
+			uint64_t period, bool calls_only, bool kernel);
+
+/* What the machine lacks when a branch-stack event failed with errno err on
+ * this vendor's CPU, for the operator's one line; "" where nothing more is
+ * known. No parentheses: the line's own hold it. */
+const char *ep_pmu_no_branch_stack_hint(enum ep_pmu_vendor v, int err);
+
 /* event: "branches", "taken" or "rHEX". 0, or -1 with err naming the event
  * and why (unknown name, no such event on this vendor). */
 int ep_pmu_branch_event(enum ep_pmu_vendor v, const char *event, struct ep_branch_event *out,
