@@ -128,6 +128,8 @@ static void agent_usage(FILE *out)
 		"          once idle for an interval, or past N MiB held; 64)\n"
 		"         [-o PROFILE] [--collector URL[,URL...] (replicas on one store,\n"
 		"          repeatable: a batch that fails at one goes to the next)\n"
+		"          [--collector-order spread|listed] (home replica: picked by the\n"
+		"          node's name, default; or the first listed)\n"
 		"          [--spool DIR] [--spool-max-mib N]\n"
 		"          [--token-file F] [--cacert F] [--cert F --key F] [--node NAME]\n"
 		"          [--flush-timeout S] [--retry-max-ms MS]\n"

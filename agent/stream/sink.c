@@ -21,11 +21,25 @@ void ep_sink_options_init(struct ep_sink_options *o)
 	o->upload_max_mib = 64;
 }
 
+/* --collector-order: spread (each node's home replica picked by its name)
+ * or listed (the first URL is home: a replica in the node's own zone) */
+static int set_collector_order(void *opts, const char *arg, char *err, size_t errlen)
+{
+	struct ep_sink_options *o = opts;
+	if (strcmp(arg, "spread") != 0 && strcmp(arg, "listed") != 0) {
+		snprintf(err, errlen, "'%s' is not spread or listed", arg);
+		return -1;
+	}
+	o->streamer.collector_listed = strcmp(arg, "listed") == 0;
+	return 0;
+}
+
 void ep_sink_option_table(struct ep_option out[EP_SINK_OPTION_COUNT + 1], struct ep_sink_options *o)
 {
 	o->collector_arg.out = &o->streamer.collector;
 	const struct ep_option table[EP_SINK_OPTION_COUNT + 1] = {
 	    EP_OPTION("collector", 0, EP_OPT_CALL, &o->collector_arg, .call = ep_collector_arg_add),
+	    EP_OPTION("collector-order", 0, EP_OPT_CALL, o, .call = set_collector_order),
 	    EP_OPTION("spool", 0, EP_OPT_STRING, &o->streamer.spool_dir),
 	    EP_OPTION("spool-max-mib", 0, EP_OPT_UINT, &o->spool_mib, .min = 1, .max = 1u << 30),
 	    EP_OPTION("token-file", 0, EP_OPT_STRING, &o->streamer.token_file),

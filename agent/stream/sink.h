@@ -31,10 +31,11 @@ struct ep_sink_options {
 
 void ep_sink_options_init(struct ep_sink_options *o);
 
-/* The streaming side's options (--collector, --spool, --spool-max-mib,
- * --token-file, --cacert, --cert, --key, --node, --flush-timeout,
- * --retry-max-ms, --upload-max-mib) as an option table into o; the last entry ends it. */
-#define EP_SINK_OPTION_COUNT 11
+/* The streaming side's options (--collector, --collector-order, --spool,
+ * --spool-max-mib, --token-file, --cacert, --cert, --key, --node,
+ * --flush-timeout, --retry-max-ms, --upload-max-mib) as an option table
+ * into o; the last entry ends it. */
+#define EP_SINK_OPTION_COUNT 12
 void ep_sink_option_table(struct ep_option out[EP_SINK_OPTION_COUNT + 1],
 			  struct ep_sink_options *o);
 

@@ -19,6 +19,7 @@
 #include "common/util/http_body.h"
 #include "common/util/log.h"
 #include "common/util/secret.h"
+#include "common/util/u64map.h"
 #include "common/wire/wire.h"
 
 #ifndef EDGEPROF_VERSION
@@ -366,6 +367,10 @@ struct ep_streamer *ep_streamer_start(const struct ep_streamer_config *cfg, char
 		snprintf(s->node, sizeof(s->node), "%s", cfg->node);
 	else if (gethostname(s->node, sizeof(s->node)) != 0)
 		snprintf(s->node, sizeof(s->node), "unknown");
+	/* by the node's name: a fleet given one list of replicas spreads over
+	 * them, and a restarted agent returns to the same one */
+	if (!cfg->collector_listed)
+		ep_collector_list_set_home(s->collectors, ep_hash_bytes(s->node, strlen(s->node)));
 	s->spool = ep_spool_open(cfg->spool_dir, cfg->spool_max_bytes, err, errlen);
 	if (!s->spool)
 		goto fail;
@@ -383,8 +388,13 @@ struct ep_streamer *ep_streamer_start(const struct ep_streamer_config *cfg, char
 		goto fail;
 	}
 	s->sender_running = true;
-	ep_info("streaming to %s as agent %s on node %s (spool %s, at most %" PRIu64 " bytes)",
-		cfg->collector, s->agent_id, s->node, cfg->spool_dir, cfg->spool_max_bytes);
+	char others[64] = "";
+	if (ep_collector_list_count(s->collectors) > 1)
+		snprintf(others, sizeof(others), ", %zu others if it fails",
+			 ep_collector_list_count(s->collectors) - 1);
+	ep_info("streaming to %s%s as agent %s on node %s (spool %s, at most %" PRIu64 " bytes)",
+		ep_collector_list_url(s->collectors, ep_collector_list_home(s->collectors)), others,
+		s->agent_id, s->node, cfg->spool_dir, cfg->spool_max_bytes);
 	return s;
 fail:
 	ep_spool_close(s->spool);

@@ -34,6 +34,9 @@ struct ep_streamer_config {
 	const char *node;		  /* NULL: this host's name */
 	unsigned backoff_max_ms;	  /* 0: 30 s */
 	bool sessions; /* advertise "profile-session": this agent runs on-demand sessions */
+	/* the first URL is this agent's home replica; else one picked by the
+	 * node's name, so a fleet given one list spreads over the replicas */
+	bool collector_listed;
 };
 
 struct ep_stream_counters {

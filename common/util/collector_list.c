@@ -13,8 +13,8 @@ struct ep_collector_list {
 	char **urls;
 	size_t n;
 	pthread_mutex_t lock;
-	size_t current;
-	uint64_t left_first_ns; /* monotonic; when current stopped being 0 */
+	size_t current, home;
+	uint64_t left_home_ns; /* monotonic; when current stopped being home */
 	uint64_t failback_ns;
 };
 
@@ -91,11 +91,23 @@ const char *ep_collector_list_url(const struct ep_collector_list *l, size_t i)
 	return l->urls[i % l->n];
 }
 
+void ep_collector_list_set_home(struct ep_collector_list *l, uint64_t key)
+{
+	pthread_mutex_lock(&l->lock);
+	l->home = l->current = (size_t)(key % l->n);
+	pthread_mutex_unlock(&l->lock);
+}
+
+size_t ep_collector_list_home(const struct ep_collector_list *l)
+{
+	return l->home;
+}
+
 size_t ep_collector_list_pick(struct ep_collector_list *l)
 {
 	pthread_mutex_lock(&l->lock);
-	if (l->current != 0 && ep_mono_ns() - l->left_first_ns >= l->failback_ns)
-		l->current = 0;
+	if (l->current != l->home && ep_mono_ns() - l->left_home_ns >= l->failback_ns)
+		l->current = l->home;
 	size_t i = l->current;
 	pthread_mutex_unlock(&l->lock);
 	return i;
@@ -106,8 +118,8 @@ size_t ep_collector_list_failed(struct ep_collector_list *l, size_t i)
 	pthread_mutex_lock(&l->lock);
 	if (l->current == i) {
 		l->current = (i + 1) % l->n;
-		if (i == 0)
-			l->left_first_ns = ep_mono_ns();
+		if (i == l->home)
+			l->left_home_ns = ep_mono_ns();
 	}
 	size_t now = l->current;
 	pthread_mutex_unlock(&l->lock);

@@ -6,8 +6,9 @@
 #    all three;
 #  - a batch stored through one collector and resent to another is answered
 #    and counted once;
-#  - a dozen agents replay the real recording with all three URLs, each in
-#    its own order, while collector 2 is SIGKILLed mid-stream and restarted:
+#  - a dozen agents replay the real recording, all given the same list of
+#    three URLs, and spread over them (each node's home replica picked by its
+#    name), while collector 2 is SIGKILLed mid-stream and restarted:
 #    every agent fails over and gets every batch acknowledged, and the stored
 #    totals equal the local imports exactly;
 #  - /v1/nodes, /v1/binaries and the session answer the same from all three.
@@ -56,7 +57,7 @@ if [ "$(id -u)" -eq 0 ]; then
 	# build-ids than the recording's); it lists collector 3 first
 	ASAN_OPTIONS=detect_leaks=1 "$EDGEPROF_ASAN" agent --pid "$work" --interval 1 \
 		--retry-max-ms 1000 --collector "${url[3]},${url[1]}" --collector "${url[2]}" \
-		--node live-node --spool "$TEST_TMP/live-spool" 2>"$TEST_TMP/live.err" &
+		--collector-order listed --node live-node --spool "$TEST_TMP/live-spool" 2>"$TEST_TMP/live.err" &
 	live=$!
 	track_pid "$live"
 	node_reporting() { # URL NODE
@@ -131,17 +132,15 @@ done | sort | uniq -c | xargs)
 check "all ${#spooled[@]} spooled batches sent to two collectors at once: all 200 ($codes)" \
 	test "$codes" = "$((2 * ${#spooled[@]})) 200"
 
-# --- a dozen agents with all three URLs in different orders; collector 2
+# --- a dozen agents with one list of all three URLs; collector 2
 # is SIGKILLed mid-stream and restarted
 t0=$SECONDS
 dup_before=$(($(duplicates 1) + $(duplicates 3)))
 declare -a apid
+# one list for all, as a DaemonSet's: each node's home replica is picked
+# by its name, so the load spreads over the three
+order="${url[1]},${url[2]},${url[3]}"
 for i in $(seq 1 "$AGENTS"); do
-	case $((i % 3)) in
-	0) order="${url[1]},${url[2]},${url[3]}" ;;
-	1) order="${url[2]},${url[3]},${url[1]}" ;;
-	2) order="${url[3]},${url[1]},${url[2]}" ;;
-	esac
 	# 40 samples a batch: ~94 batches each, acknowledged after their group
 	# commits, so the stream lasts long enough for the kill to land in it
 	"$EDGEPROF" agent --replay "$perf" --binary "$bin" --batch-samples 40 \
@@ -155,6 +154,9 @@ until=$((SECONDS + 120))
 while [ "$(stored 2)" -lt "$((${before:-0} + 20))" ] && [ "$SECONDS" -lt "$until" ]; do
 	sleep 0.1
 done
+spread="$(stored 1) $(stored 2) $(stored 3)"
+check "one list for all agents: every collector stores batches ($spread)" \
+	test "$(stored 1)" -gt 0 -a "$(stored 2)" -gt 0 -a "$(stored 3)" -gt 0
 at_kill=$(($(stored 1) + $(stored 2) + $(stored 3)))
 kill -9 "${cpid[2]}"
 wait "${cpid[2]}" 2>/dev/null

@@ -18,6 +18,7 @@
 #include "common/profile/merge.h"
 #include "common/profile/profile_file.h"
 #include "common/util/collector_list.h"
+#include "common/util/u64map.h"
 #include "common/wire/wire.h"
 
 struct cut_ctx {
@@ -401,6 +402,36 @@ static void test_collector_list_fails_over_and_back(void **state)
 	assert_null(ep_collector_list_parse("", err, sizeof(err)));
 }
 
+/* A fleet given one list spreads over it: each node's home replica picked
+ * from its name, failed over from and returned to like the first. */
+static void test_collector_list_homes_spread(void **state)
+{
+	(void)state;
+	char err[512];
+	struct ep_collector_list *l =
+	    ep_collector_list_parse("http://a:1,http://b:2,http://c:3", err, sizeof(err));
+	assert_non_null(l);
+	ep_collector_list_set_home(l, 7); /* 7 % 3 */
+	assert_int_equal(ep_collector_list_home(l), 1);
+	assert_int_equal(ep_collector_list_pick(l), 1);
+	assert_int_equal(ep_collector_list_failed(l, 1), 2);
+	assert_int_equal(ep_collector_list_pick(l), 2);
+	ep_collector_list_set_failback_ns(l, 0);
+	assert_int_equal(ep_collector_list_pick(l), 1);
+	/* 300 nodes named as a DaemonSet's are: each replica home to a third,
+	 * give or take (a binomial's sd is ~8 here) */
+	unsigned homes[3] = {0};
+	for (int i = 0; i < 300; i++) {
+		char node[32];
+		snprintf(node, sizeof(node), "ip-10-0-%d-%d.ec2.internal", i / 50, i % 50 + 10);
+		ep_collector_list_set_home(l, ep_hash_bytes(node, strlen(node)));
+		homes[ep_collector_list_home(l)]++;
+	}
+	for (int k = 0; k < 3; k++)
+		assert_in_range(homes[k], 70, 130);
+	ep_collector_list_free(l);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -411,6 +442,7 @@ int main(void)
 	    cmocka_unit_test(test_spool_order_bound_and_restart),
 	    cmocka_unit_test(test_spool_errors_name_the_directory),
 	    cmocka_unit_test(test_collector_list_fails_over_and_back),
+	    cmocka_unit_test(test_collector_list_homes_spread),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
