@@ -10,6 +10,7 @@
 #include "test_util.h"
 
 #include "agent/source/live/pmu_event.h"
+#include "bpf/edgeprof_record.h"
 
 static void test_vendor_from_cpuinfo(void **state)
 {
@@ -39,6 +40,7 @@ static void test_events_per_vendor(void **state)
 	assert_int_equal(e.precise_ip, 2);
 	assert_true(e.counts_all);
 	assert_false(e.taken_only);
+	assert_int_equal(e.max_entries, 32);
 	assert_int_equal(ep_pmu_branch_event(EP_PMU_INTEL, "taken", &e, err, sizeof(err)), 0);
 	assert_int_equal(e.config, 0x20c4);
 	assert_false(e.counts_all);
@@ -46,11 +48,15 @@ static void test_events_per_vendor(void **state)
 	assert_int_equal(ep_pmu_branch_event(EP_PMU_AMD, "branches", &e, err, sizeof(err)), 0);
 	assert_int_equal(e.config, 0xc2);
 	assert_int_equal(e.precise_ip, 0);
+	assert_int_equal(e.max_entries, 16);
 	assert_int_equal(ep_pmu_branch_event(EP_PMU_AMD, "taken", &e, err, sizeof(err)), 0);
 	assert_int_equal(e.config, 0xc4);
 	assert_true(e.taken_only);
 	assert_int_equal(ep_pmu_branch_event(EP_PMU_ARM, "branches", &e, err, sizeof(err)), 0);
 	assert_int_equal(e.config, 0x21);
+	/* BRBE's records hold up to 64 entries, as the BPF record does */
+	assert_int_equal(e.max_entries, 64);
+	assert_int_equal(e.max_entries, EP_MAX_BRANCH_ENTRIES);
 	assert_int_equal(ep_pmu_branch_event(EP_PMU_ARM, "taken", &e, err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "Arm has no retired-taken-branches event"));
 	assert_int_equal(ep_pmu_branch_event(EP_PMU_GENERIC, "branches", &e, err, sizeof(err)), 0);

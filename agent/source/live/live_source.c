@@ -669,14 +669,15 @@ static int load_program(struct ep_live *l, const struct ep_live_config *cfg, cha
 	double rate = l->branch_stacks ? 2e9 / (double)(cfg->period ? cfg->period : 1)
 				       : (double)(cfg->ip_hz ? cfg->ip_hz : 1);
 	unsigned drain_ms = cfg->drain_ms ? cfg->drain_ms : 100;
-	/* The program copies out only the entries read (32, Intel's LBR, when
-	 * stacks come): the whole struct (1.6 KB) would make an IP-only ring 20
-	 * times too big. At least 1 MiB: the first drains are slow (each
-	 * process's maps and binaries are read at its first sample) and the
+	/* The program copies out only the entries read (the PMU's most: 32
+	 * for Intel's LBR, 64 for Arm's BRBE), none without stacks: the whole
+	 * struct (1.6 KB) would make an IP-only ring 20 times too big. At least 1 MiB: the first
+	 * drains are slow (each process's maps and binaries are read at its first sample) and the
 	 * ring holds what comes meanwhile: with 256 KiB a 5 s whole-machine run
 	 * at 4 kHz per CPU lost 10-25% of its samples here, with 1 MiB none. */
-	double record = offsetof(struct ep_sample_record, entries) +
-			(l->branch_stacks ? 32 * sizeof(struct ep_branch_entry) : 0);
+	double record =
+	    offsetof(struct ep_sample_record, entries) +
+	    (l->branch_stacks ? l->event.max_entries * sizeof(struct ep_branch_entry) : 0);
 	uint32_t ring = ring_size(record, l->ncpus, rate, drain_ms, 1u << 20);
 	if (cfg->ring_kib) {
 		/* the kernel wants a power of two of at least a page */

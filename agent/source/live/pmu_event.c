@@ -56,10 +56,23 @@ static void set(struct ep_branch_event *e, uint32_t type, uint64_t config, uint8
 	snprintf(e->name, sizeof(e->name), "%s", name);
 }
 
+static unsigned max_entries(enum ep_pmu_vendor v)
+{
+	switch (v) {
+	case EP_PMU_AMD:
+		return 16;
+	case EP_PMU_ARM:
+		return 64;
+	default:
+		return 32;
+	}
+}
+
 int ep_pmu_branch_event(enum ep_pmu_vendor v, const char *event, struct ep_branch_event *out,
 			char *err, size_t errlen)
 {
 	memset(out, 0, sizeof(*out));
+	out->max_entries = max_entries(v);
 	if (event[0] == 'r' && event[1]) {
 		char *end;
 		unsigned long long config = strtoull(event + 1, &end, 16);

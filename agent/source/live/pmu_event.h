@@ -28,7 +28,10 @@ struct ep_branch_event {
 	uint8_t precise_ip; /* the most to try; fall back to less when refused */
 	bool counts_all;    /* counts not-taken branches too (the trigger can be appended) */
 	bool taken_only;    /* a retired-taken-branches event: chopped in taken branches */
-	char name[64];	    /* for the mode line and the profile */
+	/* the most entries a record of this PMU holds (Intel LBR 32, AMD
+	 * LbrExtV2 16, Arm BRBE up to 64): what the samples ring is sized for */
+	unsigned max_entries;
+	char name[64]; /* for the mode line and the profile */
 };
 
 /* The vendor from /proc/cpuinfo's text (x86 vendor_id, arm64 "CPU implementer"). */
