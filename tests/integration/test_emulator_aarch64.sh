@@ -8,7 +8,8 @@
 # - the sampled, reconstructed, chopped profile matches the emulator's exact
 #   counts (overlap of conditional edges >= 0.95, the x86 test's threshold),
 #   with no inconsistent gap;
-# - in the --perf-data file, read by perf script, every entry's source is a
+# - the --perf-data file reads back the same through perf script and
+#   through our import; in it, as perf script reads it, every entry's source is a
 #   branch by aarch64-linux-gnu-objdump and its type is that branch's
 #   (aarch64_branch_sources.py), the header says aarch64, and a sample holds
 #   up to 64 entries;
@@ -87,6 +88,18 @@ perf report -i "$w/hot_cold.data" --header-only --stdio >"$w/header.txt" 2>&1
 check "perf.data header: arch aarch64, an Arm MIDR, branch types saved" \
 	bash -c "grep -q '^# arch : aarch64' '$w/header.txt' && grep -q '^# cpuid : 0x' '$w/header.txt' &&
 		grep -q 'branch_sample_type = .*TYPE_SAVE' '$w/header.txt'"
+# the perf.data back through perf and through our import
+norm() { sed -e 's/[[:space:]]\+/ /g' -e 's/^ //' -e 's/ $//'; }
+edges() { "$EDGEPROF" export "$1" --format json | jq -S '[.profiles[] | del(.paths)]'; }
+for name in hot_cold libc_calls; do
+	perf script -i "$w/$name.data" -F ip,brstack 2>/dev/null | norm >"$w/$name.ps"
+	"$EDGEPROF" dump "$w/$name.data" | norm >"$w/$name.dump"
+	check "$name: perf script -F ip,brstack equals edgeprof dump, branch types included" \
+		bash -c "test -s '$w/$name.ps' && cmp -s '$w/$name.ps' '$w/$name.dump'"
+	"$EDGEPROF" import "$w/$name.data" --binary "$w/$name" -o "$w/$name.imp.prof" 2>/dev/null
+	check "$name: import of the perf.data gives the record's profile, edge for edge" \
+		cmp -s <(edges "$w/$name.prof") <(edges "$w/$name.imp.prof")
+done
 most=$(perf script -i "$w/interp.data" -F brstack 2>/dev/null | awk '{ if (NF > m) m = NF } END { print m + 0 }')
 check "BRBE's shape: a sample holds up to 64 entries, full ones have 64 ($most)" test "$most" -eq 64
 
@@ -98,6 +111,15 @@ fns=$(jq -r '.profiles[] | .functions[].name' "$w/libc_calls.json" | sort | tr '
 echo "# libc_calls: sampled functions $fns"
 check "export: libc_calls' sampled functions are named, its own and the arm64 libc's" \
 	bash -c "[[ ' $fns' == *' cmp_int '* && ' $fns' == *' main '* && ' $fns' == *' qsort_r '* ]]"
+
+# the taken-branches event, chopped in taken branches (N-1 of them), as on x86
+"$EDGEPROF" record --emulate --event taken --period 151 -o "$w/taken.prof" \
+	-- "$w/state_machine" 300000 >/dev/null 2>&1
+"$EDGEPROF" export "$w/taken.prof" --format json -o "$w/taken.json"
+ov=$(python3 "$here/overlap.py" "$w/taken.json" "$w/state_machine.exact.json" "$w/state_machine")
+echo "# --event taken: overlap $ov ($(jq .stats.samples "$w/taken.json") samples)"
+check "--event taken: uniform (overlap $ov >= 0.995, x86's threshold)" \
+	python3 -c "import sys; sys.exit(float('$ov') < 0.995)"
 
 # call-graph mode: only calls and returns in the record
 "$EDGEPROF" record --emulate --mode calls --period 1009 --exact-out "$w/calls.exact.json" \
