@@ -100,6 +100,12 @@ for name in hot_cold libc_calls; do
 	check "$name: import of the perf.data gives the record's profile, edge for edge" \
 		cmp -s <(edges "$w/$name.prof") <(edges "$w/$name.imp.prof")
 done
+# QEMU's own mappings (x86-64 files) share the guest's address space: only the guest's are listed
+perf script -i "$w/libc_calls.data" --show-mmap-events 2>/dev/null |
+	awk '/PERF_RECORD_MMAP2/ {print $NF}' | sort -u >"$w/mmaps"
+machines=$(xargs -n1 aarch64-linux-gnu-readelf -h <"$w/mmaps" | awk '/Machine:/ {$1 = ""; print}' | sort | uniq -c | tr -s ' ')
+check "perf.data's mappings ($(tr '\n' ' ' <"$w/mmaps")) are the guest's, all aarch64 ($machines)" \
+	bash -c "grep -qx '$w/libc_calls' '$w/mmaps' && [ '$machines' = ' $(wc -l <"$w/mmaps") AArch64' ]"
 most=$(perf script -i "$w/interp.data" -F brstack 2>/dev/null | awk '{ if (NF > m) m = NF } END { print m + 0 }')
 check "BRBE's shape: a sample holds up to 64 entries, full ones have 64 ($most)" test "$most" -eq 64
 
