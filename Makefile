@@ -36,7 +36,8 @@ GEN_H    := $(PROTO_H) $(BPF_SKEL)
 .SECONDARY: $(PROTO_C) $(PROTO_H)
 
 # The LBR emulator plugin is loaded by QEMU, not linked into edgeprof.
-PLUGIN_SRCS := $(wildcard agent/source/emulator/plugin/*.c) common/decode/decoder_x86.c common/util/u64map.c
+PLUGIN_SRCS := $(wildcard agent/source/emulator/plugin/*.c) common/decode/decoder_x86.c \
+	       common/decode/decoder_arm64.c common/util/u64map.c
 # One library holds every folder; the folders' include rules (README, Layout)
 # are checked by tests/integration/test_layout.sh.
 LIB_SRCS   := $(filter-out cli/main.c agent/source/emulator/plugin/%,$(shell find common agent collector cli -name '*.c' | sort))

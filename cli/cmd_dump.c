@@ -8,6 +8,17 @@
 #include "common/util/log.h"
 #include "common/util/options.h"
 
+/* perf's names of the branch types (PERF_BR_*, the entries' type field that
+ * Arm BRBE fills): perf script prints them after the cycles, none for
+ * PERF_BR_UNKNOWN, the type of every entry of an LBR without types. */
+static const char *branch_type_name(unsigned type)
+{
+	static const char *const names[] = {
+	    "",	      "COND",	   "UNCOND",   "IND",  "CALL", "IND_CALL", "RET",   "SYSCALL",
+	    "SYSRET", "COND_CALL", "COND_RET", "ERET", "IRQ",  "SERROR",   "NO_TX", ""};
+	return type < sizeof(names) / sizeof(names[0]) ? names[type] : "";
+}
+
 static int print_sample(void *ctx, const struct ep_sample_record *rec)
 {
 	FILE *out = ctx;
@@ -17,10 +28,12 @@ static int print_sample(void *ctx, const struct ep_sample_record *rec)
 		char pred = (e->flags & EP_BR_MISPRED)	   ? 'M'
 			    : (e->flags & EP_BR_PREDICTED) ? 'P'
 							   : '-';
-		fprintf(out, "0x%llx/0x%llx/%c/%c/%c/%u/  ", (unsigned long long)e->from,
-			(unsigned long long)e->to, pred, (e->flags & EP_BR_IN_TX) ? 'X' : '-',
-			(e->flags & EP_BR_ABORT) ? 'A' : '-',
-			(unsigned)((e->flags & EP_BR_CYCLES_MASK) >> EP_BR_CYCLES_SHIFT));
+		fprintf(
+		    out, "0x%llx/0x%llx/%c/%c/%c/%u/%s  ", (unsigned long long)e->from,
+		    (unsigned long long)e->to, pred, (e->flags & EP_BR_IN_TX) ? 'X' : '-',
+		    (e->flags & EP_BR_ABORT) ? 'A' : '-',
+		    (unsigned)((e->flags & EP_BR_CYCLES_MASK) >> EP_BR_CYCLES_SHIFT),
+		    branch_type_name((unsigned)((e->flags & EP_BR_TYPE_MASK) >> EP_BR_TYPE_SHIFT)));
 	}
 	fputc('\n', out);
 	return 0;

@@ -35,11 +35,12 @@ static void usage(FILE *out)
 	fprintf(
 	    out,
 	    "usage: edgeprof record --emulate [options] -o PROFILE -- CMD [ARGS]\n"
-	    "  --emulate          run CMD under QEMU with the LBR emulator (no PMU needed)\n"
+	    "  --emulate          run CMD under QEMU with the LBR emulator (no PMU needed);\n"
+	    "                     an x86_64 or aarch64 program, picked from its ELF header\n"
 	    "  --event E          branches (default) | taken | instructions\n"
 	    "  --period P         mean sampling period in events (default 10007)\n"
 	    "  --jitter D         period drawn from [P-D, P+D] (default P/16; 0 = fixed)\n"
-	    "  --lbr N            branch-stack entries, 1-64 (default 32)\n"
+	    "  --lbr N            branch-stack entries, 1-64 (default 32; Arm BRBE: up to 64)\n"
 	    "  --chop C           branches counted per sample (default N; 0 = whole stack);\n"
 	    "                     with --event taken, taken branches, each with the\n"
 	    "                     not-taken ones before it (default N-1)\n"

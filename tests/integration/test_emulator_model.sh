@@ -6,7 +6,8 @@
 # logic one by one, indirect branches counted in the blocks' maps under the
 # lock): the same samples (time, ip, every branch entry), the same exact
 # counts and totals, for every event, period scheme and filter, on the
-# workloads of tests/ and on one whose branches signals cut short. The
+# workloads of tests/ and on one whose branches signals cut short, built for
+# x86_64 and for aarch64 (qemu-aarch64: BRBE's typed entries). The
 # emulator is the ground truth of the accuracy measurements: a faster
 # plugin must not change one count.
 source "$(dirname "$0")/lib.sh"
@@ -16,6 +17,8 @@ w=$TEST_TMP/w
 mkdir -p "$w"
 plugin=$(dirname "$EDGEPROF")/edgeprof-lbr.so
 canon=$here/emu_stream_canon.py
+# the QEMU that runs the guest (and its options)
+qemu=(qemu-x86_64)
 
 # run NAME MODEL ARGS PROGRAM...: the plugin's stream, canonical, in
 # $w/NAME.MODEL.txt (NAME without commas: they separate the plugin's
@@ -24,7 +27,7 @@ run() {
 	local name=$1 model=$2 args=$3
 	shift 3
 	rm -f "$w/$name.$model.txt"
-	qemu-x86_64 -plugin "$plugin,out=$w/$name.$model.bin,model=$model,$args" "$@" \
+	"${qemu[@]}" -plugin "$plugin,out=$w/$name.$model.bin,model=$model,$args" "$@" \
 		>/dev/null 2>"$w/$name.$model.err" &&
 		python3 "$canon" "$w/$name.$model.bin" >"$w/$name.$model.txt" ||
 		{
@@ -68,6 +71,21 @@ for opts in event=taken event=instructions filter=calls event=taken,filter=calls
 	same "signals.${opts//,/+}" "$base,$opts" "$w/signals" 300
 done
 same interp.nojitter period=997,jitter=0,seed=5 "$w/interp" 30000
+
+# aarch64 guests: the same plugin, the same two models
+qemu=(qemu-aarch64 -L /usr/aarch64-linux-gnu)
+for name in interp libc_calls signals; do
+	aarch64-linux-gnu-gcc -O1 -g -o "$w/a64_$name" "$here/../workloads/$name.c"
+done
+same a64_libc_calls "$base,lbr=64" "$w/a64_libc_calls" 10
+for opts in lbr=64 event=taken event=instructions filter=calls rearm=20000; do
+	same "a64_interp.${opts//,/+}" "$base,$opts" "$w/a64_interp" 30000
+	same "a64_signals.${opts//,/+}" "$base,$opts" "$w/a64_signals" 300
+done
+typed=$(grep -c '^sample .*/0x[1-6]00000\( \|$\)' "$w/a64_interp.lbr=64.fast.txt")
+check "aarch64: the entries carry their branch type ($typed samples with typed entries)" \
+	test "$typed" -gt 10
+qemu=(qemu-x86_64)
 
 # the comparison can fail: another seed samples elsewhere
 run interp.seed6 fast period=1009,jitter=63,seed=6 "$w/interp" 30000

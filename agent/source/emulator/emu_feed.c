@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/perf_event.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,7 @@ struct written_map {
 
 struct emu_feed {
 	struct ep_pipeline *pipeline;
+	bool aarch64; /* the guest's instruction set: aarch64, else x86_64 */
 	uint32_t pid;
 	struct ep_emu_result *out;
 	struct ep_perf_writer *perf; /* --perf-data, else NULL */
@@ -38,17 +40,25 @@ struct emu_feed {
 
 /* The emulated event as perf_event_attr names it on Intel, where LBR is:
  * branches is the generic branch-instructions event, taken is raw
- * BR_INST_RETIRED.NEAR_TAKEN (event 0xc4, umask 0x20). */
-static void perf_event_of(const struct ep_emu_config *cfg, struct ep_perf_writer_event *ev)
+ * BR_INST_RETIRED.NEAR_TAKEN (event 0xc4, umask 0x20). An aarch64 guest's
+ * recording is an Arm machine's with BRBE: perf's cpuid there is the MIDR
+ * (here Neoverse V3's, implementer 0x41 part 0xd84, a BRBE core), branches
+ * is BR_RETIRED and the entries carry their branch type
+ * (PERF_SAMPLE_BRANCH_TYPE_SAVE). Arm has no taken-branches event: a taken
+ * recording is written as Intel's, whose name the importer knows. */
+static void perf_event_of(const struct ep_emu_config *cfg, bool aarch64,
+			  struct ep_perf_writer_event *ev)
 {
 	memset(ev, 0, sizeof(*ev));
 	ev->period = cfg->period;
-	ev->cpuid = "GenuineIntel,6,85,4";
+	ev->cpuid = aarch64 ? "0x00000000410fd840" : "GenuineIntel,6,85,4";
+	ev->arch = aarch64 ? "aarch64" : "x86_64";
 	ev->nr_cpus = 1;
 	ev->branch_sample_type =
 	    PERF_SAMPLE_BRANCH_USER |
 	    (cfg->calls_only ? PERF_SAMPLE_BRANCH_ANY_CALL | PERF_SAMPLE_BRANCH_ANY_RETURN
-			     : PERF_SAMPLE_BRANCH_ANY);
+			     : PERF_SAMPLE_BRANCH_ANY) |
+	    (aarch64 ? PERF_SAMPLE_BRANCH_TYPE_SAVE : 0);
 	if (strcmp(cfg->event, "taken") == 0) {
 		ev->type = PERF_TYPE_RAW;
 		ev->config = 0x20c4;
@@ -368,16 +378,60 @@ static char *find_plugin(void)
 	return access(self, R_OK) == 0 ? strdup(self) : NULL;
 }
 
+/* Which QEMU runs the program: its ELF header's machine. 0 with *aarch64
+ * set, or -1 (logged) for a machine the emulator does not run. A file that
+ * is no ELF is left to qemu-x86_64, which says why it cannot run it. */
+static int guest_of(const char *name, bool *aarch64)
+{
+	*aarch64 = false;
+	char *path = ep_emu_find_program(name);
+	if (!path) {
+		ep_error("%s: command not found", name);
+		return -1;
+	}
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	Elf64_Ehdr eh;
+	ssize_t n = fd >= 0 ? read(fd, &eh, sizeof(eh)) : -1;
+	if (fd >= 0)
+		close(fd);
+	int rc = 0;
+	if (n >= (ssize_t)offsetof(Elf64_Ehdr, e_version) &&
+	    memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0) {
+		if (eh.e_ident[EI_CLASS] == ELFCLASS64 && eh.e_machine == EM_AARCH64) {
+			*aarch64 = true;
+		} else if (eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_machine != EM_X86_64) {
+			ep_error("%s: ELF class %u, machine %u: the emulator runs 64-bit x86_64 "
+				 "and aarch64 programs",
+				 path, eh.e_ident[EI_CLASS], eh.e_machine);
+			rc = -1;
+		}
+	}
+	free(path);
+	return rc;
+}
+
+/* Where an aarch64 guest's dynamic loader and libraries are: $QEMU_LD_PREFIX
+ * as qemu reads it, else Debian's cross libc (libc6-dev-arm64-cross), else
+ * none (a static program needs none). */
+static const char *aarch64_prefix(void)
+{
+	static const char debian[] = "/usr/aarch64-linux-gnu";
+	if (getenv("QEMU_LD_PREFIX"))
+		return NULL;
+	return access(debian, R_OK | X_OK) == 0 ? debian : NULL;
+}
+
 /* Starts qemu with the plugin writing to stream and waits for it; 0, or -1
  * (logged). */
-static int run_emulated(const struct ep_emu_config *cfg, char *const *cmd, const char *stream,
-			pid_t *child_out, int *status)
+static int run_emulated(const struct ep_emu_config *cfg, bool aarch64, char *const *cmd,
+			const char *stream, pid_t *child_out, int *status)
 {
-	char *qemu = ep_emu_find_program("qemu-x86_64");
+	const char *qemu_name = aarch64 ? "qemu-aarch64" : "qemu-x86_64";
+	char *qemu = ep_emu_find_program(qemu_name);
 	char *plugin = find_plugin();
 	int rc = -1;
 	if (!qemu) {
-		ep_error("qemu-x86_64 not found: install Debian's qemu-user (make deps does)");
+		ep_error("%s not found: install Debian's qemu-user (make deps does)", qemu_name);
 		goto out;
 	}
 	if (!plugin) {
@@ -392,14 +446,20 @@ static int run_emulated(const struct ep_emu_config *cfg, char *const *cmd, const
 	size_t nargs = 0;
 	while (cmd[nargs])
 		nargs++;
-	char **argv = calloc(nargs + 4, sizeof(*argv));
+	char **argv = calloc(nargs + 6, sizeof(*argv));
 	if (!argv)
 		goto out;
-	argv[0] = qemu;
-	argv[1] = "-plugin";
-	argv[2] = plugin_arg;
+	size_t at = 0;
+	argv[at++] = qemu;
+	const char *prefix = aarch64 ? aarch64_prefix() : NULL;
+	if (prefix) {
+		argv[at++] = "-L";
+		argv[at++] = (char *)prefix;
+	}
+	argv[at++] = "-plugin";
+	argv[at++] = plugin_arg;
 	for (size_t i = 0; i < nargs; i++)
-		argv[3 + i] = cmd[i];
+		argv[at++] = cmd[i];
 	pid_t pid = fork();
 	if (pid < 0) {
 		ep_error("cannot start %s: %s", cmd[0], strerror(errno));
@@ -431,7 +491,7 @@ out:
 static int open_perf_data(const struct ep_emu_config *cfg, char *const *cmd, struct emu_feed *f)
 {
 	struct ep_perf_writer_event ev;
-	perf_event_of(cfg, &ev);
+	perf_event_of(cfg, f->aarch64, &ev);
 	char cmdline[1024] = "edgeprof record --emulate --";
 	for (size_t i = 0; cmd[i]; i++) {
 		size_t used = strlen(cmdline);
@@ -470,9 +530,11 @@ int ep_feed_emulated(const struct ep_emu_config *cfg, char *const *cmd,
 	pid_t child = 0;
 	char err[512];
 	struct emu_feed f = {.pipeline = pipeline, .out = out};
-	int rc = cfg->perf_data ? open_perf_data(cfg, cmd, &f) : 0;
+	int rc = guest_of(cmd[0], &f.aarch64);
+	if (rc == 0 && cfg->perf_data)
+		rc = open_perf_data(cfg, cmd, &f);
 	if (rc == 0)
-		rc = run_emulated(cfg, cmd, stream, &child, &out->status);
+		rc = run_emulated(cfg, f.aarch64, cmd, stream, &child, &out->status);
 	if (rc == 0) {
 		f.pid = (uint32_t)child;
 		/* perf record's order: the name, then the mappings, then samples */

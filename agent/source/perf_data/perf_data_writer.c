@@ -326,7 +326,7 @@ static void put_feature(struct ep_perf_writer *w, int bit)
 		put_string(w, "edgeprof emulator");
 		break;
 	case EP_PERF_FEAT_ARCH:
-		put_string(w, "x86_64");
+		put_string(w, w->ev.arch ? w->ev.arch : "x86_64");
 		break;
 	case EP_PERF_FEAT_NRCPUS: {
 		uint32_t n[2] = {w->ev.nr_cpus, w->ev.nr_cpus};

@@ -23,6 +23,7 @@ struct ep_perf_writer_event {
 	uint64_t branch_sample_type; /* PERF_SAMPLE_BRANCH_* (privilege bits included) */
 	const char *name;	     /* HEADER_EVENT_DESC's name: "branches", ... */
 	const char *cpuid;	     /* HEADER_CPUID, e.g. "GenuineIntel,6,85,4" */
+	const char *arch;	     /* HEADER_ARCH as uname -m, a static string; NULL: "x86_64" */
 	const char *cmdline;	     /* HEADER_CMDLINE (one string), may be NULL */
 	uint32_t nr_cpus;
 };

@@ -13,6 +13,14 @@
  * jitter=D, lbr=N, seed=S, event=branches|taken|instructions, filter=any|calls,
  * steps=K or rearm=E (the period scheme), model=fast|reference.
  *
+ * Guests: x86_64 (an LBR: the entries carry no branch type, as Intel's
+ * legacy LBR and perf without PERF_SAMPLE_BRANCH_TYPE_SAVE give none) and
+ * aarch64 (Arm's BRBE: up to 64 entries, each with its branch type, which
+ * BRBE records for every entry; here PERF_BR_* as the kernel's BRBE driver
+ * hands them on). Each guest's last instruction per block is classified by
+ * the decoder's own classifier for its instruction set, so emulated and
+ * decoded branch kinds agree.
+ *
  * Speed: every block's callback is the emulator's cost, so it is one of six
  * functions specialized per event and filter (on_block_fast), that decides
  * the branch with two compares against the previous block's precomputed
@@ -26,6 +34,7 @@
 #include <capstone.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/perf_event.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -138,6 +147,7 @@ static struct {
 	uint64_t steps, step, steps_jitter;
 	uint64_t rearm;
 	unsigned lbr;
+	bool aarch64;	 /* the guest: aarch64 (BRBE's record), else x86_64 (LBR's) */
 	bool calls_only; /* filter=calls: the record keeps calls and returns only */
 	/* model=reference: every block goes through the plain model
 	 * (on_block_reference), the oracle the tests hold the fast path to */
@@ -357,6 +367,30 @@ static bool mapped(uint64_t addr)
 	return false;
 }
 
+/* A taken branch's type as BRBE's driver reports it (perf_branch_entry.type,
+ * PERF_BR_*): a conditional branch that was taken is PERF_BR_COND, B and
+ * B.AL are PERF_BR_UNCOND, and so on. A block entered some other way (a
+ * signal's delivery after an ordinary instruction) is PERF_BR_UNKNOWN. */
+static uint64_t perf_branch_type(uint8_t kind)
+{
+	switch (kind) {
+	case EP_BRANCH_COND:
+		return PERF_BR_COND;
+	case EP_BRANCH_JUMP:
+		return PERF_BR_UNCOND;
+	case EP_BRANCH_JUMP_INDIRECT:
+		return PERF_BR_IND;
+	case EP_BRANCH_CALL:
+		return PERF_BR_CALL;
+	case EP_BRANCH_CALL_INDIRECT:
+		return PERF_BR_IND_CALL;
+	case EP_BRANCH_RETURN:
+		return PERF_BR_RET;
+	default:
+		return PERF_BR_UNKNOWN;
+	}
+}
+
 static void emit_sample(struct vcpu *v, unsigned vcpu_index, uint64_t ip)
 {
 	struct ep_sample_record rec;
@@ -381,7 +415,11 @@ static void emit_sample(struct vcpu *v, unsigned vcpu_index, uint64_t ip)
 	rec.nr_entries = n;
 	for (unsigned k = 0; k < n; k++) {
 		const struct ring_entry *e = &v->ring[(head - 1 - k) & (MAX_LBR - 1)];
-		rec.entries[k] = (struct ep_branch_entry){.from = e->from->last_addr, .to = e->to};
+		/* the type is read here, per sample, not per branch: the hot
+		 * path stays the same for both guests */
+		uint64_t type = st.aarch64 ? perf_branch_type(e->from->kind) : 0;
+		rec.entries[k] = (struct ep_branch_entry){
+		    .from = e->from->last_addr, .to = e->to, .flags = type << EP_BR_TYPE_SHIFT};
 	}
 	size_t size = offsetof(struct ep_sample_record, entries) +
 		      rec.nr_entries * sizeof(struct ep_branch_entry);
@@ -673,15 +711,27 @@ static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 	size_t len = qemu_plugin_insn_size(last);
 	b->last_len = (uint8_t)len;
 	const uint8_t *code = qemu_plugin_insn_data(last);
-	cs_insn *insn = NULL;
-	if (cs_disasm(st.cs, code, len, b->last_addr, 1, &insn) == 1) {
+	if (st.aarch64) {
 		struct ep_insn_info info;
-		ep_x86_classify(insn, &info);
-		b->kind = info.kind;
-		b->target = info.target;
+		if (len == 4) {
+			ep_arm64_classify_word((uint32_t)code[0] | (uint32_t)code[1] << 8 |
+						   (uint32_t)code[2] << 16 |
+						   (uint32_t)code[3] << 24,
+					       b->last_addr, &info);
+			b->kind = info.kind;
+			b->target = info.target;
+		}
+	} else {
+		cs_insn *insn = NULL;
+		if (cs_disasm(st.cs, code, len, b->last_addr, 1, &insn) == 1) {
+			struct ep_insn_info info;
+			ep_x86_classify(insn, &info);
+			b->kind = info.kind;
+			b->target = info.target;
+		}
+		if (insn)
+			cs_free(insn, 1);
 	}
-	if (insn)
-		cs_free(insn, 1);
 	b->not_taken_to = b->kind == EP_BRANCH_COND ? b->last_addr + b->last_len : NO_ADDR;
 	b->taken_to = b->target ? b->target : NO_ADDR;
 	b->recorded = !st.calls_only || b->kind == EP_BRANCH_CALL ||
@@ -841,7 +891,8 @@ static void on_exit_cb(qemu_plugin_id_t id, void *udata)
 	close(st.fd);
 	st.fd = -1;
 	pthread_mutex_unlock(&st.lock);
-	cs_close(&st.cs);
+	if (st.cs)
+		cs_close(&st.cs);
 }
 
 static bool parse_u64(const char *s, uint64_t *out)
@@ -855,14 +906,37 @@ static bool parse_u64(const char *s, uint64_t *out)
 	return true;
 }
 
+/* The guest's instruction set from QEMU's target name; 0, or -1 (said) for
+ * one the plugin cannot classify. */
+static int pick_guest(const char *target)
+{
+	st.aarch64 = strcmp(target, "aarch64") == 0;
+	if (!st.aarch64 && strcmp(target, "x86_64") != 0) {
+		fprintf(stderr,
+			"edgeprof-lbr: only x86_64 and aarch64 guests are supported, not %s\n",
+			target);
+		return -1;
+	}
+	return 0;
+}
+
+/* x86's classifier reads capstone's decoding; aarch64's reads the word and
+ * needs no disassembler. */
+static int open_classifier(void)
+{
+	if (st.aarch64)
+		return 0;
+	if (cs_open(CS_ARCH_X86, CS_MODE_64, &st.cs) != CS_ERR_OK)
+		return -1;
+	cs_option(st.cs, CS_OPT_DETAIL, CS_OPT_ON);
+	return 0;
+}
+
 EP_QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info,
 					      int argc, char **argv)
 {
-	if (strcmp(info->target_name, "x86_64") != 0) {
-		fprintf(stderr, "edgeprof-lbr: only x86_64 guests are supported, not %s\n",
-			info->target_name);
+	if (pick_guest(info->target_name) != 0)
 		return -1;
-	}
 	const char *out = NULL;
 	uint64_t lbr = 32;
 	st.period = 100003;
@@ -944,10 +1018,8 @@ EP_QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_in
 		fprintf(stderr, "edgeprof-lbr: %s: %s\n", out, strerror(errno));
 		return -1;
 	}
-	if (write(st.fd, EP_EMU_MAGIC, 8) != 8 ||
-	    cs_open(CS_ARCH_X86, CS_MODE_64, &st.cs) != CS_ERR_OK)
+	if (write(st.fd, EP_EMU_MAGIC, 8) != 8 || open_classifier() != 0)
 		return -1;
-	cs_option(st.cs, CS_OPT_DETAIL, CS_OPT_ON);
 	remember_host_maps();
 	for (unsigned i = 0; i < MAX_VCPUS; i++) {
 		struct vcpu *v = &vcpus[i];
