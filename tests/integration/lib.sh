@@ -53,3 +53,16 @@ start_busy() {
 	BUSY_PID=$!
 	track_pid "$BUSY_PID"
 }
+# check_sampled_vs_exact DIR NAME: DIR/NAME.json (a sampled profile's JSON
+# export of program DIR/NAME) reconstructs without inconsistent gaps and
+# overlaps the exact counts in DIR/NAME.exact.json at >= 0.95
+check_sampled_vs_exact() {
+	local w=$1 name=$2 ov
+	check "$name: samples reconstruct without inconsistent gaps" \
+		test "$(jq .stats.gaps_inconsistent "$w/$name.json")" -eq 0
+	ov=$(python3 "$(dirname "${BASH_SOURCE[0]}")/overlap.py" "$w/$name.json" \
+		"$w/$name.exact.json" "$w/$name")
+	echo "# $name: overlap with the exact counts $ov ($(jq .stats.samples "$w/$name.json") samples)"
+	check "$name: profile overlaps the exact counts >= 0.95" \
+		python3 -c "import sys; sys.exit(float('$ov') < 0.95)"
+}

@@ -34,12 +34,7 @@ for spec in hot_cold:2000000 interp:200000 recursion:20 random_branches:200000 \
 	check "$name: exact counts equal callgrind's on every conditional branch" \
 		python3 "$here/callgrind_jumps.py" "$w/$name.cg" "$w/$name" "$w/$name.exact.json"
 	"$EDGEPROF" export "$w/$name.prof" --format json -o "$w/$name.json"
-	check "$name: samples reconstruct without inconsistent gaps" \
-		test "$(jq .stats.gaps_inconsistent "$w/$name.json")" -eq 0
-	ov=$(python3 "$here/overlap.py" "$w/$name.json" "$w/$name.exact.json" "$w/$name")
-	echo "# $name: overlap with the exact counts $ov ($(jq .stats.samples "$w/$name.json") samples)"
-	check "$name: profile overlaps the exact counts >= 0.95" \
-		python3 -c "import sys; sys.exit(float('$ov') < 0.95)"
+	check_sampled_vs_exact "$w" "$name"
 done
 
 # --event taken: samples every ~P taken branches, so the chop counts taken

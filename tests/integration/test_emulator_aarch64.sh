@@ -45,12 +45,7 @@ for spec in hot_cold:hot_cold:2000000: interp:interp:200000: recursion:recursion
 	"$EDGEPROF" export "$w/$name.prof" --format json -o "$w/$name.json"
 	arch=$(jq -r --arg p "$w/$name" '.profiles[] | select(.path == $p) | .arch' "$w/$name.json")
 	check "$name: the profile's binary is aarch64 ($arch)" test "$arch" = aarch64
-	check "$name: samples reconstruct without inconsistent gaps" \
-		test "$(jq .stats.gaps_inconsistent "$w/$name.json")" -eq 0
-	ov=$(python3 "$here/overlap.py" "$w/$name.json" "$w/$name.exact.json" "$w/$name")
-	echo "# $name: overlap with the exact counts $ov ($(jq .stats.samples "$w/$name.json") samples)"
-	check "$name: profile overlaps the exact counts >= 0.95" \
-		python3 -c "import sys; sys.exit(float('$ov') < 0.95)"
+	check_sampled_vs_exact "$w" "$name"
 	python3 "$here/aarch64_branch_sources.py" "$w/$name.data" >"$w/$name.src" 2>&1
 	rc=$?
 	sed 's/^/# /' "$w/$name.src"
