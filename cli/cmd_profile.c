@@ -27,11 +27,14 @@ static void usage(FILE *out)
 {
 	fprintf(out, "usage: edgeprof profile (--container ID | --cgroup PATH | --pid PID |\n"
 		     "                         --pod NAMESPACE/NAME) [--node NAME]\n"
-		     "         --duration S [--period P] [--mode edges|calls] --collector URL\n"
+		     "         --duration S [--period P] [--mode edges|calls] [--cycles]\n"
+		     "         --collector URL\n"
 		     "         [--token-file F] [--cacert F] [--cert F --key F]\n"
 		     "         [-o OUT [--format json|fdata|preagg|afdo|profgen]] [--top N]\n"
 		     "  --duration S   how long to sample: 30, 30s or 2m\n"
 		     "  --period P     events between samples (default: a quarter of the agent's)\n"
+		     "  --cycles       the time per address too: a cycles event (cpu-clock ns\n"
+		     "                 where the node has none), for report --cpi\n"
 		     "  -o OUT         the session's profile: an edgeprof profile file, or with\n"
 		     "                 --format an export; without -o a report is printed\n");
 }
@@ -114,7 +117,7 @@ struct profile_request {
 	struct ep_collector_query q;
 	const char *container, *cgroup, *pod, *node, *duration, *output;
 	unsigned pid, period, top;
-	bool pid_given, period_given;
+	bool pid_given, period_given, cycles;
 	int mode, format;
 };
 
@@ -148,6 +151,7 @@ static int parse_request(int argc, char **argv, struct profile_request *r, int *
 		      .min = ep_period_min(EP_KERNEL_SAMPLE_RATE_DEFAULT), .max = 1u << 31,
 		      .given = &r->period_given),
 	    EP_OPTION("mode", 0, EP_OPT_CHOICE, &r->mode, .choices = modes),
+	    EP_OPTION("cycles", 0, EP_OPT_TRUE, &r->cycles),
 	    EP_OPTION("output", 'o', EP_OPT_STRING, &r->output),
 	    EP_OPTION("format", 0, EP_OPT_CHOICE, &r->format, .choices = ep_export_format_names),
 	    EP_OPTION("top", 0, EP_OPT_UINT, &r->top, .min = 1, .max = 100000),
@@ -235,6 +239,8 @@ int ep_cmd_profile(int argc, char **argv)
 			      r.period_given ? period : NULL,
 			      "mode",
 			      r.mode >= 0 ? modes[r.mode] : NULL,
+			      "cycles",
+			      r.cycles ? "1" : NULL,
 			      NULL};
 	Edgeprof__V1__Session *s = ask(&r.q, args);
 	if (!s)

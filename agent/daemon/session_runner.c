@@ -132,9 +132,9 @@ static int open_sampling(struct ep_session_runner *r, struct agent_session *x,
 	cfg->jitter = cfg->period / 16;
 	cfg->ip_hz = cfg->ip_hz * 4 > 10000 ? 10000 : cfg->ip_hz * 4;
 	cfg->calls_only = strcmp(req->mode, "calls") == 0;
-	/* a session asks for no cycles (ProfileSession has no such field):
-	 * its own cycles event would double the node's interrupts for nothing */
-	cfg->cycles = false;
+	/* a cycles event only when the session asks: it doubles the node's
+	 * interrupts; at the agent's own cycles rate (--cycles-period) */
+	cfg->cycles = req->cycles;
 	char err[512];
 	x->live = ep_live_open(cfg, err, sizeof(err));
 	cfg->cgroups = NULL; /* cgroups[] ends here; the BPF map holds the cgroup now */
@@ -220,9 +220,9 @@ static void session_start(struct ep_session_runner *r, Edgeprof__V1__ProfileSess
 	}
 	open_sink(r, x, cfg.calls_only, now);
 	r->active[r->nactive++] = x;
-	ep_info("session %s: sampling %s for %llu s (%s)", req->session_id, x->target.what,
-		(unsigned long long)((x->deadline_ns - now) / 1000000000ULL),
-		ep_live_mode(x->live));
+	ep_info("session %s: sampling %s for %llu s (%s%s%s)", req->session_id, x->target.what,
+		(unsigned long long)((x->deadline_ns - now) / 1000000000ULL), ep_live_mode(x->live),
+		cfg.cycles ? "; " : "", cfg.cycles ? ep_live_cycles_mode(x->live) : "");
 	report(r, req->session_id, EDGEPROF__V1__SESSION_STATE__SESSION_RUNNING, x->target.what,
 	       false, now, x->deadline_ns, 0);
 }

@@ -224,9 +224,11 @@ void ep_api_session(const Edgeprof__V1__Session *s, const char *format, int stat
 			ep_json_string(out, s->cgroup);
 			fputs(", \"pod\": ", out);
 			ep_json_string(out, s->pod);
-			fprintf(out, ", \"pid\": %u, \"duration_ms\": %llu, \"period\": %llu",
-				s->pid, (unsigned long long)s->duration_ms,
-				(unsigned long long)s->period);
+			fprintf(out,
+				", \"pid\": %u, \"cycles\": %s, \"duration_ms\": %llu, \"period\": "
+				"%llu",
+				s->pid, s->cycles ? "true" : "false",
+				(unsigned long long)s->duration_ms, (unsigned long long)s->period);
 			fputs(", \"mode\": ", out);
 			ep_json_string(out, s->mode);
 			fputs(", \"agent_id\": ", out);

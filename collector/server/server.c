@@ -614,6 +614,10 @@ static enum MHD_Result handle_sessions(struct ep_server *s, struct MHD_Connectio
 	req.pod = (char *)arg(c, "pod");
 	req.node = (char *)arg(c, "node");
 	req.mode = (char *)arg(c, "mode");
+	const char *cycles = arg(c, "cycles");
+	if (*cycles && strcmp(cycles, "0") != 0 && strcmp(cycles, "1") != 0)
+		return respond_text(c, 400, "cycles '%s': expected 1 or 0\n", cycles);
+	req.cycles = strcmp(cycles, "1") == 0;
 	uint64_t duration_ms = 0;
 	int parsed = parse_duration_ms(arg(c, "duration_s"), &duration_ms);
 	char *end;

@@ -950,6 +950,7 @@ static Edgeprof__V1__Instruction *instruction_for(const Edgeprof__V1__Session *s
 	ps->pid = s->pid;
 	ps->duration_ms = s->duration_ms;
 	ps->period = s->period;
+	ps->cycles = s->cycles;
 	ps->deadline_ns = s->deadline_ns;
 	return in;
 }

@@ -129,7 +129,10 @@ static void start_form(FILE *out, unsigned max_s)
 	    "placeholder=\"any\"></label> <label>Duration (s) <input type=\"number\" "
 	    "name=\"duration_s\" value=\"30\" min=\"1\" max=\"%u\"></label> "
 	    "<label>Mode <select name=\"mode\"><option>edges</option><option>calls</option>"
-	    "</select></label> <button type=\"submit\">Start</button></form>\n"
+	    "</select></label> <label title=\"a cycles event beside the branch event (cpu-clock "
+	    "ns on a node without one): time and CPI per function\"><input type=\"checkbox\" "
+	    "name=\"cycles\" value=\"1\"> Cycles</label> "
+	    "<button type=\"submit\">Start</button></form>\n"
 	    "<p class=\"hint\">The agent of the target's node samples it at 4x its rate for the "
 	    "duration, on top of the continuous profile; the session's counts are kept apart "
 	    "(its id links to them).</p>\n",
@@ -167,6 +170,8 @@ int ep_web_start_session(FILE *out, const struct ep_web_ctx *w, const char *body
 		return ep_web_fail(out, w, 400, "a session needs a target and a duration");
 	ep_web_form_value(body, len, "node", node, sizeof(node));
 	ep_web_form_value(body, len, "mode", mode, sizeof(mode));
+	char cycles[4] = "";
+	ep_web_form_value(body, len, "cycles", cycles, sizeof(cycles));
 	Edgeprof__V1__Session req = EDGEPROF__V1__SESSION__INIT;
 	char *end;
 	unsigned long long secs = strtoull(duration, &end, 10);
@@ -176,6 +181,7 @@ int ep_web_start_session(FILE *out, const struct ep_web_ctx *w, const char *body
 	req.duration_ms = secs * 1000;
 	req.node = node;
 	req.mode = mode;
+	req.cycles = strcmp(cycles, "1") == 0;
 	if (strcmp(kind, "container_id") == 0)
 		req.container_id = target;
 	else if (strcmp(kind, "pod") == 0)

@@ -100,6 +100,23 @@ check "profile --pid: exits 0, export written" test $? -eq 0
 check "  only the targeted process's program" \
 	test "$(jq -r '[.profiles[] | select(.samples > 0) | .path] | unique | join(" ")' "$TEST_TMP/s2.json")" = "$TEST_TMP/hot_cold"
 
+# --cycles: the session's target alone gets a cycles event (cpu-clock
+# nanoseconds on a machine without one), the agent keeps running without
+"$EDGEPROF" profile --pid "$outside" --duration 2 --cycles --collector "$url" \
+	-o "$TEST_TMP/s5.json" --format json 2>"$TEST_TMP/s5.err"
+check "profile --cycles: exits 0, export written" test $? -eq 0
+sid5=$(sed -n 's/.*session \([0-9a-f]\{16\}\): done.*/\1/p' "$TEST_TMP/s5.err")
+check "  the session records that it asked for cycles" \
+	test "$(curl -s "$url/v1/sessions/$sid5" | jq .cycles)" = true
+check "  the agent opened a cycles event for it and said so" \
+	grep -q "session $sid5: sampling .*--cycles: " "$TEST_TMP/agent1.err"
+hot_time=$(jq '[.profiles[].cpi.functions[]? | select(.name == "hot_loop") | (.ip_cycles // 0) + (.cycles // 0)] | add // 0' "$TEST_TMP/s5.json")
+unit=$(jq -r '.config.cycles_unit' "$TEST_TMP/s5.json")
+check "  its profile gives the target's hot function time ($hot_time $unit)" \
+	test "${hot_time:-0}" -gt 0 -a -n "$unit"
+check "  a session without --cycles has none" \
+	test "$(jq '[.profiles[].ips[]? | select(.cycles > 0)] | length' "$TEST_TMP/s2.json")" = 0
+
 # errors name the problem and exit 1
 "$EDGEPROF" profile --container deadbeefdead00 --duration 2 --collector "$url" 2>"$TEST_TMP/e1.err"
 check "unknown container: exit 1, the id and 'no such container' named" \

@@ -230,10 +230,12 @@ if grep -q 'no branch-stack PMU' "$TEST_TMP/live.err"; then
 	check "/fleet: a node without a branch-stack PMU is said plainly" \
 		grep -q 'no branch-stack PMU: IP samples only' "$TEST_TMP/fleet.html"
 fi
-hdr=$(curl -s -o /dev/null -D - --data "kind=pid&target=$work&node=ui-node&duration_s=3&mode=edges" "$URL/fleet/start")
+hdr=$(curl -s -o /dev/null -D - --data "kind=pid&target=$work&node=ui-node&duration_s=3&mode=edges&cycles=1" "$URL/fleet/start")
 sid=$(sed -n 's/^[Ll]ocation: \/fleet?started=\([0-9a-f]*\).*/\1/p' <<<"$hdr")
 check "/fleet/start: the form starts a session (303 to /fleet?started=ID)" test -n "$sid"
 check "/fleet: the session runs and is done" fleet_has "data-id=\"$sid\" data-state=\"done\""
+check "  asking for cycles too, as the form's box said" \
+	test "$(curl -s "$URL/v1/sessions/$sid" | jq .cycles)" = true
 check "the session's counts are listed on /?session=ID" \
 	grep -q 'hot_cold' <(curl -s "$URL/?session=$sid")
 code=$(curl -s -o "$TEST_TMP/e3" -w '%{http_code}' --data "kind=pid&target=1&duration_s=100000" "$URL/fleet/start")
