@@ -152,7 +152,8 @@ static void offer_binaries(struct ep_sink *k, struct ep_pipeline *p,
 	size_t n = ep_binreg_count(reg);
 	for (size_t i = 0; i < delta->n_binaries; i++) {
 		const char *id = delta->binaries[i]->build_id;
-		if (!id || !*id || (i && strcmp(id, delta->binaries[i - 1]->build_id) == 0))
+		const char *prev = i ? delta->binaries[i - 1]->build_id : NULL;
+		if (!id || !*id || (prev && strcmp(id, prev) == 0))
 			continue;
 		for (size_t j = 0; j < n; j++) {
 			/* an evicted binary leaves its index empty */

@@ -263,9 +263,10 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 		if (same_address(&o->addr, &k->addr) && !same++)
 			oldest_same = o;
 	}
-	if (same > s->cfg.max_client_conns)
+	/* k itself is untrusted and listed: neither is NULL when counted */
+	if (same > s->cfg.max_client_conns && oldest_same)
 		cut(s, oldest_same, CUT_PER_ADDRESS);
-	else if (s->untrusted > s->untrusted_cap)
+	else if (s->untrusted > s->untrusted_cap && oldest)
 		cut(s, oldest, CUT_EVICTED);
 	pthread_mutex_unlock(&s->conns_lock);
 	*socket_context = k;

@@ -173,7 +173,8 @@ static void write_record(uint32_t type, const void *payload, size_t size)
 		return;
 	struct ep_emu_record_header h = {.type = type, .size = (uint32_t)size};
 	memcpy(buf, &h, sizeof(h));
-	memcpy(buf + sizeof(h), payload, size);
+	if (size) /* an empty record's payload may be NULL, which memcpy may not take */
+		memcpy(buf + sizeof(h), payload, size);
 	for (size_t done = 0; done < total;) {
 		ssize_t n = write(st.fd, buf + done, total - done);
 		if (n < 0 && errno == EINTR)
@@ -821,7 +822,8 @@ static void write_exact(void)
 			edges[n++] = e;
 		}
 	}
-	qsort(edges, n, sizeof(*edges), exact_cmp);
+	if (n > 1) /* no edges (a program that ran no branch): edges is NULL */
+		qsort(edges, n, sizeof(*edges), exact_cmp);
 	write_record(EP_EMU_EXACT, edges, n * sizeof(*edges));
 out:
 	free(edges);
