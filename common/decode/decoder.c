@@ -578,8 +578,10 @@ walk_uncached(struct ep_decoder *d, uint64_t start, uint64_t end, uint32_t from_
 	const struct run *run = &d->runs[r];
 	if (end < start)
 		return EP_WALK_OVERRUN;
-	const uint64_t *addrs = d->item_addrs + run->first_item;
 	uint32_t n = run->nitems, i = 0;
+	/* a run of no branch has no items, and a decoder with none no array:
+	 * NULL + 0 is undefined */
+	const uint64_t *addrs = n ? d->item_addrs + run->first_item : NULL;
 	/* addresses rise along a run: the first one not below end decides */
 	while (i < n && addrs[i] < end)
 		i++;
