@@ -118,6 +118,14 @@ def setv(key, v):
     return lambda ls: [f'{key}: {v}' if x.startswith(key + ':') else x for x in ls]
 
 
+# calibration runs whose solution has a negative cost per batch (noise): none per batch, the
+# rows carry all of both runs' CPU, (1.1 + 4.6) s / 500,000 rows = 11.4 us
+rc, neg, err = run(variant('negative', setv('bulk_clickhouse_collector_cpu_s', '4.7')))
+check(f'a cost the runs put below zero is taken as zero (got {neg.get("collector_cpu_us_per_batch")} '
+      f'us per batch, {neg.get("collector_cpu_us_per_row")} us per row)',
+      rc == 0 and float(neg.get('collector_cpu_us_per_batch', -1)) == 0
+      and abs(float(neg.get('collector_cpu_us_per_row', 0)) - 11.4) < 1e-6)
+
 refused('a missing input', variant('missing', drop('clickhouse_store_rows')),
         'clickhouse_store_rows is missing')
 refused('a value that is no number', variant('nan', setv('clickhouse_store_rows', 'abc')),
