@@ -185,6 +185,13 @@ bench-load: deps
 	@$(MAKE) --no-print-directory all $(LOAD_GEN)
 	@bench/load/run.sh $(BUILD)
 
+# The capacity model's inputs (bench/capacity/measure.sh, docs/capacity.md): replays of real
+# recordings into both stores and five short load runs (~14 min on a 2-core VM), then the model.
+.PHONY: bench-capacity
+bench-capacity: deps
+	@$(MAKE) --no-print-directory all $(LOAD_GEN)
+	@bench/capacity/measure.sh $(BUILD)
+
 # FDO on real programs (bench/fdo/run.sh): Debian sources via apt-get (root, like deps), BOLT
 # and AutoFDO variants measured under cachegrind. Long; cached under $(BUILD)/fdo.
 .PHONY: bench-fdo

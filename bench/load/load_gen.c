@@ -6,7 +6,7 @@
  *
  *   load_gen --collector URL [--token-file F] [--agents N] [--seconds S]
  *            [--interval-ms MS] [--binaries-per-batch B] [--builds K]
- *            [--collector-pid PID] [--prefix NAME] TEMPLATE_DIR...
+ *            [--collector-pid PID] [--store-pid PID] [--prefix NAME] TEMPLATE_DIR...
  *
  * TEMPLATE_DIR: an agent's spool (edgeprof agent --replay PERF.DATA ... --spool
  * DIR with no collector): real batches of a real recording. Each directory is
@@ -27,8 +27,10 @@
  *
  * Prints "PREFIX_name: value" lines: batches/s and edges/s acknowledged, p50/p99
  * answer time, errors, lost/doubled batches, the collector's RSS (start,
- * middle, end, every 10 s) and CPU. Exits 1 when a total differs or a batch
- * stayed unacknowledged, 2 on bad usage or input.
+ * middle, end, every 10 s) and CPU, the compressed bytes posted, the rows
+ * received and written (its /metrics), and the CPU of the store's server
+ * (--store-pid: clickhouse-server) while the agents post. Exits 1 when a
+ * total differs or a batch stayed unacknowledged, 2 on bad usage or input.
  */
 #include <curl/curl.h>
 #include <dirent.h>
@@ -91,7 +93,7 @@ struct agent {
 struct opts {
 	const char *collector, *token_file, *prefix;
 	unsigned agents, seconds, interval_ms, per_batch, builds;
-	long collector_pid;
+	long collector_pid, store_pid;
 };
 
 static struct pool pools[MAX_POOLS];
@@ -513,9 +515,10 @@ static uint64_t metric_value(const struct opts *o, const char *name)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: load_gen --collector URL [--token-file F] [--agents N] [--seconds "
-			"S] [--interval-ms MS] [--binaries-per-batch B] [--builds K] "
-			"[--collector-pid PID] [--prefix NAME] TEMPLATE_DIR...\n");
+	fprintf(stderr,
+		"usage: load_gen --collector URL [--token-file F] [--agents N] [--seconds "
+		"S] [--interval-ms MS] [--binaries-per-batch B] [--builds K] "
+		"[--collector-pid PID] [--store-pid PID] [--prefix NAME] TEMPLATE_DIR...\n");
 	exit(2);
 }
 
@@ -561,6 +564,8 @@ int main(int argc, char **argv)
 			o.builds = parse_uint(a, v, 1);
 		else if (strcmp(a, "--collector-pid") == 0)
 			o.collector_pid = (long)parse_uint(a, v, 1);
+		else if (strcmp(a, "--store-pid") == 0)
+			o.store_pid = (long)parse_uint(a, v, 1);
 		else if (strcmp(a, "--prefix") == 0)
 			o.prefix = v;
 		else
@@ -633,18 +638,29 @@ int main(int argc, char **argv)
 
 	uint64_t stored0 = metric_value(&o, "edgeprof_ingest_batches_total{result=\"stored\"}");
 	uint64_t commits0 = metric_value(&o, "edgeprof_store_commits_total");
+	/* rows in, rows out: what the capacity model (bench/capacity) scales from */
+	static const char *const row_kinds[] = {"edges", "ranges", "ips"};
+	uint64_t rows_total = 0, rows_in[3], rows_written0;
+	char row_metric[80];
+	for (size_t k = 0; k < 3; k++) {
+		snprintf(row_metric, sizeof(row_metric), "edgeprof_ingest_rows_total{kind=\"%s\"}",
+			 row_kinds[k]);
+		rows_in[k] = metric_value(&o, row_metric);
+	}
+	rows_written0 = metric_value(&o, "edgeprof_store_rows_written_total");
 	double commit_s0 = metric_double(&o, "edgeprof_store_commit_seconds_total");
 	long rss_samples[MAX_RSS_SAMPLES];
 	double rss_times[MAX_RSS_SAMPLES];
 	size_t nrss = 0;
 	double cpu0 = o.collector_pid ? cpu_seconds(o.collector_pid) : 0;
+	double store_cpu0 = o.store_pid ? cpu_seconds(o.store_pid) : 0;
 	if (o.collector_pid) {
 		rss_samples[nrss] = rss_kib(o.collector_pid);
 		rss_times[nrss++] = 0;
 	}
 	double next_rss = t0 + RSS_EVERY_S, end = t0 + o.seconds;
 	uint64_t acked = 0, acked_dup = 0, edges_acked = 0, http_errors = 0, answer_503 = 0,
-		 transport_errors = 0, unacked = 0;
+		 transport_errors = 0, unacked = 0, bytes_posted = 0, bytes_acked = 0;
 	unsigned inflight = 0;
 	double last_ack = t0;
 	bool stopping = false;
@@ -666,6 +682,7 @@ int main(int argc, char **argv)
 				continue;
 			if (now >= a->next_at) {
 				start_post(a, multi, now);
+				bytes_posted += a->len;
 				inflight++;
 			} else if (a->next_at < wake) {
 				wake = a->next_at;
@@ -712,6 +729,7 @@ int main(int argc, char **argv)
 					t->ips += a->parts[k].ips;
 				}
 				edges_acked += a->edges_in_batch;
+				bytes_acked += a->len;
 				last_ack = done;
 				a->resend = false;
 				a->seq++;
@@ -751,12 +769,22 @@ int main(int argc, char **argv)
 		rss_times[nrss++] = now_s() - t0;
 	}
 	double cpu = o.collector_pid ? cpu_seconds(o.collector_pid) - cpu0 : 0;
+	/* before the read-back below, whose queries are not ingest's cost */
+	double store_cpu = o.store_pid ? cpu_seconds(o.store_pid) - store_cpu0 : 0;
 
 	/* read the store back */
 	uint64_t stored =
 	    metric_value(&o, "edgeprof_ingest_batches_total{result=\"stored\"}") - stored0;
 	uint64_t commits = metric_value(&o, "edgeprof_store_commits_total") - commits0;
 	double commit_s = metric_double(&o, "edgeprof_store_commit_seconds_total") - commit_s0;
+	for (size_t k = 0; k < 3; k++) {
+		snprintf(row_metric, sizeof(row_metric), "edgeprof_ingest_rows_total{kind=\"%s\"}",
+			 row_kinds[k]);
+		rows_in[k] = metric_value(&o, row_metric) - rows_in[k];
+		rows_total += rows_in[k];
+	}
+	uint64_t rows_written =
+	    metric_value(&o, "edgeprof_store_rows_written_total") - rows_written0;
 	struct totals want = {0}, got = {0};
 	size_t mismatched = 0, builds_seen = 0;
 	for (size_t key = 0; key < norigs * o.builds; key++) {
@@ -824,6 +852,14 @@ int main(int argc, char **argv)
 	printf("%s_batches_acked: %" PRIu64 "\n", px, acked + acked_dup);
 	printf("%s_batches_per_s: %.1f\n", px, wall > 0 ? (double)(acked + acked_dup) / wall : 0);
 	printf("%s_edges_per_s: %.0f\n", px, wall > 0 ? (double)edges_acked / wall : 0);
+	/* the compressed bodies as posted, retries included: bytes on the wire */
+	printf("%s_bytes_posted: %" PRIu64 "\n", px, bytes_posted);
+	printf("%s_bytes_per_batch: %.0f\n", px,
+	       acked + acked_dup ? (double)bytes_acked / (double)(acked + acked_dup) : 0);
+	printf("%s_rows_received: %" PRIu64 " (edges %" PRIu64 ", ranges %" PRIu64 ", ips %" PRIu64
+	       ")\n",
+	       px, rows_total, rows_in[0], rows_in[1], rows_in[2]);
+	printf("%s_rows_written: %" PRIu64 "\n", px, rows_written);
 	printf("%s_answer_p50_ms: %.1f\n", px, percentile(0.50) * 1000.0);
 	printf("%s_answer_p99_ms: %.1f\n", px, percentile(0.99) * 1000.0);
 	printf("%s_answer_max_ms: %.1f\n", px, nlat ? lat[nlat - 1] * 1000.0 : 0);
@@ -869,9 +905,12 @@ int main(int argc, char **argv)
 		printf("%s_collector_rss_kib_max: %ld\n", px, max);
 		printf("%s_collector_rss_kib_per_min_second_half: %.1f\n", px,
 		       den > 0 ? (nn * sxy - sx * sy) / den * 60.0 : 0.0);
+		printf("%s_collector_cpu_s: %.3f\n", px, cpu);
 		printf("%s_collector_cpu_s_per_1k_batches: %.3f\n", px,
 		       acked + acked_dup ? cpu * 1000.0 / (double)(acked + acked_dup) : 0);
 	}
+	if (o.store_pid)
+		printf("%s_store_server_cpu_s: %.3f\n", px, store_cpu);
 	for (unsigned k = 0; k < o.agents; k++) {
 		curl_slist_free_all(agents[k].headers);
 		curl_easy_cleanup(agents[k].h);

@@ -8,6 +8,10 @@
 #     +-50% (a real agent's --interval; 1000 offers ten times a real fleet's rate)
 #   LOAD_PER_BATCH (8) binaries per batch, LOAD_BUILDS (64) build-id variants
 #   LOAD_COLLECTOR: the collector binary (default BUILD/edgeprof)
+#   LOAD_COLLECTOR_ARGS: more collector options (e.g. --commit-ms 1000)
+# Also printed: the compressed bytes posted, the rows received and written,
+# clickhouse-server's CPU while the agents post, and the rows and bytes each
+# store holds afterwards (bench/capacity/measure.sh's inputs).
 # The batches are real: `edgeprof agent --replay` of the recordings in
 # FIXTURES (propeller_sample_1, test.lbr) into spools with no collector.
 # Exits 1 when a total differs, a batch stayed unacknowledged, or the
@@ -28,6 +32,31 @@ gen=$build/bench-load/load_gen
 fx=${FIXTURES:-${EDGEPROF_FIXTURES:-$PWD/../shared/fixtures/lbr}}
 [ -f "$fx/propeller_sample_1.perfdata1" ] || fx=$PWD/tests/data/propeller
 note() { echo "bench-load: $*" >&2; }
+# store_stats STORE: rows and bytes the store holds on disk after the run (the
+# capacity model's bytes per row, bench/capacity); ClickHouse merged first
+# (OPTIMIZE FINAL), as its background merges would over time
+store_stats() {
+	local rows bytes
+	case $1 in
+	sqlite)
+		rows=0
+		for t in samples edges ranges ips; do
+			rows=$((rows + $(sqlite3 "$TEST_TMP/load.db" "SELECT count(*) FROM $t")))
+		done
+		bytes=$(cat "$TEST_TMP"/load.db* | wc -c)
+		;;
+	clickhouse)
+		for t in samples edges ranges ips batches; do
+			curl -sS "$CLICKHOUSE_URL/" --data-binary "OPTIMIZE TABLE load.$t FINAL" >&2
+		done
+		read -r rows bytes < <(curl -sS "$CLICKHOUSE_URL/" --data-binary \
+			"SELECT sum(rows), sum(bytes_on_disk) FROM system.parts WHERE database = 'load'
+			 AND active AND table IN ('samples', 'edges', 'ranges', 'ips')")
+		;;
+	esac
+	echo "load_${1}_store_rows: ${rows:-0}"
+	echo "load_${1}_store_bytes: ${bytes:-0}"
+}
 
 for f in "$edgeprof" "$gen"; do
 	[ -x "$f" ] || {
@@ -96,7 +125,7 @@ for store in $stores; do
 	esac
 	rm -f "$TEST_TMP/port"
 	"$collector_bin" collector --store "$spec" --listen 127.0.0.1:0 --port-file "$TEST_TMP/port" \
-		--token-file "$TEST_TMP/token" >"$TEST_TMP/collector.$store.log" 2>&1 &
+		--token-file "$TEST_TMP/token" ${LOAD_COLLECTOR_ARGS:-} >"$TEST_TMP/collector.$store.log" 2>&1 &
 	cpid=$!
 	track_pid "$cpid"
 	for _ in $(seq 1 600); do
@@ -109,9 +138,11 @@ for store in $stores; do
 		cat "$TEST_TMP/collector.$store.log" >&2
 		exit 2
 	fi
+	store_pid=()
+	[ "$store" = clickhouse ] && store_pid=(--store-pid "$CLICKHOUSE_PID")
 	"$gen" --collector "http://127.0.0.1:$(cat "$TEST_TMP/port")" --token-file "$TEST_TMP/token" \
 		--agents "$agents" --seconds "$seconds" --interval-ms "$interval" \
-		--binaries-per-batch "$per_batch" --builds "$builds" --collector-pid "$cpid" \
+		--binaries-per-batch "$per_batch" --builds "$builds" --collector-pid "$cpid" "${store_pid[@]}" \
 		--prefix "load_$store" "${templates[@]}" || rc=1
 	kill "$cpid"
 	for _ in $(seq 1 600); do kill -0 "$cpid" 2>/dev/null || break; sleep 0.1; done
@@ -122,6 +153,7 @@ for store in $stores; do
 		grep "error" "$TEST_TMP/collector.$store.log" | head -5 >&2
 		rc=1
 	fi
+	store_stats "$store"
 	[ "$store" = clickhouse ] && clickhouse_stop
 done
 exit "$rc"
