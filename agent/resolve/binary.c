@@ -482,6 +482,50 @@ static uint64_t plt_entry_slot(const uint8_t *e, size_t len, uint64_t vaddr)
 	return vaddr + i + 6 + (uint64_t)(int64_t)disp;
 }
 
+static uint32_t le32_at(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* The GOT slot an AArch64 PLT entry loads its target from (binutils'
+ * entry: adrp x16, PAGE; ldr x17, [x16, #OFF]; add x16, x16, #OFF; br
+ * x17, maybe after bti c). 0 when the entry is not one (PLT0). */
+static uint64_t plt_entry_slot_arm64(const uint8_t *e, size_t len, uint64_t vaddr)
+{
+	size_t i = 0;
+	if (len >= 4 && le32_at(e) == 0xd503245f) /* bti c */
+		i = 4;
+	if (i + 8 > len)
+		return 0;
+	uint32_t adrp = le32_at(e + i), ldr = le32_at(e + i + 4);
+	/* adrp x16; ldr x17, [x16, #imm12 * 8] (64-bit, unsigned offset) */
+	if ((adrp & 0x9f00001fu) != 0x90000010u || (ldr & 0xffc003ffu) != 0xf9400211u)
+		return 0;
+	uint64_t imm = ((uint64_t)((adrp >> 5) & 0x7ffff) << 2) | ((adrp >> 29) & 3);
+	int64_t pages = (int64_t)(imm << 43) >> 43; /* 21 bits, signed */
+	uint64_t page = ((vaddr + i) & ~0xfffULL) + (uint64_t)(pages * 4096);
+	return page + (uint64_t)((ldr >> 10) & 0xfff) * 8;
+}
+
+/* A PLT entry's GOT slot, x86-64's or AArch64's. */
+static uint64_t plt_slot(bool arm64, const uint8_t *e, size_t len, uint64_t vaddr)
+{
+	return arm64 ? plt_entry_slot_arm64(e, len, vaddr) : plt_entry_slot(e, len, vaddr);
+}
+
+/* PLT0's size: one entry on x86-64, two on AArch64 (its lazy resolver's
+ * stub is 32 bytes, the entries 16). */
+static uint64_t plt0_size(bool arm64, uint64_t entsize)
+{
+	return arm64 ? 32 : entsize;
+}
+
+static bool elf_is_arm64(Elf *elf)
+{
+	GElf_Ehdr eh;
+	return gelf_getehdr(elf, &eh) && eh.e_machine == EM_AARCH64;
+}
+
 /* Appends a PLT function named NAME (printf-style, one %s of arg) at
  * [start, start + size) in a section ending at section_end. */
 struct plt_names {
@@ -546,7 +590,7 @@ static Elf_Scn *next_plt_section(Elf *elf, size_t shstrndx, Elf_Scn *scn, GElf_S
 }
 
 /* The GOT slot of every PLT entry, sorted, each once; *n of them. */
-static struct got_slot *plt_slots(Elf *elf, size_t shstrndx, size_t *n)
+static struct got_slot *plt_slots(Elf *elf, size_t shstrndx, bool arm64, size_t *n)
 {
 	struct got_slot *slots = NULL;
 	size_t cap = 0;
@@ -557,8 +601,8 @@ static struct got_slot *plt_slots(Elf *elf, size_t shstrndx, size_t *n)
 	for (Elf_Scn *scn = NULL; (scn = next_plt_section(elf, shstrndx, scn, &sh, &d, &sname));) {
 		uint64_t entsize = sh.sh_entsize ? sh.sh_entsize : 16;
 		for (uint64_t off = 0; off + entsize <= sh.sh_size; off += entsize) {
-			uint64_t slot = plt_entry_slot((const uint8_t *)d->d_buf + off,
-						       (size_t)entsize, sh.sh_addr + off);
+			uint64_t slot = plt_slot(arm64, (const uint8_t *)d->d_buf + off,
+						 (size_t)entsize, sh.sh_addr + off);
 			if (!slot)
 				continue;
 			if (*n == cap) {
@@ -594,7 +638,8 @@ static int read_plt(Elf *elf, struct raw_sym **raw, size_t *n, size_t *cap, char
 	if (elf_getshdrstrndx(elf, &shstrndx) != 0)
 		return 0;
 	size_t nslots;
-	struct got_slot *slots = plt_slots(elf, shstrndx, &nslots);
+	bool arm64 = elf_is_arm64(elf);
+	struct got_slot *slots = plt_slots(elf, shstrndx, arm64, &nslots);
 	if (!slots && nslots)
 		return -1;
 	name_got_slots(elf, slots, nslots);
@@ -609,13 +654,13 @@ static int read_plt(Elf *elf, struct raw_sym **raw, size_t *n, size_t *cap, char
 		uint64_t end = sh.sh_addr + sh.sh_size;
 		uint64_t first = 0;
 		if (strcmp(sname, ".plt") == 0) {
+			first = plt0_size(arm64, entsize);
 			rc = add_plt_function(raw, n, cap, &pn, "__BOLT_PSEUDO_%s", sname,
-					      sh.sh_addr, entsize, end);
-			first = entsize;
+					      sh.sh_addr, first, end);
 		}
 		for (uint64_t off = first; rc == 0 && off + entsize <= sh.sh_size; off += entsize) {
-			uint64_t slot = plt_entry_slot((const uint8_t *)d->d_buf + off,
-						       (size_t)entsize, sh.sh_addr + off);
+			uint64_t slot = plt_slot(arm64, (const uint8_t *)d->d_buf + off,
+						 (size_t)entsize, sh.sh_addr + off);
 			const struct got_slot *g = slot ? find_got_slot(slots, nslots, slot) : NULL;
 			if (g && g->name)
 				rc = add_plt_function(raw, n, cap, &pn, "%s@PLT", g->name,
@@ -707,7 +752,8 @@ static int read_symbols(Elf *elf, struct ep_binary *b)
 	for (size_t i = 0; i < nraw; i++)
 		raw[i].s.name = b->names + (uintptr_t)raw[i].s.name;
 	size_t nsym = nraw;
-	if (b->arch == EP_ARCH_X86_64 && read_plt(elf, &raw, &nraw, &raw_cap, &b->plt_names) != 0)
+	if ((b->arch == EP_ARCH_X86_64 || b->arch == EP_ARCH_AARCH64) &&
+	    read_plt(elf, &raw, &nraw, &raw_cap, &b->plt_names) != 0)
 		goto out;
 	for (size_t i = nsym; i < nraw; i++)
 		raw[i].s.name = b->plt_names + (uintptr_t)raw[i].s.name;
