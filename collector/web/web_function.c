@@ -29,6 +29,7 @@
 #include "collector/web/web_internal.h"
 #include "common/profile/model.h"
 #include "common/profile/profile_file.h"
+#include "common/util/sat.h"
 
 #define MAX_INSNS	  20000
 #define MAX_LAYOUT_BLOCKS 400
@@ -59,6 +60,9 @@ struct cfg_edge {
 struct block {
 	uint32_t first, last; /* insn indexes */
 	uint64_t count;
+	/* the cycles of the ranges ending in the block (at its closing
+	 * branch) and the instructions they ran: its CPI (report --cpi's) */
+	uint64_t cycles, cycled_insns;
 };
 
 struct cfg {
@@ -250,6 +254,16 @@ static int build_cfg(struct cfg *c, const Edgeprof__V1__BinaryProfile *bp)
 		c->blocks[c->nblocks - 1].last = (uint32_t)i;
 		if (c->insns[i].count > c->max_count)
 			c->max_count = c->insns[i].count;
+	}
+	for (size_t i = 0; i < bp->n_ranges; i++) {
+		const Edgeprof__V1__Range *r = bp->ranges[i];
+		long k =
+		    r->cycles && r->end >= c->start && r->end < c->end ? insn_at(c, r->end) : -1;
+		if (k < 0)
+			continue;
+		struct block *b = &c->blocks[c->insns[k].block];
+		ep_add_sat(&b->cycles, r->cycles);
+		ep_add_sat(&b->cycled_insns, r->cycled_instructions);
 	}
 	/* edges: the profile's first, then the code's own (count 0) */
 	for (size_t i = 0; i < bp->n_edges; i++) {
@@ -625,8 +639,9 @@ static const char *name_at(const Edgeprof__V1__BinaryProfile *bp, struct ep_bina
 	return NULL;
 }
 
+/* unit: "cycles", or "ns" where cpu-clock stood in (config.cycles_unit) */
 static void disassembly(FILE *out, const struct cfg *c, const Edgeprof__V1__BinaryProfile *bp,
-			struct ep_binary_code *code)
+			struct ep_binary_code *code, const char *unit)
 {
 	fputs("<h2>Disassembly</h2>\n<p class=\"hint\">Executions per instruction come from the "
 	      "sampled straight-line ranges; a branch's taken and not-taken counts from its "
@@ -641,10 +656,20 @@ static void disassembly(FILE *out, const struct cfg *c, const Edgeprof__V1__Bina
 			const struct block *b = &c->blocks[in->block];
 			fprintf(out,
 				"<tr class=\"blockhead%s\" id=\"b%" PRIx64
-				"\" data-count=\"%" PRIu64 "\"><td colspan=\"4\">block %u · ",
-				b->count ? "" : " cold", in->addr, b->count, in->block);
+				"\" data-count=\"%" PRIu64 "\" data-cycles=\"%" PRIu64
+				"\" data-cycled-insns=\"%" PRIu64
+				"\"><td colspan=\"4\">block %u · ",
+				b->count ? "" : " cold", in->addr, b->count, b->cycles,
+				b->cycled_insns, in->block);
 			ep_web_count(out, b->count);
-			fputs(" executions</td></tr>\n", out);
+			fputs(" executions", out);
+			if (b->cycles && b->cycled_insns) {
+				fprintf(out, " · %.3f %s per instruction (",
+					(double)b->cycles / (double)b->cycled_insns, unit);
+				ep_web_count(out, b->cycles);
+				fprintf(out, " %s)", unit);
+			}
+			fputs("</td></tr>\n", out);
 		}
 		double h = heat(in->count, c->max_count);
 		fprintf(out,
@@ -824,7 +849,10 @@ int ep_web_function_page(FILE *out, const struct ep_web_ctx *w, ep_web_arg_fn ar
 		legend(out);
 		graph(out, &c, name);
 		fputs("</section>\n", out);
-		disassembly(out, &c, bp, code);
+		disassembly(out, &c, bp, code,
+			    p->config && p->config->cycles_unit && *p->config->cycles_unit
+				? p->config->cycles_unit
+				: "cycles");
 	}
 	ep_web_end(out);
 	cfg_free(&c);

@@ -5,6 +5,7 @@
 # block's occurrences, cycles and instructions (so its IPC) equal perf's,
 # block for block (brstack_cycles_oracle.py says what is left out and why).
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/collector.sh"
 
 fx=$FIXTURES
 recorded=/build/work/11ef31a2a8be9640fa8d4c917e76f0db3923/google3/blaze-out/k8-opt/genfiles/devtools/crosstool/autofdo/testdata/propeller_sample_1.bin.gen
@@ -59,4 +60,30 @@ import json, sys
 s = json.load(open('$TEST_TMP/split32.ends')); g = json.load(open('$TEST_TMP/gap.ends'))
 sys.exit(not (sum(v[0] for v in s.values()) > 0 and
               all(v[0] <= g[k][0] and v[1] <= g[k][1] for k, v in s.items())))"
+# The same recording streamed to a collector (agent --replay, which sends
+# the binary's code too): the web UI's function page gives each block the
+# cycles and instructions of the ranges ending in it, summing to the
+# function's in the collector's JSON export, and names the unit
+start_collector c --store "sqlite:$TEST_TMP/c.db" --listen 127.0.0.1:0 --commit-ms 100 || finish
+url="http://127.0.0.1:$COLLECTOR_PORT"
+"$EDGEPROF" agent --replay "$fx/propeller_sample_1.perfdata1" --binary "$fx/propeller_sample_1.bin" \
+	--collector "$url" --spool "$TEST_TMP/spool" --flush-timeout 60 >"$TEST_TMP/replay.log" 2>&1
+check "agent --replay streams the recording to the collector" test $? -eq 0
+curl -sf "$url/v1/profile?format=json" >"$TEST_TMP/c.json"
+id=$(jq -r '[.profiles[] | select(.cpi.cycles > 0)][0].build_id' "$TEST_TMP/c.json")
+read -r fn start fcycles finsns < <(jq -r --arg id "$id" '.profiles[] | select(.build_id == $id) |
+	[.cpi.functions[] | select(.name != "")] | max_by(.cycles) |
+	"\(.name) \(.start) \(.cycles) \(.cycled_instructions)"' "$TEST_TMP/c.json")
+for _ in $(seq 100); do # the binary's code arrives beside the batches
+	curl -sf "$url/v1/images/$id" >/dev/null && break
+	sleep 0.1
+done
+curl -sf "$url/function?build_id=$id&addr=$start" >"$TEST_TMP/fn.html"
+page=$(sed -n 's/.*<tr class="blockhead[^"]*" id="b[0-9a-f]*" data-count="[0-9]*" data-cycles="\([0-9]*\)" data-cycled-insns="\([0-9]*\)".*/\1 \2/p' \
+	"$TEST_TMP/fn.html" | awk '{c += $1; i += $2} END {print c + 0, i + 0}')
+echo "# $fn: $fcycles cycles over $finsns instructions in the export; the page's blocks: $page"
+check "the function page's blocks hold $fn's cycles and instructions ($fcycles $finsns)" \
+	test "$page" = "$fcycles $finsns" -a "${fcycles:-0}" -gt 0
+check "  and say their CPI in cycles" grep -q 'cycles per instruction (' "$TEST_TMP/fn.html"
+stop_pid "$COLLECTOR_PID"
 finish
