@@ -54,22 +54,8 @@ done
 }
 mkdir -p "$(dirname "$out")" && : >"$out" || exit 2
 
-TEST_TMP=$(mktemp -d "${TMPDIR:-/tmp}/edgeprof-capacity.XXXXXX")
-pids=()
-track_pid() { pids+=("$1"); }
-cleanup() {
-	for p in "${pids[@]:-}"; do
-		[ -n "$p" ] || continue
-		kill "$p" 2>/dev/null
-		for _ in $(seq 1 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-		kill -9 "$p" 2>/dev/null
-		wait "$p" 2>/dev/null
-	done
-	rm -rf "$TEST_TMP"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+# shellcheck source=../procs.sh
+source bench/procs.sh capacity
 EDGEPROF=$edgeprof
 # shellcheck source=../../tests/integration/clickhouse.sh
 source tests/integration/clickhouse.sh
