@@ -18,19 +18,15 @@
 # (adr, ldrb, add with sxtb: "failed to post-process indirect branches"), and
 # counts every trace of such a function as mismatching the code.
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/bolt.sh"
 
 here=$(cd "$(dirname "$0")" && pwd)
-bolt=llvm-bolt-16
-perf2bolt=/usr/lib/llvm-16/bin/perf2bolt
 for tool in "$bolt" "$perf2bolt" aarch64-linux-gnu-gcc qemu-aarch64; do
 	if ! command -v "$tool" >/dev/null; then
 		not_ok "$tool is installed (make deps)"
 		finish
 	fi
 done
-opts=(-reorder-blocks=ext-tsp -reorder-functions=hfsort -split-functions -split-all-cold)
-profiled() { sed -n 's/^BOLT-INFO: \([0-9]*\) out of [0-9]* functions.*non-empty execution profile.*/\1/p' "$1"; }
-names() { awk '$1 == 1 {print $2} $4 == 1 {print $5}' "$1" | sort -u; }
 
 for kind in nopie pie; do
 	w=$TEST_TMP/$kind
@@ -47,13 +43,7 @@ for kind in nopie pie; do
 	"$EDGEPROF" export "$w/p.prof" --build-id "$bid" --format preagg -o "$w/p.preagg"
 	check "$kind: fdata and preagg written" test -s "$w/p.fdata" -a -s "$w/p.preagg"
 
-	"$bolt" "$bin" -data "$w/p.fdata" -o "$w/out.bolt" "${opts[@]}" >"$w/bolt.log" 2>&1
-	check "$kind: llvm-bolt accepts the fdata" test $? -eq 0
-	check "$kind: no stale function" bash -c "! grep -q 'possibly stale' '$w/bolt.log'"
-	grep -v '^0 \[unknown\]' "$w/p.fdata" >"$w/known.fdata"
-	"$bolt" "$bin" -data "$w/known.fdata" -o "$w/out2.bolt" >"$w/bolt2.log" 2>&1
-	check "$kind: no object ignored but the [unknown] source" \
-		bash -c "! grep -qE 'objects was ignored|possibly stale' '$w/bolt2.log'"
+	check_bolt_takes_fdata "$kind" "$w" "$bin"
 	echo "# $kind: BOLT finds profile for $(profiled "$w/bolt.log") functions"
 	qemu-aarch64 -L /usr/aarch64-linux-gnu "$w/out.bolt" 400 >"$w/bolted.out" 2>&1
 	check "$kind: the BOLTed binary prints what the original printed" cmp -s "$w/run.out" "$w/bolted.out"
@@ -97,11 +87,6 @@ PY
 	check "$kind: every function with 1% of the exact branches has a profile ($(wc -l <"$w/hot") of them)" \
 		test -s "$w/hot" -a -z "$(comm -23 <(sort -u "$w/hot") "$w/ours.plain")"
 
-	"$perf2bolt" -pa -p "$w/p.preagg" -o "$w/pa.fdata" "$bin" >"$w/p2b.log" 2>&1
-	mismatch=$(sed -n 's/^PERF2BOLT: traces mismatching disassembled function contents: \([0-9]*\).*/\1/p' "$w/p2b.log")
-	check "$kind: perf2bolt: no trace mismatches the code (${mismatch:-?})" test "${mismatch:-1}" -eq 0
-	sort "$w/p.fdata" >"$w/a.sorted"
-	sort "$w/pa.fdata" >"$w/b.sorted"
-	check "$kind: our fdata equals perf2bolt's from our preagg" cmp -s "$w/a.sorted" "$w/b.sorted"
+	check_perf2bolt_equals "$kind" "$w" "$bin"
 done
 finish

@@ -8,19 +8,13 @@
 # (c) equals, line for line, what perf2bolt writes from our preagg export
 #     of the same recording (local NAME/N names, SYM@PLT, fall-throughs).
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/bolt.sh"
 
 here=$(cd "$(dirname "$0")" && pwd)
-# the real names: the perf2bolt-16 symlink runs as llvm-bolt
-bolt=llvm-bolt-16
-perf2bolt=/usr/lib/llvm-16/bin/perf2bolt
 if ! command -v "$bolt" >/dev/null || [ ! -x "$perf2bolt" ]; then
 	not_ok "BOLT 16 is installed (Debian package bolt-16)"
 	finish
 fi
-opts=(-reorder-blocks=ext-tsp -reorder-functions=hfsort -split-functions -split-all-cold -dyno-stats)
-# N of "BOLT-INFO: N out of M functions ... have non-empty execution profile"
-profiled() { sed -n 's/^BOLT-INFO: \([0-9]*\) out of [0-9]* functions.*non-empty execution profile.*/\1/p' "$1"; }
-names() { awk '$1 == 1 {print $2} $4 == 1 {print $5}' "$1" | sort -u; }
 
 for kind in nopie pie; do
 	w=$TEST_TMP/$kind
@@ -35,16 +29,8 @@ for kind in nopie pie; do
 	"$EDGEPROF" export "$w/p.prof" --build-id "$bid" --format preagg -o "$w/p.preagg"
 	check "$kind: fdata and preagg written" test -s "$w/p.fdata" -a -s "$w/p.preagg"
 
-	# (a) BOLT's messages. "profile for 1 objects was ignored" is the
-	# "[unknown]" source of the entries from libc (the exact profile has it
-	# too): without those lines nothing may be ignored.
-	"$bolt" "$bin" -data "$w/p.fdata" -o "$w/out.bolt" "${opts[@]}" >"$w/bolt.log" 2>&1
-	check "$kind: llvm-bolt accepts the fdata" test $? -eq 0
-	check "$kind: no stale function" bash -c "! grep -q 'possibly stale' '$w/bolt.log'"
-	grep -v '^0 \[unknown\]' "$w/p.fdata" >"$w/known.fdata"
-	"$bolt" "$bin" -data "$w/known.fdata" -o "$w/out2.bolt" >"$w/bolt2.log" 2>&1
-	check "$kind: no object ignored but the [unknown] source" \
-		bash -c "! grep -qE 'objects was ignored|possibly stale' '$w/bolt2.log'"
+	# (a) BOLT's messages
+	check_bolt_takes_fdata "$kind" "$w" "$bin"
 
 	# (b) the exact profile, from BOLT's instrumentation (its runtime path
 	# is taken relative to /usr/lib)
@@ -62,7 +48,7 @@ for kind in nopie pie; do
 	# the exact lines of the functions the samples reached
 	awk 'NR == FNR {k[$1] = 1; next} ($1 == 0 || k[$2]) && ($4 == 0 || k[$5])' \
 		"$w/ours.names" "$w/exact.fdata" >"$w/exact.reached"
-	"$bolt" "$bin" -data "$w/exact.reached" -o "$w/out3.bolt" "${opts[@]}" >"$w/bolt3.log" 2>&1
+	"$bolt" "$bin" -data "$w/exact.reached" -o "$w/out3.bolt" "${bolt_opts[@]}" >"$w/bolt3.log" 2>&1
 	ours=$(profiled "$w/bolt.log")
 	exact=$(profiled "$w/bolt3.log")
 	echo "# $kind: BOLT finds profile for ${ours:-0} functions from our fdata, ${exact:-0} from the exact profile of the same functions"
@@ -70,12 +56,6 @@ for kind in nopie pie; do
 		test "${ours:-0}" -gt 0 -a "${ours:-0}" -eq "${exact:--1}"
 
 	# (c) perf2bolt's conversion of our preagg export
-	"$perf2bolt" -pa -p "$w/p.preagg" -o "$w/pa.fdata" "$bin" >"$w/p2b.log" 2>&1
-	mismatch=$(sed -n 's/^PERF2BOLT: traces mismatching disassembled function contents: \([0-9]*\).*/\1/p' "$w/p2b.log")
-	check "$kind: perf2bolt: no trace mismatches the code (none inside the PLT)" test "${mismatch:-1}" -eq 0
-	sort "$w/p.fdata" >"$w/a.sorted"
-	sort "$w/pa.fdata" >"$w/b.sorted"
-	echo "# $kind: fdata lines: ours $(wc -l <"$w/p.fdata"), perf2bolt $(wc -l <"$w/pa.fdata"), only ours $(comm -23 "$w/a.sorted" "$w/b.sorted" | wc -l), only perf2bolt $(comm -13 "$w/a.sorted" "$w/b.sorted" | wc -l)"
-	check "$kind: our fdata equals perf2bolt's from our preagg" cmp -s "$w/a.sorted" "$w/b.sorted"
+	check_perf2bolt_equals "$kind" "$w" "$bin"
 done
 finish
