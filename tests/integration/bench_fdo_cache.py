@@ -10,15 +10,10 @@ import sys
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '../../bench/fdo'))
 import fdo  # noqa: E402
+from tap import check  # noqa: E402
+import tap  # noqa: E402
 
 tmp = sys.argv[1]
-failed = 0
-
-
-def check(name, cond):
-    global failed
-    print(('ok - ' if cond else 'not ok - ') + name)
-    failed |= not cond
 
 
 def write(path, text):
@@ -94,4 +89,4 @@ check('each variant gets its median, least and greatest fraction over the seeds'
       'fdo_gain_fraction_seeds_3_median_bolt_edgeprof_20k_taken_branches_p: 0.970' in got
       and 'fdo_gain_fraction_seeds_3_lo_bolt_perf2bolt_20k_taken_branches_p: 0.930' in got
       and not any('i1_misses' in x for x in got))
-sys.exit(failed)
+sys.exit(tap.exit_status())

@@ -8,17 +8,14 @@ import os
 import subprocess
 import sys
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+import tap  # noqa: E402
+from tap import check  # noqa: E402
+
 here = os.path.dirname(os.path.abspath(__file__))
 model = os.path.join(here, '../../bench/capacity/model.py')
 inputs = os.path.join(here, '../data/capacity/inputs.txt')
 tmp = sys.argv[1]
-failed = 0
-
-
-def check(name, cond):
-    global failed
-    print(('ok - ' if cond else 'not ok - ') + name)
-    failed |= not cond
 
 
 # a node of 1 core, always busy, 4e7 branches/s at a period of 1e6: 40 samples/s, 400 per
@@ -152,4 +149,4 @@ refused('an assumption that is no number', inputs, '--set nodes=many: the value 
 refused('a workload that was not measured', inputs, "workload 'java' (found 0)",
         SMALL + ['workload=java'])
 refused('an inputs file that is not there', os.path.join(tmp, 'none.txt'), 'cannot read it')
-sys.exit(1 if failed else 0)
+sys.exit(tap.exit_status())
