@@ -2,6 +2,7 @@
 #include "collector/store/store.h"
 
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -426,10 +427,16 @@ static int choose_unit(Edgeprof__V1__Profile *p, const struct ep_store_read *rd)
 	if (!cycles && !ns)
 		return 0;
 	if (cycles && ns) {
-		ep_warn("store: build-id %s has both cycles and cpu-clock time (%" PRIu64
-			" ns, from nodes without a cycles event) under the query: the profile "
-			"gives the cycles only",
-			bp->build_id, ns);
+		/* every read of such a binary meets it (a UI refreshing reads
+		 * often): the operator is told once, at the warning level */
+		static atomic_bool told;
+		bool first = !atomic_exchange(&told, true);
+		ep_log(first ? EP_LOG_WARN : EP_LOG_INFO,
+		       "store: build-id %s has both cycles and cpu-clock time (%" PRIu64
+		       " ns, from nodes without a cycles event) under the query: the profile "
+		       "gives the cycles only%s",
+		       bp->build_id, ns,
+		       first ? " (said once; later reads at the info level)" : "");
 	} else if (ns) {
 		for (size_t i = 0; i < bp->n_ranges; i++) {
 			bp->ranges[i]->cycles = rd->range_ns[2 * i];
