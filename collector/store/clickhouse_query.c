@@ -5,6 +5,31 @@
 #include <stdlib.h>
 #include <string.h>
 
+int ch_conn_open(struct ch_conn *c, const char *base_url, size_t base_len, const char *database,
+		 char *err, size_t errlen)
+{
+	c->base_url = strndup(base_url, base_len);
+	c->database = strdup(database);
+	c->curl = curl_easy_init();
+	if (!c->base_url || !c->database || !c->curl) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	curl_easy_setopt(c->curl, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c->curl, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
+	curl_easy_setopt(c->curl, CURLOPT_TIMEOUT_MS, 120000L);
+	return 0;
+}
+
+void ch_conn_close(struct ch_conn *c)
+{
+	if (c->curl)
+		curl_easy_cleanup(c->curl);
+	free(c->base_url);
+	free(c->database);
+	*c = (struct ch_conn){0};
+}
+
 int ch_text_open(struct ch_text *t, char *err, size_t errlen)
 {
 	t->data = NULL;

@@ -18,6 +18,12 @@ struct ch_conn {
 	char *database;
 };
 
+/* A connection to base_url (a copy) for database (a copy): 0, or -1 with
+ * err. ch_conn_close frees it, also a half-opened one. */
+int ch_conn_open(struct ch_conn *c, const char *base_url, size_t base_len, const char *database,
+		 char *err, size_t errlen);
+void ch_conn_close(struct ch_conn *c);
+
 /* A statement, or an INSERT's rows, being written: fprintf into f. */
 struct ch_text {
 	FILE *f;

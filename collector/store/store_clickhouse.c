@@ -17,6 +17,20 @@
  * The price: counts are summed at query time over batches instead of in
  * place. Compacting old buckets into one summed row per key (a rollup) is
  * the follow-up for long retention.
+ *
+ * Sharded (cluster=NAME in the location): every shard of the cluster (from
+ * the server's system.clusters) holds the same local tables, and the server
+ * named in the location holds Distributed tables over them (TABLE_all),
+ * through which every read goes. The collector routes writes itself, by a
+ * hash of the row's key (build-id for counts and metadata, so one binary's
+ * rows and all their resends meet on one shard, and FINAL on each shard
+ * still sees every version of a row; a session's id; a node's name). The
+ * Distributed tables take no sharding key, so nothing can insert through
+ * them and land elsewhere. The rule "a batch counts once its row is in
+ * batches" holds per shard: the batch's row is written to every shard,
+ * last, reads check it on the shard that holds the rows (a non-GLOBAL IN
+ * on the local table), and a batch is known (a resend answered "already
+ * stored") only when every shard has its row.
  */
 #include <inttypes.h>
 #include <stdbool.h>
@@ -30,8 +44,22 @@
 
 struct ch_store {
 	struct ep_store base;
-	struct ch_conn conn;
+	struct ch_conn conn; /* reads; unsharded, everything */
+	/* writes, schema and retention: &conn when unsharded */
+	struct ch_conn *shards;
+	size_t nshards;
+	char *cluster;	 /* NULL when unsharded */
+	const char *all; /* what reads append to a table's name: "" or "_all" */
 };
+
+/* The shard that holds key's rows: FNV-1a, the same in every collector. */
+static struct ch_conn *shard_of(struct ch_store *s, const char *key)
+{
+	uint64_t h = 1469598103934665603ULL;
+	for (const unsigned char *p = (const unsigned char *)(key ? key : ""); *p; p++)
+		h = (h ^ *p) * 1099511628211ULL;
+	return &s->shards[h % s->nshards];
+}
 
 static const char *const tables[] = {
     "CREATE TABLE IF NOT EXISTS batches (agent_id String, sequence UInt64, node String,"
@@ -190,9 +218,11 @@ static void metadata_rows(FILE *const f[NT], const Edgeprof__V1__BinaryProfile *
 }
 
 /* Writes a slice's rows into each table's rows. */
-static int slice_rows(struct ch_text rows[NT], const struct ep_store_commit *c,
-		      const struct ep_store_slice *sl, char *err, size_t errlen)
+static int slice_rows(struct ch_store *s, struct ch_text (*shard_rows)[NT],
+		      const struct ep_store_commit *c, const struct ep_store_slice *sl, char *err,
+		      size_t errlen)
 {
+	struct ch_text *rows = shard_rows[shard_of(s, sl->delta->profile->build_id) - s->shards];
 	if (sl->batch < 0 || (size_t)sl->batch >= c->nbatches) {
 		snprintf(err, errlen, "clickhouse store: a slice without its batch");
 		return -1;
@@ -219,40 +249,56 @@ static int slice_rows(struct ch_text rows[NT], const struct ep_store_commit *c,
 	return rc;
 }
 
+/* The batches' rows, on every shard. */
 static int insert_batches(struct ch_store *s, const struct ep_store_commit *c, char *err,
 			  size_t errlen)
 {
-	struct ch_text rows;
-	if (ch_text_open(&rows, err, errlen) != 0)
-		return -1;
-	for (size_t i = 0; i < c->nbatches; i++) {
-		ch_tsv_string(rows.f, c->batches[i].agent_id);
-		fprintf(rows.f, "\t%" PRIu64 "\t", c->batches[i].sequence);
-		ch_tsv_string(rows.f, c->batches[i].node);
-		fprintf(rows.f, "\t%" PRId64 "\n", c->batches[i].received_s);
+	for (size_t k = 0; k < s->nshards; k++) {
+		struct ch_text rows;
+		if (ch_text_open(&rows, err, errlen) != 0)
+			return -1;
+		for (size_t i = 0; i < c->nbatches; i++) {
+			ch_tsv_string(rows.f, c->batches[i].agent_id);
+			fprintf(rows.f, "\t%" PRIu64 "\t", c->batches[i].sequence);
+			ch_tsv_string(rows.f, c->batches[i].node);
+			fprintf(rows.f, "\t%" PRId64 "\n", c->batches[i].received_s);
+		}
+		if (ch_insert(&s->shards[k], "INSERT INTO batches FORMAT TabSeparated", &rows, err,
+			      errlen) != 0)
+			return -1;
 	}
-	return ch_insert(&s->conn, "INSERT INTO batches FORMAT TabSeparated", &rows, err, errlen);
+	return 0;
 }
 
 static int ch_write(struct ep_store *base, const struct ep_store_commit *c, char *err,
 		    size_t errlen)
 {
 	struct ch_store *s = (struct ch_store *)base;
-	struct ch_text rows[NT] = {0};
+	struct ch_text(*rows)[NT] = calloc(s->nshards, sizeof(*rows));
+	if (!rows) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
 	int rc = 0;
-	for (int t = 0; t < NT && rc == 0; t++)
-		rc = ch_text_open(&rows[t], err, errlen);
+	for (size_t k = 0; k < s->nshards; k++)
+		for (int t = 0; t < NT && rc == 0; t++)
+			rc = ch_text_open(&rows[k][t], err, errlen);
 	for (size_t i = 0; i < c->nslices && rc == 0; i++)
-		rc = slice_rows(rows, c, &c->slices[i], err, errlen);
-	/* metadata first, counts next, the batches that make counts visible last */
+		rc = slice_rows(s, rows, c, &c->slices[i], err, errlen);
+	/* metadata first, counts next, the batches that make counts visible
+	 * last (on every shard, after every shard's counts) */
 	static const int order[NT] = {T_PATHS, T_FUNCTIONS, T_SEGMENTS, T_SAMPLES,
 				      T_EDGES, T_RANGES,    T_IPS};
-	for (int i = 0; i < NT && rc == 0; i++)
-		rc = ch_insert(&s->conn, insert_sql[order[i]], &rows[order[i]], err, errlen);
+	for (size_t k = 0; k < s->nshards; k++)
+		for (int i = 0; i < NT && rc == 0; i++)
+			rc = ch_insert(&s->shards[k], insert_sql[order[i]], &rows[k][order[i]], err,
+				       errlen);
 	if (rc == 0)
 		rc = insert_batches(s, c, err, errlen);
-	for (int t = 0; t < NT; t++)
-		ch_text_free(&rows[t]);
+	for (size_t k = 0; k < s->nshards; k++)
+		for (int t = 0; t < NT; t++)
+			ch_text_free(&rows[k][t]);
+	free(rows);
 	return rc;
 }
 
@@ -267,10 +313,10 @@ static int prune_sessions(struct ch_store *s, int64_t before_s, char *err, size_
 {
 	struct ep_http_body out = {0};
 	if (ch_runf(&s->conn, CH_DATABASE, &out, err, errlen,
-		    "SELECT id FROM (SELECT id, state, created_s, ended_s FROM sessions FINAL)"
+		    "SELECT id FROM (SELECT id, state, created_s, ended_s FROM sessions%s FINAL)"
 		    " WHERE state IN (%d, %d) AND if(ended_s != 0, ended_s, created_s) < %lld"
 		    " FORMAT TabSeparated",
-		    EDGEPROF__V1__SESSION_STATE__SESSION_DONE,
+		    s->all, EDGEPROF__V1__SESSION_STATE__SESSION_DONE,
 		    EDGEPROF__V1__SESSION_STATE__SESSION_FAILED, (long long)before_s) != 0)
 		return -1;
 	char *cur = out.data, *fields[1];
@@ -289,21 +335,28 @@ static int prune_sessions(struct ch_store *s, int64_t before_s, char *err, size_
 			more = ch_next_row(&cur, fields, 1) == 1;
 		}
 		fputc(')', del.f);
-		rc = ch_run(&s->conn, CH_DATABASE, &del, NULL, err, errlen);
+		if ((rc = ch_text_close(&del, err, errlen)) != 0) {
+			ch_text_free(&del);
+			break;
+		}
+		/* on every shard: the ids are not sorted by shard */
+		for (size_t k = 0; k < s->nshards && rc == 0; k++)
+			rc = ch_runf(&s->shards[k], CH_DATABASE, NULL, err, errlen, "%s", del.data);
+		ch_text_free(&del);
 	}
 	free(out.data);
 	return rc;
 }
 
-/* Drops table's weekly partitions that ended before the cut. */
-static int drop_weeks(struct ch_store *s, const char *table, int64_t before_s, char *err,
+/* Drops table's weekly partitions that ended before the cut, on one shard. */
+static int drop_weeks(struct ch_conn *shard, const char *table, int64_t before_s, char *err,
 		      size_t errlen)
 {
 	struct ep_http_body out = {0};
-	if (ch_runf(&s->conn, CH_SERVER, &out, err, errlen,
+	if (ch_runf(shard, CH_SERVER, &out, err, errlen,
 		    "SELECT DISTINCT partition FROM system.parts WHERE database = '%s' AND "
 		    "table = '%s' AND active FORMAT TabSeparated",
-		    s->conn.database, table) != 0)
+		    shard->database, table) != 0)
 		return -1;
 	char *cur = out.data, *fields[1];
 	int rc = 0;
@@ -311,7 +364,7 @@ static int drop_weeks(struct ch_store *s, const char *table, int64_t before_s, c
 		long long week = strtoll(fields[0], NULL, 10);
 		if ((week + 1) * 604800LL > before_s)
 			continue;
-		rc = ch_runf(&s->conn, CH_DATABASE, NULL, err, errlen,
+		rc = ch_runf(shard, CH_DATABASE, NULL, err, errlen,
 			     "ALTER TABLE %s DROP PARTITION %lld", table, week);
 	}
 	free(out.data);
@@ -321,41 +374,50 @@ static int drop_weeks(struct ch_store *s, const char *table, int64_t before_s, c
 /* Counts live in weekly partitions (intDiv(bucket, 604800)): whole weeks
  * that ended before the cut are dropped, which ClickHouse does at once;
  * nodes' sums too. Batch ids and nodes' old records are deleted by
- * mutations (in the background). */
+ * mutations (in the background). Each shard keeps its own retention, the
+ * same cut on all. */
 static int ch_prune(struct ep_store *base, int64_t before_s, char *err, size_t errlen)
 {
 	struct ch_store *s = (struct ch_store *)base;
-	for (size_t t = 0; t < sizeof(count_tables) / sizeof(count_tables[0]); t++)
-		if (drop_weeks(s, count_tables[t], before_s, err, errlen) != 0)
+	for (size_t k = 0; k < s->nshards; k++) {
+		struct ch_conn *shard = &s->shards[k];
+		for (size_t t = 0; t < sizeof(count_tables) / sizeof(count_tables[0]); t++)
+			if (drop_weeks(shard, count_tables[t], before_s, err, errlen) != 0)
+				return -1;
+		if (drop_weeks(shard, "node_stats", before_s, err, errlen) != 0)
 			return -1;
-	if (drop_weeks(s, "node_stats", before_s, err, errlen) != 0)
-		return -1;
-	if (ch_runf(&s->conn, CH_DATABASE, NULL, err, errlen,
-		    "ALTER TABLE batches DELETE WHERE received < %lld", (long long)before_s) != 0)
-		return -1;
-	/* every version older than the cut: a node seen since keeps its newest */
-	if (ch_runf(&s->conn, CH_DATABASE, NULL, err, errlen,
-		    "ALTER TABLE nodes DELETE WHERE seen_ns < %llu",
-		    (unsigned long long)(before_s > 0 ? before_s : 0) * 1000000000ULL) != 0)
-		return -1;
+		if (ch_runf(shard, CH_DATABASE, NULL, err, errlen,
+			    "ALTER TABLE batches DELETE WHERE received < %lld",
+			    (long long)before_s) != 0)
+			return -1;
+		/* every version older than the cut: a node seen since keeps its newest */
+		if (ch_runf(shard, CH_DATABASE, NULL, err, errlen,
+			    "ALTER TABLE nodes DELETE WHERE seen_ns < %llu",
+			    (unsigned long long)(before_s > 0 ? before_s : 0) * 1000000000ULL) != 0)
+			return -1;
+	}
 	return prune_sessions(s, before_s, err, errlen);
 }
 
+/* Stored: its row is on every shard (written last, to each in turn). */
 static int ch_has_batch(struct ep_store *base, const char *agent_id, uint64_t sequence, char *err,
 			size_t errlen)
 {
 	struct ch_store *s = (struct ch_store *)base;
-	struct ch_text q;
-	if (ch_text_open(&q, err, errlen) != 0)
-		return -1;
-	fputs("SELECT count() FROM batches WHERE agent_id = ", q.f);
-	ch_sql_string(q.f, agent_id);
-	fprintf(q.f, " AND sequence = %" PRIu64, sequence);
-	struct ep_http_body out = {0};
-	if (ch_run(&s->conn, CH_DATABASE, &q, &out, err, errlen) != 0)
-		return -1;
-	int rc = out.data && strtoull(out.data, NULL, 10) > 0 ? 1 : 0;
-	free(out.data);
+	int rc = 1;
+	for (size_t k = 0; k < s->nshards && rc == 1; k++) {
+		struct ch_text q;
+		if (ch_text_open(&q, err, errlen) != 0)
+			return -1;
+		fputs("SELECT count() FROM batches WHERE agent_id = ", q.f);
+		ch_sql_string(q.f, agent_id);
+		fprintf(q.f, " AND sequence = %" PRIu64, sequence);
+		struct ep_http_body out = {0};
+		if (ch_run(&s->shards[k], CH_DATABASE, &q, &out, err, errlen) != 0)
+			return -1;
+		rc = out.data && strtoull(out.data, NULL, 10) > 0 ? 1 : 0;
+		free(out.data);
+	}
 	return rc;
 }
 
@@ -363,10 +425,9 @@ static int ch_has_batch(struct ep_store *base, const char *agent_id, uint64_t se
  * per group commit rather than once per batch under its lock, which at
  * hundreds of agents was a round trip per batch, one at a time. Agent ids
  * come back hex, so no agent id can break the answer's lines. */
-static int ch_known_batches(struct ep_store *base, const struct ep_store_batch_id *ids, size_t n,
-			    bool *known, char *err, size_t errlen)
+static int known_on(struct ch_conn *shard, const struct ep_store_batch_id *ids, size_t n,
+		    bool *known, char *err, size_t errlen)
 {
-	struct ch_store *s = (struct ch_store *)base;
 	for (size_t i = 0; i < n; i++)
 		known[i] = false;
 	if (!n)
@@ -384,7 +445,7 @@ static int ch_known_batches(struct ep_store *base, const struct ep_store_batch_i
 	}
 	fputs(")", q.f);
 	struct ep_http_body out = {0};
-	if (ch_run(&s->conn, CH_DATABASE, &q, &out, err, errlen) != 0)
+	if (ch_run(shard, CH_DATABASE, &q, &out, err, errlen) != 0)
 		return -1;
 	int found = 0;
 	for (char *line = out.data, *next; line && *line; line = next) {
@@ -417,8 +478,41 @@ static int ch_known_batches(struct ep_store *base, const struct ep_store_batch_i
 	return found;
 }
 
-/* " AND ..." for a filter, over a table with the label columns. */
-static void filter_sql(FILE *f, const struct ep_store_filter *flt)
+/* Known: on every shard (see ch_has_batch). */
+static int ch_known_batches(struct ep_store *base, const struct ep_store_batch_id *ids, size_t n,
+			    bool *known, char *err, size_t errlen)
+{
+	struct ch_store *s = (struct ch_store *)base;
+	int found = known_on(&s->shards[0], ids, n, known, err, errlen);
+	if (found <= 0 || s->nshards == 1)
+		return found;
+	bool *here = calloc(n, sizeof(*here));
+	if (!here) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	for (size_t k = 1; k < s->nshards && found > 0; k++) {
+		if (known_on(&s->shards[k], ids, n, here, err, errlen) < 0) {
+			found = -1;
+			break;
+		}
+		found = 0;
+		for (size_t i = 0; i < n; i++) {
+			known[i] = known[i] && here[i];
+			found += known[i];
+		}
+	}
+	free(here);
+	if (found < 0)
+		for (size_t i = 0; i < n; i++)
+			known[i] = false;
+	return found;
+}
+
+/* " AND ..." for a filter, over a table with the label columns. The batch
+ * check names the local table in its database: through a Distributed
+ * table each shard runs it on its own batches. */
+static void filter_sql(FILE *f, const char *database, const struct ep_store_filter *flt)
 {
 	if (flt->build_id) {
 		fputs(" AND build_id = ", f);
@@ -444,7 +538,8 @@ static void filter_sql(FILE *f, const struct ep_store_filter *flt)
 	/* always one side: the continuous profile or one session */
 	fputs(" AND session_id = ", f);
 	ch_sql_string(f, flt->session_id ? flt->session_id : "");
-	fputs(" AND (agent_id, sequence) IN (SELECT agent_id, sequence FROM batches)", f);
+	fprintf(f, " AND (agent_id, sequence) IN (SELECT agent_id, sequence FROM %s.batches)",
+		database);
 }
 
 /* Runs "SELECT ... FROM table FINAL WHERE 1 <filter> <tail>" and returns the
@@ -456,8 +551,8 @@ static int query_rows(struct ch_store *s, const char *select, const char *table,
 	struct ch_text q;
 	if (ch_text_open(&q, err, errlen) != 0)
 		return -1;
-	fprintf(q.f, "SELECT %s FROM %s FINAL WHERE 1", select, table);
-	filter_sql(q.f, flt);
+	fprintf(q.f, "SELECT %s FROM %s%s FINAL WHERE 1", select, table, s->all);
+	filter_sql(q.f, s->conn.database, flt);
 	fprintf(q.f, " %s FORMAT TabSeparated", tail);
 	return ch_run(&s->conn, CH_DATABASE, &q, out, err, errlen);
 }
@@ -472,8 +567,8 @@ static int metadata_query(struct ch_store *s, const char *select, const char *ta
 	if (ch_text_open(&q, err, errlen) != 0)
 		return -1;
 	bool grouped = strstr(select, "max(") != NULL;
-	fprintf(q.f, "SELECT %s%s FROM %s WHERE build_id = ", grouped ? "" : "DISTINCT ", select,
-		table);
+	fprintf(q.f, "SELECT %s%s FROM %s%s WHERE build_id = ", grouped ? "" : "DISTINCT ", select,
+		table, s->all);
 	ch_sql_string(q.f, build_id);
 	if (grouped)
 		fprintf(q.f, " GROUP BY %s", order);
@@ -640,7 +735,7 @@ static int ch_session_put(struct ep_store *base, const Edgeprof__V1__Session *se
 		fprintf(row.f, "%02x", record[i]);
 	fputc('\n', row.f);
 	/* an older update is written too; FINAL keeps the highest updated_ns */
-	return ch_insert(&s->conn,
+	return ch_insert(shard_of(s, session->id),
 			 "INSERT INTO sessions (id, state, created_s, ended_s, updated_ns, record)"
 			 " FORMAT TabSeparated",
 			 &row, err, errlen);
@@ -724,7 +819,7 @@ static int ch_session_get(struct ep_store *base, const char *id, uint8_t **recor
 	struct ch_text q;
 	if (ch_text_open(&q, err, errlen) != 0)
 		return -1;
-	fputs("SELECT record FROM sessions FINAL WHERE id = ", q.f);
+	fprintf(q.f, "SELECT record FROM sessions%s FINAL WHERE id = ", s->all);
 	ch_sql_string(q.f, id);
 	fputs(" FORMAT TabSeparated", q.f);
 	struct one_record o = {0};
@@ -742,37 +837,40 @@ static int ch_sessions_unfinished(struct ep_store *base,
 				  int (*add)(void *ctx, const uint8_t *record, size_t len),
 				  void *ctx, char *err, size_t errlen)
 {
+	struct ch_store *s = (struct ch_store *)base;
 	struct ch_text q;
 	if (ch_text_open(&q, err, errlen) != 0)
 		return -1;
 	/* the filter on the non-key state stays outside FINAL (see ch_prune) */
-	fputs("SELECT record FROM (SELECT id, state, created_s, record FROM sessions FINAL)"
-	      " WHERE state IN (0, 1) ORDER BY created_s, id FORMAT TabSeparated",
-	      q.f);
-	return session_records((struct ch_store *)base, &q, add, ctx, err, errlen);
+	fprintf(q.f,
+		"SELECT record FROM (SELECT id, state, created_s, record FROM sessions%s FINAL)"
+		" WHERE state IN (0, 1) ORDER BY created_s, id FORMAT TabSeparated",
+		s->all);
+	return session_records(s, &q, add, ctx, err, errlen);
 }
 
 static int ch_sessions_finished(struct ep_store *base, size_t limit,
 				int (*add)(void *ctx, const uint8_t *record, size_t len), void *ctx,
 				char *err, size_t errlen)
 {
+	struct ch_store *s = (struct ch_store *)base;
 	struct ch_text q;
 	if (ch_text_open(&q, err, errlen) != 0)
 		return -1;
 	/* the filter on the non-key state stays outside FINAL (see ch_prune) */
 	fprintf(q.f,
-		"SELECT record FROM (SELECT id, state, created_s, ended_s, record FROM sessions"
+		"SELECT record FROM (SELECT id, state, created_s, ended_s, record FROM sessions%s"
 		" FINAL) WHERE state IN (%d, %d) ORDER BY if(ended_s != 0, ended_s, created_s)"
 		" DESC, id LIMIT %zu FORMAT TabSeparated",
-		EDGEPROF__V1__SESSION_STATE__SESSION_DONE,
+		s->all, EDGEPROF__V1__SESSION_STATE__SESSION_DONE,
 		EDGEPROF__V1__SESSION_STATE__SESSION_FAILED, limit);
-	return session_records((struct ch_store *)base, &q, add, ctx, err, errlen);
+	return session_records(s, &q, add, ctx, err, errlen);
 }
 
-static int ch_nodes_put(struct ep_store *base, const struct ep_store_node_row *rows, size_t n,
-			char *err, size_t errlen)
+/* The rows of the nodes that live on shard. */
+static int nodes_put_on(struct ch_store *s, struct ch_conn *shard,
+			const struct ep_store_node_row *rows, size_t n, char *err, size_t errlen)
 {
-	struct ch_store *s = (struct ch_store *)base;
 	struct ch_text recs, sums;
 	if (ch_text_open(&recs, err, errlen) != 0)
 		return -1;
@@ -781,6 +879,8 @@ static int ch_nodes_put(struct ep_store *base, const struct ep_store_node_row *r
 		return -1;
 	}
 	for (size_t i = 0; i < n; i++) {
+		if (shard_of(s, rows[i].name) != shard)
+			continue;
 		ch_tsv_string(recs.f, rows[i].name);
 		fprintf(recs.f, "\t%" PRIu64 "\t", rows[i].seen_ns);
 		for (size_t k = 0; k < rows[i].len; k++)
@@ -797,17 +897,29 @@ static int ch_nodes_put(struct ep_store *base, const struct ep_store_node_row *r
 	 * next put, which carries no sum twice (a retried put may: the sums
 	 * are for the UI, not the profiles) */
 	int rc =
-	    ch_insert(&s->conn,
+	    ch_insert(shard,
 		      "INSERT INTO node_stats (name, week, samples, samples_with_branches, lost)"
 		      " FORMAT TabSeparated",
 		      &sums, err, errlen);
 	if (rc == 0)
-		rc = ch_insert(&s->conn,
+		rc = ch_insert(shard,
 			       "INSERT INTO nodes (name, seen_ns, record) FORMAT TabSeparated",
 			       &recs, err, errlen);
 	else
 		ch_text_free(&recs);
 	return rc;
+}
+
+/* A node's record and sums live on the shard of its name, so the join in
+ * ch_nodes_get meets them. */
+static int ch_nodes_put(struct ep_store *base, const struct ep_store_node_row *rows, size_t n,
+			char *err, size_t errlen)
+{
+	struct ch_store *s = (struct ch_store *)base;
+	for (size_t k = 0; k < s->nshards; k++)
+		if (nodes_put_on(s, &s->shards[k], rows, n, err, errlen) != 0)
+			return -1;
+	return 0;
 }
 
 /* One node of the answer: name, record (hex), then its sums. */
@@ -821,10 +933,11 @@ static int ch_nodes_get(struct ep_store *base,
 	 * their week's partition to go) */
 	if (ch_runf(&s->conn, CH_DATABASE, &out, err, errlen,
 		    "SELECT n.name, n.seen_ns, n.record, st.samples, st.swb, st.lost FROM"
-		    " (SELECT name, seen_ns, record FROM nodes FINAL) AS n ANY LEFT JOIN"
+		    " (SELECT name, seen_ns, record FROM nodes%s FINAL) AS n ANY LEFT JOIN"
 		    " (SELECT name, sum(samples) AS samples, sum(samples_with_branches) AS swb,"
-		    " sum(lost) AS lost FROM node_stats GROUP BY name) AS st USING name"
-		    " FORMAT TabSeparated") != 0)
+		    " sum(lost) AS lost FROM node_stats%s GROUP BY name) AS st USING name"
+		    " FORMAT TabSeparated",
+		    s->all, s->all) != 0)
 		return -1;
 	char *cur = out.data, *f[6];
 	int rc = 0;
@@ -860,7 +973,7 @@ static int ch_image_get(struct ep_store *base, const char *build_id, uint8_t **i
 	if (ch_text_open(&q, err, errlen) != 0)
 		return -1;
 	fputs(image ? "SELECT image" : "SELECT ''", q.f);
-	fputs(" FROM binary_images FINAL WHERE build_id = ", q.f);
+	fprintf(q.f, " FROM binary_images%s FINAL WHERE build_id = ", s->all);
 	ch_sql_string(q.f, build_id);
 	fputs(" LIMIT 1 FORMAT TabSeparated", q.f);
 	struct one_record o = {0};
@@ -896,7 +1009,7 @@ static int ch_image_put(struct ep_store *base, const char *build_id, int64_t upl
 	for (size_t i = 0; i < len; i++)
 		fprintf(row.f, "%02x", image[i]);
 	fputc('\n', row.f);
-	if (ch_insert(&s->conn,
+	if (ch_insert(shard_of(s, build_id),
 		      "INSERT INTO binary_images (build_id, uploaded_s, keep, image)"
 		      " FORMAT TabSeparated",
 		      &row, err, errlen) != 0)
@@ -907,10 +1020,13 @@ static int ch_image_put(struct ep_store *base, const char *build_id, int64_t upl
 static void ch_close(struct ep_store *base)
 {
 	struct ch_store *s = (struct ch_store *)base;
-	if (s->conn.curl)
-		curl_easy_cleanup(s->conn.curl);
-	free(s->conn.base_url);
-	free(s->conn.database);
+	if (s->shards != &s->conn) {
+		for (size_t k = 0; k < s->nshards; k++)
+			ch_conn_close(&s->shards[k]);
+		free(s->shards);
+	}
+	ch_conn_close(&s->conn);
+	free(s->cluster);
 	free(s);
 }
 
@@ -935,14 +1051,14 @@ static const struct ep_store_ops clickhouse_ops = {
 };
 
 /* 1 when table has the column, 0 when not, -1 with err. */
-static int has_column(struct ch_store *s, const char *table, const char *column, char *err,
+static int has_column(struct ch_conn *c, const char *table, const char *column, char *err,
 		      size_t errlen)
 {
 	struct ep_http_body n = {0};
-	if (ch_runf(&s->conn, CH_SERVER, &n, err, errlen,
+	if (ch_runf(c, CH_SERVER, &n, err, errlen,
 		    "SELECT count() FROM system.columns WHERE database = '%s'"
 		    " AND table = '%s' AND name = '%s'",
-		    s->conn.database, table, column) != 0)
+		    c->database, table, column) != 0)
 		return -1;
 	int rc = n.data && strtoul(n.data, NULL, 10) != 0 ? 1 : 0;
 	free(n.data);
@@ -953,23 +1069,23 @@ static int has_column(struct ch_store *s, const char *table, const char *column,
  * columns and of the sorting key (see count_tables). Several collectors may
  * start at once: an ALTER that fails because another one added the column
  * first is fine. */
-static int add_session_column(struct ch_store *s, const char *table, char *err, size_t errlen)
+static int add_session_column(struct ch_conn *c, const char *table, char *err, size_t errlen)
 {
 	struct ep_http_body out = {0};
-	if (ch_runf(&s->conn, CH_SERVER, &out, err, errlen,
+	if (ch_runf(c, CH_SERVER, &out, err, errlen,
 		    "SELECT sorting_key, (SELECT count() FROM system.columns WHERE"
 		    " database = '%s' AND table = '%s' AND name = 'session_id') FROM"
 		    " system.tables WHERE database = '%s' AND name = '%s' FORMAT TabSeparated",
-		    s->conn.database, table, s->conn.database, table) != 0)
+		    c->database, table, c->database, table) != 0)
 		return -1;
 	char *cur = out.data, *fields[2];
 	int rc = 0;
 	if (ch_next_row(&cur, fields, 2) == 2 && strcmp(fields[1], "0") == 0 &&
-	    ch_runf(&s->conn, CH_DATABASE, NULL, err, errlen,
+	    ch_runf(c, CH_DATABASE, NULL, err, errlen,
 		    "ALTER TABLE %s ADD COLUMN session_id String, MODIFY ORDER BY (%s, session_id)",
 		    table, fields[0]) != 0) {
 		char ignored[64];
-		if (has_column(s, table, "session_id", ignored, sizeof(ignored)) != 1)
+		if (has_column(c, table, "session_id", ignored, sizeof(ignored)) != 1)
 			rc = -1; /* err says why the ALTER failed */
 	}
 	free(out.data);
@@ -988,56 +1104,170 @@ static bool valid_identifier(const char *s)
 }
 
 /* Adds column to table unless it has it: 0, or -1 with err. */
-static int add_column(struct ch_store *s, const char *table, const char *column, const char *type,
+static int add_column(struct ch_conn *c, const char *table, const char *column, const char *type,
 		      char *err, size_t errlen)
 {
-	int has = has_column(s, table, column, err, errlen);
+	int has = has_column(c, table, column, err, errlen);
 	if (has != 0)
 		return has < 0 ? -1 : 0;
-	if (ch_runf(&s->conn, CH_DATABASE, NULL, err, errlen, "ALTER TABLE %s ADD COLUMN %s %s",
-		    table, column, type) != 0) {
+	if (ch_runf(c, CH_DATABASE, NULL, err, errlen, "ALTER TABLE %s ADD COLUMN %s %s", table,
+		    column, type) != 0) {
 		char ignored[64];
-		if (has_column(s, table, column, ignored, sizeof(ignored)) != 1)
+		if (has_column(c, table, column, ignored, sizeof(ignored)) != 1)
 			return -1;
 	}
 	return 0;
 }
 
 /* Creates the database and its tables, or brings older tables up to date. */
-static int set_up_schema(struct ch_store *s, char *err, size_t errlen)
+static int set_up_schema(struct ch_conn *c, char *err, size_t errlen)
 {
-	if (ch_runf(&s->conn, CH_SERVER, NULL, err, errlen, "CREATE DATABASE IF NOT EXISTS %s",
-		    s->conn.database) != 0)
+	if (ch_runf(c, CH_SERVER, NULL, err, errlen, "CREATE DATABASE IF NOT EXISTS %s",
+		    c->database) != 0)
 		return -1;
 	for (size_t i = 0; i < sizeof(tables) / sizeof(tables[0]); i++)
-		if (ch_runf(&s->conn, CH_DATABASE, NULL, err, errlen, "%s", tables[i]) != 0)
+		if (ch_runf(c, CH_DATABASE, NULL, err, errlen, "%s", tables[i]) != 0)
 			return -1;
 	for (size_t t = 0; t < sizeof(count_tables) / sizeof(count_tables[0]); t++)
-		if (add_session_column(s, count_tables[t], err, errlen) != 0)
+		if (add_session_column(c, count_tables[t], err, errlen) != 0)
 			return -1;
 	/* functions from before local_index (BOLT's NAME/N): 0, "global". No
 	 * ADD COLUMN IF NOT EXISTS before ClickHouse 19; an ALTER that fails
 	 * because another collector added it first is fine. */
-	if (add_column(s, "functions", "local_index", "UInt32", err, errlen) != 0)
+	if (add_column(c, "functions", "local_index", "UInt32", err, errlen) != 0)
 		return -1;
 	/* ranges from before the branch records' cycles (issue 14): 0 */
-	if (add_column(s, "ranges", "cycles", "UInt64", err, errlen) != 0 ||
-	    add_column(s, "ranges", "cycled_insns", "UInt64", err, errlen) != 0)
+	if (add_column(c, "ranges", "cycles", "UInt64", err, errlen) != 0 ||
+	    add_column(c, "ranges", "cycled_insns", "UInt64", err, errlen) != 0)
 		return -1;
 	/* agent --cycles' cycles at IPs, and cpu-clock nanoseconds apart from
 	 * cycles (ep_store_slice): 0 in older rows */
-	if (add_column(s, "ips", "cycles", "UInt64", err, errlen) != 0 ||
-	    add_column(s, "ips", "ns", "UInt64", err, errlen) != 0 ||
-	    add_column(s, "ranges", "ns", "UInt64", err, errlen) != 0 ||
-	    add_column(s, "ranges", "ns_insns", "UInt64", err, errlen) != 0)
+	if (add_column(c, "ips", "cycles", "UInt64", err, errlen) != 0 ||
+	    add_column(c, "ips", "ns", "UInt64", err, errlen) != 0 ||
+	    add_column(c, "ranges", "ns", "UInt64", err, errlen) != 0 ||
+	    add_column(c, "ranges", "ns_insns", "UInt64", err, errlen) != 0)
 		return -1;
 	return 0;
+}
+
+/* A table's name in a CREATE TABLE statement. */
+static void created_table(const char *create, char *name, size_t len)
+{
+	const char *p = create + strlen("CREATE TABLE IF NOT EXISTS ");
+	size_t n = strcspn(p, " (");
+	snprintf(name, len, "%.*s", (int)(n < len ? n : len - 1), p);
+}
+
+/* On the server reads go to: TABLE_all over every shard's TABLE, with the
+ * columns the local table has now (a column a later version adds to the
+ * local tables is added to the Distributed one as well). */
+static int set_up_distributed(struct ch_store *s, char *err, size_t errlen)
+{
+	for (size_t i = 0; i < sizeof(tables) / sizeof(tables[0]); i++) {
+		char t[64];
+		created_table(tables[i], t, sizeof(t));
+		if (ch_runf(
+			&s->conn, CH_DATABASE, NULL, err, errlen,
+			"CREATE TABLE IF NOT EXISTS %s_all AS %s ENGINE = Distributed(%s, %s, %s)",
+			t, t, s->cluster, s->conn.database, t) != 0)
+			return -1;
+		struct ep_http_body out = {0};
+		if (ch_runf(
+			&s->conn, CH_SERVER, &out, err, errlen,
+			"SELECT name, type FROM system.columns WHERE database = '%s' AND table ="
+			" '%s' AND name NOT IN (SELECT name FROM system.columns WHERE database ="
+			" '%s' AND table = '%s_all') FORMAT TabSeparated",
+			s->conn.database, t, s->conn.database, t) != 0)
+			return -1;
+		char *cur = out.data, *f[2], dt[72];
+		snprintf(dt, sizeof(dt), "%s_all", t);
+		int rc = 0;
+		while (rc == 0 && ch_next_row(&cur, f, 2) == 2)
+			if (valid_identifier(f[0]))
+				rc = add_column(&s->conn, dt, f[0], f[1], err, errlen);
+		free(out.data);
+		if (rc != 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* The shards of the cluster, as the server in the location lists them (its
+ * remote_servers), each reached over HTTP on the location's port: shards of
+ * one cluster listen alike. One replica per shard: the tables are plain
+ * MergeTrees, which a Distributed read would look for on any replica. */
+static int find_shards(struct ch_store *s, const char *location, char *err, size_t errlen)
+{
+	struct ep_http_body out = {0};
+	if (ch_runf(
+		&s->conn, CH_SERVER, &out, err, errlen,
+		"SELECT shard_num, max(replica_num), any(host_address) FROM system.clusters"
+		" WHERE cluster = '%s' GROUP BY shard_num ORDER BY shard_num FORMAT TabSeparated",
+		s->cluster) != 0)
+		return -1;
+	const char *scheme_end = strstr(s->conn.base_url, "://") + 3;
+	const char *port = strrchr(scheme_end, ':');
+	if (port && strchr(port, ']'))
+		port = NULL; /* [v6] without a port */
+	size_t n = 0;
+	for (const char *c = out.data; c && (c = strchr(c, '\n')); c++)
+		n++;
+	int rc = 0;
+	if (!n) {
+		snprintf(err, errlen,
+			 "clickhouse '%s': the server has no cluster '%s' (its remote_servers)",
+			 location, s->cluster);
+		rc = -1;
+	} else if (!(s->shards = calloc(n, sizeof(*s->shards)))) {
+		snprintf(err, errlen, "out of memory");
+		rc = -1;
+	}
+	char *cur = out.data, *f[3];
+	while (rc == 0 && s->nshards < n && ch_next_row(&cur, f, 3) == 3) {
+		if (strcmp(f[1], "1") != 0) {
+			snprintf(
+			    err, errlen,
+			    "clickhouse '%s': shard %s of cluster '%s' has %s replicas; edgeprof's"
+			    " tables are not replicated (that needs ZooKeeper): name a cluster"
+			    " of one replica per shard",
+			    location, f[0], s->cluster, f[1]);
+			rc = -1;
+			break;
+		}
+		char *url = NULL;
+		bool v6 = strchr(f[2], ':') != NULL;
+		if (asprintf(&url, "%.*s%s%s%s%s", (int)(scheme_end - s->conn.base_url),
+			     s->conn.base_url, v6 ? "[" : "", f[2], v6 ? "]" : "",
+			     port ? port : "") < 0) {
+			snprintf(err, errlen, "out of memory");
+			rc = -1;
+			break;
+		}
+		rc = ch_conn_open(&s->shards[s->nshards++], url, strlen(url), s->conn.database, err,
+				  errlen);
+		free(url);
+	}
+	free(out.data);
+	return rc;
+}
+
+/* The value of query parameter key= in location (a copy), or NULL. */
+static char *location_parameter(const char *location, const char *key)
+{
+	const char *q = strchr(location, '?');
+	size_t klen = strlen(key);
+	for (const char *p = q; p && *p; p = strchr(p + 1, '&')) {
+		if (strncmp(p + 1, key, klen) == 0 && p[1 + klen] == '=')
+			return strndup(p + 2 + klen, strcspn(p + 2 + klen, "&"));
+	}
+	return NULL;
 }
 
 struct ep_store *ep_store_clickhouse_open(const char *location, char *err, size_t errlen)
 {
 	if (strncmp(location, "http://", 7) != 0 && strncmp(location, "https://", 8) != 0) {
-		snprintf(err, errlen, "clickhouse '%s': expected http://HOST:PORT[/?database=DB]",
+		snprintf(err, errlen,
+			 "clickhouse '%s': expected http://HOST:PORT[/?database=DB][&cluster=NAME]",
 			 location);
 		return NULL;
 	}
@@ -1047,16 +1277,18 @@ struct ep_store *ep_store_clickhouse_open(const char *location, char *err, size_
 		return NULL;
 	}
 	s->base.ops = &clickhouse_ops;
+	s->shards = &s->conn;
+	s->nshards = 1;
+	s->all = "";
 	const char *q = strchr(location, '?');
-	const char *db = q ? strstr(q, "database=") : NULL;
 	size_t base_len = q ? (size_t)(q - location) : strlen(location);
 	while (base_len && location[base_len - 1] == '/')
 		base_len--;
-	s->conn.base_url = strndup(location, base_len);
-	s->conn.database = db ? strndup(db + 9, strcspn(db + 9, "&")) : strdup("edgeprof");
-	s->conn.curl = curl_easy_init();
-	if (!s->conn.base_url || !s->conn.database || !s->conn.curl) {
-		snprintf(err, errlen, "out of memory");
+	char *db = location_parameter(location, "database");
+	s->cluster = location_parameter(location, "cluster");
+	int rc = ch_conn_open(&s->conn, location, base_len, db ? db : "edgeprof", err, errlen);
+	free(db);
+	if (rc != 0) {
 		ch_close(&s->base);
 		return NULL;
 	}
@@ -1066,10 +1298,32 @@ struct ep_store *ep_store_clickhouse_open(const char *location, char *err, size_
 		ch_close(&s->base);
 		return NULL;
 	}
-	curl_easy_setopt(s->conn.curl, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(s->conn.curl, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
-	curl_easy_setopt(s->conn.curl, CURLOPT_TIMEOUT_MS, 120000L);
-	if (set_up_schema(s, err, errlen) != 0) {
+	if (s->cluster) {
+		s->shards = NULL;
+		s->nshards = 0;
+		s->all = "_all";
+		if (!valid_identifier(s->cluster)) {
+			snprintf(err, errlen,
+				 "clickhouse '%s': cluster name '%s' must be [A-Za-z0-9_]+",
+				 location, s->cluster);
+			ch_close(&s->base);
+			return NULL;
+		}
+		if (find_shards(s, location, err, errlen) != 0) {
+			ch_close(&s->base);
+			return NULL;
+		}
+	}
+	/* the local tables on every shard; sharded, on the server reads go to
+	 * as well (TABLE_all copies their columns; IF NOT EXISTS makes a shard
+	 * that is also that server a no-op) */
+	for (size_t k = 0; k < s->nshards; k++)
+		if (set_up_schema(&s->shards[k], err, errlen) != 0) {
+			ch_close(&s->base);
+			return NULL;
+		}
+	if (s->cluster && (set_up_schema(&s->conn, err, errlen) != 0 ||
+			   set_up_distributed(s, err, errlen) != 0)) {
 		ch_close(&s->base);
 		return NULL;
 	}

@@ -12,6 +12,9 @@
 #    every agent fails over and gets every batch acknowledged, and the stored
 #    totals equal the local imports exactly;
 #  - /v1/nodes, /v1/binaries and the session answer the same from all three.
+# With EP_REPLICAS_SHARDS=N (test_collector_cluster.sh) the store is a
+# ClickHouse cluster of N shards (N servers on 127.0.0.1..N), shard 2 is
+# restarted mid-stream as well, and each binary's rows are on one shard.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/clickhouse.sh"
 source "$(dirname "$0")/collector.sh"
@@ -20,9 +23,24 @@ if [ ! -x /usr/sbin/clickhouse-server ]; then
 	not_ok "clickhouse-server is installed (scripts/setup-deps.sh installs it)"
 	finish
 fi
-clickhouse_start || { not_ok "clickhouse-server starts on loopback"; finish; }
-ok "clickhouse-server starts on loopback ($CLICKHOUSE_URL)"
-store="clickhouse:$CLICKHOUSE_URL/?database=replicas_$$"
+SHARDS=${EP_REPLICAS_SHARDS:-1}
+database=replicas_$$
+if [ "$SHARDS" -gt 1 ]; then
+	clickhouse_start_cluster "$SHARDS" || {
+		not_ok "$SHARDS clickhouse-servers start on loopback as one cluster"
+		finish
+	}
+	ok "$SHARDS clickhouse-servers start on loopback as cluster $CLICKHOUSE_CLUSTER ($CLICKHOUSE_URL ...)"
+	store="clickhouse:$CLICKHOUSE_URL/?database=$database&cluster=$CLICKHOUSE_CLUSTER"
+	err=$("$EDGEPROF" collector --store "clickhouse:$CLICKHOUSE_URL/?database=$database&cluster=nope" \
+		--listen 127.0.0.1:0 2>&1 >/dev/null)
+	check "a cluster the server does not know: refused, saying so ($err)" \
+		bash -c 'grep -q "has no cluster .nope." <<<"$1"' _ "$err"
+else
+	clickhouse_start || { not_ok "clickhouse-server starts on loopback"; finish; }
+	ok "clickhouse-server starts on loopback ($CLICKHOUSE_URL)"
+	store="clickhouse:$CLICKHOUSE_URL/?database=$database"
+fi
 perf="$FIXTURES/propeller_sample_1.perfdata1"
 bin="$FIXTURES/propeller_sample_1.bin"
 AGENTS=12
@@ -161,6 +179,21 @@ at_kill=$(($(stored 1) + $(stored 2) + $(stored 3)))
 kill -9 "${cpid[2]}"
 wait "${cpid[2]}" 2>/dev/null
 echo "# collector 2 SIGKILLed after $at_kill batches stored in all ($((SECONDS - t0)) s)"
+store_errors() { echo $(($(metric "${url[1]}" 'edgeprof_ingest_batches_total{result="store_error"}') + $(metric "${url[3]}" 'edgeprof_ingest_batches_total{result="store_error"}'))); }
+if [ "$SHARDS" -gt 1 ]; then
+	# every commit writes its batch rows to every shard: with shard 2 down
+	# each one fails (503), the agents keep their batches and retry
+	errors_before=$(store_errors)
+	clickhouse_stop_pid "${CLICKHOUSE_SHARD_PIDS[2]}"
+	until=$((SECONDS + 60))
+	while [ "$(store_errors)" -eq "$errors_before" ] && [ "$SECONDS" -lt "$until" ]; do
+		sleep 0.1
+	done
+	check "shard 2 stopped mid-stream: commits fail, answered 503 ($(($(store_errors) - errors_before)) batches)" \
+		test "$(store_errors)" -gt "$errors_before"
+	clickhouse_restart_shard 2 || { not_ok "shard 2 restarts on its data"; finish; }
+	ok "shard 2 restarted on its data"
+fi
 # back once the other two stored 200 more without it
 until=$((SECONDS + 120))
 while [ "$(($(stored 1) + $(stored 3)))" -lt "$((at_kill + 200))" ] && [ "$SECONDS" -lt "$until" ]; do
@@ -223,6 +256,36 @@ check "stored range counts equal them exactly too" \
 	bash -c "for i in 1 2 3; do cmp -s '$TEST_TMP/local.ranges' \"$TEST_TMP/collector.\$i.ranges\" || exit 1; done"
 check "stored samples equal them" test "$stored_samples" = "$((local_samples * copies))"
 
+if [ "$SHARDS" -gt 1 ]; then
+	on_shard() { # K QUERY
+		curl -sf "$(clickhouse_shard_url "$1")/?database=$database" --data-binary "$2"
+	}
+	# each build-id's rows, in every count and metadata table, on one shard:
+	# the one FNV-1a of the build-id picks (collector/store/store_clickhouse.c)
+	for k in $(seq 1 "$SHARDS"); do
+		on_shard "$k" "SELECT DISTINCT build_id FROM (SELECT build_id FROM samples UNION ALL
+			SELECT build_id FROM edges UNION ALL SELECT build_id FROM ranges UNION ALL
+			SELECT build_id FROM ips UNION ALL SELECT build_id FROM functions UNION ALL
+			SELECT build_id FROM paths) ORDER BY build_id" | sed "s/$/ $k/"
+	done >"$TEST_TMP/placement"
+	echo "# build-ids by shard: $(awk '{print $2 ":" substr($1, 1, 8)}' "$TEST_TMP/placement" | xargs)"
+	check "every binary's rows are on exactly one shard, the one its build-id hashes to" \
+		python3 -c 'import sys
+rows = [l.split() for l in open(sys.argv[1])]
+n = int(sys.argv[2])
+def shard(b):
+    h = 1469598103934665603
+    for c in b.encode():
+        h = ((h ^ c) * 1099511628211) % 2**64
+    return h % n + 1
+ids = [b for b, _ in rows]
+sys.exit(not rows or len(ids) != len(set(ids)) or any(shard(b) != int(k) for b, k in rows))' \
+		"$TEST_TMP/placement" "$SHARDS"
+	batches=$(for k in $(seq 1 "$SHARDS"); do on_shard "$k" "SELECT count() FROM (SELECT DISTINCT agent_id, sequence FROM batches)"; done | xargs)
+	check "every shard holds every stored batch's row ($batches)" \
+		bash -c '[ "$(tr " " "\n" <<<"$1" | sort -u | wc -l)" = 1 ] && [ "${1%% *}" -gt 0 ]' _ "$batches"
+fi
+
 # --- every collector answers the same about nodes and binaries (the live
 # node turns silent meanwhile: compare until three answers in a row agree)
 same_answers() { # PATH
@@ -258,6 +321,20 @@ if [ -n "${sid:-}" ]; then
 		same_answers "/v1/sessions/$sid"
 fi
 
+if [ "$SHARDS" -gt 1 ]; then
+	# a Distributed table that lacks a column its local tables have (one a
+	# later version added) gets it when a collector starts
+	ns_column() {
+		curl -sf "$CLICKHOUSE_URL/" --data-binary "SELECT count() FROM system.columns WHERE
+			database = '$database' AND table = 'ips_all' AND name = 'ns'"
+	}
+	curl -sf "$CLICKHOUSE_URL/?database=$database" --data-binary "ALTER TABLE ips_all DROP COLUMN ns"
+	before=$(ns_column)
+	start_replica 4 || not_ok "a fourth collector starts on the cluster"
+	check "a collector starting adds a column missing from a Distributed table (columns named ns: $before, then $(ns_column))" \
+		test "$before" = 0 -a "$(ns_column)" = 1
+	stop_pid "${cpid[4]}"
+fi
 for i in 1 2 3; do stop_pid "${cpid[$i]}"; done
 check "the collectors exited cleanly (collector 3: ASan+UBSan), no sanitizer report" \
 	bash -c "! grep -E 'Sanitizer|runtime error' '$TEST_TMP/c1.log' '$TEST_TMP/c2.log' '$TEST_TMP/c3.log'"

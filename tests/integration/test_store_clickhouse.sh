@@ -4,7 +4,8 @@
 # before its batch row is invisible and its resend is counted once; batches
 # resent through a collector are answered as duplicates (the committer asks
 # ClickHouse once per group) and counted once; and the collector's
-# kill-and-restart test holds with ClickHouse behind it.
+# kill-and-restart test holds with ClickHouse behind it. The storage suite
+# runs again on a cluster of two shards (cluster=).
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/clickhouse.sh"
 source "$(dirname "$0")/collector.sh"
@@ -86,5 +87,30 @@ check "stored $stored + duplicates $dup: each batch stored once, the two resends
 samples=$(curl -sf "$url/v1/profile?format=json" | jq '[.profiles[].samples] | add')
 check "the stored samples ($samples) are the fixture's, once" test "$samples" = 3733
 stop_pid "$COLLECTOR_PID"
+clickhouse_stop
+
+# --- the same storage suite on a cluster of two shards: every table
+# sharded, read through the Distributed tables
+clickhouse_start_cluster 2 || { not_ok "two clickhouse-servers start as one cluster"; finish; }
+for flavour in rel asan; do
+	EDGEPROF_TEST_STORE="clickhouse:$CLICKHOUSE_URL/?cluster=$CLICKHOUSE_CLUSTER" \
+		ASAN_OPTIONS=detect_leaks=1 "$build/$flavour/tests/test_store" \
+		>"$TEST_TMP/cluster.$flavour" 2>&1
+	rc=$?
+	passed=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$TEST_TMP/cluster.$flavour")
+	check "the shared storage suite passes on a two-shard cluster ($flavour: ${passed:-0} tests)" \
+		test "$rc" -eq 0 -a "${passed:-0}" -ge 4
+	[ "$rc" -eq 0 ] || sed 's/^/# /' "$TEST_TMP/cluster.$flavour"
+done
+EDGEPROF_TEST_STORE="clickhouse:$CLICKHOUSE_URL/?cluster=$CLICKHOUSE_CLUSTER" \
+	"$build/rel/tests/test_binaries" >"$TEST_TMP/cluster.images" 2>&1
+rc=$?
+check "binaries' images on a two-shard cluster" test "$rc" -eq 0
+[ "$rc" -eq 0 ] || sed 's/^/# /' "$TEST_TMP/cluster.images"
+# both shards took rows: the suite's build-ids spread over them
+rows=$(for k in 1 2; do curl -sf "$(clickhouse_shard_url $k)/" --data-binary \
+	"SELECT count() FROM system.parts WHERE database LIKE 'edgeprof_test_%' AND table = 'edges' AND active"; done | xargs)
+check "the suite's edges were written to both shards (parts: $rows)" \
+	bash -c 'set -- $1; [ "${1:-0}" -gt 0 ] && [ "${2:-0}" -gt 0 ]' _ "$rows"
 clickhouse_stop
 finish

@@ -119,10 +119,11 @@ static struct ep_store *temp_store(char *path, size_t len, char *spec, size_t sp
 	const char *env = getenv("EDGEPROF_TEST_STORE");
 	snprintf(path, len, "/tmp/ep-test-binaries-%d-%d.db", (int)getpid(), ++n);
 	unlink(path);
-	if (env && strncmp(env, "clickhouse:", 11) == 0)
-		snprintf(spec, speclen, "%s/?database=edgeprof_images_%d_%d", env, (int)getpid(),
-			 n);
-	else
+	if (env && strncmp(env, "clickhouse:", 11) == 0) {
+		char db[64];
+		snprintf(db, sizeof(db), "edgeprof_images_%d_%d", (int)getpid(), n);
+		ep_test_clickhouse_spec(spec, speclen, env, db);
+	} else
 		snprintf(spec, speclen, "sqlite:%s", path);
 	char err[512];
 	struct ep_store *s = ep_store_open(spec, err, sizeof(err));

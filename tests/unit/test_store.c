@@ -28,10 +28,11 @@ static const char *store_spec(bool fresh)
 	const char *env = getenv("EDGEPROF_TEST_STORE");
 	if (fresh)
 		test_number++;
-	if (env && strncmp(env, "clickhouse:", 11) == 0)
-		snprintf(spec, sizeof(spec), "%s/?database=edgeprof_test_%d_%d", env, (int)getpid(),
-			 test_number);
-	else
+	if (env && strncmp(env, "clickhouse:", 11) == 0) {
+		char db[64];
+		snprintf(db, sizeof(db), "edgeprof_test_%d_%d", (int)getpid(), test_number);
+		ep_test_clickhouse_spec(spec, sizeof(spec), env, db);
+	} else
 		snprintf(spec, sizeof(spec), "sqlite:%s/store%d.db", tmpdir, test_number);
 	return spec;
 }
@@ -1010,7 +1011,11 @@ static int ch_query(const char *db, const char *sql, char **out)
 {
 	const char *base = getenv("EDGEPROF_TEST_STORE") + 11;
 	char url[512];
-	snprintf(url, sizeof(url), "%s/?database=%s", base, db);
+	/* the server in the spec, without its parameters (cluster=) */
+	int base_len = (int)strcspn(base, "?");
+	while (base_len > 0 && base[base_len - 1] == '/')
+		base_len--;
+	snprintf(url, sizeof(url), "%.*s/?database=%s", base_len, base, db);
 	char *answer = NULL;
 	size_t len = 0;
 	FILE *f = open_memstream(&answer, &len);
