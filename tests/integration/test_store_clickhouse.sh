@@ -18,24 +18,27 @@ clickhouse_start || { not_ok "clickhouse-server starts on loopback"; finish; }
 ok "clickhouse-server starts on loopback ($CLICKHOUSE_URL)"
 build=$(dirname "$EDGEPROF")
 
-for flavour in rel asan; do
-	EDGEPROF_TEST_STORE="clickhouse:$CLICKHOUSE_URL" ASAN_OPTIONS=detect_leaks=1 \
-		"$build/$flavour/tests/test_store" >"$TEST_TMP/suite.$flavour" 2>&1
-	rc=$?
-	passed=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$TEST_TMP/suite.$flavour")
-	check "the shared storage suite passes on ClickHouse ($flavour: ${passed:-0} tests)" \
-		test "$rc" -eq 0 -a "${passed:-0}" -ge 4
-	[ "$rc" -eq 0 ] || sed 's/^/# /' "$TEST_TMP/suite.$flavour"
-done
-
-# binaries' images (the UI's code) kept in ClickHouse as in SQLite
-for flavour in rel asan; do
-	EDGEPROF_TEST_STORE="clickhouse:$CLICKHOUSE_URL" ASAN_OPTIONS=detect_leaks=1 \
-		"$build/$flavour/tests/test_binaries" >"$TEST_TMP/images.$flavour" 2>&1
-	rc=$?
-	check "binaries' images on ClickHouse ($flavour)" test "$rc" -eq 0
-	[ "$rc" -eq 0 ] || sed 's/^/# /' "$TEST_TMP/images.$flavour"
-done
+# suites SPEC WHAT: the storage suite and the images suite, both builds, on
+# the ClickHouse store SPEC
+suites() {
+	local flavour rc passed
+	for flavour in rel asan; do
+		EDGEPROF_TEST_STORE=$1 ASAN_OPTIONS=detect_leaks=1 \
+			"$build/$flavour/tests/test_store" >"$TEST_TMP/suite.$flavour" 2>&1
+		rc=$?
+		passed=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$TEST_TMP/suite.$flavour")
+		check "the shared storage suite passes on $2 ($flavour: ${passed:-0} tests)" \
+			test "$rc" -eq 0 -a "${passed:-0}" -ge 4
+		[ "$rc" -eq 0 ] || sed 's/^/# /' "$TEST_TMP/suite.$flavour"
+		# binaries' images (the UI's code) kept in ClickHouse as in SQLite
+		EDGEPROF_TEST_STORE=$1 ASAN_OPTIONS=detect_leaks=1 \
+			"$build/$flavour/tests/test_binaries" >"$TEST_TMP/images.$flavour" 2>&1
+		rc=$?
+		check "binaries' images on $2 ($flavour)" test "$rc" -eq 0
+		[ "$rc" -eq 0 ] || sed 's/^/# /' "$TEST_TMP/images.$flavour"
+	done
+}
+suites "clickhouse:$CLICKHOUSE_URL" ClickHouse
 
 # the same streaming guarantees end to end, ClickHouse behind the collector
 EDGEPROF_TEST_STORE="clickhouse:$CLICKHOUSE_URL/?database=restart_$$" \
@@ -92,21 +95,7 @@ clickhouse_stop
 # --- the same storage suite on a cluster of two shards: every table
 # sharded, read through the Distributed tables
 clickhouse_start_cluster 2 || { not_ok "two clickhouse-servers start as one cluster"; finish; }
-for flavour in rel asan; do
-	EDGEPROF_TEST_STORE="clickhouse:$CLICKHOUSE_URL/?cluster=$CLICKHOUSE_CLUSTER" \
-		ASAN_OPTIONS=detect_leaks=1 "$build/$flavour/tests/test_store" \
-		>"$TEST_TMP/cluster.$flavour" 2>&1
-	rc=$?
-	passed=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$TEST_TMP/cluster.$flavour")
-	check "the shared storage suite passes on a two-shard cluster ($flavour: ${passed:-0} tests)" \
-		test "$rc" -eq 0 -a "${passed:-0}" -ge 4
-	[ "$rc" -eq 0 ] || sed 's/^/# /' "$TEST_TMP/cluster.$flavour"
-done
-EDGEPROF_TEST_STORE="clickhouse:$CLICKHOUSE_URL/?cluster=$CLICKHOUSE_CLUSTER" \
-	"$build/rel/tests/test_binaries" >"$TEST_TMP/cluster.images" 2>&1
-rc=$?
-check "binaries' images on a two-shard cluster" test "$rc" -eq 0
-[ "$rc" -eq 0 ] || sed 's/^/# /' "$TEST_TMP/cluster.images"
+suites "clickhouse:$CLICKHOUSE_URL/?cluster=$CLICKHOUSE_CLUSTER" "a two-shard cluster"
 # both shards took rows: the suite's build-ids spread over them
 rows=$(for k in 1 2; do curl -sf "$(clickhouse_shard_url $k)/" --data-binary \
 	"SELECT count() FROM system.parts WHERE database LIKE 'edgeprof_test_%' AND table = 'edges' AND active"; done | xargs)
