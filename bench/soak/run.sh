@@ -172,7 +172,17 @@ container_loop &
 containers_pid=$!
 pids+=("$containers_pid")
 
-# samples: elapsed agent_rss agent_fds collector_rss collector_fds collector_run
+# samples: elapsed agent_rss agent_fds collector_rss collector_fds
+# collector_run collector_store_kib collector_heap_kib: SQLite's heap (its
+# page cache fills up to cache_size as the store grows, which RSS shows as
+# growth) and all the heap in use (a leak grows it; memory the allocator
+# keeps grows RSS only)
+heap_kib() {
+	curl -s --max-time 5 "$url/metrics" | awk '
+		/^edgeprof_store_memory_bytes / {s = int($2 / 1024)}
+		/^edgeprof_process_heap_bytes / {h = int($2 / 1024)}
+		END {print s + 0, h + 0}'
+}
 rss() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
 fds() { ls "/proc/$1/fd" 2>/dev/null | wc -l; }
 t0=$(date +%s)
@@ -185,9 +195,9 @@ sample() {
 	[ "$e" -ge "$next_sample" ] || return 0
 	next_sample=$((next_sample + 10))
 	if [ -n "$collector" ]; then
-		echo "$e $(rss "$agent") $(fds "$agent") $(rss "$collector") $(fds "$collector") $collector_runs" >>"$tmp/samples"
+		echo "$e $(rss "$agent") $(fds "$agent") $(rss "$collector") $(fds "$collector") $collector_runs $(heap_kib)" >>"$tmp/samples"
 	else
-		echo "$e $(rss "$agent") $(fds "$agent") - - $collector_runs" >>"$tmp/samples"
+		echo "$e $(rss "$agent") $(fds "$agent") - - $collector_runs - -" >>"$tmp/samples"
 	fi
 }
 # run_until SECONDS: samples every 10 s until then
@@ -294,7 +304,7 @@ coll = coll[len(coll) // 5:]  # its own warm-up
 def show(name, pts, col):
     if not pts:
         return
-    ys = [(float(r[0]), float(r[col])) for r in pts]
+    ys = [(float(r[0]), col(r) if callable(col) else float(r[col])) for r in pts]
     print(f"soak_{name}_first: {ys[0][1]:.0f}")
     print(f"soak_{name}_last: {ys[-1][1]:.0f}")
     print(f"soak_{name}_max: {max(y for _, y in ys):.0f}")
@@ -304,6 +314,12 @@ show("agent_rss_kib", agent, 1)
 show("agent_fds", agent, 2)
 show("collector_rss_kib", coll, 3)
 show("collector_fds", coll, 4)
+# what of the collector's growth is SQLite's page cache filling (bounded by
+# its cache_size), and what is left
+show("collector_store_kib", coll, 6)
+show("collector_rss_less_store_kib", coll, lambda r: float(r[3]) - float(r[6]))
+show("collector_heap_kib", coll, 7)
+show("collector_heap_less_store_kib", coll, lambda r: float(r[7]) - float(r[6]))
 PY
 cp "$tmp/samples" "${SOAK_SAMPLES_OUT:-/dev/null}" 2>/dev/null
 [ "$reports" -eq 0 ] || grep -h -A12 'Sanitizer\|runtime error' "$tmp"/agent.log "$tmp"/collector.*.log | head -60 >&2

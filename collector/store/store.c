@@ -44,6 +44,11 @@ bool ep_store_keeps_batches(const struct ep_store *s)
 	return s->ops->keeps_batches;
 }
 
+uint64_t ep_store_memory_bytes(struct ep_store *s)
+{
+	return s->ops->memory_bytes ? s->ops->memory_bytes(s) : 0;
+}
+
 int ep_store_has_batch(struct ep_store *s, const char *agent_id, uint64_t sequence, char *err,
 		       size_t errlen)
 {

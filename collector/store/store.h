@@ -89,6 +89,12 @@ const char *ep_store_kind(const struct ep_store *s);
  * across batches before writing (SQLite). */
 bool ep_store_keeps_batches(const struct ep_store *s);
 
+/* Heap the store's library holds in this process (SQLite: its page cache,
+ * which fills up to cache_size as the store grows, and its statements); 0
+ * when the backend keeps none (ClickHouse). Read without the store's lock,
+ * so a scrape never waits for a commit. */
+uint64_t ep_store_memory_bytes(struct ep_store *s);
+
 /* 1 when (agent_id, sequence) was stored by an earlier write, 0 when not,
  * -1 with err on failure. */
 int ep_store_has_batch(struct ep_store *s, const char *agent_id, uint64_t sequence, char *err,

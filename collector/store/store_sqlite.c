@@ -997,10 +997,21 @@ static void sqlite_close(struct ep_store *base)
 	free(s);
 }
 
+/* All of SQLite's heap in the process: the collector opens one store. */
+static uint64_t sqlite_memory_bytes(struct ep_store *base)
+{
+	(void)base;
+	sqlite3_int64 used = 0, highest = 0;
+	if (sqlite3_status64(SQLITE_STATUS_MEMORY_USED, &used, &highest, 0) != SQLITE_OK)
+		return 0;
+	return used > 0 ? (uint64_t)used : 0;
+}
+
 static const struct ep_store_ops sqlite_ops = {
     .kind = "sqlite",
     .keeps_batches = false,
     .close = sqlite_close,
+    .memory_bytes = sqlite_memory_bytes,
     .has_batch = sqlite_has_batch,
     .write = sqlite_write,
     .prune = sqlite_prune,

@@ -65,7 +65,25 @@ check "  bb's edge count is 100 + 320, nothing of the refused batches" \
 	test "$(jq -r '.profiles[0].branches[0].count' "$TEST_TMP/out")" = 420
 check "GET /v1/profile (every binary): 200" test "$(status '/v1/profile?format=json')" = 200
 
+# SQLite's heap is shown, so RSS growth can be told from its page cache
+# filling (bounded by cache_size, 64 MiB)
+mem=$(metric "$url" edgeprof_store_memory_bytes)
+check "/metrics shows the SQLite store's heap, above 0 and within its cache's bound ($mem bytes)" \
+	test "${mem:-0}" -gt 0 -a "${mem:-0}" -lt $((80 << 20))
+heap=$(metric "$url" edgeprof_process_heap_bytes)
+check "  and the heap in use (the sanitizer's books in this build), SQLite's within it ($heap bytes)" \
+	test "${heap:-0}" -gt "${mem:-0}"
 stop_pid "$COLLECTOR_PID"
 check "the collector (ASan) exits cleanly, no leak" \
 	bash -c "! grep -q 'ERROR: \(Address\|Leak\)Sanitizer\|runtime error' '$TEST_TMP/c.log'"
+# the plain build reads glibc's books instead, on the same store
+COLLECTOR_BIN=$EDGEPROF start_collector plain --store "sqlite:$TEST_TMP/store.db" \
+	--listen 127.0.0.1:0 || exit 1
+check "/v1/profile from the plain build: 200" \
+	test "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$COLLECTOR_PORT/v1/profile")" = 200
+mem=$(metric "http://127.0.0.1:$COLLECTOR_PORT" edgeprof_store_memory_bytes)
+heap=$(metric "http://127.0.0.1:$COLLECTOR_PORT" edgeprof_process_heap_bytes)
+check "  its heap in use (glibc's mallinfo2) holds SQLite's ($heap > $mem bytes)" \
+	test "${mem:-0}" -gt 0 -a "${heap:-0}" -gt "${mem:-0}"
+stop_pid "$COLLECTOR_PID"
 finish
