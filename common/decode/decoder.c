@@ -80,9 +80,11 @@ struct ep_decoder {
 	uint32_t *scratch;
 	uint32_t scratch_cap;
 	/* Walks already done, by (start, end): stacks repeat heavily, so most
-	 * gaps were walked before. Direct-mapped, fixed size, made on the first
-	 * walk; an entry names the run's items, which never move in items[]. */
+	 * gaps were walked before. Direct-mapped, sized by the code (memo_size),
+	 * made on the first walk; an entry names the run's items, which never
+	 * move in items[]. */
 	struct walk_memo *memo;
+	uint32_t memo_mask;
 };
 
 struct walk_memo {
@@ -90,7 +92,8 @@ struct walk_memo {
 	uint32_t first; /* steps: items[first .. first + n), closing: items[first + n] */
 	uint32_t n;	/* MEMO_EMPTY when unused */
 };
-#define MEMO_SIZE  16384 /* 512 KiB per decoder walked */
+#define MEMO_MAX   16384 /* 512 KiB per decoder walked */
+#define MEMO_MIN   256
 #define MEMO_EMPTY UINT32_MAX
 
 const char *ep_branch_kind_name(enum ep_branch_kind kind)
@@ -565,7 +568,22 @@ static enum ep_walk_status end_status(const struct run *r)
 static inline struct walk_memo *memo_slot(struct ep_decoder *d, uint64_t start, uint64_t end)
 {
 	uint64_t h = (start * 0x9e3779b97f4a7c15ULL) ^ (end * 0xc2b2ae3d27d4eb4fULL);
-	return &d->memo[(h >> 40) & (MEMO_SIZE - 1)];
+	return &d->memo[(h >> 40) & d->memo_mask];
+}
+
+/* One entry per 32 bytes of code, a power of two within [MEMO_MIN,
+ * MEMO_MAX]: the gaps a profile walks grow with the code, and a small
+ * binary (most of a node's) need not pay, in memory and in clearing it,
+ * what a large one does. */
+static uint32_t memo_size(const struct ep_decoder *d)
+{
+	uint64_t code = 0;
+	for (size_t i = 0; i < d->nsegments; i++)
+		code += d->segments[i].size;
+	uint32_t n = MEMO_MIN;
+	while (n < MEMO_MAX && (uint64_t)n * 32 < code)
+		n *= 2;
+	return n;
 }
 
 static enum ep_walk_status __attribute__((noinline))
@@ -595,9 +613,12 @@ walk_uncached(struct ep_decoder *d, uint64_t start, uint64_t end, uint32_t from_
 	*first = run->first_item;
 	*nsteps = i;
 	if (!d->memo) {
-		d->memo = malloc(MEMO_SIZE * sizeof(*d->memo));
-		if (d->memo)
-			memset(d->memo, 0xff, MEMO_SIZE * sizeof(*d->memo));
+		uint32_t entries = memo_size(d);
+		d->memo = malloc(entries * sizeof(*d->memo));
+		if (d->memo) {
+			memset(d->memo, 0xff, entries * sizeof(*d->memo));
+			d->memo_mask = entries - 1;
+		}
 	}
 	if (d->memo)
 		*memo_slot(d, start, end) =
