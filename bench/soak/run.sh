@@ -13,7 +13,8 @@
 #     filled by a file and freed again (at 45% and 80%: batches that cannot be
 #     put in the spool meanwhile are lost and counted, with their samples).
 # Every 10 s the RSS and open descriptors of agent and collector are
-# sampled; after warm-up (SOAK_WARMUP_S, 20% of the run, at least 30 s) their
+# sampled, and the collector's heap in use and SQLite's part of it (its
+# /metrics); after warm-up (SOAK_WARMUP_S, 20% of the run, at least 30 s) their
 # slope is fitted (least squares; the collector's per run between restarts,
 # the last one reported). At the end the agent is stopped (it flushes its
 # spool), and every sample is accounted for: the samples of the batches
@@ -34,6 +35,10 @@ warmup=${SOAK_WARMUP_S:-$((secs / 5 > 30 ? secs / 5 : 30))}
 interval=${SOAK_INTERVAL_S:-5}
 case $build in /*) ;; *) build=$PWD/$build ;; esac
 asan=$build/edgeprof-asan
+# SOAK_COLLECTOR=plain runs the collector users run (glibc's allocator, no
+# shadow memory) to tell its RSS from the ASan build's
+collector_bin=$asan
+[ "${SOAK_COLLECTOR:-asan}" = plain ] && collector_bin=$build/edgeprof
 churn=$build/bench-soak/churn
 note() { echo "soak: $*" >&2; }
 
@@ -109,7 +114,7 @@ collector_runs=0
 start_collector() {
 	collector_runs=$((collector_runs + 1))
 	rm -f "$tmp/port"
-	"$asan" collector --store "sqlite:$tmp/store.db" --listen "127.0.0.1:$port" \
+	"$collector_bin" collector --store "sqlite:$tmp/store.db" --listen "127.0.0.1:$port" \
 		--port-file "$tmp/port" >"$tmp/collector.$collector_runs.log" 2>&1 &
 	collector=$!
 	pids+=("$collector")
