@@ -1315,14 +1315,16 @@ struct ep_store *ep_store_clickhouse_open(const char *location, char *err, size_
 		}
 	}
 	/* the local tables on every shard; sharded, on the server reads go to
-	 * as well (TABLE_all copies their columns; IF NOT EXISTS makes a shard
-	 * that is also that server a no-op) */
-	for (size_t k = 0; k < s->nshards; k++)
+	 * as well, unless it is one of them (TABLE_all copies their columns) */
+	bool reads_on_a_shard = false;
+	for (size_t k = 0; k < s->nshards; k++) {
+		reads_on_a_shard |= strcmp(s->shards[k].base_url, s->conn.base_url) == 0;
 		if (set_up_schema(&s->shards[k], err, errlen) != 0) {
 			ch_close(&s->base);
 			return NULL;
 		}
-	if (s->cluster && (set_up_schema(&s->conn, err, errlen) != 0 ||
+	}
+	if (s->cluster && ((!reads_on_a_shard && set_up_schema(&s->conn, err, errlen) != 0) ||
 			   set_up_distributed(s, err, errlen) != 0)) {
 		ch_close(&s->base);
 		return NULL;
