@@ -76,7 +76,7 @@ clickhouse_start() {
 # cluster's hosts are; sets CLICKHOUSE_URL (shard 1), CLICKHOUSE_SHARD_PIDS
 # and CLICKHOUSE_CLUSTER. clickhouse_restart_shard K restarts one.
 clickhouse_start_cluster() {
-	local n=$1 k http tcps remote=""
+	local n=$1 k http remote=""
 	local -a ports
 	read -r -a ports < <(free_ports $((n + 1)))
 	http=${ports[0]}

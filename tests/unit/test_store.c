@@ -1012,10 +1012,7 @@ static int ch_query(const char *db, const char *sql, char **out)
 	const char *base = getenv("EDGEPROF_TEST_STORE") + 11;
 	char url[512];
 	/* the server in the spec, without its parameters (cluster=) */
-	int base_len = (int)strcspn(base, "?");
-	while (base_len > 0 && base[base_len - 1] == '/')
-		base_len--;
-	snprintf(url, sizeof(url), "%.*s/?database=%s", base_len, base, db);
+	snprintf(url, sizeof(url), "%.*s/?database=%s", ep_test_url_server_len(base), base, db);
 	char *answer = NULL;
 	size_t len = 0;
 	FILE *f = open_memstream(&answer, &len);

@@ -27,17 +27,24 @@ static inline const char *ep_test_fixture(const char *name)
 	return p;
 }
 
+/* The length of url's server part: before its parameters ('?') and the
+ * slashes ahead of them. */
+static inline int ep_test_url_server_len(const char *url)
+{
+	int n = (int)strcspn(url, "?");
+	while (n > 0 && url[n - 1] == '/')
+		n--;
+	return n;
+}
+
 /* A ClickHouse store spec from $EDGEPROF_TEST_STORE (clickhouse:URL, with
  * parameters such as cluster=NAME after a '?') for a database of its own. */
 static inline void ep_test_clickhouse_spec(char *spec, size_t len, const char *env,
 					   const char *database)
 {
 	const char *q = strchr(env, '?');
-	int base = q ? (int)(q - env) : (int)strlen(env);
-	while (base > 0 && env[base - 1] == '/')
-		base--;
-	snprintf(spec, len, "%.*s/?database=%s%s%s", base, env, database, q ? "&" : "",
-		 q ? q + 1 : "");
+	snprintf(spec, len, "%.*s/?database=%s%s%s", ep_test_url_server_len(env), env, database,
+		 q ? "&" : "", q ? q + 1 : "");
 }
 
 #endif
