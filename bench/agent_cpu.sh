@@ -12,6 +12,10 @@
 #   agent_cpu_us_per_exec, perf_record_cpu_us_per_exec   medians over rounds
 #   agent_cpu_us_per_exec_vs_perf_record                 their ratio
 #   agent_idle_cpu_pct_of_core                           the agent without our churn
+#   agent_cpu_us_per_exec_in_container                   the same churn run in a cgroup
+#     named the way podman names a container's, so every process is labelled
+#     with the container (where cgroup v2 is writable; the agent's extra work
+#     per labelled process shows here)
 # (BENCH_AGENT_CPU_ROUNDS, default 3; BENCH_AGENT_CPU_EXECS, default 2000.)
 # Other processes on the machine add their execs to both; that noise is
 # small next to N. Needs root.
@@ -44,6 +48,21 @@ int main(int argc, char **argv)
 }
 EOF
 cc -O2 -o "$tmp/churn" "$tmp/churn.c"
+
+# a container's cgroup for the churn, where cgroup v2 lets us make one
+container_cg=
+for r in /sys/fs/cgroup/unified /sys/fs/cgroup; do
+	if [ -f "$r/cgroup.procs" ] && [ -w "$r" ]; then
+		container_cg=$r/edgeprof-bench-$$.slice/libpod-$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n').scope
+		mkdir -p "$container_cg" || container_cg=
+		break
+	fi
+done
+remove_container_cg() {
+	[ -n "$container_cg" ] || return 0
+	rmdir "$container_cg" "$(dirname "$container_cg")" 2>/dev/null || true
+}
+trap 'sampling_bench_cleanup; remove_container_cg' EXIT
 
 pid_cpu() {
 	cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { printf "%.9f\n", s / 1e9 }'
@@ -85,7 +104,13 @@ measure() {
 	sleep 2
 	c1=$(pid_cpu "$sampler")
 	t1=$(now)
-	"$tmp/churn" "$execs" /bin/true
+	if [ "${2:-}" = container ]; then
+		# the churn and its children live in the container's cgroup
+		sh -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' sh "$container_cg" \
+			"$tmp/churn" "$execs" /bin/true
+	else
+		"$tmp/churn" "$execs" /bin/true
+	fi
 	c2=$(pid_cpu "$sampler")
 	t2=$(now)
 	stop_sampler
@@ -96,11 +121,15 @@ measure() {
 }
 
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
-agent_us='' perf_us='' agent_idle=''
+agent_us='' perf_us='' agent_idle='' container_us=''
 for _ in $(seq "$rounds"); do
 	read -r idle us < <(measure agent)
 	agent_idle+="$idle "
 	agent_us+="$us "
+	if [ -n "$container_cg" ]; then
+		read -r _ us < <(measure agent container)
+		container_us+="$us "
+	fi
 	read -r _ us < <(measure perf)
 	perf_us+="$us "
 done
@@ -110,4 +139,5 @@ echo "agent_cpu_us_per_exec: $a"
 echo "perf_record_cpu_us_per_exec: $p"
 awk -v a="$a" -v p="$p" 'BEGIN { if (p > 0) printf "agent_cpu_us_per_exec_vs_perf_record: %.2f\n", a / p }'
 echo "agent_idle_cpu_pct_of_core: $(median <<<"$agent_idle")"
+[ -z "$container_us" ] || echo "agent_cpu_us_per_exec_in_container: $(median <<<"$container_us")"
 echo "agent_cpu_rounds: $rounds"

@@ -165,6 +165,31 @@ else
 	note "valgrind not found: no import_instructions_per_sample line"
 fi
 
+# --- a short process's cost in the pipeline, in a container or not: the
+# instructions its fork, exec, exit and forget add (cachegrind, as above), per
+# process, while a busy process's real samples flow -------------------------
+if command -v valgrind >/dev/null; then
+	churn_ir() { # MODE CHILDREN -> instructions
+		valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file="$tmp/churn.out" \
+			"$build/bench/pipeline_churn_bench" ../shared/fixtures/lbr/test.lbr ../shared/fixtures/lbr/test.binary "$1" "$2" \
+			>"$tmp/churn.txt" 2>/dev/null || return 1
+		grep '^summary:' "$tmp/churn.out" | awk '{ print $2 }'
+	}
+	per_process() { # MODE -> instructions per process
+		local none some samples
+		none=$(churn_ir "$1" 0) && some=$(churn_ir "$1" 4) &&
+			samples=$(awk '/^samples:/ { print $2 }' "$tmp/churn.txt") &&
+			echo "($some - $none) / (4 * $samples)" | bc -l | xargs printf '%.0f'
+	}
+	if plain=$(per_process plain) && in_ct=$(per_process container); then
+		echo "pipeline_instructions_per_process: $plain"
+		echo "pipeline_instructions_per_process_in_container: $in_ct"
+		echo "pipeline_instructions_per_process_in_container_vs_plain: $(echo "$in_ct / $plain" | bc -l | xargs printf '%.2f')"
+	else
+		note "valgrind could not count the pipeline's instructions per process"
+	fi
+fi
+
 # --- perf2bolt ---------------------------------------------------------------
 # perf2bolt runs `perf script` (several jobs at once) and reads its text, so
 # its time includes perf's: that is what a user pays.

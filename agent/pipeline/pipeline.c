@@ -32,7 +32,21 @@ struct ep_pipeline {
 		uint32_t pids;
 	} * sets[EP_MAX_LABEL_SETS];
 	size_t nsets; /* slots in use, holes included */
+	/* pid -> its set, with PID_RETIRING when the process is gone but still
+	 * has counts pending in the reconstructor */
 	struct ep_u64map pid_set;
+	/* The pids with samples since the reconstructor's last flush: only
+	 * they can have pending counts, which go to the pid's set of the
+	 * moment they are flushed. A pid's set may change without a flush
+	 * when it is not here, which is the common case on a busy node: a
+	 * container's short processes fork and exit hundreds of times a
+	 * second, and each flush walks the whole entry memo. */
+	struct ep_u64map sampled_pids;
+	uint32_t last_sampled_pid; /* sampled_pids holds it, when valid */
+	bool last_sampled_valid;
+	/* gone pids of PID_RETIRING, unmapped at the next flush */
+	uint32_t *retiring;
+	size_t nretiring, retiring_cap;
 	uint64_t retired_branches, retired_ranges; /* of freed sets */
 	uint64_t unlabelled_overflow;		   /* pids left unlabelled: too many sets */
 	struct ep_trace trace;
@@ -146,27 +160,72 @@ static size_t set_for(struct ep_pipeline *p, const Edgeprof__V1__Labels *l)
 	return i;
 }
 
+#define PID_RETIRING (1ULL << 32)
+
 static size_t set_of_pid(const struct ep_pipeline *p, uint32_t pid)
 {
 	if (p->nsets == 1)
 		return 0;
 	const uint64_t *s = ep_u64map_get(&p->pid_set, pid);
-	return s ? (size_t)*s : 0;
+	return s ? (size_t)(uint32_t)*s : 0;
+}
+
+static void unmap_pid(struct ep_pipeline *p, uint32_t pid)
+{
+	const uint64_t *s = ep_u64map_get(&p->pid_set, pid);
+	if (!s)
+		return;
+	p->sets[(uint32_t)*s]->pids--;
+	ep_u64map_remove(&p->pid_set, pid);
+}
+
+/* Hands the reconstructor's pending counts to the sets of their pids, then
+ * lets the gone pids go. */
+static void flush_counts(struct ep_pipeline *p)
+{
+	ep_reconstructor_flush(p->reconstructor);
+	ep_u64map_clear(&p->sampled_pids);
+	p->last_sampled_valid = false;
+	for (size_t i = 0; i < p->nretiring; i++) {
+		const uint64_t *s = ep_u64map_get(&p->pid_set, p->retiring[i]);
+		if (s && (*s & PID_RETIRING))
+			unmap_pid(p, p->retiring[i]);
+	}
+	p->nretiring = 0;
+}
+
+static bool sampled_since_flush(const struct ep_pipeline *p, uint32_t pid)
+{
+	return ep_u64map_get(&p->sampled_pids, pid) != NULL;
+}
+
+static void note_sampled_pid(struct ep_pipeline *p, uint32_t pid)
+{
+	if (p->last_sampled_valid && pid == p->last_sampled_pid)
+		return;
+	/* out of memory: flush now rather than lose track of pending counts */
+	if (!ep_u64map_upsert(&p->sampled_pids, pid, NULL))
+		flush_counts(p);
+	else {
+		p->last_sampled_pid = pid;
+		p->last_sampled_valid = true;
+	}
 }
 
 static void assign_pid(struct ep_pipeline *p, uint32_t pid, size_t set)
 {
-	size_t old = set_of_pid(p, pid);
-	if (old == set)
+	const uint64_t *s = ep_u64map_get(&p->pid_set, pid);
+	if (s && *s == set)
 		return;
-	/* what pid counted so far belongs to its old set */
-	ep_reconstructor_flush(p->reconstructor);
-	if (old)
-		p->sets[old]->pids--;
-	if (set == 0) {
-		ep_u64map_remove(&p->pid_set, pid);
+	if (!s && set == 0)
 		return;
-	}
+	/* what pid counted so far belongs to its old set (a retiring pid is
+	 * always one with pending counts: it is used again) */
+	if (sampled_since_flush(p, pid))
+		flush_counts(p);
+	unmap_pid(p, pid);
+	if (set == 0)
+		return;
 	uint64_t *slot = ep_u64map_upsert(&p->pid_set, pid, NULL);
 	if (!slot)
 		return;
@@ -196,7 +255,7 @@ size_t ep_pipeline_label_sets(const struct ep_pipeline *p)
 static void mark_binaries(void *ctx, uint8_t *in_use, size_t n)
 {
 	struct ep_pipeline *p = ctx;
-	ep_reconstructor_flush(p->reconstructor);
+	flush_counts(p);
 	ep_procmap_mark_binaries(p->procmap, in_use, n);
 	for (size_t i = 0; i < p->nsets; i++)
 		if (p->sets[i])
@@ -271,6 +330,8 @@ void ep_pipeline_free(struct ep_pipeline *p)
 		free_set(p->sets[i]);
 	free(p->sets[0]);
 	ep_u64map_free(&p->pid_set);
+	ep_u64map_free(&p->sampled_pids);
+	free(p->retiring);
 	ep_aggregator_free(p->aggregator);
 	ep_reconstructor_free(p->reconstructor);
 	ep_decoder_cache_free(p->decoders);
@@ -369,7 +430,30 @@ void ep_pipeline_exit(struct ep_pipeline *p, uint32_t pid)
 void ep_pipeline_forget(struct ep_pipeline *p, uint32_t pid)
 {
 	ep_procmap_forget(p->procmap, pid);
-	assign_pid(p, pid, 0);
+	uint64_t *s = ep_u64map_get(&p->pid_set, pid);
+	if (!s || (*s & PID_RETIRING))
+		return;
+	if (!sampled_since_flush(p, pid)) {
+		unmap_pid(p, pid);
+		return;
+	}
+	/* its pending counts are still its set's: it leaves the set at the
+	 * next flush, which the streamer makes anyway */
+	uint32_t *grown = p->retiring;
+	if (p->nretiring == p->retiring_cap) {
+		size_t cap = p->retiring_cap ? 2 * p->retiring_cap : 64;
+		grown = realloc(p->retiring, cap * sizeof(*grown));
+		if (grown) {
+			p->retiring = grown;
+			p->retiring_cap = cap;
+		}
+	}
+	if (p->nretiring == p->retiring_cap) {
+		assign_pid(p, pid, 0); /* out of memory: flush now */
+		return;
+	}
+	*s |= PID_RETIRING;
+	p->retiring[p->nretiring++] = pid;
 }
 
 size_t ep_pipeline_processes(const struct ep_pipeline *p)
@@ -506,6 +590,7 @@ void ep_pipeline_set_cycles(struct ep_pipeline *p, const struct ep_pipeline_cycl
 void ep_pipeline_sample(struct ep_pipeline *p, const struct ep_sample_record *rec)
 {
 	note_stack(p, rec);
+	note_sampled_pid(p, rec->pid);
 	struct ep_aggregator *agg = p->sets[set_of_pid(p, rec->pid)]->agg;
 	uint32_t bin;
 	uint64_t vaddr;
@@ -783,7 +868,7 @@ static Edgeprof__V1__Profile *with_stats(Edgeprof__V1__Profile *prof, struct ep_
 
 static Edgeprof__V1__Profile *profile_of(struct ep_pipeline *p, bool labelled)
 {
-	ep_reconstructor_flush(p->reconstructor);
+	flush_counts(p);
 	set_cycles_mode(p);
 	return with_stats(build_sets(p, labelled), &p, 1);
 }
@@ -801,7 +886,7 @@ Edgeprof__V1__Profile *ep_pipeline_profile_merged(struct ep_pipeline *const *ps,
 	if (!aggs)
 		return NULL;
 	for (size_t i = 0; i < n; i++) {
-		ep_reconstructor_flush(ps[i]->reconstructor);
+		flush_counts(ps[i]);
 		set_cycles_mode(ps[i]);
 		aggs[i] = ps[i]->aggregator;
 	}

@@ -435,6 +435,7 @@ void ep_reconstructor_set_span_sink(struct ep_reconstructor *r, ep_span_sink fn,
 
 void ep_reconstructor_flush(struct ep_reconstructor *r)
 {
+	r->stats.flushes++;
 	for (size_t i = 0; r->memo && i < ENTRY_MEMO_SIZE; i++)
 		if (r->memo[i].pending)
 			flush_entry(r, &r->memo[i]);

@@ -67,6 +67,8 @@ struct ep_reconstruct_stats {
 	/* entries worked out rather than remembered: what a mapping change of
 	 * the sample's process (and only of it) costs again */
 	uint64_t entries_computed;
+	/* ep_reconstructor_flush() calls: each walks the whole entry memo */
+	uint64_t flushes;
 };
 
 struct ep_reconstructor;

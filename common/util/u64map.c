@@ -2,6 +2,7 @@
 #include "common/util/u64map.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 void ep_u64map_init(struct ep_u64map *m)
 {
@@ -114,4 +115,11 @@ bool ep_u64map_remove(struct ep_u64map *m, uint64_t key)
 	m->used[i] = 0;
 	m->count--;
 	return true;
+}
+
+void ep_u64map_clear(struct ep_u64map *m)
+{
+	if (m->count)
+		memset(m->used, 0, m->capacity);
+	m->count = 0;
 }

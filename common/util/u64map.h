@@ -28,6 +28,9 @@ uint64_t *ep_u64map_upsert(struct ep_u64map *m, uint64_t key, bool *inserted);
 /* Removes key; false when it was not there. */
 bool ep_u64map_remove(struct ep_u64map *m, uint64_t key);
 
+/* Removes every key, keeping the memory for the next ones. */
+void ep_u64map_clear(struct ep_u64map *m);
+
 /* Iteration: for (size_t i = 0; i < m->capacity; i++) if (m->used[i]) ... */
 
 static inline uint64_t ep_hash_u64(uint64_t x)

@@ -11,6 +11,7 @@
 
 #include "agent/pipeline/pipeline.h"
 #include "agent/source/perf_data/perf_data.h"
+#include "common/profile/profile_file.h"
 
 /* test.lbr's samples; test.binary is mapped at 0x400000 (not PIE). */
 static void load_samples(struct samples *s)
@@ -147,12 +148,119 @@ static void test_other_processes_keep_remembered_entries(void **state)
 	free(s.recs);
 }
 
+/* Edges counted per container, over a profile's label sets. */
+static uint64_t edges_of(const Edgeprof__V1__Profile *prof, const char *container)
+{
+	uint64_t sum = 0;
+	for (size_t i = 0; i < prof->n_binaries; i++) {
+		const Edgeprof__V1__BinaryProfile *bp = prof->binaries[i];
+		const char *c =
+		    bp->labels && bp->labels->container_id ? bp->labels->container_id : "";
+		if (strcmp(c, container) != 0)
+			continue;
+		for (size_t k = 0; k < bp->n_edges; k++)
+			sum += bp->edges[k]->count;
+	}
+	return sum;
+}
+
+/* The edges that the samples recs[from..to) count, run as pid. */
+static uint64_t edges_alone(const struct samples *s, size_t from, size_t to, uint32_t pid)
+{
+	struct ep_binary_registry *reg = ep_binreg_new();
+	struct ep_pipeline *p = new_pipeline(reg, pid);
+	for (size_t i = from; i < to; i++) {
+		struct ep_sample_record rec = s->recs[i];
+		rec.pid = pid;
+		ep_pipeline_sample(p, &rec);
+	}
+	Edgeprof__V1__Profile *prof = ep_pipeline_take_delta(p);
+	assert_non_null(prof);
+	uint64_t n = edges_of(prof, "");
+	ep_profile_free(prof);
+	ep_pipeline_free(p);
+	ep_binreg_free(reg);
+	return n;
+}
+
+static void sample_as(struct ep_pipeline *p, const struct samples *s, size_t from, size_t to,
+		      uint32_t pid)
+{
+	for (size_t i = from; i < to; i++) {
+		struct ep_sample_record rec = s->recs[i];
+		rec.pid = pid;
+		ep_pipeline_sample(p, &rec);
+	}
+}
+
+/*
+ * A container's short processes come and go hundreds of times a second on
+ * a busy node. A process that has not been sampled since the last flush has
+ * no counts pending, so its fork and exit must not flush the reconstructor
+ * (each flush walks the whole entry memo). Counts that are pending still go
+ * to the container they were sampled in, also when a gone process's pid is
+ * used again, in another container, before the next flush.
+ */
+static void test_labelled_processes_come_and_go_without_flushing(void **state)
+{
+	(void)state;
+	struct samples s;
+	load_samples(&s);
+	const uint32_t parent = 100, child = 200;
+	struct ep_binary_registry *reg = ep_binreg_new();
+	struct ep_pipeline *p = new_pipeline(reg, parent);
+	const struct ep_reconstruct_stats *st =
+	    ep_reconstructor_stats(ep_pipeline_reconstructor(p));
+	Edgeprof__V1__Labels one = EDGEPROF__V1__LABELS__INIT, two = EDGEPROF__V1__LABELS__INIT;
+	one.container_id = "one";
+	two.container_id = "two";
+	ep_pipeline_label_pid(p, parent, &one);
+	sample_as(p, &s, 0, 500, parent);
+	uint64_t flushes = st->flushes;
+	for (uint32_t i = 0; i < 300; i++) {
+		ep_pipeline_fork(p, 1000 + i, parent);
+		ep_pipeline_exit(p, 1000 + i);
+		ep_pipeline_forget(p, 1000 + i);
+	}
+	assert_int_equal(st->flushes, flushes);
+
+	/* child runs in container one and is gone, its counts still pending */
+	ep_pipeline_fork(p, child, parent);
+	sample_as(p, &s, 500, 1000, child);
+	ep_pipeline_exit(p, child);
+	ep_pipeline_forget(p, child);
+	assert_int_equal(st->flushes, flushes);
+	/* its pid comes back in container two: now the pending counts must go */
+	ep_pipeline_label_pid(p, child, &two);
+	assert_int_equal(st->flushes, flushes + 1);
+	ep_pipeline_mmap(p, child, 0x400000, 0x100000, 0, ep_test_fixture("test.binary"), NULL, 0);
+	sample_as(p, &s, 1000, 1400, child);
+	/* parent is gone too: its set goes once its counts are taken */
+	ep_pipeline_forget(p, parent);
+
+	Edgeprof__V1__Profile *prof = ep_pipeline_take_delta(p);
+	assert_non_null(prof);
+	uint64_t in_one = edges_of(prof, "one"), in_two = edges_of(prof, "two");
+	uint64_t want_one = edges_alone(&s, 0, 500, parent) + edges_alone(&s, 500, 1000, child);
+	uint64_t want_two = edges_alone(&s, 1000, 1400, child);
+	assert_true(want_one > 1000 && want_two > 1000);
+	assert_int_equal(in_one, want_one);
+	assert_int_equal(in_two, want_two);
+	assert_int_equal(edges_of(prof, ""), 0);
+	ep_profile_free(prof);
+	assert_int_equal(ep_pipeline_label_sets(p), 1);
+	ep_pipeline_free(p);
+	ep_binreg_free(reg);
+	free(s.recs);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_remembered_entries_give_the_same_trace),
 	    cmocka_unit_test(test_new_mappings_are_not_answered_from_memory),
 	    cmocka_unit_test(test_other_processes_keep_remembered_entries),
+	    cmocka_unit_test(test_labelled_processes_come_and_go_without_flushing),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
