@@ -160,7 +160,8 @@ static size_t set_for(struct ep_pipeline *p, const Edgeprof__V1__Labels *l)
 	return i;
 }
 
-#define PID_RETIRING (1ULL << 32)
+#define PID_RETIRING	 (1ULL << 32)
+#define SAMPLED_PIDS_MAX 4096
 
 static size_t set_of_pid(const struct ep_pipeline *p, uint32_t pid)
 {
@@ -203,8 +204,11 @@ static void note_sampled_pid(struct ep_pipeline *p, uint32_t pid)
 {
 	if (p->last_sampled_valid && pid == p->last_sampled_pid)
 		return;
-	/* out of memory: flush now rather than lose track of pending counts */
-	if (!ep_u64map_upsert(&p->sampled_pids, pid, NULL))
+	/* Out of memory: flush now rather than lose track of pending counts.
+	 * Past SAMPLED_PIDS_MAX too: an agent that only writes a file never
+	 * takes deltas, and a flush is cheap next to that many pids' samples. */
+	if (!ep_u64map_upsert(&p->sampled_pids, pid, NULL) ||
+	    p->sampled_pids.count > SAMPLED_PIDS_MAX)
 		flush_counts(p);
 	else {
 		p->last_sampled_pid = pid;
@@ -590,7 +594,8 @@ void ep_pipeline_set_cycles(struct ep_pipeline *p, const struct ep_pipeline_cycl
 void ep_pipeline_sample(struct ep_pipeline *p, const struct ep_sample_record *rec)
 {
 	note_stack(p, rec);
-	note_sampled_pid(p, rec->pid);
+	if (rec->nr_entries) /* pending counts come from branch entries only */
+		note_sampled_pid(p, rec->pid);
 	struct ep_aggregator *agg = p->sets[set_of_pid(p, rec->pid)]->agg;
 	uint32_t bin;
 	uint64_t vaddr;

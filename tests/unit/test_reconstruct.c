@@ -249,6 +249,16 @@ static void test_labelled_processes_come_and_go_without_flushing(void **state)
 	assert_int_equal(edges_of(prof, ""), 0);
 	ep_profile_free(prof);
 	assert_int_equal(ep_pipeline_label_sets(p), 1);
+
+	/* an agent that only writes a file never takes deltas: what it keeps
+	 * of the pids sampled since the last flush stays bounded */
+	flushes = st->flushes;
+	for (uint32_t i = 0; i < 5000; i++) {
+		struct ep_sample_record rec = s.recs[i];
+		rec.pid = 10000 + i;
+		ep_pipeline_sample(p, &rec);
+	}
+	assert_int_equal(st->flushes, flushes + 1);
 	ep_pipeline_free(p);
 	ep_binreg_free(reg);
 	free(s.recs);
