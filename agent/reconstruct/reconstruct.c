@@ -25,7 +25,10 @@ enum gap_kind { GAP_NONE, GAP_OK, GAP_UNKNOWN, GAP_INCONSISTENT, GAP_BACKWARDS, 
 #define ENTRY_COMBOS (8 * GAP_KINDS)
 
 struct ep_reconstructor {
-	struct entry_memo *memo; /* ENTRY_MEMO_SIZE, made on the first stack */
+	struct entry_memo *memo; /* memo_mask + 1 entries, made on the first stack */
+	uint32_t memo_mask;
+	uint64_t memo_computed; /* entries computed into it since it was made */
+	uint64_t memo_grow_at;	/* memo_computed that makes it grow (0: none yet) */
 	struct ep_procmap *procmap;
 	struct ep_decoder_cache *decoders;
 	bool append_trigger;
@@ -391,7 +394,10 @@ compute_entry(struct ep_reconstructor *r, uint32_t pid, bool has_prev, bool call
 					    .taken = true};
 }
 
-#define ENTRY_MEMO_SIZE 8192 /* about 1 MiB */
+/* The memo starts at ENTRY_MEMO_MIN entries and grows to ENTRY_MEMO_MAX
+ * (about 1.3 MiB): see memo_ready(). */
+#define ENTRY_MEMO_MIN 512
+#define ENTRY_MEMO_MAX 8192
 
 static inline uint64_t rotl64(uint64_t x, unsigned n)
 {
@@ -433,12 +439,66 @@ void ep_reconstructor_set_span_sink(struct ep_reconstructor *r, ep_span_sink fn,
 	r->sink_ctx = ctx;
 }
 
+static void flush_memo(struct ep_reconstructor *r)
+{
+	for (size_t i = 0; r->memo && i <= r->memo_mask; i++)
+		if (r->memo[i].pending)
+			flush_entry(r, &r->memo[i]);
+}
+
 void ep_reconstructor_flush(struct ep_reconstructor *r)
 {
 	r->stats.flushes++;
-	for (size_t i = 0; r->memo && i < ENTRY_MEMO_SIZE; i++)
-		if (r->memo[i].pending)
-			flush_entry(r, &r->memo[i]);
+	flush_memo(r);
+}
+
+/*
+ * The memo, ready for a sample: made small, since most recordings that a
+ * short import or a fuzzer reads use a few hundred entries, and every flush
+ * walks all of them (a flush of the whole 8,192 was 31% of fuzz_import's
+ * time, and page faults on it as much again). It grows eight times over once
+ * it has computed half its size of entries (most of them seen for the first
+ * time, which any size computes), as a busy node's does within seconds; only
+ * here, between samples, since a sample holds pointers into it. false when
+ * there is none (no memory): every entry is then computed.
+ */
+static bool __attribute__((noinline)) memo_grow(struct ep_reconstructor *r)
+{
+	size_t size = r->memo ? (size_t)r->memo_mask + 1 : 0;
+	size_t want = size ? 8 * size : ENTRY_MEMO_MIN;
+	if (want > ENTRY_MEMO_MAX)
+		want = ENTRY_MEMO_MAX;
+	struct entry_memo *memo = calloc(want, sizeof(*memo));
+	if (!memo) {
+		if (!r->memo)
+			return false;
+		r->memo_grow_at = UINT64_MAX; /* no memory: it stays as it is */
+		return true;
+	}
+	/* what it remembers moves along, pending counts and all: a short
+	 * recording would otherwise compute its entries again at each step */
+	for (size_t i = 0; i < size; i++) {
+		struct entry_memo *m = &r->memo[i];
+		if (!m->ctx)
+			continue;
+		struct entry_memo *to =
+		    &memo[entry_hash(m->prev_to_addr, m->from_addr, m->to_addr) & (want - 1)];
+		if (to->ctx && to->pending)
+			flush_entry(r, to);
+		*to = *m;
+	}
+	free(r->memo);
+	r->memo = memo;
+	r->memo_mask = (uint32_t)want - 1;
+	r->memo_computed = 0;
+	r->memo_grow_at = want < ENTRY_MEMO_MAX ? want / 2 : UINT64_MAX;
+	r->stats.memo_entries = want;
+	return true;
+}
+
+static inline bool memo_ready(struct ep_reconstructor *r)
+{
+	return r->memo_computed < r->memo_grow_at || memo_grow(r);
 }
 
 /* The rest of an entry's key: pid and whether it has a previous entry,
@@ -464,8 +524,7 @@ entry_outcome(struct ep_reconstructor *r, const struct ep_sample_record *rec, ui
 		return local;
 	}
 	uint64_t ctx = memo_ctx(rec->pid, have_prev);
-	struct entry_memo *m =
-	    &r->memo[entry_hash(prev_addr, e->from, e->to) & (ENTRY_MEMO_SIZE - 1)];
+	struct entry_memo *m = &r->memo[entry_hash(prev_addr, e->from, e->to) & r->memo_mask];
 	if (m->ctx == ctx && m->from_addr == e->from && m->to_addr == e->to &&
 	    m->prev_to_addr == prev_addr && m->generation == generation) {
 		m->stamp = seq ? seq : m->stamp;
@@ -475,6 +534,7 @@ entry_outcome(struct ep_reconstructor *r, const struct ep_sample_record *rec, ui
 		return NULL;
 	if (m->pending)
 		flush_entry(r, m);
+	r->memo_computed++;
 	compute_entry(r, rec->pid, have_prev, calls_only, prev_to, prev_site, e, m);
 	m->ctx = ctx;
 	m->from_addr = e->from;
@@ -562,8 +622,8 @@ size_t ep_reconstruct(struct ep_reconstructor *r, const struct ep_sample_record 
 	struct endpoint prev_to = {.bin = EP_NO_BIN};
 	uint32_t prev_site = EP_NO_SITE;
 	bool have_prev = false;
-	if (!r->memo && !calls_only) /* without it (no memory) every entry is computed */
-		r->memo = calloc(ENTRY_MEMO_SIZE, sizeof(*r->memo));
+	if (!calls_only)
+		memo_ready(r);
 	uint64_t generation = sample_generation(r, rec->pid);
 
 	for (uint32_t k = nr; k-- > newest;) {
@@ -763,8 +823,7 @@ static inline __attribute__((always_inline)) struct entry_memo *
 memo_hit(const struct ep_reconstructor *r, const struct ep_branch_entry *e, uint64_t prev_addr,
 	 uint64_t ctx, uint64_t generation)
 {
-	struct entry_memo *m =
-	    &r->memo[entry_hash(prev_addr, e->from, e->to) & (ENTRY_MEMO_SIZE - 1)];
+	struct entry_memo *m = &r->memo[entry_hash(prev_addr, e->from, e->to) & r->memo_mask];
 	return ((m->from_addr ^ e->from) | (m->to_addr ^ e->to) | (m->prev_to_addr ^ prev_addr) |
 		(m->ctx ^ ctx) | (m->generation ^ generation)) == 0
 		   ? m
@@ -799,7 +858,7 @@ bool ep_reconstruct_counted(struct ep_reconstructor *r, const struct ep_sample_r
 		r->stats.samples_with_branches += (rec->flags & EP_SAMPLE_HAS_BRANCHES) != 0;
 		return true;
 	}
-	if (!r->memo && !(r->memo = calloc(ENTRY_MEMO_SIZE, sizeof(*r->memo))))
+	if (!memo_ready(r))
 		return false;
 	/* the duplicated newest entry, as ep_reconstruct() drops it */
 	const struct ep_branch_entry *e = rec->entries;
@@ -897,7 +956,7 @@ void ep_reconstructor_forget_binaries(struct ep_reconstructor *r, const uint8_t 
 {
 	if (r->cache_valid && names_evicted(r->cache_bin, evicted, n))
 		r->cache_valid = false;
-	for (size_t i = 0; r->memo && i < ENTRY_MEMO_SIZE; i++) {
+	for (size_t i = 0; r->memo && i <= r->memo_mask; i++) {
 		struct entry_memo *m = &r->memo[i];
 		if (m->ctx && (names_evicted(m->from.bin, evicted, n) ||
 			       names_evicted(m->to.bin, evicted, n)))

@@ -69,6 +69,7 @@ struct ep_reconstruct_stats {
 	uint64_t entries_computed;
 	/* ep_reconstructor_flush() calls: each walks the whole entry memo */
 	uint64_t flushes;
+	uint64_t memo_entries; /* the memo's size: it grows with what is seen */
 };
 
 struct ep_reconstructor;

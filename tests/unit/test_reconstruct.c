@@ -164,6 +164,66 @@ static uint64_t edges_of(const Edgeprof__V1__Profile *prof, const char *containe
 	return sum;
 }
 
+/* A digest of every edge and range a profile counts. */
+static uint64_t profile_digest(const Edgeprof__V1__Profile *prof)
+{
+	uint64_t d = 0;
+	for (size_t i = 0; i < prof->n_binaries; i++) {
+		const Edgeprof__V1__BinaryProfile *bp = prof->binaries[i];
+		for (size_t k = 0; k < bp->n_edges; k++) {
+			const Edgeprof__V1__Edge *e = bp->edges[k];
+			d += (e->from * 0x9e3779b97f4a7c15ULL ^ e->to ^ (uint64_t)e->taken << 63) *
+			     (e->count + 1);
+		}
+		for (size_t k = 0; k < bp->n_ranges; k++)
+			d += (bp->ranges[k]->start * 31 + bp->ranges[k]->end) *
+			     (bp->ranges[k]->count + 7);
+	}
+	return d;
+}
+
+/* The memo starts small (a short recording's flushes walk little of it)
+ * and grows with the entries seen, carrying what it remembers along: the
+ * counts are those of every entry computed afresh. */
+static void test_memo_grows_with_what_is_seen(void **state)
+{
+	(void)state;
+	struct samples s;
+	load_samples(&s);
+	const size_t n = s.n;
+	uint64_t digest[2];
+	for (int fresh = 0; fresh < 2; fresh++) {
+		struct ep_binary_registry *reg = ep_binreg_new();
+		const uint32_t pid = s.recs[0].pid;
+		struct ep_pipeline *p = new_pipeline(reg, pid);
+		const struct ep_reconstruct_stats *st =
+		    ep_reconstructor_stats(ep_pipeline_reconstructor(p));
+		for (size_t i = 0; i < n; i++) {
+			if (fresh) {
+				/* new mappings: nothing remembered applies */
+				ep_pipeline_exec(p, pid);
+				ep_pipeline_mmap(p, pid, 0x400000, 0x100000, 0,
+						 ep_test_fixture("test.binary"), NULL, 0);
+			}
+			ep_pipeline_sample(p, &s.recs[i]);
+			if (i == 0)
+				assert_int_equal(st->memo_entries, 512);
+		}
+		/* test.lbr's entries fit in 4096 with few computed twice */
+		if (!fresh)
+			assert_true(st->memo_entries > 512 && st->memo_entries <= 8192);
+		Edgeprof__V1__Profile *prof = ep_pipeline_take_delta(p);
+		assert_non_null(prof);
+		assert_true(edges_of(prof, "") > 50000);
+		digest[fresh] = profile_digest(prof);
+		ep_profile_free(prof);
+		ep_pipeline_free(p);
+		ep_binreg_free(reg);
+	}
+	assert_int_equal(digest[0], digest[1]);
+	free(s.recs);
+}
+
 /* The edges that the samples recs[from..to) count, run as pid. */
 static uint64_t edges_alone(const struct samples *s, size_t from, size_t to, uint32_t pid)
 {
@@ -271,6 +331,7 @@ int main(void)
 	    cmocka_unit_test(test_new_mappings_are_not_answered_from_memory),
 	    cmocka_unit_test(test_other_processes_keep_remembered_entries),
 	    cmocka_unit_test(test_labelled_processes_come_and_go_without_flushing),
+	    cmocka_unit_test(test_memo_grows_with_what_is_seen),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
