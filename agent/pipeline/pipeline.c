@@ -44,9 +44,8 @@ struct ep_pipeline {
 	struct ep_u64map sampled_pids;
 	uint32_t last_sampled_pid; /* sampled_pids holds it, when valid */
 	bool last_sampled_valid;
-	/* gone pids of PID_RETIRING, unmapped at the next flush */
-	uint32_t *retiring;
-	size_t nretiring, retiring_cap;
+	/* sampled_pids lost one (no memory): any pid may have pending counts */
+	bool sampled_untracked;
 	uint64_t retired_branches, retired_ranges; /* of freed sets */
 	uint64_t unlabelled_overflow;		   /* pids left unlabelled: too many sets */
 	struct ep_trace trace;
@@ -181,39 +180,44 @@ static void unmap_pid(struct ep_pipeline *p, uint32_t pid)
 }
 
 /* Hands the reconstructor's pending counts to the sets of their pids, then
- * lets the gone pids go. */
+ * lets the gone pids go (PID_RETIRING: each is one sampled since the last
+ * flush, which is why it stayed). */
 static void flush_counts(struct ep_pipeline *p)
 {
 	ep_reconstructor_flush(p->reconstructor);
+	for (size_t i = 0; i < p->sampled_pids.capacity; i++) {
+		if (!p->sampled_pids.used[i])
+			continue;
+		uint32_t pid = (uint32_t)p->sampled_pids.keys[i];
+		const uint64_t *s = ep_u64map_get(&p->pid_set, pid);
+		if (s && (*s & PID_RETIRING))
+			unmap_pid(p, pid);
+	}
 	ep_u64map_clear(&p->sampled_pids);
 	p->last_sampled_valid = false;
-	for (size_t i = 0; i < p->nretiring; i++) {
-		const uint64_t *s = ep_u64map_get(&p->pid_set, p->retiring[i]);
-		if (s && (*s & PID_RETIRING))
-			unmap_pid(p, p->retiring[i]);
-	}
-	p->nretiring = 0;
+	p->sampled_untracked = false;
 }
 
+/* Whether pid may have counts pending in the reconstructor. */
 static bool sampled_since_flush(const struct ep_pipeline *p, uint32_t pid)
 {
-	return ep_u64map_get(&p->sampled_pids, pid) != NULL;
+	return p->sampled_untracked || ep_u64map_get(&p->sampled_pids, pid) != NULL;
 }
 
 static void note_sampled_pid(struct ep_pipeline *p, uint32_t pid)
 {
 	if (p->last_sampled_valid && pid == p->last_sampled_pid)
 		return;
-	/* Out of memory: flush now rather than lose track of pending counts.
-	 * Past SAMPLED_PIDS_MAX too: an agent that only writes a file never
-	 * takes deltas, and a flush is cheap next to that many pids' samples. */
-	if (!ep_u64map_upsert(&p->sampled_pids, pid, NULL) ||
-	    p->sampled_pids.count > SAMPLED_PIDS_MAX)
+	/* an agent that only writes a file never takes deltas: a flush is
+	 * cheap next to that many pids' samples */
+	if (p->sampled_pids.count >= SAMPLED_PIDS_MAX)
 		flush_counts(p);
-	else {
-		p->last_sampled_pid = pid;
-		p->last_sampled_valid = true;
+	if (!ep_u64map_upsert(&p->sampled_pids, pid, NULL)) {
+		p->sampled_untracked = true;
+		return;
 	}
+	p->last_sampled_pid = pid;
+	p->last_sampled_valid = true;
 }
 
 static void assign_pid(struct ep_pipeline *p, uint32_t pid, size_t set)
@@ -335,7 +339,6 @@ void ep_pipeline_free(struct ep_pipeline *p)
 	free(p->sets[0]);
 	ep_u64map_free(&p->pid_set);
 	ep_u64map_free(&p->sampled_pids);
-	free(p->retiring);
 	ep_aggregator_free(p->aggregator);
 	ep_reconstructor_free(p->reconstructor);
 	ep_decoder_cache_free(p->decoders);
@@ -435,29 +438,17 @@ void ep_pipeline_forget(struct ep_pipeline *p, uint32_t pid)
 {
 	ep_procmap_forget(p->procmap, pid);
 	uint64_t *s = ep_u64map_get(&p->pid_set, pid);
-	if (!s || (*s & PID_RETIRING))
+	if (!s)
 		return;
-	if (!sampled_since_flush(p, pid)) {
-		unmap_pid(p, pid);
-		return;
-	}
-	/* its pending counts are still its set's: it leaves the set at the
-	 * next flush, which the streamer makes anyway */
-	uint32_t *grown = p->retiring;
-	if (p->nretiring == p->retiring_cap) {
-		size_t cap = p->retiring_cap ? 2 * p->retiring_cap : 64;
-		grown = realloc(p->retiring, cap * sizeof(*grown));
-		if (grown) {
-			p->retiring = grown;
-			p->retiring_cap = cap;
-		}
-	}
-	if (p->nretiring == p->retiring_cap) {
-		assign_pid(p, pid, 0); /* out of memory: flush now */
+	if (ep_u64map_get(&p->sampled_pids, pid)) {
+		/* its pending counts are still its set's: it leaves the set at
+		 * the next flush, which the streamer makes anyway */
+		*s |= PID_RETIRING;
 		return;
 	}
-	*s |= PID_RETIRING;
-	p->retiring[p->nretiring++] = pid;
+	if (p->sampled_untracked)
+		flush_counts(p);
+	unmap_pid(p, pid);
 }
 
 size_t ep_pipeline_processes(const struct ep_pipeline *p)

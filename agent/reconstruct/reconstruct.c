@@ -439,17 +439,12 @@ void ep_reconstructor_set_span_sink(struct ep_reconstructor *r, ep_span_sink fn,
 	r->sink_ctx = ctx;
 }
 
-static void flush_memo(struct ep_reconstructor *r)
-{
-	for (size_t i = 0; r->memo && i <= r->memo_mask; i++)
-		if (r->memo[i].pending)
-			flush_entry(r, &r->memo[i]);
-}
-
 void ep_reconstructor_flush(struct ep_reconstructor *r)
 {
 	r->stats.flushes++;
-	flush_memo(r);
+	for (size_t i = 0; r->memo && i <= r->memo_mask; i++)
+		if (r->memo[i].pending)
+			flush_entry(r, &r->memo[i]);
 }
 
 /*

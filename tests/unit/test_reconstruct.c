@@ -224,25 +224,6 @@ static void test_memo_grows_with_what_is_seen(void **state)
 	free(s.recs);
 }
 
-/* The edges that the samples recs[from..to) count, run as pid. */
-static uint64_t edges_alone(const struct samples *s, size_t from, size_t to, uint32_t pid)
-{
-	struct ep_binary_registry *reg = ep_binreg_new();
-	struct ep_pipeline *p = new_pipeline(reg, pid);
-	for (size_t i = from; i < to; i++) {
-		struct ep_sample_record rec = s->recs[i];
-		rec.pid = pid;
-		ep_pipeline_sample(p, &rec);
-	}
-	Edgeprof__V1__Profile *prof = ep_pipeline_take_delta(p);
-	assert_non_null(prof);
-	uint64_t n = edges_of(prof, "");
-	ep_profile_free(prof);
-	ep_pipeline_free(p);
-	ep_binreg_free(reg);
-	return n;
-}
-
 static void sample_as(struct ep_pipeline *p, const struct samples *s, size_t from, size_t to,
 		      uint32_t pid)
 {
@@ -251,6 +232,21 @@ static void sample_as(struct ep_pipeline *p, const struct samples *s, size_t fro
 		rec.pid = pid;
 		ep_pipeline_sample(p, &rec);
 	}
+}
+
+/* The edges that the samples recs[from..to) count, run as pid. */
+static uint64_t edges_alone(const struct samples *s, size_t from, size_t to, uint32_t pid)
+{
+	struct ep_binary_registry *reg = ep_binreg_new();
+	struct ep_pipeline *p = new_pipeline(reg, pid);
+	sample_as(p, s, from, to, pid);
+	Edgeprof__V1__Profile *prof = ep_pipeline_take_delta(p);
+	assert_non_null(prof);
+	uint64_t n = edges_of(prof, "");
+	ep_profile_free(prof);
+	ep_pipeline_free(p);
+	ep_binreg_free(reg);
+	return n;
 }
 
 /*
@@ -319,6 +315,9 @@ static void test_labelled_processes_come_and_go_without_flushing(void **state)
 		ep_pipeline_sample(p, &rec);
 	}
 	assert_int_equal(st->flushes, flushes + 1);
+	/* the pid whose sample made that flush is still known to hold counts */
+	ep_pipeline_label_pid(p, 10000 + 4096, &one);
+	assert_int_equal(st->flushes, flushes + 2);
 	ep_pipeline_free(p);
 	ep_binreg_free(reg);
 	free(s.recs);
