@@ -5,8 +5,10 @@
 # and prints one line per target:
 #   fuzz_NAME: N execs, M crashes, E edges, C corpus inputs, R exec/s (LOG)
 # New inputs stay in BUILD/fuzz/corpus/NAME, a crash in
-# BUILD/fuzz/crashes/NAME/. Exits 1 when any target crashed.
-# usage: tests/fuzz/run.sh BUILD SECONDS [NAME...]
+# BUILD/fuzz/crashes/NAME/. Exits 1 when any target crashed. FUZZ_RUNS=N
+# also ends a target once it has run N inputs, so a long run for a goal in
+# executions gives its core back as soon as the goal is met.
+# usage: [FUZZ_RUNS=N] tests/fuzz/run.sh BUILD SECONDS [NAME...]
 set -u
 build=${1:?usage: run.sh BUILD SECONDS [NAME...]}
 seconds=${2:?usage: run.sh BUILD SECONDS [NAME...]}
@@ -35,6 +37,7 @@ for t in "${targets[@]}"; do
 	args=(-max_total_time="$seconds" -print_final_stats=1 -timeout=30 -rss_limit_mb=2048
 		-artifact_prefix="$crashes/")
 	[ -f "tests/fuzz/$t.dict" ] && args+=(-dict="tests/fuzz/$t.dict")
+	[ -n "${FUZZ_RUNS:-}" ] && args+=(-runs="$FUZZ_RUNS")
 	before=$(find "$crashes" -type f | wc -l)
 	nice -n 10 "$bin" "${args[@]}" "$corpus" >"$log" 2>&1
 	rc=$?
