@@ -204,7 +204,8 @@ bench-fdo: deps
 # ASan+UBSan). `make fuzz FUZZ_S=N` (FUZZ_SECONDS is the older name) runs each target N s
 # (60) on a copy of its committed corpus (tests/fuzz/corpus/NAME) and prints one line per
 # target, `fuzz_NAME: N execs, M crashes, ...`; FUZZ_TARGETS="a b" picks some; FUZZ_RUNS=N
-# ends a target at N inputs run, before its time when it is that fast. New inputs
+# ends a target at N inputs run, before its time when it is that fast; FUZZ_JOBS=J runs J
+# processes of a target on its one corpus, one per core. New inputs
 # stay in $(BUILD)/fuzz/corpus/NAME, crashes in $(BUILD)/fuzz/crashes/NAME (keep each
 # one as tests/fuzz/corpus/NAME/regress_WHAT once fixed: `make test` replays them).
 FUZZ_CC      ?= clang

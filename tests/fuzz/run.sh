@@ -7,14 +7,20 @@
 # New inputs stay in BUILD/fuzz/corpus/NAME, a crash in
 # BUILD/fuzz/crashes/NAME/. Exits 1 when any target crashed. FUZZ_RUNS=N
 # also ends a target once it has run N inputs, so a long run for a goal in
-# executions gives its core back as soon as the goal is met.
-# usage: [FUZZ_RUNS=N] tests/fuzz/run.sh BUILD SECONDS [NAME...]
+# executions gives its core back as soon as the goal is met. FUZZ_JOBS=J
+# runs J processes of each target at once on its one corpus (each takes up
+# the others' new inputs, libFuzzer's -reload), one per core: the line then
+# sums their executions and rates (FUZZ_RUNS is shared among them), and
+# each keeps its own log, NAME.K.log.
+# usage: [FUZZ_RUNS=N] [FUZZ_JOBS=J] tests/fuzz/run.sh BUILD SECONDS [NAME...]
 set -u
 build=${1:?usage: run.sh BUILD SECONDS [NAME...]}
 seconds=${2:?usage: run.sh BUILD SECONDS [NAME...]}
 shift 2
 cd "$(dirname "$0")/../.."
 targets=("$@")
+jobs=${FUZZ_JOBS:-1}
+case $jobs in '' | *[!0-9]* | 0) echo "run.sh: FUZZ_JOBS must be a count of processes, not '$jobs'" >&2 && exit 2 ;; esac
 if [ ${#targets[@]} -eq 0 ]; then
 	for f in tests/fuzz/fuzz_*.c; do
 		t=${f#tests/fuzz/fuzz_}
@@ -31,26 +37,41 @@ for t in "${targets[@]}"; do
 	fi
 	corpus=$build/fuzz/corpus/$t
 	crashes=$build/fuzz/crashes/$t
-	log=$build/fuzz/$t.log
 	mkdir -p "$corpus" "$crashes"
 	[ -d "tests/fuzz/corpus/$t" ] && cp -n tests/fuzz/corpus/"$t"/* "$corpus"/ 2>/dev/null
 	args=(-max_total_time="$seconds" -print_final_stats=1 -timeout=30 -rss_limit_mb=2048
 		-artifact_prefix="$crashes/")
 	[ -f "tests/fuzz/$t.dict" ] && args+=(-dict="tests/fuzz/$t.dict")
-	[ -n "${FUZZ_RUNS:-}" ] && args+=(-runs="$FUZZ_RUNS")
+	[ -n "${FUZZ_RUNS:-}" ] && args+=(-runs="$(((FUZZ_RUNS + jobs - 1) / jobs))")
 	before=$(find "$crashes" -type f | wc -l)
-	nice -n 10 "$bin" "${args[@]}" "$corpus" >"$log" 2>&1
-	rc=$?
+	logs=() pids=()
+	for ((k = 1; k <= jobs; k++)); do
+		log=$build/fuzz/$t.log
+		[ "$jobs" -gt 1 ] && log=$build/fuzz/$t.$k.log
+		logs+=("$log")
+		nice -n 10 "$bin" "${args[@]}" "$corpus" >"$log" 2>&1 &
+		pids+=($!)
+	done
+	died=0
+	for pid in "${pids[@]}"; do
+		wait "$pid" || died=1
+	done
 	found=$(($(find "$crashes" -type f | wc -l) - before))
-	[ "$rc" -ne 0 ] && [ "$found" -eq 0 ] && found=1 # died before writing its input
-	execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
-	rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
-	edges=$(grep -ao 'cov: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
+	[ "$died" -ne 0 ] && [ "$found" -eq 0 ] && found=1 # died before writing its input
+	execs=0 rate=0 edges=0
+	for log in "${logs[@]}"; do
+		n=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+		r=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
+		e=$(grep -ao 'cov: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
+		execs=$((execs + ${n:-0})) rate=$((rate + ${r:-0}))
+		[ "${e:-0}" -gt "$edges" ] && edges=$e
+	done
+	log=${logs[*]}
 	inputs=$(find "$corpus" -type f | wc -l)
-	echo "fuzz_$t: ${execs:-0} execs, $found crashes, ${edges:-0} edges," \
-		"$inputs corpus inputs, ${rate:-0} exec/s ($log)"
+	echo "fuzz_$t: $execs execs, $found crashes, $edges edges," \
+		"$inputs corpus inputs, $rate exec/s ($log)"
 	if [ "$found" -ne 0 ]; then
-		grep -a -m3 'ERROR\|SUMMARY\|^fuzz_' "$log" | sed 's/^/  /'
+		grep -a -m3 'ERROR\|SUMMARY\|^fuzz_' "${logs[@]}" | sed 's/^/  /'
 		status=1
 	fi
 done
