@@ -589,6 +589,13 @@ static Elf_Scn *next_plt_section(Elf *elf, size_t shstrndx, Elf_Scn *scn, GElf_S
 	return NULL;
 }
 
+/* Whether [off, off + len) lies in a section of size bytes, with no sum
+ * that can wrap: len is the file's sh_entsize, any 64-bit value. */
+static bool entry_fits(uint64_t off, uint64_t len, uint64_t size)
+{
+	return off <= size && len <= size - off;
+}
+
 /* The GOT slot of every PLT entry, sorted, each once; *n of them. */
 static struct got_slot *plt_slots(Elf *elf, size_t shstrndx, bool arm64, size_t *n)
 {
@@ -600,7 +607,7 @@ static struct got_slot *plt_slots(Elf *elf, size_t shstrndx, bool arm64, size_t 
 	const char *sname;
 	for (Elf_Scn *scn = NULL; (scn = next_plt_section(elf, shstrndx, scn, &sh, &d, &sname));) {
 		uint64_t entsize = sh.sh_entsize ? sh.sh_entsize : 16;
-		for (uint64_t off = 0; off + entsize <= sh.sh_size; off += entsize) {
+		for (uint64_t off = 0; entry_fits(off, entsize, sh.sh_size); off += entsize) {
 			uint64_t slot = plt_slot(arm64, (const uint8_t *)d->d_buf + off,
 						 (size_t)entsize, sh.sh_addr + off);
 			if (!slot)
@@ -655,10 +662,13 @@ static int read_plt(Elf *elf, struct raw_sym **raw, size_t *n, size_t *cap, char
 		uint64_t first = 0;
 		if (strcmp(sname, ".plt") == 0) {
 			first = plt0_size(arm64, entsize);
+			if (first > sh.sh_size)
+				first = sh.sh_size;
 			rc = add_plt_function(raw, n, cap, &pn, "__BOLT_PSEUDO_%s", sname,
 					      sh.sh_addr, first, end);
 		}
-		for (uint64_t off = first; rc == 0 && off + entsize <= sh.sh_size; off += entsize) {
+		for (uint64_t off = first; rc == 0 && entry_fits(off, entsize, sh.sh_size);
+		     off += entsize) {
 			uint64_t slot = plt_slot(arm64, (const uint8_t *)d->d_buf + off,
 						 (size_t)entsize, sh.sh_addr + off);
 			const struct got_slot *g = slot ? find_got_slot(slots, nslots, slot) : NULL;
