@@ -242,7 +242,9 @@ static int feature_section(struct reader *r, int bit, struct ep_perf_file_sectio
 	for (int b = 0; b < bit; b++)
 		index += feature_set(r, b);
 	uint64_t off = r->h.data.offset + r->h.data.size + (uint64_t)index * sizeof(*out);
-	if (read_at(r, off, out, sizeof(*out)) != 0 || out->offset + out->size > r->file_size)
+	/* no sum of the file's words: offset + size can wrap to a small number */
+	if (read_at(r, off, out, sizeof(*out)) != 0 || out->offset > r->file_size ||
+	    out->size > r->file_size - out->offset)
 		return fail(r, off, "feature section table cut off by the end of the file");
 	return 0;
 }
