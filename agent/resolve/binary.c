@@ -894,6 +894,10 @@ static struct ep_binary *binary_open(const char *path, bool lazy_code, char *err
 			filesz = 0;
 		else if (filesz > size - ph.p_offset)
 			filesz = size - ph.p_offset; /* truncated file: keep what exists */
+		/* ending past 2^64, it cannot be mapped (the kernel refuses it),
+		 * and every [start, end) of its code would end before it starts */
+		if (filesz > UINT64_MAX - ph.p_vaddr)
+			continue;
 		b->loads[b->nloads++] = (struct ep_load_segment){.offset = ph.p_offset,
 								 .vaddr = ph.p_vaddr,
 								 .filesz = filesz,

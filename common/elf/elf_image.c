@@ -4,6 +4,7 @@
 #include <gelf.h>
 #include <libelf.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +49,13 @@ static int read_code(Elf *elf, size_t nphdr, const uint8_t *file, size_t len,
 			    "executable segment at file offset 0x%llx (0x%llx bytes) runs past "
 			    "the end of the file (%zu bytes): truncated?",
 			    (unsigned long long)ph.p_offset, (unsigned long long)ph.p_filesz, len);
+			return -1;
+		}
+		if (ph.p_filesz > UINT64_MAX - ph.p_vaddr) {
+			/* the decoder's [start, end) would end before it starts */
+			snprintf(err, errlen,
+				 "executable segment at 0x%llx (0x%llx bytes) ends past 2^64",
+				 (unsigned long long)ph.p_vaddr, (unsigned long long)ph.p_filesz);
 			return -1;
 		}
 		Edgeprof__V1__CodeBytes *cb = malloc(sizeof(*cb));

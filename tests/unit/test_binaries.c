@@ -6,6 +6,9 @@
  * (test_store_clickhouse.sh), else SQLite. */
 #include "test_util.h"
 
+#include <elf.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -96,6 +99,26 @@ static void test_image_refusals(void **state)
 	elf = slurp(ep_test_fixture("propeller_sample_1.bin"), &len);
 	assert_null(ep_elf_image_read(elf, 0x900, NULL, err, sizeof(err)));
 	assert_non_null(strstr(err, "past the end of the file"));
+	/* code placed so that it would end past 2^64 (a fuzzed file made the
+	 * agent's decoder build a range ending before it starts) */
+	Elf64_Ehdr eh;
+	memcpy(&eh, elf, sizeof(eh));
+	bool moved = false;
+	for (size_t i = 0; i < eh.e_phnum; i++) {
+		Elf64_Phdr ph;
+		uint8_t *at = elf + eh.e_phoff + i * eh.e_phentsize;
+		memcpy(&ph, at, sizeof(ph));
+		if (ph.p_type == PT_LOAD && (ph.p_flags & PF_X)) {
+			ph.p_vaddr = UINT64_MAX - ph.p_filesz / 2;
+			memcpy(at, &ph, sizeof(ph));
+			moved = true;
+		}
+	}
+	assert_true(moved);
+	assert_null(ep_elf_image_read(elf, len, NULL, err, sizeof(err)));
+	assert_non_null(strstr(err, "ends past 2^64"));
+	free(elf);
+	elf = slurp(ep_test_fixture("propeller_sample_1.bin"), &len);
 	/* another machine */
 	elf[18] = 0x28; /* e_machine = EM_ARM (and ELFCLASS64: refused as a machine) */
 	elf[19] = 0;
