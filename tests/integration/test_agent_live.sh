@@ -287,14 +287,23 @@ check "exited processes are forgotten, memory follows the living (${forgotten:-0
 # sample, and the library's samples resolve to its function.
 cc -O1 -g -shared -fPIC -o "$TEST_TMP/libspin.so" "$here/../workloads/dlopen_lib.c"
 cc -O1 -g -o "$TEST_TMP/dlopen_spin" "$here/../workloads/dlopen_spin.c" -ldl
-"$TEST_TMP/dlopen_spin" "$TEST_TMP/libspin.so" 1500 4 >/dev/null &
+# The library is loaded 1 s after the agent says it samples (its probes
+# are attached then), not at a time from the start: with fuzzers on both
+# cores the ASan agent took longer to start than the workload's 1.5 s.
+"$TEST_TMP/dlopen_spin" "$TEST_TMP/libspin.so" 1000 4 "$TEST_TMP/dl.go" >/dev/null &
 dl=$!
 track_pid "$dl"
-ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 "$EDGEPROF_ASAN" agent --pid "$dl" --duration 4 \
-	--watch-mmaps -o "$TEST_TMP/dl.prof" --log-level debug 2>"$TEST_TMP/dl.err"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 "$EDGEPROF_ASAN" agent --pid "$dl" --duration 600 \
+	--watch-mmaps -o "$TEST_TMP/dl.prof" --log-level debug 2>"$TEST_TMP/dl.err" &
+agent=$!
+track_pid "$agent"
+wait_agent_sampling "$TEST_TMP/dl.err"
+touch "$TEST_TMP/dl.go"
+wait "$dl"
+kill -TERM "$agent"
+wait "$agent"
 check "dlopen: ASan agent exits 0, no sanitizer report" \
 	bash -c "[ $? -eq 0 ] && ! grep -qE 'Sanitizer|runtime error' '$TEST_TMP/dl.err'"
-wait "$dl"
 "$EDGEPROF" export "$TEST_TMP/dl.prof" --format json -o "$TEST_TMP/dl.json"
 lib=$(jq -r --arg p "$TEST_TMP/libspin.so" '[.profiles[] | select(.path == $p) | "\(.samples) \([.functions[].name] | join(","))"][0] // "0 none"' "$TEST_TMP/dl.json")
 read -r mm_events mm_reads < <(sed -n 's/.*executable mmaps: \([0-9]*\) events, \([0-9]*\) maps re-reads.*/\1 \2/p' "$TEST_TMP/dl.err")

@@ -1,12 +1,16 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Loads a shared library late, after its first samples were taken, and
  * spins in it: the agent must find code mapped after a process's start.
- * usage: dlopen_spin LIB.so SLEEP_MS SECONDS (the library exports
- * unsigned long lib_spin(unsigned long n)). */
+ * usage: dlopen_spin LIB.so SLEEP_MS SECONDS [GO_FILE] (the library
+ * exports unsigned long lib_spin(unsigned long n)). With GO_FILE it spins
+ * until that file exists before the SLEEP_MS count starts: a test creates
+ * it once the agent samples, whose start a loaded machine can make longer
+ * than any SLEEP_MS (the library was then mapped before the agent looked). */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 static volatile unsigned long sink;
 
@@ -26,9 +30,11 @@ static void busy_ms(long ms)
 int main(int argc, char **argv)
 {
 	if (argc < 4) {
-		fprintf(stderr, "usage: dlopen_spin LIB.so SLEEP_MS SECONDS\n");
+		fprintf(stderr, "usage: dlopen_spin LIB.so SLEEP_MS SECONDS [GO_FILE]\n");
 		return 2;
 	}
+	while (argc > 4 && access(argv[4], F_OK) != 0)
+		busy_ms(10);
 	busy_ms(atol(argv[2]));
 	void *lib = dlopen(argv[1], RTLD_NOW);
 	if (!lib) {
