@@ -1022,6 +1022,9 @@ struct ep_server *ep_server_start(const struct ep_server_config *cfg, struct ep_
 	if (cfg->client_ca && !(s->ca_pem = read_pem(cfg->client_ca, err, errlen)))
 		goto fail;
 	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
+	/* poll, not epoll: libmicrohttpd's epoll loop missed a client's
+	 * half-close after its request (every fuzz input then waited for the
+	 * header timeout, 10 s) */
 	flags |= cfg->one_thread ? MHD_USE_POLL : MHD_USE_THREAD_PER_CONNECTION;
 	if (ss.ss_family == AF_INET6)
 		flags |= MHD_USE_IPv6;

@@ -7,7 +7,7 @@
  * The input is the bytes a client sends on one connection, any number of
  * requests; the collector runs as `edgeprof collector` runs it (no token,
  * no TLS: every route is open), on loopback, except that one thread serves
- * every connection (one_thread: 10x the inputs a second under ASan; the
+ * every connection (one_thread: ~4x the inputs a second under ASan; the
  * same parsing and answers, only libmicrohttpd's event loop differs; the
  * thread-per-connection loop is what tests/integration's load and
  * slow-client tests drive). Each input is sent, the
