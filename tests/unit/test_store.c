@@ -272,6 +272,69 @@ static void test_counts_add_up_over_buckets_and_labels(void **state)
 	ep_store_close(s);
 }
 
+/* Queries are prepared once per text and kept (store_sqlite.c's cache):
+ * the same text with other values, more texts than the cache holds, and
+ * rows written after a query was last run must all answer as if prepared
+ * afresh. */
+static void test_repeated_queries_see_their_own_filter(void **state)
+{
+	(void)state;
+	struct ep_store *s = open_store(true);
+	enum { PODS = 4 };
+	char pods[PODS][16];
+	struct slice_data d[PODS];
+	for (int i = 0; i < PODS; i++) {
+		snprintf(pods[i], sizeof(pods[i]), "pod-%d", i);
+		make_slice(&d[i], "ee05", "/bin/e", pods[i], (uint64_t)i + 1);
+		write_one(s, "agent-1", (uint64_t)i + 1, 60, &d[i]);
+	}
+	char err[512];
+	/* every set of the optional fields: 64 filter texts per query, far more
+	 * than the cache holds; each set asked for every pod in turn */
+	for (int round = 0; round < 2; round++) {
+		for (unsigned mask = 0; mask < 64; mask++) {
+			for (int i = 0; i < PODS; i++) {
+				struct ep_store_filter f = {.build_id = "ee05",
+							    .pod = pods[i],
+							    .from_s = mask & 1 ? 60 : 0,
+							    .to_s = mask & 2 ? 120 : 0,
+							    .container_id = mask & 4 ? "" : NULL,
+							    .namespace_ = mask & 8 ? "" : NULL,
+							    .cgroup = mask & 16 ? "" : NULL,
+							    .process = mask & 32 ? "" : NULL};
+				Edgeprof__V1__Profile *p =
+				    ep_store_profile(s, &f, err, sizeof(err));
+				if (!p)
+					fail_msg("round %d mask %u pod %d: %s", round, mask, i,
+						 err);
+				if (p->n_binaries != 1)
+					fail_msg("round %d mask %u pod %d: %zu binaries", round,
+						 mask, i, p->n_binaries);
+				const Edgeprof__V1__Edge *e =
+				    find_edge(p->binaries[0], 0x1000, 0x1040, true);
+				assert_non_null(e);
+				assert_int_equal(e->count, 100 * (i + 1));
+				assert_int_equal(p->binaries[0]->n_functions, 1);
+				ep_profile_free(p);
+				Edgeprof__V1__BinaryList *l =
+				    ep_store_list_binaries(s, &f, err, sizeof(err));
+				assert_non_null(l);
+				assert_int_equal(l->n_binaries, 1);
+				assert_int_equal(l->binaries[0]->n_paths, 1);
+				ep_store_free_list(l);
+			}
+		}
+	}
+	/* written after pod-0's statement last ran: counted on the next run */
+	write_one(s, "agent-2", 1, 60, &d[0]);
+	struct ep_store_filter f0 = {.build_id = "ee05", .pod = pods[0]};
+	Edgeprof__V1__Profile *p = ep_store_profile(s, &f0, err, sizeof(err));
+	assert_non_null(p);
+	assert_int_equal(find_edge(p->binaries[0], 0x1000, 0x1040, true)->count, 200);
+	ep_profile_free(p);
+	ep_store_close(s);
+}
+
 static void test_batch_ids_are_remembered(void **state)
 {
 	(void)state;
@@ -1226,6 +1289,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_counts_add_up_over_buckets_and_labels),
 	    cmocka_unit_test(test_ip_cycles_sum_and_units_stay_apart),
+	    cmocka_unit_test(test_repeated_queries_see_their_own_filter),
 	    cmocka_unit_test(test_batch_ids_are_remembered),
 	    cmocka_unit_test(test_list_binaries),
 	    cmocka_unit_test(test_counts_saturate_and_never_break_other_binaries),
