@@ -118,13 +118,38 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	return 0;
 }
 
+/* libFuzzer's timeout alarm (SIGALRM, no SA_RESTART) can land in a
+ * connect() held up by a loaded machine (17 s once, under make test, with no
+ * SYN retransmitted), which then fails with EINTR while the connection goes
+ * on being made: wait for it, as connect(2) says. */
+static void wait_connected(int fd)
+{
+	struct pollfd p = {.fd = fd, .events = POLLOUT};
+	int r;
+	while ((r = poll(&p, 1, ANSWER_MS)) < 0 && errno == EINTR)
+		;
+	int e = 0;
+	socklen_t len = sizeof(e);
+	if (r == 0)
+		FAIL("cannot connect to the collector: no answer in %d ms", ANSWER_MS);
+	if (r < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &len) != 0)
+		FAIL("cannot connect to the collector: %s", strerror(errno));
+	if (e)
+		FAIL("cannot connect to the collector: %s", strerror(e));
+}
+
 static int connect_collector(void)
 {
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)c.port)};
 	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0)
-		FAIL("cannot connect to the collector: %s", strerror(errno));
+	if (fd < 0)
+		FAIL("cannot make a socket: %s", strerror(errno));
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
+		if (errno != EINTR)
+			FAIL("cannot connect to the collector: %s", strerror(errno));
+		wait_connected(fd);
+	}
 	return fd;
 }
 
