@@ -137,7 +137,7 @@ static int report_binary(const Edgeprof__V1__BinaryProfile *bp, unsigned top, FI
 		ep_func_index_free(&fx);
 		return -1;
 	}
-	uint64_t branches = 0, bytes = 0, samples = 0, fbranches = 0;
+	uint64_t branches = 0, bytes = 0, samples = 0, fbranches = 0, fsamples = 0;
 	for (size_t i = 0; i < fx.n; i++)
 		funcs[i].f = fx.f[i];
 	for (size_t i = 0; i < bp->n_edges; i++) {
@@ -163,8 +163,10 @@ static int report_binary(const Edgeprof__V1__BinaryProfile *bp, unsigned top, FI
 	for (size_t i = 0; i < bp->n_ips; i++) {
 		long k = ep_func_index_find(&fx, bp->ips[i]->ip);
 		samples += bp->ips[i]->count;
-		if (k >= 0)
+		if (k >= 0) {
 			funcs[k].samples += bp->ips[i]->count;
+			fsamples += bp->ips[i]->count;
+		}
 	}
 
 	fprintf(out,
@@ -177,7 +179,9 @@ static int report_binary(const Edgeprof__V1__BinaryProfile *bp, unsigned top, FI
 		top_functions("branches", funcs, fx.n, by_branches, samples, top, out);
 	if (bytes)
 		top_functions("code run", funcs, fx.n, by_bytes, samples, top, out);
-	if (!fbranches && !bytes && samples)
+	/* samples in no known function (a binary without symbols): no table,
+	 * rather than its heading over nothing */
+	if (!fbranches && !bytes && fsamples)
 		top_functions("samples", funcs, fx.n, by_samples, samples, top, out);
 	free(edges);
 	free(funcs);

@@ -507,6 +507,21 @@ static void test_report(void **state)
 				  "      branches     bytes run   share samples  function\n"
 				  "             0             0  100.0%       3  memcpy\n"));
 	free(s);
+	/* the same binary without symbols (ld.so's, say): its samples fall in
+	 * no function, so there is no function table, not a heading alone */
+	Edgeprof__V1__BinaryProfile *libx = NULL;
+	for (size_t i = 0; i < profile.n_binaries; i++)
+		if (strcmp(profile.binaries[i]->build_id, "abff0000") == 0)
+			libx = profile.binaries[i];
+	assert_non_null(libx);
+	size_t n_functions = libx->n_functions;
+	libx->n_functions = 0;
+	s = report(2);
+	b = strstr(s, "\n/usr/lib/libx.so  build-id abff0000");
+	assert_non_null(b);
+	assert_null(strstr(b, "hottest functions"));
+	libx->n_functions = n_functions;
+	free(s);
 	s = report(1);
 	assert_null(strstr(s, "main+0x38 -> main+0x0"));
 	assert_null(strstr(s, "helper\n"));
