@@ -250,6 +250,7 @@ static int register_functions(sqlite3 *db)
 #define QUERY_CACHE 48
 struct cached_query {
 	char *sql;
+	uint64_t hash; /* of sql: most texts differ only near their end */
 	sqlite3_stmt *st;
 	uint64_t used;
 };
@@ -632,10 +633,13 @@ static void bind_filter(sqlite3_stmt *st, const struct ep_store_filter *f)
  * that no read stays open. NULL with err. */
 static sqlite3_stmt *query(struct sqlite_store *s, const char *sql, char *err, size_t errlen)
 {
+	uint64_t hash = 14695981039346656037ULL; /* FNV-1a */
+	for (const char *p = sql; *p; p++)
+		hash = (hash ^ (uint8_t)*p) * 1099511628211ULL;
 	struct cached_query *slot = &s->queries[0];
 	for (size_t i = 0; i < QUERY_CACHE; i++) {
 		struct cached_query *q = &s->queries[i];
-		if (q->sql && strcmp(q->sql, sql) == 0) {
+		if (q->sql && q->hash == hash && strcmp(q->sql, sql) == 0) {
 			q->used = ++s->query_clock;
 			return q->st;
 		}
@@ -656,7 +660,8 @@ static sqlite3_stmt *query(struct sqlite_store *s, const char *sql, char *err, s
 	}
 	sqlite3_finalize(slot->st);
 	free(slot->sql);
-	*slot = (struct cached_query){.sql = copy, .st = st, .used = ++s->query_clock};
+	*slot =
+	    (struct cached_query){.sql = copy, .hash = hash, .st = st, .used = ++s->query_clock};
 	return st;
 }
 
