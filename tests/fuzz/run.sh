@@ -56,8 +56,10 @@ for t in "${targets[@]}"; do
 		pids+=($!)
 	done
 	died=0
-	for pid in "${pids[@]}"; do
-		wait "$pid" || died=1
+	for k in "${!pids[@]}"; do
+		# stopped by the operator (SIGINT, SIGTERM), libFuzzer says so
+		# and exits non-zero: not a crash
+		wait "${pids[$k]}" || grep -aq 'libFuzzer: run interrupted' "${logs[$k]}" || died=1
 	done
 	found=$(($(findings) - before))
 	[ "$died" -ne 0 ] && [ "$found" -eq 0 ] && found=1 # died before writing its input
