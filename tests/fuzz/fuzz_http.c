@@ -17,10 +17,13 @@
  * is started afresh every RESTART inputs, so it stays small.
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <ftw.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,10 +71,35 @@ static void stop(void)
 	c.dir[0] = '\0';
 }
 
+static const char *store_base(void)
+{
+	return access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
+}
+
+/* libFuzzer leaves with _Exit when it is stopped or finds a crash, so
+ * stop() never runs and the store stays behind, in memory when in
+ * /dev/shm: each run removes those whose process is gone (named by pid). */
+static void remove_stale_stores(void)
+{
+	DIR *d = opendir(store_base());
+	struct dirent *de;
+	while (d && (de = readdir(d))) {
+		int pid;
+		char path[PATH_MAX];
+		if (sscanf(de->d_name, "edgeprof-fuzz-http-%d-", &pid) != 1 || pid <= 0 ||
+		    kill(pid, 0) == 0 || errno != ESRCH)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", store_base(), de->d_name);
+		nftw(path, remove_one, 8, FTW_DEPTH | FTW_PHYS);
+	}
+	if (d)
+		closedir(d);
+}
+
 static void start(void)
 {
-	snprintf(c.dir, sizeof(c.dir), "%s/edgeprof-fuzz-http-XXXXXX",
-		 access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
+	snprintf(c.dir, sizeof(c.dir), "%s/edgeprof-fuzz-http-%d-XXXXXX", store_base(),
+		 (int)getpid());
 	if (!mkdtemp(c.dir))
 		FAIL("mkdtemp %s: %s", c.dir, strerror(errno));
 	char spec[128], err[512];
@@ -113,6 +141,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	no_per_input_leak_check(argc, argv);
 	ep_log_set_level(EP_LOG_ERROR);
+	remove_stale_stores();
 	start();
 	atexit(stop);
 	return 0;
