@@ -23,6 +23,7 @@
 #include "collector/store/store_backend.h"
 #include "common/profile/model.h"
 #include "common/util/sat.h"
+#include "common/util/u64map.h"
 
 /* 2: label_sets.session_id (in its UNIQUE key), the sessions table
  * 3: functions.local_index (BOLT's NAME/N of a local function)
@@ -633,9 +634,7 @@ static void bind_filter(sqlite3_stmt *st, const struct ep_store_filter *f)
  * that no read stays open. NULL with err. */
 static sqlite3_stmt *query(struct sqlite_store *s, const char *sql, char *err, size_t errlen)
 {
-	uint64_t hash = 14695981039346656037ULL; /* FNV-1a */
-	for (const char *p = sql; *p; p++)
-		hash = (hash ^ (uint8_t)*p) * 1099511628211ULL;
+	uint64_t hash = ep_hash_bytes(sql, strlen(sql));
 	struct cached_query *slot = &s->queries[0];
 	for (size_t i = 0; i < QUERY_CACHE; i++) {
 		struct cached_query *q = &s->queries[i];
