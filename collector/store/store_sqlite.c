@@ -543,8 +543,8 @@ static int sqlite_prune(struct ep_store *base, int64_t before_s, char *err, size
 	    "DELETE FROM ips WHERE bucket < ?1",
 	    "DELETE FROM batches WHERE received < ?1",
 	    /* finished sessions; one that failed before it started has no end */
-	    "DELETE FROM sessions WHERE state IN (2, 3) AND"
-	    " (CASE WHEN ended_s != 0 THEN ended_s ELSE created_s END) < ?1",
+	    ("DELETE FROM sessions WHERE state IN (2, 3) AND"
+	     " (CASE WHEN ended_s != 0 THEN ended_s ELSE created_s END) < ?1"),
 	    "DELETE FROM nodes WHERE seen_ns < ?1 * 1000000000",
 	};
 	if (exec(s, "BEGIN IMMEDIATE", err, errlen) != 0)
@@ -805,8 +805,8 @@ static const char *const part_sql[EP_STORE_NPARTS] = {
     [EP_PART_FUNCTIONS] = "SELECT f.start_addr, f.name, f.size, f.local_index FROM functions f"
 			  " JOIN binaries b"
 			  " ON b.id = f.binary_id WHERE b.build_id = ?1 ORDER BY 1, 2",
-    [EP_PART_SEGMENTS] = "SELECT g.vaddr, g.file_offset, g.size FROM segments g JOIN binaries b"
-			 " ON b.id = g.binary_id WHERE b.build_id = ?1 ORDER BY 1",
+    [EP_PART_SEGMENTS] = ("SELECT g.vaddr, g.file_offset, g.size FROM segments g JOIN binaries b"
+			  " ON b.id = g.binary_id WHERE b.build_id = ?1 ORDER BY 1"),
 };
 
 static int sqlite_read_part(struct ep_store *base, const struct ep_store_filter *f,

@@ -122,7 +122,7 @@ static void functions_table(FILE *out, const Edgeprof__V1__BinaryProfile *bp, co
 	free(cpi);
 	uint64_t total_time = ep_cpi_time(&cpi_total);
 	bool ns = unit && strcmp(unit, "ns") == 0;
-	uint64_t total_branches = 0, total_samples = 0;
+	uint64_t total_branches = 0;
 	for (size_t i = 0; i < bp->n_edges; i++) {
 		const Edgeprof__V1__Edge *e = bp->edges[i];
 		if (!ep_web_is_branch(e))
@@ -133,7 +133,6 @@ static void functions_table(FILE *out, const Edgeprof__V1__BinaryProfile *bp, co
 			rows[k].branches += e->count;
 	}
 	for (size_t i = 0; i < bp->n_ips; i++) {
-		total_samples += bp->ips[i]->count;
 		long k = ep_web_function_index(bp, bp->ips[i]->ip);
 		if (k >= 0)
 			rows[k].samples += bp->ips[i]->count;
