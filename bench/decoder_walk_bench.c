@@ -106,7 +106,7 @@ static double run(struct ep_decoder *d, const struct walk *w, size_t n, int reps
 
 int main(int argc, char **argv)
 {
-	const char *path = argc > 1 ? argv[1] : "../shared/fixtures/lbr/test.binary";
+	const char *path = argc > 1 ? argv[1] : "tests/data/lbr/test.binary";
 	struct ep_code_segment seg;
 	uint64_t text, text_size;
 	uint8_t *bytes = read_code(path, &seg, &text, &text_size);

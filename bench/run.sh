@@ -14,8 +14,7 @@ copies=${BENCH_COPIES:-268}
 runs=${BENCH_RUNS:-3}
 perf2bolt=${PERF2BOLT:-/usr/lib/llvm-16/bin/perf2bolt}
 
-fx=tests/data/propeller
-[ -f "$fx/propeller_sample_1.perfdata1" ] || fx=../shared/fixtures/lbr
+fx=${EDGEPROF_FIXTURES:-tests/data/lbr}
 data_in=$fx/propeller_sample_1.perfdata1
 binary=$fx/propeller_sample_1.bin
 # the name the recording gives the binary; perf2bolt looks for it
@@ -171,7 +170,7 @@ fi
 if command -v valgrind >/dev/null; then
 	churn_ir() { # MODE CHILDREN -> instructions
 		valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file="$tmp/churn.out" \
-			"$build/bench/pipeline_churn_bench" ../shared/fixtures/lbr/test.lbr ../shared/fixtures/lbr/test.binary "$1" "$2" \
+			"$build/bench/pipeline_churn_bench" "$fx/test.lbr" "$fx/test.binary" "$1" "$2" \
 			>"$tmp/churn.txt" 2>/dev/null || return 1
 		grep '^summary:' "$tmp/churn.out" | awk '{ print $2 }'
 	}

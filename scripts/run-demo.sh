@@ -10,7 +10,7 @@ set -euo pipefail
 build=${1:-build}
 cd "$(dirname "$0")/.."
 ep=$build/edgeprof
-data=tests/data/propeller
+data=tests/data/lbr
 out=$build/demo
 rm -rf "$out"
 mkdir -p "$out"

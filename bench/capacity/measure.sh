@@ -36,7 +36,7 @@ commit_ms=${CAP_COMMIT_MS:-1000}
 validate=${CAP_VALIDATE:-100 300}
 idle_s=${CAP_IDLE_S:-10}
 sizes=${CAP_BATCH_SAMPLES:-100 1000 4000}
-fx=${FIXTURES:-${EDGEPROF_FIXTURES:-$PWD/../shared/fixtures/lbr}}
+fx=${FIXTURES:-${EDGEPROF_FIXTURES:-$PWD/tests/data/lbr}}
 note() { echo "capacity: $*" >&2; }
 for f in "$edgeprof" "$build/bench-load/load_gen"; do
 	[ -x "$f" ] || {

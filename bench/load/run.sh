@@ -29,8 +29,7 @@ case $build in /*) ;; *) build=$PWD/$build ;; esac
 edgeprof=$build/edgeprof
 collector_bin=${LOAD_COLLECTOR:-$edgeprof}
 gen=$build/bench-load/load_gen
-fx=${FIXTURES:-${EDGEPROF_FIXTURES:-$PWD/../shared/fixtures/lbr}}
-[ -f "$fx/propeller_sample_1.perfdata1" ] || fx=$PWD/tests/data/propeller
+fx=${FIXTURES:-${EDGEPROF_FIXTURES:-$PWD/tests/data/lbr}}
 note() { echo "bench-load: $*" >&2; }
 # store_stats STORE: rows and bytes the store holds on disk after the run (the
 # capacity model's bytes per row, bench/capacity); ClickHouse merged first

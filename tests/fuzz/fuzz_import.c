@@ -3,7 +3,7 @@
  * libFuzzer target over `edgeprof import` below its options: a recording
  * (the input) fed through the whole pipeline (ep_feed_perf_data: read,
  * resolve, reconstruct, chop, aggregate) against real binaries given as
- * --binary (tests/data/propeller's sample program, which the propeller
+ * --binary (tests/data/lbr's propeller sample program, which the propeller
  * seed recorded, and the elf corpus's tiny_static, which the tiny seeds
  * recorded), then its profile built and exported. fuzz_perf_data covers
  * the reader alone at a higher rate; this one lets fuzzed branch stacks,
@@ -29,7 +29,7 @@
 #define FAIL(...) EP_FUZZ_FAIL("fuzz_import", __VA_ARGS__)
 
 static const char *const binaries[] = {
-    EP_SOURCE_DIR "/tests/data/propeller/propeller_sample_1.bin",
+    EP_SOURCE_DIR "/tests/data/lbr/propeller_sample_1.bin",
     EP_SOURCE_DIR "/tests/fuzz/corpus/elf/tiny_static",
 };
 static FILE *devnull;

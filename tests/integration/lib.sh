@@ -4,7 +4,11 @@
 set -u
 : "${EDGEPROF:=$PWD/build/edgeprof}"
 : "${EDGEPROF_ASAN:=$PWD/build/edgeprof-asan}"
-: "${FIXTURES:=${EDGEPROF_FIXTURES:-$PWD/../shared/fixtures/lbr}}"
+: "${FIXTURES:=${EDGEPROF_FIXTURES:-$PWD/tests/data/lbr}}"
+# the recordings travel with the repository: a test without them fails
+# naming what is missing, rather than on a vague error deep inside
+[ -f "$FIXTURES/test.lbr" ] ||
+	echo "not ok - test data missing: $FIXTURES/test.lbr (tests/data/lbr, or EDGEPROF_FIXTURES)"
 TEST_TMP=$(mktemp -d)
 _pids=()
 _status=0

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The real Intel recordings (../shared/fixtures/lbr) against the numbers
+# The real Intel recordings (tests/data/lbr) against the numbers
 # published with them (AutoFDO's sample_reader_test) — data and results we
 # did not produce.
 source "$(dirname "$0")/lib.sh"

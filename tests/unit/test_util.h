@@ -13,17 +13,24 @@
 
 #include <cmocka.h>
 
-/* The real LBR recordings (../shared/fixtures/lbr beside the checkout, or
- * $EDGEPROF_FIXTURES). Tests run from the repository root. */
+/* The real LBR recordings (tests/data/lbr, or $EDGEPROF_FIXTURES). Tests
+ * run from the repository root. A missing file is named on stderr here, so
+ * the failure that follows (an open that fails deep in a reader) is not the
+ * only word a reader of the log gets. */
 static inline const char *ep_test_fixture(const char *name)
 {
 	static char paths[8][4096];
 	static int next;
 	const char *dir = getenv("EDGEPROF_FIXTURES");
 	if (!dir)
-		dir = "../shared/fixtures/lbr";
+		dir = "tests/data/lbr";
 	char *p = paths[next++ % 8];
 	snprintf(p, sizeof(paths[0]), "%s/%s", dir, name);
+	FILE *f = fopen(p, "rb");
+	if (f)
+		fclose(f);
+	else
+		fprintf(stderr, "test data missing: %s (run the tests from the repository root)\n", p);
 	return p;
 }
 
