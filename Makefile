@@ -138,8 +138,10 @@ deps:
 
 unit-tests: $(REL_TESTS) $(SAN_TESTS)
 
+# every bench program is built too, so a change that breaks one fails here
 test: deps
-	@$(MAKE) --no-print-directory all $(BUILD)/edgeprof-asan unit-tests $(LOAD_GEN) $(CHURN)
+	@$(MAKE) --no-print-directory all $(BUILD)/edgeprof-asan unit-tests $(LOAD_GEN) $(CHURN) \
+		$(BENCH_BINS)
 	@tests/run.sh $(BUILD)
 
 run: deps

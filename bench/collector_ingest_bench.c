@@ -145,8 +145,9 @@ static double run(const char *spec, bool merged, unsigned agents, unsigned per_a
 						   EP_WIRE_MAX_BATCH, err, sizeof(err));
 				struct ep_store_batch_id id = {b->agent->agent_id, b->sequence,
 							       b->agent->node, 0};
-				struct ep_store_slice sl = {1700000000 - 1700000000 % 60,
-							    b->binaries[0], 0};
+				struct ep_store_slice sl = {.bucket_s =
+								1700000000 - 1700000000 % 60,
+							    .delta = b->binaries[0]};
 				struct ep_store_commit c = {&id, 1, &sl, 1};
 				if (ep_store_write(store, &c, err, sizeof(err)) != 0)
 					jobs[a].failed++;
