@@ -47,12 +47,36 @@ done
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 echo "setup: installing missing packages: ${missing[*]}" >&2
+# Another apt or dpkg (unattended-upgrades, a second terminal) may hold the
+# package locks: wait for it, saying so once, rather than fail. apt-get
+# install waits by itself with DPkg::Lock::Timeout; update does not honour
+# that option for its lists lock, so it is tried again while it says "lock".
+lock_wait_s=${SETUP_LOCK_WAIT_S:-900}
+apt_locked() { # CMD... : runs CMD, again while it fails on a held lock
+	local start=$SECONDS said=0 log
+	log=$(mktemp)
+	while ! "$@" 2>"$log"; do
+		if ! grep -q 'Could not get lock\|Unable to lock\|Unable to acquire\|frontend lock' "$log" ||
+			((SECONDS - start >= lock_wait_s)); then
+			cat "$log" >&2
+			rm -f "$log"
+			return 1
+		fi
+		if [ "$said" = 0 ]; then
+			echo "setup: waiting for the package lock ($(head -1 "$log"))" >&2
+			said=1
+		fi
+		sleep 2
+	done
+	rm -f "$log"
+}
 sudo_cmd=()
 [ "$(id -u)" -ne 0 ] && sudo_cmd=(sudo)
 export DEBIAN_FRONTEND=noninteractive
 # the :arm64 packages need dpkg to know the architecture before the update
 if [[ " ${missing[*]}" == *:arm64* ]] && ! dpkg --print-foreign-architectures | grep -qx arm64; then
-	"${sudo_cmd[@]}" dpkg --add-architecture arm64
+	apt_locked "${sudo_cmd[@]}" dpkg --add-architecture arm64
 fi
-"${sudo_cmd[@]}" apt-get update -qq
-"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+apt_locked "${sudo_cmd[@]}" apt-get -o DPkg::Lock::Timeout="$lock_wait_s" update -qq
+apt_locked "${sudo_cmd[@]}" apt-get -o DPkg::Lock::Timeout="$lock_wait_s" install -y -qq \
+	--no-install-recommends "${missing[@]}" >/dev/null
