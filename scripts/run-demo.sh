@@ -86,3 +86,16 @@ if [ -n "$id" ]; then
 	echo "== exports of the workload from the collector: $(cd "$out" && ls hot_cold.json hot_cold.fdata hot_cold.preagg hot_cold.afdo | tr '\n' ' ')(in $out)"
 	echo "   feed to BOLT: llvm-bolt-16 $out/hot_cold -o hot_cold.bolt -data $out/hot_cold.fdata"
 fi
+
+# The store outlives this script: the UI can be opened on it again at any time.
+reopen="$ep collector --store sqlite:$out/store.db --listen 127.0.0.1:7070"
+echo
+if [ -t 0 ] && [ -t 1 ] && [ "${EDGEPROF_DEMO_KEEP:-1}" != 0 ]; then
+	echo "== the web UI on this data: $url/  (the collector stays up until Ctrl-C)"
+	echo "   later, on the same data: $reopen, then http://127.0.0.1:7070/"
+	trap 'echo; echo "== collector stopped"; cleanup; exit 0' INT TERM
+	wait "${pids[0]}"
+else
+	echo "== the web UI on this data: run  $reopen"
+	echo "   and open http://127.0.0.1:7070/ (the demo's own collector stops with it)"
+fi
