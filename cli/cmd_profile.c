@@ -148,7 +148,7 @@ static int parse_request(int argc, char **argv, struct profile_request *r, int *
 	    EP_OPTION("node", 0, EP_OPT_STRING, &r->node),
 	    EP_OPTION("duration", 0, EP_OPT_STRING, &r->duration),
 	    EP_OPTION("period", 0, EP_OPT_UINT, &r->period,
-		      .min = ep_period_min(EP_KERNEL_SAMPLE_RATE_DEFAULT), .max = 1u << 31,
+		      .min = ep_period_min(EP_KERNEL_SAMPLE_RATE_DEFAULT), .max = EP_PERIOD_MAX,
 		      .given = &r->period_given),
 	    EP_OPTION("mode", 0, EP_OPT_CHOICE, &r->mode, .choices = modes),
 	    EP_OPTION("cycles", 0, EP_OPT_TRUE, &r->cycles),
