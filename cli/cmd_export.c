@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "common/export/export.h"
 #include "common/profile/profile_file.h"
+#include "common/util/build_id.h"
 #include "common/util/log.h"
 
 static void export_usage(FILE *out)
@@ -31,7 +32,7 @@ int ep_cmd_export(int argc, char **argv)
 	struct ep_collector_query q = {0};
 	const struct ep_option export_opts[] = {
 	    EP_OPTION("format", 'f', EP_OPT_CHOICE, &format, .choices = ep_export_format_names),
-	    EP_OPTION("build-id", 0, EP_OPT_STRING, &q.build_id),
+	    EP_OPTION("build-id", 0, EP_OPT_CALL, &q.build_id, .call = ep_build_id_option),
 	    EP_OPTION("output", 'o', EP_OPT_STRING, &output),
 	    EP_OPTION_END,
 	};
@@ -59,6 +60,11 @@ int ep_cmd_export(int argc, char **argv)
 	}
 	if (mo.insn_mix && format != EP_EXPORT_JSON) {
 		ep_error("--insn-mix: only the json format has a place for it");
+		goto out;
+	}
+	char why[256];
+	if (q.url && q.build_id && ep_build_id_check(q.build_id, why, sizeof(why)) != 0) {
+		ep_error("--build-id: %s (the collector is asked for a whole one)", why);
 		goto out;
 	}
 	rc = 1;

@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "common/export/export.h"
 #include "common/profile/profile_file.h"
+#include "common/util/build_id.h"
 #include "common/util/log.h"
 #include "common/util/options.h"
 
@@ -36,7 +37,7 @@ int ep_cmd_report(int argc, char **argv)
 	const struct ep_option report_opts[] = {
 	    EP_OPTION("top", 0, EP_OPT_UINT, &top, .min = 1, .max = 100000),
 	    EP_OPTION("cpi", 0, EP_OPT_TRUE, &cpi),
-	    EP_OPTION("build-id", 0, EP_OPT_STRING, &q.build_id),
+	    EP_OPTION("build-id", 0, EP_OPT_CALL, &q.build_id, .call = ep_build_id_option),
 	    EP_OPTION_END,
 	};
 	struct ep_option query_opts[EP_COLLECTOR_QUERY_OPTION_COUNT + 1];
@@ -58,6 +59,11 @@ int ep_cmd_report(int argc, char **argv)
 	}
 	if ((mo.range || mo.function) && !mo.insn_mix) {
 		ep_error("--range and --function go with --insn-mix");
+		goto out;
+	}
+	char why[256];
+	if (q.url && q.build_id && ep_build_id_check(q.build_id, why, sizeof(why)) != 0) {
+		ep_error("--build-id: %s (the collector is asked for a whole one)", why);
 		goto out;
 	}
 	rc = 1;

@@ -20,6 +20,7 @@
 #include "collector/api/api.h"
 #include "collector/binaries/binaries.h"
 #include "collector/web/web.h"
+#include "common/util/build_id.h"
 #include "common/util/clock.h"
 #include "common/util/log.h"
 #include "common/util/secret.h"
@@ -397,6 +398,9 @@ static enum MHD_Result handle_query(struct ep_server *s, struct MHD_Connection *
 	f.build_id = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "build_id");
 	if (f.build_id && !*f.build_id)
 		f.build_id = NULL;
+	char why[256];
+	if (f.build_id && ep_build_id_check(f.build_id, why, sizeof(why)) != 0)
+		return respond_text(c, 400, "build_id: %s\n", why);
 	if (parse_time_arg(c, "from", &f.from_s) != 0 || parse_time_arg(c, "to", &f.to_s) != 0)
 		return respond_text(c, 400, "from/to: unix seconds expected\n");
 	f.container_id = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "container_id");
@@ -683,6 +687,8 @@ static enum MHD_Result handle_images(struct ep_server *s, struct MHD_Connection 
 	if (!post) {
 		if (strncmp(url, "/v1/images/", 11) != 0)
 			return respond_text(c, 404, "%s: no such endpoint\n", url);
+		if (ep_build_id_check(url + 11, msg, sizeof(msg)) != 0)
+			return respond_text(c, 400, "%s\n", msg);
 		int r = ep_binaries_has(s->cfg.binaries, url + 11, msg, sizeof(msg));
 		if (r < 0)
 			return respond_text(c, 503, "store: %s\n", msg);
@@ -692,6 +698,8 @@ static enum MHD_Result handle_images(struct ep_server *s, struct MHD_Connection 
 	if (rq->too_large)
 		return respond_text(c, 413, "body larger than %zu bytes\n",
 				    ep_binaries_max_file(s->cfg.binaries));
+	if (*arg(c, "build_id") && ep_build_id_check(arg(c, "build_id"), msg, sizeof(msg)) != 0)
+		return respond_text(c, 400, "refused: %s\n", msg);
 	int status = ep_binaries_upload(s->cfg.binaries, rq->body, rq->len, arg(c, "build_id"),
 					arg(c, "path"), arg(c, "source"), msg, sizeof(msg));
 	if (status >= 400)

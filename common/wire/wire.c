@@ -8,6 +8,8 @@
 #include <zstd.h>
 #include <zstd_errors.h>
 
+#include "common/util/build_id.h"
+
 /* Level 3 is zstd's default: edge tables compress ~5x at a few hundred
  * MB/s, far below the agent's sampling cost. */
 #define ZSTD_LEVEL 3
@@ -241,6 +243,14 @@ int ep_wire_check_batch(const Edgeprof__V1__Batch *b, char *err, size_t errlen)
 	for (size_t i = 0; i < b->n_binaries; i++) {
 		if (!b->binaries[i]->profile) {
 			snprintf(err, errlen, "binaries[%zu] has no profile", i);
+			return EP_WIRE_BAD_BATCH;
+		}
+		/* "" is a binary without a build-id note; anything else is
+		 * the key every count is stored under */
+		const char *id = b->binaries[i]->profile->build_id;
+		char why[200];
+		if (id && id[0] && ep_build_id_check(id, why, sizeof(why)) != 0) {
+			snprintf(err, errlen, "binaries[%zu]: %s", i, why);
 			return EP_WIRE_BAD_BATCH;
 		}
 	}

@@ -63,7 +63,8 @@ int ep_wire_check_counts(const Edgeprof__V1__Batch *b, char *err, size_t errlen)
 
 /* Everything the collector checks of a decoded batch before storing it:
  * wire_version (1..EP_WIRE_VERSION), an agent id and a non-zero sequence,
- * a profile in every binary, then ep_wire_check_counts. 0 when accepted;
+ * a profile in every binary, its build-id "" or lowercase hex
+ * (common/util/build_id.h), then ep_wire_check_counts. 0 when accepted;
  * EP_WIRE_BAD_BATCH or EP_WIRE_BAD_COUNTS with err saying why. The fuzz
  * target (tests/fuzz/fuzz_ingest.c) runs the same function. */
 #define EP_WIRE_BAD_BATCH  (-1)

@@ -60,14 +60,22 @@ check "  naming both versions" grep -q "wire_version 99 not supported: this coll
 	"$TEST_TMP/body"
 printf '\x08\x01' >"$TEST_TMP/anon" # Batch{wire_version: 1} without agent or sequence
 check "a batch without identity: 400" test "$(post "$TEST_TMP/anon" identity)" = 400
+# a build-id is the key counts are stored under: lowercase hex or none
+printf 'wire_version: 1 agent { agent_id: "x" } sequence: 9 binaries { profile { %s } }\n' \
+	'build_id: "../../etc/passwd" samples: 1' |
+	protoc-c --encode=edgeprof.v1.Batch --proto_path=proto proto/ingest.proto |
+	zstd -q -c >"$TEST_TMP/badid"
+check "a batch whose build-id is not hex: 400" test "$(post "$TEST_TMP/badid")" = 400
+check "  naming it" grep -q "binaries\[0\]: build-id '../../etc/passwd' (16 characters): not lowercase hex" \
+	"$TEST_TMP/body"
 check "an unknown Content-Encoding: 415" test "$(post "${batches[1]}" gzip)" = 415
 check "GET on ingest: 405" test "$(curl -s -o /dev/null -w '%{http_code}' "$url/v1/ingest")" = 405
 check "an unknown path: 404" test "$(curl -s -o /dev/null -w '%{http_code}' "$url/nope")" = 404
 
 curl -sf "$url/v1/profile?format=json" | edge_table >"$TEST_TMP/after"
 check "stored data unchanged by the bad requests" cmp -s "$TEST_TMP/before" "$TEST_TMP/after"
-check "bad requests counted in /metrics (6)" \
-	test "$(metric "$url" 'edgeprof_ingest_batches_total{result="bad_request"}')" = 6
+check "bad requests counted in /metrics (7)" \
+	test "$(metric "$url" 'edgeprof_ingest_batches_total{result="bad_request"}')" = 7
 check "too large counted in /metrics (2)" \
 	test "$(metric "$url" 'edgeprof_ingest_batches_total{result="too_large"}')" = 2
 check "unsupported encodings counted" \
@@ -76,6 +84,12 @@ check "one batch stored" test "$(metric "$url" 'edgeprof_ingest_batches_total{re
 check "/healthz answers" curl -sf "$url/healthz" -o /dev/null
 check "/readyz answers (store reachable)" curl -sf "$url/readyz" -o /dev/null
 check "unknown build-id: 404" test "$(curl -s -o /dev/null -w '%{http_code}' "$url/v1/profile?build_id=00ff")" = 404
+for id in 00FF xyz 0f0 "$(printf 'a%.0s' {1..130})"; do
+	check "build_id=${id:0:12}: 400, naming it" test "$(curl -s -o "$TEST_TMP/body" -w '%{http_code}' \
+		"$url/v1/profile?build_id=$id")" = 400 -a -n "$(grep "build-id '${id:0:40}" "$TEST_TMP/body")"
+	check "/v1/images/${id:0:12}: 400" test "$(curl -s -o /dev/null -w '%{http_code}' \
+		"$url/v1/images/$id")" = 400
+done
 check "unknown format: 400" test "$(curl -s -o /dev/null -w '%{http_code}' "$url/v1/profile?format=xml")" = 400
 
 # the rest of the batches: the store ends up with the whole recording

@@ -141,10 +141,47 @@ static void test_every_flipped_bit_is_refused_or_harmless(void **state)
 	free(plain);
 }
 
+/* A binary's build-id is the key its counts are stored under: "" (none)
+ * or 1-64 bytes of lowercase hex; anything else is refused naming it. */
+static void test_build_id_not_hex_is_refused(void **state)
+{
+	(void)state;
+	struct batch_data x;
+	char err[512], long_id[200];
+	memset(long_id, 'a', 130);
+	long_id[130] = '\0';
+	static const char *const good[] = {"", "ab", "0123456789abcdef",
+					   "9f3c0a11d2e4b5a6c7d8e9f0a1b2c3d4e5f60718"};
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		make_batch(&x);
+		x.bp[1].build_id = (char *)good[i];
+		assert_int_equal(ep_wire_check_batch(&x.b, err, sizeof(err)), 0);
+	}
+	const struct {
+		const char *id, *why;
+	} bad[] = {
+	    {"xyz1", "binaries[1]: build-id 'xyz1' (4 characters): not lowercase hex"},
+	    {"ABCD", "binaries[1]: build-id 'ABCD' (4 characters): not lowercase hex"},
+	    {"abc", "binaries[1]: build-id 'abc' (3 characters): an odd number of hex digits"},
+	    {"ab\ncd", "binaries[1]: build-id 'ab?cd' (5 characters): not lowercase hex"},
+	    {long_id, "binaries[1]: build-id 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa...' (130 "
+		      "characters): too long"},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		make_batch(&x);
+		x.bp[1].build_id = (char *)bad[i].id;
+		assert_int_equal(ep_wire_check_batch(&x.b, err, sizeof(err)), EP_WIRE_BAD_BATCH);
+		assert_non_null(strstr(err, "a build-id is 1-64 bytes in lowercase hex"));
+		if (strncmp(err, bad[i].why, strlen(bad[i].why)) != 0)
+			fail_msg("'%s': got '%s'", bad[i].id, err);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_every_flipped_bit_is_refused_or_harmless),
+	    cmocka_unit_test(test_build_id_not_hex_is_refused),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
