@@ -528,18 +528,22 @@ static enum MHD_Result handle_ingest(struct ep_server *s, struct MHD_Connection 
 		atomic_fetch_add(&s->too_large_bodies, 1);
 		return respond_text(c, 413, "body larger than %zu bytes\n", s->cfg.max_body);
 	}
+	/* only zstd: its frame's checksum is what tells a batch damaged in an
+	 * agent's spool from another batch (common/wire/wire.c); an identity
+	 * body carries nothing that would */
 	const char *enc = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Encoding");
-	bool compressed = enc && strcmp(enc, "zstd") == 0;
-	if (enc && !compressed && strcmp(enc, "identity") != 0) {
+	if (!enc || strcmp(enc, "zstd") != 0) {
 		atomic_fetch_add(&s->bad_encoding, 1);
-		return respond_text(c, 415, "Content-Encoding %s: expected zstd or identity\n",
-				    enc);
+		return respond_text(c, 415,
+				    "Content-Encoding %s: expected zstd (one frame with a content "
+				    "checksum, as agents send)\n",
+				    enc ? enc : "(none)");
 	}
 	char why[512] = "";
 	uint64_t seq = 0;
 	Edgeprof__V1__Batch *batch = NULL;
-	enum ep_ingest_result r = ep_ingest_batch(s->ingest, rq->body, rq->len, compressed, &seq,
-						  why, sizeof(why), &batch);
+	enum ep_ingest_result r =
+	    ep_ingest_batch(s->ingest, rq->body, rq->len, true, &seq, why, sizeof(why), &batch);
 	switch (r) {
 	case EP_INGEST_STORED:
 	case EP_INGEST_DUPLICATE: {

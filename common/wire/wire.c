@@ -47,11 +47,38 @@ int ep_wire_encode(const Edgeprof__V1__Batch *batch, uint8_t **out, size_t *out_
 	return 0;
 }
 
+/* A batch is one zstd frame that carries a checksum of its content, as
+ * ep_wire_encode writes it: without one a damaged batch (a bit flipped in
+ * the spool) decodes to another batch and is stored. The agent has set the
+ * flag on every batch since issue 18 (ep_wire_encode); an agent older than
+ * that is told why its batches are refused. The frame header's descriptor byte
+ * follows the 4-byte magic; its bit 2 is Content_Checksum_flag (RFC 8878,
+ * 3.1.1.1.1). */
+static int check_frame(const uint8_t *data, size_t len, char *err, size_t errlen)
+{
+	static const uint8_t magic[4] = {0x28, 0xb5, 0x2f, 0xfd};
+	if (len < 5 || memcmp(data, magic, sizeof(magic)) != 0) {
+		snprintf(err, errlen,
+			 "not a zstd stream: no zstd frame magic at byte 0 (%zu bytes)", len);
+		return -1;
+	}
+	if (!(data[4] & 0x04)) {
+		snprintf(err, errlen,
+			 "zstd frame without a content checksum: a batch must carry one (zstd's "
+			 "checksum flag, --check), so that a damaged batch is refused, not "
+			 "stored");
+		return -1;
+	}
+	return 0;
+}
+
 /* Streaming decompression with a hard cap: the frame's declared size is
  * not trusted (an attacker writes any number there). */
 static uint8_t *decompress(const uint8_t *data, size_t len, size_t max_size, size_t *out_len,
 			   char *err, size_t errlen)
 {
+	if (check_frame(data, len, err, errlen) != 0)
+		return NULL;
 	ZSTD_DStream *ds = ZSTD_createDStream();
 	if (!ds) {
 		snprintf(err, errlen, "out of memory");
@@ -85,7 +112,12 @@ static uint8_t *decompress(const uint8_t *data, size_t len, size_t max_size, siz
 			snprintf(err, errlen, "more than %zu bytes once decompressed", max_size);
 			goto fail;
 		}
-		if (last == 0 && in.pos == in.size)
+		if (last == 0 && in.pos < in.size) {
+			/* a second frame would be decoded unchecked */
+			snprintf(err, errlen, "%zu bytes after the zstd frame", in.size - in.pos);
+			goto fail;
+		}
+		if (last == 0)
 			break;
 		if (out.pos == out.size) {
 			size_t ncap = cap * 2 > max_size + 1 ? max_size + 1 : cap * 2;

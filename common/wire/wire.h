@@ -3,8 +3,9 @@
  * Stream stage, the bytes: a Batch (proto/ingest.proto) as it crosses the
  * wire and sits in the spool: protobuf, zstd-compressed, the frame with a
  * checksum of its content (a bit flipped in the spool is refused, not
- * stored; frames of older agents, without one, are still read). The collector
- * decodes with the same functions, so both ends agree on limits.
+ * stored; a frame without one is refused too: nothing would tell its
+ * damage). The collector decodes with the same functions, so both ends
+ * agree on limits.
  */
 #ifndef EP_WIRE_H
 #define EP_WIRE_H
@@ -23,10 +24,12 @@
 /* Serialises and compresses. *out is malloc'd. 0, or -1 when memory runs out. */
 int ep_wire_encode(const Edgeprof__V1__Batch *batch, uint8_t **out, size_t *out_len);
 
-/* Decodes bytes that are zstd-compressed (compressed true) or plain
- * protobuf. Refuses more than max_size bytes once decompressed. NULL with
- * err saying what is wrong (not zstd, checksum mismatch, truncated, too large,
- * not a Batch).
+/* Decodes bytes that are one zstd frame with a content checksum
+ * (compressed true: what agents send, and all the collector accepts) or
+ * plain protobuf (tests and the fuzz target, which check nothing of the
+ * bytes). Refuses more than max_size bytes once decompressed. NULL with
+ * err saying what is wrong (not zstd, no checksum, checksum mismatch,
+ * truncated, bytes after the frame, too large, not a Batch).
  * Free with ep_wire_free(). Does not check wire_version or identity: the
  * caller answers those. */
 Edgeprof__V1__Batch *ep_wire_decode(const uint8_t *data, size_t len, bool compressed,

@@ -32,8 +32,9 @@ binaries {
   labels { pod: "$3" }
 }
 TXT
-	curl -s -o "$TEST_TMP/body" -w '%{http_code}' -X POST -H 'Content-Encoding: identity' \
-		--data-binary "@$TEST_TMP/b" "$url/v1/ingest"
+	zstd -q -f "$TEST_TMP/b" -o "$TEST_TMP/b.zst" # with its checksum, as agents send
+	curl -s -o "$TEST_TMP/body" -w '%{http_code}' -X POST -H 'Content-Encoding: zstd' \
+		--data-binary "@$TEST_TMP/b.zst" "$url/v1/ingest"
 }
 status() { curl -s -o "$TEST_TMP/out" -w '%{http_code}' "$url$1"; }
 

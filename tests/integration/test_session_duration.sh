@@ -17,9 +17,10 @@ url="http://127.0.0.1:$COLLECTOR_PORT"
 # a node whose agent can run sessions: one batch saying so
 printf 'wire_version: 1 agent { node: "n1" agent_id: "a1" version: "t" } sequence: 1\n%s\n' \
 	'capabilities: "profile-session"' |
-	protoc-c --encode=edgeprof.v1.Batch --proto_path=proto proto/ingest.proto >"$TEST_TMP/hello"
+	protoc-c --encode=edgeprof.v1.Batch --proto_path=proto proto/ingest.proto |
+	zstd -q -c >"$TEST_TMP/hello" # with its checksum, as agents send
 check "an agent able to run sessions reports (200)" test "$(curl -s -o /dev/null -w '%{http_code}' \
-	-X POST -H 'Content-Encoding: identity' --data-binary "@$TEST_TMP/hello" "$url/v1/ingest")" = 200
+	-X POST -H 'Content-Encoding: zstd' --data-binary "@$TEST_TMP/hello" "$url/v1/ingest")" = 200
 
 session() { # session DURATION -> HTTP status, body in $TEST_TMP/body
 	curl -s -o "$TEST_TMP/body" -w '%{http_code}' -X POST -G \

@@ -35,7 +35,20 @@ check "stored counts are there" test -s "$TEST_TMP/before"
 head -c 5000 /dev/urandom >"$TEST_TMP/garbage"
 check "garbage: 400" test "$(post "$TEST_TMP/garbage")" = 400
 check "  with the reason (not a zstd stream)" grep -q "zstd" "$TEST_TMP/body"
-check "garbage sent as plain protobuf: 400" test "$(post "$TEST_TMP/garbage" identity)" = 400
+# a body that is not one checksummed zstd frame carries nothing that would
+# tell a damaged batch from another: refused, saying why (all were stored)
+check "a batch sent unencoded (identity): 415" test "$(post "${batches[1]}" identity)" = 415
+check "  naming what is expected" grep -q "expected zstd (one frame with a content checksum" \
+	"$TEST_TMP/body"
+check "a batch without Content-Encoding: 415" test "$(curl -s -o "$TEST_TMP/body" \
+	-w '%{http_code}' -X POST --data-binary "@${batches[1]}" "$url/v1/ingest")" = 415
+zstd -q -d -c "${batches[1]}" | zstd -q -c --no-check >"$TEST_TMP/unchecked"
+check "a zstd frame without a checksum: 400" test "$(post "$TEST_TMP/unchecked")" = 400
+check "  naming the missing checksum" grep -q "zstd frame without a content checksum" \
+	"$TEST_TMP/body"
+cat "${batches[1]}" "$TEST_TMP/unchecked" >"$TEST_TMP/two"
+check "a checked frame followed by another: 400" test "$(post "$TEST_TMP/two")" = 400
+check "  naming the bytes after the frame" grep -q "bytes after the zstd frame" "$TEST_TMP/body"
 size=$(stat -c %s "${batches[1]}")
 head -c $((size / 2)) "${batches[1]}" >"$TEST_TMP/truncated"
 check "a truncated batch: 400" test "$(post "$TEST_TMP/truncated")" = 400
@@ -54,12 +67,12 @@ printf "$(printf '\\%03o' $((byte ^ 16)))" |
 	dd of="$TEST_TMP/flipped" bs=1 seek=$((size / 2)) conv=notrunc status=none
 check "a spooled batch with one flipped bit: 400" test "$(post "$TEST_TMP/flipped")" = 400
 check "  with the reason (zstd checksum mismatch)" grep -q "zstd checksum mismatch" "$TEST_TMP/body"
-printf '\x08\x63' >"$TEST_TMP/v99" # Batch{wire_version: 99}
-check "wire_version 99: 400" test "$(post "$TEST_TMP/v99" identity)" = 400
+printf '\x08\x63' | zstd -q -c >"$TEST_TMP/v99" # Batch{wire_version: 99}
+check "wire_version 99: 400" test "$(post "$TEST_TMP/v99")" = 400
 check "  naming both versions" grep -q "wire_version 99 not supported: this collector speaks 1..1" \
 	"$TEST_TMP/body"
-printf '\x08\x01' >"$TEST_TMP/anon" # Batch{wire_version: 1} without agent or sequence
-check "a batch without identity: 400" test "$(post "$TEST_TMP/anon" identity)" = 400
+printf '\x08\x01' | zstd -q -c >"$TEST_TMP/anon" # Batch{wire_version: 1} without agent or sequence
+check "a batch without identity: 400" test "$(post "$TEST_TMP/anon")" = 400
 # a build-id is the key counts are stored under: lowercase hex or none
 printf 'wire_version: 1 agent { agent_id: "x" } sequence: 9 binaries { profile { %s } }\n' \
 	'build_id: "../../etc/passwd" samples: 1' |
@@ -74,12 +87,12 @@ check "an unknown path: 404" test "$(curl -s -o /dev/null -w '%{http_code}' "$ur
 
 curl -sf "$url/v1/profile?format=json" | edge_table >"$TEST_TMP/after"
 check "stored data unchanged by the bad requests" cmp -s "$TEST_TMP/before" "$TEST_TMP/after"
-check "bad requests counted in /metrics (7)" \
-	test "$(metric "$url" 'edgeprof_ingest_batches_total{result="bad_request"}')" = 7
+check "bad requests counted in /metrics (8)" \
+	test "$(metric "$url" 'edgeprof_ingest_batches_total{result="bad_request"}')" = 8
 check "too large counted in /metrics (2)" \
 	test "$(metric "$url" 'edgeprof_ingest_batches_total{result="too_large"}')" = 2
-check "unsupported encodings counted" \
-	test "$(metric "$url" 'edgeprof_ingest_batches_total{result="unsupported_encoding"}')" = 1
+check "unsupported encodings counted (3)" \
+	test "$(metric "$url" 'edgeprof_ingest_batches_total{result="unsupported_encoding"}')" = 3
 check "one batch stored" test "$(metric "$url" 'edgeprof_ingest_batches_total{result="stored"}')" = 1
 check "/healthz answers" curl -sf "$url/healthz" -o /dev/null
 check "/readyz answers (store reachable)" curl -sf "$url/readyz" -o /dev/null

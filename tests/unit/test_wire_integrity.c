@@ -7,6 +7,7 @@
  * or decodes to the very same batch.
  */
 #include <string.h>
+#include <zstd.h>
 
 #include "test_util.h"
 
@@ -141,6 +142,69 @@ static void test_every_flipped_bit_is_refused_or_harmless(void **state)
 	free(plain);
 }
 
+/* The batch packed and put in a zstd frame with or without the checksum. */
+static uint8_t *frame(const Edgeprof__V1__Batch *b, int checksum, size_t *len)
+{
+	size_t plain_len = edgeprof__v1__batch__get_packed_size(b);
+	uint8_t *plain = malloc(plain_len);
+	assert_non_null(plain);
+	edgeprof__v1__batch__pack(b, plain);
+	size_t cap = ZSTD_compressBound(plain_len);
+	uint8_t *z = malloc(cap);
+	ZSTD_CCtx *c = ZSTD_createCCtx();
+	assert_non_null(z);
+	assert_non_null(c);
+	assert_false(ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_checksumFlag, checksum)));
+	*len = ZSTD_compress2(c, z, cap, plain, plain_len);
+	assert_false(ZSTD_isError(*len));
+	ZSTD_freeCCtx(c);
+	free(plain);
+	return z;
+}
+
+/* A frame without a checksum would be stored whatever happened to it: it
+ * is refused, saying so (it was decoded and stored before). */
+static void test_frame_without_checksum_is_refused(void **state)
+{
+	(void)state;
+	struct batch_data x;
+	make_batch(&x);
+	char err[256];
+	size_t len;
+	uint8_t *z = frame(&x.b, 1, &len);
+	Edgeprof__V1__Batch *back = ep_wire_decode(z, len, true, 1 << 20, err, sizeof(err));
+	assert_non_null(back);
+	ep_wire_free(back);
+	free(z);
+	z = frame(&x.b, 0, &len);
+	assert_null(ep_wire_decode(z, len, true, 1 << 20, err, sizeof(err)));
+	assert_non_null(strstr(err, "zstd frame without a content checksum"));
+	free(z);
+}
+
+/* A second frame after the checked one (or anything else) is refused:
+ * it would be decoded as more of the batch, unchecked. */
+static void test_bytes_after_the_frame_are_refused(void **state)
+{
+	(void)state;
+	struct batch_data x;
+	make_batch(&x);
+	char err[256];
+	size_t a, b;
+	uint8_t *one = frame(&x.b, 1, &a), *two = frame(&x.b, 0, &b);
+	uint8_t *both = malloc(a + b);
+	assert_non_null(both);
+	memcpy(both, one, a);
+	memcpy(both + a, two, b);
+	assert_null(ep_wire_decode(both, a + b, true, 1 << 20, err, sizeof(err)));
+	char want[64];
+	snprintf(want, sizeof(want), "%zu bytes after the zstd frame", b);
+	assert_string_equal(err, want);
+	free(both);
+	free(one);
+	free(two);
+}
+
 /* A binary's build-id is the key its counts are stored under: "" (none)
  * or 1-64 bytes of lowercase hex; anything else is refused naming it. */
 static void test_build_id_not_hex_is_refused(void **state)
@@ -181,6 +245,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_every_flipped_bit_is_refused_or_harmless),
+	    cmocka_unit_test(test_frame_without_checksum_is_refused),
+	    cmocka_unit_test(test_bytes_after_the_frame_are_refused),
 	    cmocka_unit_test(test_build_id_not_hex_is_refused),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
