@@ -5,6 +5,7 @@
 # the CPU that came back, and sample it again afterwards (records carry
 # their CPU); it exits cleanly, with no leak (ASan agent). CPU 1 is always
 # put back online, whatever happens.
+# tests/run.sh: alone (it takes CPU 1 offline, which every other suite would see)
 source "$(dirname "$0")/lib.sh"
 
 cpu1=/sys/devices/system/cpu/cpu1/online

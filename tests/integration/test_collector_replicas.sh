@@ -15,6 +15,7 @@
 # With EP_REPLICAS_SHARDS=N (test_collector_cluster.sh) the store is a
 # ClickHouse cluster of N shards (N servers on 127.0.0.1..N), shard 2 is
 # restarted mid-stream as well, and each binary's rows are on one shard.
+# tests/run.sh: group heavy (ClickHouse servers, or a load run: one such suite at a time)
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/clickhouse.sh"
 source "$(dirname "$0")/collector.sh"

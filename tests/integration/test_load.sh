@@ -7,6 +7,7 @@
 # acknowledgements) and the store's totals per build-id (samples, edge,
 # range and IP counts) equal the sums of what was sent exactly. No timing
 # is asserted.
+# tests/run.sh: group heavy (ClickHouse servers, or a load run: one such suite at a time)
 source "$(dirname "$0")/lib.sh"
 build=$(dirname "$EDGEPROF")
 if [ ! -x "$build/bench-load/load_gen" ]; then

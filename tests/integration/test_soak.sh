@@ -9,6 +9,7 @@
 # (after warm-up, the largest sample at most twice the first, descriptors
 # at most 16 more; the collector's heap in use less SQLite's at most twice
 # the first plus 1 MiB). No timing is asserted.
+# tests/run.sh: group heavy (ClickHouse servers, or a load run: one such suite at a time)
 source "$(dirname "$0")/lib.sh"
 build=$(dirname "$EDGEPROF")
 if [ "$(id -u)" -ne 0 ]; then

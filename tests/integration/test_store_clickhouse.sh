@@ -6,6 +6,7 @@
 # ClickHouse once per group) and counted once; and the collector's
 # kill-and-restart test holds with ClickHouse behind it. The storage suite
 # runs again on a cluster of two shards (cluster=).
+# tests/run.sh: group heavy (ClickHouse servers, or a load run: one such suite at a time)
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/clickhouse.sh"
 source "$(dirname "$0")/collector.sh"

@@ -21,6 +21,7 @@ if [ "${EP_STORE_FAILURES_NS:-}" != 1 ]; then
 	fi
 	EP_STORE_FAILURES_NS=1 exec unshare -m --propagation private bash "$0" "$@"
 fi
+# tests/run.sh: group heavy (ClickHouse servers, or a load run: one such suite at a time)
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/collector.sh"
 source "$(dirname "$0")/clickhouse.sh"
