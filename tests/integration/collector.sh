@@ -25,13 +25,18 @@ start_collector() {
 	return 1
 }
 
-stop_pid() { # TERM, wait up to 10 s, then KILL
+# stop_pid PID: TERM, then KILL if it is still there after 60 s. An agent
+# writes its profile and flushes its batches on TERM: under ASan, on a
+# machine running other suites, that took over 10 s, and a KILL then lost
+# the profile the test was about to compare. Said when it comes to KILL.
+stop_pid() {
 	local pid=$1
 	kill "$pid" 2>/dev/null || return 0
-	for _ in $(seq 1 100); do
+	for _ in $(seq 1 600); do
 		kill -0 "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null; return 0; }
 		sleep 0.1
 	done
+	echo "# pid $pid still running 60 s after SIGTERM: killed"
 	kill -9 "$pid" 2>/dev/null
 	wait "$pid" 2>/dev/null
 }
