@@ -16,9 +16,36 @@ static int set_symfs(void *reg, const char *dir, char *err, size_t errlen)
 	return 0;
 }
 
-void ep_cli_binary_options(struct ep_option out[3], struct ep_binary_registry *reg)
+/* --binary-code-max-mib N, --binary-symbols-max-mib N: 1 to 1 TiB */
+static int set_limit(struct ep_binary_registry *reg, const char *arg, bool code, char *err,
+		     size_t errlen)
+{
+	unsigned mib;
+	if (ep_parse_uint(arg, 1, 1u << 20, &mib) != 0) {
+		snprintf(err, errlen, "'%s' is not a number of MiB from 1 to %u", arg, 1u << 20);
+		return -1;
+	}
+	ep_binreg_set_limits(reg, code ? (uint64_t)mib << 20 : 0, code ? 0 : (uint64_t)mib << 20);
+	return 0;
+}
+
+static int set_code_max(void *reg, const char *arg, char *err, size_t errlen)
+{
+	return set_limit(reg, arg, true, err, errlen);
+}
+
+static int set_symbols_max(void *reg, const char *arg, char *err, size_t errlen)
+{
+	return set_limit(reg, arg, false, err, errlen);
+}
+
+void ep_cli_binary_options(struct ep_option out[5], struct ep_binary_registry *reg)
 {
 	out[0] = (struct ep_option){"binary", 0, EP_OPT_CALL, reg, .call = add_binary};
 	out[1] = (struct ep_option){"symfs", 0, EP_OPT_CALL, reg, .call = set_symfs};
-	out[2] = (struct ep_option)EP_OPTION_END;
+	out[2] =
+	    (struct ep_option){"binary-code-max-mib", 0, EP_OPT_CALL, reg, .call = set_code_max};
+	out[3] = (struct ep_option){"binary-symbols-max-mib", 0, EP_OPT_CALL, reg,
+				    .call = set_symbols_max};
+	out[4] = (struct ep_option)EP_OPTION_END;
 }

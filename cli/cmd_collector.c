@@ -16,6 +16,7 @@
 #include "collector/server/server.h"
 #include "collector/sessions/sessions.h"
 #include "collector/store/store.h"
+#include "common/elf/elf_image.h"
 #include "common/util/log.h"
 #include "common/util/options.h"
 
@@ -36,11 +37,13 @@ static void usage(FILE *out)
 	    "       [--commit-ms MS] [--max-body BYTES] [--port-file F]\n"
 	    "       [--retention-days D] [--max-session-s S] [--session-pickup-s S]\n"
 	    "       [--node-silent-s S] [--header-timeout-s S] [--max-client-conns N]\n"
-	    "       [--max-binary-mib N] [--debuginfod URLS]\n"
+	    "       [--max-binary-mib N] [--max-image-symbols-mib N] [--debuginfod URLS]\n"
 	    "  --listen HOST:PORT  default 127.0.0.1:7070; port 0 picks a free one; the web\n"
 	    "                      UI is at / (sign in with the token when there is one)\n"
 	    "  --max-binary-mib N  largest ELF file accepted for the UI's code views\n"
 	    "                      (POST /v1/images; default 256)\n"
+	    "  --max-image-symbols-mib N  what one such file's tables read and symbols kept\n"
+	    "                      may take (default 64; past it the rest is left out)\n"
 	    "  --debuginfod URLS   fetch code not sent from these debuginfod servers (space\n"
 	    "                      separated; default $DEBUGINFOD_URLS)\n"
 	    "  --token-file F      bearer token required on /v1/ (file must not be "
@@ -67,7 +70,7 @@ struct collector_setup {
 	struct ep_sessions_config sessions;
 	const char *store_spec, *port_file;
 	unsigned retention_days;
-	unsigned max_binary_mib;
+	unsigned max_binary_mib, max_image_symbols_mib;
 	const char *debuginfod;
 };
 
@@ -88,6 +91,8 @@ static int parse_setup(int argc, char **argv, struct collector_setup *c, int *ex
 	    EP_OPTION("max-body", 0, EP_OPT_UINT, &max_body, .min = 1, .max = 1u << 30),
 	    EP_OPTION("port-file", 0, EP_OPT_STRING, &c->port_file),
 	    EP_OPTION("max-binary-mib", 0, EP_OPT_UINT, &c->max_binary_mib, .min = 1, .max = 4096),
+	    EP_OPTION("max-image-symbols-mib", 0, EP_OPT_UINT, &c->max_image_symbols_mib, .min = 1,
+		      .max = 4096),
 	    EP_OPTION("debuginfod", 0, EP_OPT_STRING, &c->debuginfod),
 	    EP_OPTION("retention-days", 0, EP_OPT_UINT, &c->retention_days, .max = 100000),
 	    EP_OPTION("max-session-s", 0, EP_OPT_UINT, &c->sessions.max_duration_s, .min = 1,
@@ -167,6 +172,9 @@ int ep_cmd_collector(int argc, char **argv)
 	struct ep_ingest *ingest = ep_ingest_new(store, &c.ingest, err, sizeof(err));
 	struct ep_sessions *sessions =
 	    ingest ? ep_sessions_new(store, &c.sessions, err, sizeof(err)) : NULL;
+	/* code no more than the file, however many segments cover its bytes */
+	ep_elf_image_set_limits((uint64_t)c.max_binary_mib << 20,
+				(uint64_t)c.max_image_symbols_mib << 20);
 	c.server.binaries =
 	    sessions ? ep_binaries_new(store, (size_t)c.max_binary_mib << 20) : NULL;
 	if (sessions && !c.server.binaries)

@@ -56,7 +56,7 @@ int ep_cmd_trace(int argc, char **argv)
 	struct trace_ctx ctx = {.out = stdout};
 	if (!reg)
 		return 1;
-	struct ep_option binary_opts[3];
+	struct ep_option binary_opts[5];
 	ep_cli_binary_options(binary_opts, reg);
 	const struct ep_option *const tables[] = {binary_opts, NULL};
 	int first = ep_options_parse("trace", argc, argv, tables, trace_usage);

@@ -193,11 +193,15 @@ static void log_summary(const struct daemon *d, const struct ep_live_counters *l
 		(unsigned long long)r[EP_MAPS_AFTER_EXEC], (unsigned long long)r[EP_MAPS_AT_MMAP]);
 	struct ep_binreg_stats bs;
 	ep_binreg_stats(d->reg, &bs);
-	ep_info("binaries: %llu read (%llu of them again after their eviction), %llu evicted once "
-		"no process mapped them, %llu held (%.1f MiB)",
-		(unsigned long long)bs.opened, (unsigned long long)bs.reread,
-		(unsigned long long)bs.evicted, (unsigned long long)bs.held,
-		(double)bs.bytes_held / (1 << 20));
+	ep_log(bs.limited ? EP_LOG_WARN : EP_LOG_INFO,
+	       "binaries: %llu read (%llu of them again after their eviction), %llu evicted once "
+	       "no process mapped them, %llu held (%.1f MiB), %llu past their read limits "
+	       "(%llu of them refused)%s%s",
+	       (unsigned long long)bs.opened, (unsigned long long)bs.reread,
+	       (unsigned long long)bs.evicted, (unsigned long long)bs.held,
+	       (double)bs.bytes_held / (1 << 20), (unsigned long long)bs.limited,
+	       (unsigned long long)bs.limited_refused, bs.limited ? "; the last: " : "",
+	       bs.limited_last);
 	ep_info("process cgroups: %llu read from /proc, %llu known by their cgroup id",
 		(unsigned long long)d->labeller.cgroup_reads,
 		(unsigned long long)d->labeller.cgroup_hits);

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/elf/elf_budget.h"
 #include "common/elf/elf_mapsyms.h"
 #include "common/elf/elf_note.h"
 #include "common/util/log.h"
@@ -73,6 +74,10 @@ struct ep_binary_registry {
 	size_t nexplicit;
 	char *symfs;
 	bool lazy_code;
+	struct ep_elf_limits limits; /* what reading one binary may cost */
+	/* binaries read in part (or refused) for those limits: the first few
+	 * said at once, then counted (ep_binreg_stats) with the last kept */
+	uint64_t limits_said;
 	/* Every lookup's answer, found or not, so each mapping event costs one
 	 * hash lookup and warnings are said once. */
 	struct ep_u64map lookup_index; /* key hash -> index in lookups */
@@ -109,7 +114,19 @@ struct ep_binary_registry *ep_binreg_new(void)
 {
 	if (elf_version(EV_CURRENT) == EV_NONE)
 		return NULL;
-	return calloc(1, sizeof(struct ep_binary_registry));
+	struct ep_binary_registry *reg = calloc(1, sizeof(struct ep_binary_registry));
+	if (reg)
+		ep_elf_limits_default(&reg->limits, "--binary-code-max-mib",
+				      "--binary-symbols-max-mib");
+	return reg;
+}
+
+void ep_binreg_set_limits(struct ep_binary_registry *reg, uint64_t code_bytes, uint64_t table_bytes)
+{
+	if (code_bytes)
+		reg->limits.code_bytes = code_bytes;
+	if (table_bytes)
+		reg->limits.table_bytes = table_bytes;
 }
 
 static void binary_free(struct ep_binary *b)
@@ -205,6 +222,7 @@ struct ep_binary_registry *ep_binreg_clone(const struct ep_binary_registry *reg,
 		return NULL;
 	}
 	c->lazy_code = reg->lazy_code;
+	c->limits = reg->limits;
 	for (size_t i = 0; i < reg->nexplicit; i++) {
 		if (ep_binreg_add_file(c, reg->bins[reg->explicit_files[i]]->path, err, errlen) !=
 		    0) {
@@ -323,7 +341,7 @@ const struct ep_symbol *ep_binary_symbol_at(const struct ep_binary *bin, uint64_
 
 /* ---- reading one ELF file ---- */
 
-static bool is_pie_dynamic(Elf *elf, bool has_interp)
+static bool is_pie_dynamic(Elf *elf, struct ep_elf_budget *budget, bool has_interp)
 {
 	bool soname = false;
 	Elf_Scn *scn = NULL;
@@ -331,7 +349,7 @@ static bool is_pie_dynamic(Elf *elf, bool has_interp)
 		GElf_Shdr sh;
 		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNAMIC || sh.sh_entsize == 0)
 			continue;
-		Elf_Data *d = elf_getdata(scn, NULL);
+		Elf_Data *d = ep_elf_section_data(budget, elf, scn);
 		for (size_t i = 0; d && i < sh.sh_size / sh.sh_entsize; i++) {
 			GElf_Dyn dyn;
 			if (!gelf_getdyn(d, (int)i, &dyn))
@@ -435,7 +453,7 @@ static struct got_slot *find_got_slot(struct got_slot *slots, size_t n, uint64_t
  * each slot up by a scan of every relocation cost PLT entries x relocations:
  * seconds of the live agent's CPU for each new process mapping libclang-cpp
  * (1,800 PLT entries, 230,000 relocations). */
-static void name_got_slots(Elf *elf, struct got_slot *slots, size_t n)
+static void name_got_slots(Elf *elf, struct ep_elf_budget *budget, struct got_slot *slots, size_t n)
 {
 	Elf_Scn *scn = NULL;
 	while ((scn = elf_nextscn(elf, scn))) {
@@ -443,10 +461,10 @@ static void name_got_slots(Elf *elf, struct got_slot *slots, size_t n)
 		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_RELA ||
 		    !(sh.sh_flags & SHF_ALLOC) || sh.sh_entsize == 0)
 			continue;
-		Elf_Data *d = elf_getdata(scn, NULL);
+		Elf_Data *d = ep_elf_section_data(budget, elf, scn);
 		Elf_Scn *symscn = elf_getscn(elf, sh.sh_link);
 		GElf_Shdr symsh;
-		Elf_Data *syms = symscn ? elf_getdata(symscn, NULL) : NULL;
+		Elf_Data *syms = d && symscn ? ep_elf_section_data(budget, elf, symscn) : NULL;
 		if (!d || !syms || !gelf_getshdr(symscn, &symsh))
 			continue;
 		for (size_t i = 0; i < sh.sh_size / sh.sh_entsize; i++) {
@@ -459,7 +477,7 @@ static void name_got_slots(Elf *elf, struct got_slot *slots, size_t n)
 			g->found = true;
 			if (!gelf_getsym(syms, (int)GELF_R_SYM(r.r_info), &sym))
 				continue;
-			const char *name = elf_strptr(elf, symsh.sh_link, sym.st_name);
+			const char *name = ep_elf_strptr(budget, elf, symsh.sh_link, sym.st_name);
 			g->name = name && *name ? name : NULL;
 		}
 	}
@@ -533,11 +551,18 @@ struct plt_names {
 	size_t len, cap;
 };
 
-static int add_plt_function(struct raw_sym **raw, size_t *n, size_t *cap, struct plt_names *pn,
-			    const char *fmt, const char *arg, uint64_t start, uint64_t size,
-			    uint64_t section_end)
+static int add_plt_function(struct ep_elf_budget *budget, struct raw_sym **raw, size_t *n,
+			    size_t *cap, struct plt_names *pn, const char *fmt, const char *arg,
+			    uint64_t start, uint64_t size, uint64_t section_end)
 {
 	size_t len = (size_t)snprintf(NULL, 0, fmt, arg) + 1;
+	/* a .plt of a million entries all naming one long symbol must not
+	 * copy it a million times (both arrays grow by doubling) */
+	budget->wanted++;
+	if (!ep_elf_charge(budget, 2 * (sizeof(**raw) + len))) {
+		budget->dropped++;
+		return 0;
+	}
 	if (pn->len + len > pn->cap) {
 		size_t nc = pn->cap ? pn->cap * 2 : 4096;
 		while (nc < pn->len + len)
@@ -570,18 +595,18 @@ static int add_plt_function(struct raw_sym **raw, size_t *n, size_t *cap, struct
  * goes through, is its pseudo function "__BOLT_PSEUDO_.plt". Appends them to
  * raw (grown as needed); their names go to *plt_names. */
 /* The PLT sections, in file order, with their entry size. */
-static Elf_Scn *next_plt_section(Elf *elf, size_t shstrndx, Elf_Scn *scn, GElf_Shdr *sh,
-				 Elf_Data **d, const char **sname)
+static Elf_Scn *next_plt_section(Elf *elf, struct ep_elf_budget *budget, size_t shstrndx,
+				 Elf_Scn *scn, GElf_Shdr *sh, Elf_Data **d, const char **sname)
 {
 	while ((scn = elf_nextscn(elf, scn))) {
 		if (!gelf_getshdr(scn, sh) || sh->sh_type != SHT_PROGBITS ||
 		    !(sh->sh_flags & SHF_EXECINSTR))
 			continue;
-		*sname = elf_strptr(elf, shstrndx, sh->sh_name);
+		*sname = ep_elf_strptr(budget, elf, shstrndx, sh->sh_name);
 		if (!*sname || (strcmp(*sname, ".plt") != 0 && strcmp(*sname, ".plt.sec") != 0 &&
 				strcmp(*sname, ".plt.got") != 0))
 			continue;
-		*d = elf_getdata(scn, NULL);
+		*d = ep_elf_section_data(budget, elf, scn);
 		if (!*d || !(*d)->d_buf || (*d)->d_size < sh->sh_size)
 			continue;
 		return scn;
@@ -597,7 +622,8 @@ static bool entry_fits(uint64_t off, uint64_t len, uint64_t size)
 }
 
 /* The GOT slot of every PLT entry, sorted, each once; *n of them. */
-static struct got_slot *plt_slots(Elf *elf, size_t shstrndx, bool arm64, size_t *n)
+static struct got_slot *plt_slots(Elf *elf, struct ep_elf_budget *budget, size_t shstrndx,
+				  bool arm64, size_t *n)
 {
 	struct got_slot *slots = NULL;
 	size_t cap = 0;
@@ -605,13 +631,19 @@ static struct got_slot *plt_slots(Elf *elf, size_t shstrndx, bool arm64, size_t 
 	GElf_Shdr sh;
 	Elf_Data *d;
 	const char *sname;
-	for (Elf_Scn *scn = NULL; (scn = next_plt_section(elf, shstrndx, scn, &sh, &d, &sname));) {
+	for (Elf_Scn *scn = NULL;
+	     (scn = next_plt_section(elf, budget, shstrndx, scn, &sh, &d, &sname));) {
 		uint64_t entsize = sh.sh_entsize ? sh.sh_entsize : 16;
 		for (uint64_t off = 0; entry_fits(off, entsize, sh.sh_size); off += entsize) {
 			uint64_t slot = plt_slot(arm64, (const uint8_t *)d->d_buf + off,
 						 (size_t)entsize, sh.sh_addr + off);
 			if (!slot)
 				continue;
+			budget->wanted++;
+			if (!ep_elf_charge(budget, sizeof(*slots))) {
+				budget->dropped++;
+				continue;
+			}
 			if (*n == cap) {
 				cap = cap ? cap * 2 : 256;
 				struct got_slot *g = realloc(slots, cap * sizeof(*g));
@@ -639,24 +671,25 @@ static struct got_slot *plt_slots(Elf *elf, size_t shstrndx, bool arm64, size_t 
  * symbol precedes .plt; PLT0, the lazy resolver's stub that a first call
  * goes through, is its pseudo function "__BOLT_PSEUDO_.plt". Appends them to
  * raw (grown as needed); their names go to *plt_names. */
-static int read_plt(Elf *elf, struct raw_sym **raw, size_t *n, size_t *cap, char **plt_names)
+static int read_plt(Elf *elf, struct ep_elf_budget *budget, struct raw_sym **raw, size_t *n,
+		    size_t *cap, char **plt_names)
 {
 	size_t shstrndx;
 	if (elf_getshdrstrndx(elf, &shstrndx) != 0)
 		return 0;
 	size_t nslots;
 	bool arm64 = elf_is_arm64(elf);
-	struct got_slot *slots = plt_slots(elf, shstrndx, arm64, &nslots);
+	struct got_slot *slots = plt_slots(elf, budget, shstrndx, arm64, &nslots);
 	if (!slots && nslots)
 		return -1;
-	name_got_slots(elf, slots, nslots);
+	name_got_slots(elf, budget, slots, nslots);
 	struct plt_names pn = {.text = plt_names};
 	GElf_Shdr sh;
 	Elf_Data *d;
 	const char *sname;
 	int rc = 0;
 	for (Elf_Scn *scn = NULL;
-	     rc == 0 && (scn = next_plt_section(elf, shstrndx, scn, &sh, &d, &sname));) {
+	     rc == 0 && (scn = next_plt_section(elf, budget, shstrndx, scn, &sh, &d, &sname));) {
 		uint64_t entsize = sh.sh_entsize ? sh.sh_entsize : 16;
 		uint64_t end = sh.sh_addr + sh.sh_size;
 		uint64_t first = 0;
@@ -664,7 +697,7 @@ static int read_plt(Elf *elf, struct raw_sym **raw, size_t *n, size_t *cap, char
 			first = plt0_size(arm64, entsize);
 			if (first > sh.sh_size)
 				first = sh.sh_size;
-			rc = add_plt_function(raw, n, cap, &pn, "__BOLT_PSEUDO_%s", sname,
+			rc = add_plt_function(budget, raw, n, cap, &pn, "__BOLT_PSEUDO_%s", sname,
 					      sh.sh_addr, first, end);
 		}
 		for (uint64_t off = first; rc == 0 && entry_fits(off, entsize, sh.sh_size);
@@ -673,7 +706,7 @@ static int read_plt(Elf *elf, struct raw_sym **raw, size_t *n, size_t *cap, char
 						 (size_t)entsize, sh.sh_addr + off);
 			const struct got_slot *g = slot ? find_got_slot(slots, nslots, slot) : NULL;
 			if (g && g->name)
-				rc = add_plt_function(raw, n, cap, &pn, "%s@PLT", g->name,
+				rc = add_plt_function(budget, raw, n, cap, &pn, "%s@PLT", g->name,
 						      sh.sh_addr + off, entsize, end);
 		}
 	}
@@ -681,25 +714,63 @@ static int read_plt(Elf *elf, struct raw_sym **raw, size_t *n, size_t *cap, char
 	return rc;
 }
 
-static int read_symbols(Elf *elf, struct ep_binary *b)
+/* The functions read (raw, n) into b's table: sorted by address, one per
+ * address, size-0 ones sized. 0, or -1 when out of memory. */
+static int keep_symbols(struct ep_binary *b, struct raw_sym *raw, size_t n)
+{
+	qsort(raw, n, sizeof(*raw), cmp_sym);
+	size_t out = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (out > 0 && raw[out - 1].s.start == raw[i].s.start)
+			continue; /* .symtab and .dynsym name the same function */
+		raw[out++] = raw[i];
+	}
+	/* Hand-written assembly often has size-0 symbols: let them run to the
+	 * next symbol so their code still gets a name, but never past their
+	 * section: _init (size 0, in .init) would otherwise swallow .plt. */
+	for (size_t i = 0; i < out; i++) {
+		if (raw[i].s.size != 0)
+			continue;
+		uint64_t end = raw[i].section_end;
+		if (i + 1 < out && raw[i + 1].s.start < end)
+			end = raw[i + 1].s.start;
+		if (end != UINT64_MAX && end > raw[i].s.start)
+			raw[i].s.size = end - raw[i].s.start;
+	}
+	b->syms = calloc(out ? out : 1, sizeof(*b->syms));
+	if (!b->syms)
+		return -1;
+	for (size_t i = 0; i < out; i++)
+		b->syms[i] = raw[i].s;
+	b->nsyms = out;
+	return 0;
+}
+
+/* The function symbols (and PLT entries) of elf into b, as many as the
+ * budget holds: the first pass charges each symbol, its copy and name
+ * (and each local's, whose names are sorted), until one does not fit; that
+ * one and all after it are left out, in both passes alike. */
+static int read_symbols(Elf *elf, struct ep_elf_budget *budget, struct ep_binary *b)
 {
 	size_t nraw = 0, raw_cap = 0, nlocal = 0, names_len = 0;
 	struct raw_sym *raw = NULL;
 	struct local_sym *locals = NULL;
+	uint64_t cut = UINT64_MAX; /* the first symbol left out */
 	int rc = -1;
 	for (int pass = 0; pass < 2; pass++) {
 		Elf_Scn *scn = NULL;
 		size_t k = 0, nl = 0, noff = 0;
+		uint64_t seq = 0;
 		while ((scn = elf_nextscn(elf, scn))) {
 			GElf_Shdr sh;
 			if (!gelf_getshdr(scn, &sh) ||
 			    (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM) ||
 			    sh.sh_entsize == 0)
 				continue;
-			Elf_Data *d = elf_getdata(scn, NULL);
+			Elf_Data *d = ep_elf_section_data(budget, elf, scn);
 			if (!d)
 				continue;
-			size_t count = sh.sh_size / sh.sh_entsize;
+			size_t count = d->d_size / sh.sh_entsize;
 			for (size_t i = 0; i < count; i++) {
 				GElf_Sym sym;
 				GElf_Shdr ssh;
@@ -716,10 +787,26 @@ static int read_symbols(Elf *elf, struct ep_binary *b)
 				bool kept = func && sym.st_shndx != SHN_UNDEF && sym.st_value != 0;
 				if (!counted && !kept)
 					continue;
-				const char *name = elf_strptr(elf, sh.sh_link, sym.st_name);
+				const char *name =
+				    ep_elf_strptr(budget, elf, sh.sh_link, sym.st_name);
 				if (!name)
 					name = "";
 				size_t len = strlen(name) + 1;
+				uint64_t at = seq++;
+				if (pass == 0) {
+					uint64_t cost =
+					    (kept ? sizeof(struct raw_sym) +
+							sizeof(struct ep_symbol) + len
+						  : 0) +
+					    (counted ? sizeof(struct local_sym) + len : 0);
+					budget->wanted += kept;
+					if (cut == UINT64_MAX && !ep_elf_charge(budget, cost))
+						cut = at;
+				}
+				if (at >= cut) {
+					budget->dropped += pass == 0 && kept;
+					continue;
+				}
 				if (pass == 0) {
 					nraw += kept;
 					nlocal += counted;
@@ -763,36 +850,11 @@ static int read_symbols(Elf *elf, struct ep_binary *b)
 		raw[i].s.name = b->names + (uintptr_t)raw[i].s.name;
 	size_t nsym = nraw;
 	if ((b->arch == EP_ARCH_X86_64 || b->arch == EP_ARCH_AARCH64) &&
-	    read_plt(elf, &raw, &nraw, &raw_cap, &b->plt_names) != 0)
+	    read_plt(elf, budget, &raw, &nraw, &raw_cap, &b->plt_names) != 0)
 		goto out;
 	for (size_t i = nsym; i < nraw; i++)
 		raw[i].s.name = b->plt_names + (uintptr_t)raw[i].s.name;
-	qsort(raw, nraw, sizeof(*raw), cmp_sym);
-	size_t out = 0;
-	for (size_t i = 0; i < nraw; i++) {
-		if (out > 0 && raw[out - 1].s.start == raw[i].s.start)
-			continue; /* .symtab and .dynsym name the same function */
-		raw[out++] = raw[i];
-	}
-	/* Hand-written assembly often has size-0 symbols: let them run to the
-	 * next symbol so their code still gets a name, but never past their
-	 * section: _init (size 0, in .init) would otherwise swallow .plt. */
-	for (size_t i = 0; i < out; i++) {
-		if (raw[i].s.size != 0)
-			continue;
-		uint64_t end = raw[i].section_end;
-		if (i + 1 < out && raw[i + 1].s.start < end)
-			end = raw[i + 1].s.start;
-		if (end != UINT64_MAX && end > raw[i].s.start)
-			raw[i].s.size = end - raw[i].s.start;
-	}
-	b->syms = calloc(out ? out : 1, sizeof(*b->syms));
-	if (!b->syms)
-		goto out;
-	for (size_t i = 0; i < out; i++)
-		b->syms[i] = raw[i].s;
-	b->nsyms = out;
-	rc = 0;
+	rc = keep_symbols(b, raw, nraw);
 out:
 	free(raw);
 	free(locals);
@@ -819,16 +881,145 @@ static int read_at(int fd, const char *path, uint8_t *buf, size_t n, uint64_t of
 	return 0;
 }
 
+struct fd_file {
+	int fd;
+};
+
+static bool fd_read(void *ctx, uint64_t off, void *buf, size_t len)
+{
+	const struct fd_file *f = ctx;
+	size_t got = 0;
+	while (got < len) {
+		ssize_t r = pread(f->fd, (uint8_t *)buf + got, len - got, (off_t)(off + got));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return false;
+		got += (size_t)r;
+	}
+	return true;
+}
+
+static double mib(uint64_t bytes)
+{
+	return (double)bytes / (1 << 20);
+}
+
+/* What of a binary its limits left out, into msg ("" when nothing). */
+static void say_limited(const char *path, uint64_t code_total, uint64_t code_cut,
+			const struct ep_elf_limits *lim, const struct ep_elf_budget *budget,
+			char *msg, size_t len)
+{
+	msg[0] = '\0';
+	if (!code_cut && !budget->refused && !budget->dropped)
+		return;
+	int n = snprintf(msg, len, "%s:", path);
+	if (code_cut && n >= 0 && (size_t)n < len)
+		n += snprintf(msg + n, len - (size_t)n,
+			      " %.1f MiB of its %.1f MiB of executable segments not read (more "
+			      "than the file holds, or than the %.0f MiB %s allows);",
+			      mib(code_cut), mib(code_total + code_cut), mib(lim->code_bytes),
+			      lim->code_knob);
+	if (budget->refused && n >= 0 && (size_t)n < len)
+		n += snprintf(
+		    msg + n, len - (size_t)n, " %llu tables (%.1f MiB) not read, the first a %s;",
+		    (unsigned long long)budget->refused, mib(budget->refused_bytes), budget->first);
+	if (budget->dropped && n >= 0 && (size_t)n < len)
+		n += snprintf(msg + n, len - (size_t)n, " %llu of %llu symbols not kept;",
+			      (unsigned long long)budget->dropped,
+			      (unsigned long long)budget->wanted);
+	if ((budget->refused || budget->dropped) && n >= 0 && (size_t)n < len)
+		snprintf(msg + n, len - (size_t)n,
+			 " past the %.0f MiB %s allows one binary's tables and symbols",
+			 mib(budget->limit), budget->knob);
+	else if (n > 0 && (size_t)n < len)
+		msg[n - 1] = '\0'; /* the last ';' */
+}
+
+/* The PT_LOAD segments of elf (nphdr program headers) into b, and the
+ * executable ones' code (or, lazy, where it lies) up to code_max bytes in
+ * all: past it a segment is cut short, its branches unresolved as in code
+ * that could not be read. *code_total and *code_cut count the bytes kept
+ * and not. 0, or -1 with err. */
+static int read_loads(int fd, Elf *elf, size_t nphdr, uint64_t code_max, bool lazy_code,
+		      struct ep_binary *b, bool *has_interp, uint64_t *code_total,
+		      uint64_t *code_cut, char *err, size_t errlen)
+{
+	uint64_t size = (uint64_t)b->size;
+	for (size_t i = 0; i < nphdr; i++) {
+		GElf_Phdr ph;
+		if (!gelf_getphdr(elf, (int)i, &ph))
+			continue;
+		if (ph.p_type == PT_INTERP)
+			*has_interp = true;
+		if (ph.p_type != PT_LOAD)
+			continue;
+		uint64_t filesz = ph.p_filesz;
+		if (ph.p_offset > size)
+			filesz = 0;
+		else if (filesz > size - ph.p_offset)
+			filesz = size - ph.p_offset; /* truncated file: keep what exists */
+		/* ending past 2^64, it cannot be mapped (the kernel refuses it),
+		 * and every [start, end) of its code would end before it starts */
+		if (filesz > UINT64_MAX - ph.p_vaddr)
+			continue;
+		b->loads[b->nloads++] = (struct ep_load_segment){.offset = ph.p_offset,
+								 .vaddr = ph.p_vaddr,
+								 .filesz = filesz,
+								 .flags = ph.p_flags};
+		if (!(ph.p_flags & PF_X) || filesz == 0)
+			continue;
+		uint64_t room = code_max - *code_total, keep = filesz < room ? filesz : room;
+		*code_cut += filesz - keep;
+		*code_total += keep;
+		if (keep == 0)
+			continue;
+		if (lazy_code) {
+			b->code_offsets[b->ncode] = ph.p_offset;
+			b->code[b->ncode++] =
+			    (struct ep_code_segment){.vaddr = ph.p_vaddr, .size = keep};
+			continue;
+		}
+		uint8_t *bytes = malloc(keep);
+		if (!bytes) {
+			snprintf(err, errlen, "%s: out of memory", b->path);
+			return -1;
+		}
+		if (read_at(fd, b->path, bytes, keep, ph.p_offset, err, errlen) != 0) {
+			free(bytes);
+			return -1;
+		}
+		b->code[b->ncode++] =
+		    (struct ep_code_segment){.vaddr = ph.p_vaddr, .bytes = bytes, .size = keep};
+	}
+	return 0;
+}
+
 /* Reads what we keep and nothing else: libelf on the descriptor
  * (ELF_C_READ) fetches headers, notes, .dynamic and the symbol tables as
  * they are asked for, and the executable segments are read straight into
  * their copies. The whole file in memory would cost its size at every
  * open (debug info included: often several times the code), and mapping it
- * would SIGBUS the agent when the binary is truncated on disk meanwhile. */
-static struct ep_binary *binary_open(const char *path, bool lazy_code, char *err, size_t errlen)
+ * would SIGBUS the agent when the binary is truncated on disk meanwhile.
+ * What the file says sizes nothing unchecked (reg->limits): the header
+ * counts are read before libelf sizes its tables from them, every table is
+ * taken through the budget, and code is copied up to its bound. *limited
+ * says what was left out ("" when nothing). */
+static struct ep_binary *binary_open(const struct ep_binary_registry *reg, const char *path,
+				     const char *name, char *limited, size_t limitedlen, char *err,
+				     size_t errlen)
 {
+	/* what is said of limits names the file as its process does too */
+	char shown[PATH_MAX + 64];
+	if (strcmp(name, path) != 0)
+		snprintf(shown, sizeof(shown), "%s (%s)", name, path);
+	else
+		snprintf(shown, sizeof(shown), "%s", path);
+	const struct ep_elf_limits *lim = &reg->limits;
+	bool lazy_code = reg->lazy_code;
 	struct stat st;
-	char why[128];
+	char why[256];
+	limited[0] = '\0';
 	int fd = ep_open_regular(path, why, sizeof(why));
 	if (fd < 0) {
 		snprintf(err, errlen, "%s: %s", path, why);
@@ -840,10 +1031,26 @@ static struct ep_binary *binary_open(const char *path, bool lazy_code, char *err
 		return NULL;
 	}
 	uint64_t size = (uint64_t)st.st_size;
+	struct ep_elf_budget budget;
+	ep_elf_budget_init(&budget, lim);
+	struct fd_file ff = {fd};
+	int checked = ep_elf_check_headers(fd_read, &ff, size, &budget, why, sizeof(why));
+	if (checked != 0) {
+		snprintf(err, errlen, "%s: %s", path, why);
+		/* a message cut short still names the file first */
+		if (checked == -2 && snprintf(limited, limitedlen, "%s: %s", shown, why) < 0)
+			limited[0] = '\0';
+		close(fd);
+		return NULL;
+	}
 	struct ep_binary *b = calloc(1, sizeof(*b));
 	Elf *elf = b ? elf_begin(fd, ELF_C_READ, NULL) : NULL;
 	GElf_Ehdr eh;
 	int rc = -1;
+	uint64_t code_total = 0, code_cut = 0;
+	/* however many segments cover them, the file's bytes are copied at
+	 * most once over */
+	uint64_t code_max = size < lim->code_bytes ? size : lim->code_bytes;
 	if (!b) {
 		snprintf(err, errlen, "%s: out of memory", path);
 		goto out;
@@ -872,6 +1079,7 @@ static struct ep_binary *binary_open(const char *path, bool lazy_code, char *err
 			 path);
 		goto out;
 	}
+	/* nphdr was charged to the budget (ep_elf_check_headers) */
 	b->loads = calloc(nphdr, sizeof(*b->loads));
 	b->code = calloc(nphdr, sizeof(*b->code));
 	b->code_offsets = lazy_code ? calloc(nphdr, sizeof(*b->code_offsets)) : NULL;
@@ -881,64 +1089,31 @@ static struct ep_binary *binary_open(const char *path, bool lazy_code, char *err
 		goto out;
 	}
 	bool has_interp = false;
-	for (size_t i = 0; i < nphdr; i++) {
-		GElf_Phdr ph;
-		if (!gelf_getphdr(elf, (int)i, &ph))
-			continue;
-		if (ph.p_type == PT_INTERP)
-			has_interp = true;
-		if (ph.p_type != PT_LOAD)
-			continue;
-		uint64_t filesz = ph.p_filesz;
-		if (ph.p_offset > size)
-			filesz = 0;
-		else if (filesz > size - ph.p_offset)
-			filesz = size - ph.p_offset; /* truncated file: keep what exists */
-		/* ending past 2^64, it cannot be mapped (the kernel refuses it),
-		 * and every [start, end) of its code would end before it starts */
-		if (filesz > UINT64_MAX - ph.p_vaddr)
-			continue;
-		b->loads[b->nloads++] = (struct ep_load_segment){.offset = ph.p_offset,
-								 .vaddr = ph.p_vaddr,
-								 .filesz = filesz,
-								 .flags = ph.p_flags};
-		if ((ph.p_flags & PF_X) && filesz > 0 && lazy_code) {
-			b->code_offsets[b->ncode] = ph.p_offset;
-			b->code[b->ncode++] =
-			    (struct ep_code_segment){.vaddr = ph.p_vaddr, .size = filesz};
-		} else if ((ph.p_flags & PF_X) && filesz > 0) {
-			uint8_t *bytes = malloc(filesz);
-			if (!bytes) {
-				snprintf(err, errlen, "%s: out of memory", path);
-				goto out;
-			}
-			if (read_at(fd, path, bytes, filesz, ph.p_offset, err, errlen) != 0) {
-				free(bytes);
-				goto out;
-			}
-			b->code[b->ncode++] = (struct ep_code_segment){
-			    .vaddr = ph.p_vaddr, .bytes = bytes, .size = filesz};
-		}
-	}
+	if (read_loads(fd, elf, nphdr, code_max, lazy_code, b, &has_interp, &code_total, &code_cut,
+		       err, errlen) != 0)
+		goto out;
 	/* ET_DYN covers PIE executables and shared libraries. DF_1_PIE says so
 	 * outright; older linkers do not set it, so an interpreter without a
 	 * soname also counts (libc.so.6 has an interpreter, and a soname). */
-	b->pie = eh.e_type == ET_DYN && is_pie_dynamic(elf, has_interp);
+	b->pie = eh.e_type == ET_DYN && is_pie_dynamic(elf, &budget, has_interp);
 	/* without one the length stays 0 */
-	(void)ep_elf_build_id(elf, nphdr, size, b->build_id, &b->build_id_len);
+	(void)ep_elf_build_id(elf, nphdr, size, &budget, b->build_id, &b->build_id_len);
 	ep_build_id_to_hex(b->build_id, b->build_id_len, b->build_id_hex);
-	if (read_symbols(elf, b) != 0 || ep_elf_data_in_code(elf, &b->data, &b->ndata) != 0) {
+	if (read_symbols(elf, &budget, b) != 0 ||
+	    ep_elf_data_in_code(elf, &budget, &b->data, &b->ndata) != 0) {
 		snprintf(err, errlen, "%s: out of memory reading symbols", path);
 		goto out;
 	}
 	b->sym_bytes = b->nsyms * sizeof(*b->syms) + b->ndata * sizeof(*b->data);
 	for (size_t i = 0; i < b->nsyms; i++)
 		b->sym_bytes += strlen(b->syms[i].name) + 1;
+	say_limited(shown, code_total, code_cut, lim, &budget, limited, limitedlen);
 	rc = 0;
 out:
 	if (elf)
 		elf_end(elf);
 	close(fd);
+	ep_elf_budget_release(&budget);
 	if (rc != 0) {
 		binary_free(b);
 		return NULL;
@@ -988,13 +1163,34 @@ static struct ep_binary *find_loaded(struct ep_binary_registry *reg, const char 
 	return find_identity(reg, &st);
 }
 
+/* Binaries past their limits said at once, before only the count and the
+ * last go on (a container can map any number of them). */
+#define LIMITED_SAID 8
+
+static void note_limited(struct ep_binary_registry *reg, const char *msg, bool refused)
+{
+	reg->stats.limited++;
+	reg->stats.limited_refused += refused;
+	snprintf(reg->stats.limited_last, sizeof(reg->stats.limited_last), "%s", msg);
+	if (reg->limits_said++ < LIMITED_SAID)
+		ep_warn("%s%s", msg,
+			reg->limits_said == LIMITED_SAID ? " (further ones counted)" : "");
+	else
+		ep_debug("%s", msg);
+}
+
+/* The binary of the file at path, named (in what is said of its limits)
+ * as the process or recording names it. */
 static struct ep_binary *open_registered(struct ep_binary_registry *reg, const char *path,
-					 char *err, size_t errlen)
+					 const char *name, char *err, size_t errlen)
 {
 	struct ep_binary *b = find_loaded(reg, path);
 	if (b)
 		return b;
-	b = binary_open(path, reg->lazy_code, err, errlen);
+	char limited[640];
+	b = binary_open(reg, path, name, limited, sizeof(limited), err, errlen);
+	if (limited[0])
+		note_limited(reg, limited, !b);
 	if (!b)
 		return NULL;
 	if (reg->nfree) {
@@ -1031,7 +1227,7 @@ static struct ep_binary *open_registered(struct ep_binary_registry *reg, const c
 
 int ep_binreg_add_file(struct ep_binary_registry *reg, const char *path, char *err, size_t errlen)
 {
-	struct ep_binary *b = open_registered(reg, path, err, errlen);
+	struct ep_binary *b = open_registered(reg, path, path, err, errlen);
 	if (!b)
 		return -1;
 	for (size_t i = 0; i < reg->nexplicit; i++)
@@ -1122,7 +1318,8 @@ static struct ep_binary *search(struct ep_binary_registry *reg, const char *reco
 		if (snprintf(path, sizeof(path), "%s/%s", reg->symfs, recorded) <
 		    (int)sizeof(path)) {
 			if (access(path, R_OK) == 0) {
-				struct ep_binary *b = open_registered(reg, path, err, sizeof(err));
+				struct ep_binary *b =
+				    open_registered(reg, path, recorded, err, sizeof(err));
 				if (b)
 					return b;
 				ep_warn("%s", err);
@@ -1130,7 +1327,7 @@ static struct ep_binary *search(struct ep_binary_registry *reg, const char *reco
 		}
 	}
 	if (access(open_path, R_OK) == 0) {
-		struct ep_binary *b = open_registered(reg, open_path, err, sizeof(err));
+		struct ep_binary *b = open_registered(reg, open_path, recorded, err, sizeof(err));
 		if (b)
 			return b;
 		if (strncmp(open_path, "/proc/", 6) == 0)

@@ -48,6 +48,20 @@ void ep_binreg_set_symfs(struct ep_binary_registry *reg, const char *dir);
  * samples only), whose code copies would be memory for nothing. */
 void ep_binreg_set_lazy_code(struct ep_binary_registry *reg, bool lazy);
 
+/* What reading one binary may cost (common/elf/elf_budget.h): its
+ * executable code copied, in all (never more than the file holds, however
+ * many segments cover its bytes), and its tables (libelf's headers, the
+ * symbol and string tables, relocations, notes read) with the symbols and
+ * names kept. Past them code is cut short (its branches unresolved, as for
+ * a file gone), tables are not read and symbols not kept; a file whose
+ * header counts alone are past the tables bound is not opened. Each such
+ * binary is counted (ep_binreg_stats) and the first few said. Defaults:
+ * EP_ELF_DEFAULT_CODE_MIB, EP_ELF_DEFAULT_TABLES_MIB; messages name
+ * --binary-code-max-mib and --binary-symbols-max-mib. 0 keeps a bound as
+ * it is. */
+void ep_binreg_set_limits(struct ep_binary_registry *reg, uint64_t code_bytes,
+			  uint64_t table_bytes);
+
 /* Since the registry was made: files under /proc/PID/ that could not be
  * opened, of those the ones whose process had exited, and the last
  * failure's message (empty when none). */
@@ -133,6 +147,10 @@ struct ep_binreg_stats {
 	uint64_t reread;
 	uint64_t held;	     /* binaries in memory now */
 	uint64_t bytes_held; /* their code copies, symbols and names */
+	/* binaries past ep_binreg_set_limits' bounds: read in part, or (of
+	 * those) refused, and the last one's message */
+	uint64_t limited, limited_refused;
+	char limited_last[512];
 };
 void ep_binreg_stats(const struct ep_binary_registry *reg, struct ep_binreg_stats *out);
 

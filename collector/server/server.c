@@ -20,6 +20,7 @@
 #include "collector/api/api.h"
 #include "collector/binaries/binaries.h"
 #include "collector/web/web.h"
+#include "common/elf/elf_image.h"
 #include "common/util/build_id.h"
 #include "common/util/clock.h"
 #include "common/util/log.h"
@@ -429,6 +430,7 @@ static enum MHD_Result handle_metrics(struct ep_server *s, struct MHD_Connection
 	FILE *m = open_memstream(&body, &len);
 	if (!m)
 		return respond_text(c, 500, "out of memory\n");
+	ep_elf_image_metrics(m);
 	fprintf(m, "# HELP edgeprof_ingest_batches_total Batches received, by outcome.\n"
 		   "# TYPE edgeprof_ingest_batches_total counter\n");
 	const struct {

@@ -3,6 +3,7 @@
 
 #include <gelf.h>
 #include <libelf.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 
 #include "common/elf/elf_note.h"
 #include "common/util/arch.h"
+#include "common/util/log.h"
 
 /* Built with malloc in the layout protobuf-c's free_unpacked frees (the
  * system allocator), so one free serves read and unpacked images alike. */
@@ -20,24 +22,77 @@ void ep_elf_image_free(Edgeprof__V1__BinaryImage *img)
 		edgeprof__v1__binary_image__free_unpacked(img, NULL);
 }
 
+/* Files that met a bound since the start (ep_elf_image_counters). */
+static _Atomic uint64_t limited_headers, limited_code, limited_symbols;
+
+void ep_elf_image_counters(struct ep_elf_image_counters *out)
+{
+	out->headers = atomic_load(&limited_headers);
+	out->code = atomic_load(&limited_code);
+	out->symbols = atomic_load(&limited_symbols);
+}
+
+void ep_elf_image_metrics(FILE *out)
+{
+	struct ep_elf_image_counters c;
+	ep_elf_image_counters(&c);
+	fprintf(out,
+		"# HELP edgeprof_images_limited_total ELF files sent for their code (uploads, "
+		"debuginfod) that met a read bound: headers = more section or program headers "
+		"than --max-image-symbols-mib allows reading, refused; code = executable "
+		"segments holding more bytes than the file (overlapping) or than "
+		"--max-binary-mib, refused; symbols = tables or symbols past "
+		"--max-image-symbols-mib left out, the rest kept.\n"
+		"# TYPE edgeprof_images_limited_total counter\n"
+		"edgeprof_images_limited_total{limit=\"headers\"} %llu\n"
+		"edgeprof_images_limited_total{limit=\"code\"} %llu\n"
+		"edgeprof_images_limited_total{limit=\"symbols\"} %llu\n",
+		(unsigned long long)c.headers, (unsigned long long)c.code,
+		(unsigned long long)c.symbols);
+}
+
+/* ep_elf_image_read's bounds: set once at start, before any thread reads */
+static struct ep_elf_limits read_limits = {
+    .code_bytes = UINT64_MAX, /* no more than the file, which the caller bounds */
+    .table_bytes = (uint64_t)EP_ELF_DEFAULT_TABLES_MIB << 20,
+    .code_knob = "--max-binary-mib",
+    .table_knob = "--max-image-symbols-mib"};
+
+void ep_elf_image_set_limits(uint64_t code_bytes, uint64_t table_bytes)
+{
+	if (code_bytes)
+		read_limits.code_bytes = code_bytes;
+	if (table_bytes)
+		read_limits.table_bytes = table_bytes;
+}
+
+static double mib(uint64_t bytes)
+{
+	return (double)bytes / (1 << 20);
+}
+
 /* The build-id note's bytes as lowercase hex, or false without one. */
-static bool read_build_id(Elf *elf, size_t nphdr, size_t len, char *hex)
+static bool read_build_id(Elf *elf, size_t nphdr, size_t len, struct ep_elf_budget *budget,
+			  char *hex)
 {
 	uint8_t id[EP_ELF_BUILD_ID_MAX];
 	size_t n;
-	if (!ep_elf_build_id(elf, nphdr, len, id, &n))
+	if (!ep_elf_build_id(elf, nphdr, len, budget, id, &n))
 		return false;
 	for (size_t i = 0; i < n; i++)
 		snprintf(hex + 2 * i, 3, "%02x", id[i]);
 	return true;
 }
 
+/* Every executable segment's bytes, refused whole when they are more than
+ * the file holds (segments covering the same bytes again: no linker makes
+ * them, and each would be one more copy of the file) or than the bound. */
 static int read_code(Elf *elf, size_t nphdr, const uint8_t *file, size_t len,
-		     Edgeprof__V1__BinaryImage *img, char *err, size_t errlen)
+		     const struct ep_elf_limits *lim, Edgeprof__V1__BinaryImage *img, char *err,
+		     size_t errlen)
 {
-	img->code = calloc(nphdr, sizeof(*img->code));
-	if (!img->code)
-		goto oom;
+	uint64_t total = 0;
+	size_t ncode = 0;
 	for (size_t i = 0; i < nphdr; i++) {
 		GElf_Phdr ph;
 		if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD ||
@@ -58,6 +113,38 @@ static int read_code(Elf *elf, size_t nphdr, const uint8_t *file, size_t len,
 				 (unsigned long long)ph.p_vaddr, (unsigned long long)ph.p_filesz);
 			return -1;
 		}
+		/* each segment is at most the file: no sum of them wraps */
+		total += ph.p_filesz;
+		ncode++;
+	}
+	if (ncode == 0) {
+		snprintf(err, errlen, "no executable segment: nothing to disassemble");
+		return -1;
+	}
+	if (total > len || total > lim->code_bytes) {
+		atomic_fetch_add(&limited_code, 1);
+		if (total > len)
+			snprintf(err, errlen,
+				 "executable segments hold %llu bytes in all (%zu segments), more "
+				 "than the file's %zu bytes: they overlap (the same bytes copied "
+				 "again)",
+				 (unsigned long long)total, ncode, len);
+		else
+			snprintf(err, errlen,
+				 "executable segments hold %llu bytes in all, more than the %.0f "
+				 "MiB %s allows",
+				 (unsigned long long)total, mib(lim->code_bytes),
+				 lim->code_knob ? lim->code_knob : "the limit");
+		return -1;
+	}
+	img->code = calloc(ncode, sizeof(*img->code));
+	if (!img->code)
+		goto oom;
+	for (size_t i = 0; i < nphdr && img->n_code < ncode; i++) {
+		GElf_Phdr ph;
+		if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD ||
+		    !(ph.p_flags & PF_X) || ph.p_filesz == 0)
+			continue;
 		Edgeprof__V1__CodeBytes *cb = malloc(sizeof(*cb));
 		uint8_t *bytes = malloc(ph.p_filesz);
 		if (!cb || !bytes) {
@@ -71,10 +158,6 @@ static int read_code(Elf *elf, size_t nphdr, const uint8_t *file, size_t len,
 		cb->bytes.data = bytes;
 		cb->bytes.len = ph.p_filesz;
 		img->code[img->n_code++] = cb;
-	}
-	if (img->n_code == 0) {
-		snprintf(err, errlen, "no executable segment: nothing to disassemble");
-		return -1;
 	}
 	return 0;
 oom:
@@ -91,22 +174,27 @@ static int cmp_sym(const void *a, const void *b)
 	return strcmp(x->name, y->name);
 }
 
-/* Function symbols of the first table of type (SHT_SYMTAB, SHT_DYNSYM) */
-static int read_symbols(Elf *elf, unsigned type, Edgeprof__V1__BinaryImage *img)
+/* What one kept symbol costs: its message, its pointer, its name. */
+static uint64_t symbol_cost(const char *name)
+{
+	return sizeof(Edgeprof__V1__ImageSymbol) + sizeof(Edgeprof__V1__ImageSymbol *) +
+	       strlen(name) + 1;
+}
+
+/* Function symbols of the first table of type (SHT_SYMTAB, SHT_DYNSYM), as
+ * many as the budget holds. */
+static int read_symbols(Elf *elf, unsigned type, struct ep_elf_budget *budget,
+			Edgeprof__V1__BinaryImage *img)
 {
 	Elf_Scn *scn = NULL;
 	while ((scn = elf_nextscn(elf, scn))) {
 		GElf_Shdr sh;
 		if (!gelf_getshdr(scn, &sh) || sh.sh_type != type || sh.sh_entsize == 0)
 			continue;
-		Elf_Data *d = elf_getdata(scn, NULL);
+		Elf_Data *d = ep_elf_section_data(budget, elf, scn);
 		if (!d)
 			continue;
-		size_t count = d->d_size / sh.sh_entsize;
-		free(img->symbols); /* an empty .symtab's, before .dynsym */
-		img->symbols = calloc(count ? count : 1, sizeof(*img->symbols));
-		if (!img->symbols)
-			return -1;
+		size_t count = d->d_size / sh.sh_entsize, cap = 0;
 		for (size_t i = 0; i < count; i++) {
 			GElf_Sym sym;
 			if (!gelf_getsym(d, (int)i, &sym))
@@ -115,9 +203,24 @@ static int read_symbols(Elf *elf, unsigned type, Edgeprof__V1__BinaryImage *img)
 			if ((t != STT_FUNC && t != STT_GNU_IFUNC) || sym.st_shndx == SHN_UNDEF ||
 			    sym.st_value == 0)
 				continue;
-			const char *name = elf_strptr(elf, sh.sh_link, sym.st_name);
+			const char *name = ep_elf_strptr(budget, elf, sh.sh_link, sym.st_name);
+			if (!name)
+				name = "";
+			budget->wanted++;
+			if (!ep_elf_charge(budget, symbol_cost(name))) {
+				budget->dropped++;
+				continue;
+			}
+			if (img->n_symbols == cap) {
+				cap = cap ? 2 * cap : 256;
+				Edgeprof__V1__ImageSymbol **v =
+				    realloc(img->symbols, cap * sizeof(*v));
+				if (!v)
+					return -1;
+				img->symbols = v;
+			}
 			Edgeprof__V1__ImageSymbol *s = malloc(sizeof(*s));
-			char *copy = strdup(name ? name : "");
+			char *copy = strdup(name);
 			if (!s || !copy) {
 				free(s);
 				free(copy);
@@ -129,17 +232,74 @@ static int read_symbols(Elf *elf, unsigned type, Edgeprof__V1__BinaryImage *img)
 			s->size = sym.st_size;
 			img->symbols[img->n_symbols++] = s;
 		}
-		qsort(img->symbols, img->n_symbols, sizeof(*img->symbols), cmp_sym);
+		if (img->n_symbols > 1)
+			qsort(img->symbols, img->n_symbols, sizeof(*img->symbols), cmp_sym);
 		return 0;
 	}
 	return 0;
 }
 
+/* What of the file's tables the budget left out, for the note. */
+static void say_limited(const struct ep_elf_budget *budget, char *note, size_t notelen)
+{
+	int n = 0;
+	if (budget->refused)
+		n = snprintf(note, notelen, "%llu tables not read (the first: %s)",
+			     (unsigned long long)budget->refused, budget->first);
+	if (budget->dropped && n >= 0 && (size_t)n < notelen)
+		snprintf(note + n, notelen - (size_t)n, "%s%llu of %llu function symbols not kept",
+			 n ? ", " : "", (unsigned long long)budget->dropped,
+			 (unsigned long long)budget->wanted);
+	size_t used = strlen(note);
+	snprintf(note + used, notelen - used, ": past the %.0f MiB %s allows one binary's tables",
+		 mib(budget->limit), budget->knob ? budget->knob : "the limit");
+}
+
+struct mem_file {
+	const uint8_t *bytes;
+	size_t len;
+};
+
+static bool mem_read(void *ctx, uint64_t off, void *buf, size_t len)
+{
+	const struct mem_file *f = ctx;
+	if (off > f->len || len > f->len - off)
+		return false;
+	memcpy(buf, f->bytes + off, len);
+	return true;
+}
+
 Edgeprof__V1__BinaryImage *ep_elf_image_read(const uint8_t *file, size_t len, const char *path,
 					     char *err, size_t errlen)
 {
+	char note[384];
+	Edgeprof__V1__BinaryImage *img = ep_elf_image_read_limited(file, len, path, &read_limits,
+								   note, sizeof(note), err, errlen);
+	if (img && note[0])
+		ep_warn("binary %s (build-id %s): %s", path && *path ? path : "(no path)",
+			img->build_id, note);
+	return img;
+}
+
+Edgeprof__V1__BinaryImage *ep_elf_image_read_limited(const uint8_t *file, size_t len,
+						     const char *path,
+						     const struct ep_elf_limits *lim, char *note,
+						     size_t notelen, char *err, size_t errlen)
+{
+	if (notelen)
+		note[0] = '\0';
 	if (elf_version(EV_CURRENT) == EV_NONE) {
 		snprintf(err, errlen, "libelf: %s", elf_errmsg(-1));
+		return NULL;
+	}
+	/* libelf sizes its own tables from the header counts: checked first */
+	struct ep_elf_budget budget;
+	ep_elf_budget_init(&budget, lim);
+	struct mem_file mf = {file, len};
+	int checked = ep_elf_check_headers(mem_read, &mf, len, &budget, err, errlen);
+	if (checked != 0) {
+		if (checked == -2)
+			atomic_fetch_add(&limited_headers, 1);
 		return NULL;
 	}
 	Edgeprof__V1__BinaryImage *img = malloc(sizeof(*img));
@@ -149,7 +309,7 @@ Edgeprof__V1__BinaryImage *ep_elf_image_read(const uint8_t *file, size_t len, co
 	}
 	edgeprof__v1__binary_image__init(img);
 	/* libelf wants a writable image; it does not write it */
-	Elf *elf = len >= EI_NIDENT ? elf_memory((char *)(uintptr_t)file, len) : NULL;
+	Elf *elf = elf_memory((char *)(uintptr_t)file, len);
 	GElf_Ehdr eh;
 	char hex[2 * EP_ELF_BUILD_ID_MAX + 1] = "";
 	size_t nphdr = 0;
@@ -175,7 +335,7 @@ Edgeprof__V1__BinaryImage *ep_elf_image_read(const uint8_t *file, size_t len, co
 			 "file?)");
 		goto fail;
 	}
-	if (!read_build_id(elf, nphdr, len, hex)) {
+	if (!read_build_id(elf, nphdr, len, &budget, hex)) {
 		snprintf(err, errlen, "no GNU build-id note (link with -Wl,--build-id)");
 		goto fail;
 	}
@@ -187,18 +347,24 @@ Edgeprof__V1__BinaryImage *ep_elf_image_read(const uint8_t *file, size_t len, co
 		goto fail;
 	}
 	img->file_size = len;
-	if (read_code(elf, nphdr, file, len, img, err, errlen) != 0)
+	if (read_code(elf, nphdr, file, len, lim, img, err, errlen) != 0)
 		goto fail;
-	if (read_symbols(elf, SHT_SYMTAB, img) != 0 ||
-	    (img->n_symbols == 0 && read_symbols(elf, SHT_DYNSYM, img) != 0)) {
+	if (read_symbols(elf, SHT_SYMTAB, &budget, img) != 0 ||
+	    (img->n_symbols == 0 && read_symbols(elf, SHT_DYNSYM, &budget, img) != 0)) {
 		snprintf(err, errlen, "out of memory reading symbols");
 		goto fail;
 	}
+	if (budget.refused || budget.dropped) {
+		atomic_fetch_add(&limited_symbols, 1);
+		say_limited(&budget, note, notelen);
+	}
 	elf_end(elf);
+	ep_elf_budget_release(&budget);
 	return img;
 fail:
 	if (elf)
 		elf_end(elf);
+	ep_elf_budget_release(&budget);
 	ep_elf_image_free(img);
 	return NULL;
 }

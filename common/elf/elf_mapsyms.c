@@ -38,8 +38,9 @@ static bool code_section(Elf *elf, size_t shndx, GElf_Shdr *sh)
 	       (sh->sh_flags & (SHF_ALLOC | SHF_EXECINSTR)) == (SHF_ALLOC | SHF_EXECINSTR);
 }
 
-/* The mapping symbols of executable sections, unsorted. */
-static int collect(Elf *elf, struct mapsym **out, size_t *nout)
+/* The mapping symbols of executable sections, unsorted: as many as the
+ * budget holds (with a range each), the others left out. */
+static int collect(Elf *elf, struct ep_elf_budget *budget, struct mapsym **out, size_t *nout)
 {
 	size_t n = 0, cap = 0;
 	struct mapsym *v = NULL;
@@ -48,7 +49,7 @@ static int collect(Elf *elf, struct mapsym **out, size_t *nout)
 		GElf_Shdr sh;
 		Elf_Data *d;
 		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_SYMTAB || !sh.sh_entsize ||
-		    !(d = elf_getdata(scn, NULL)))
+		    !(d = ep_elf_section_data(budget, elf, scn)))
 			continue;
 		/* what libelf read, not what the header claims */
 		size_t count = d->d_size / sh.sh_entsize;
@@ -59,12 +60,19 @@ static int collect(Elf *elf, struct mapsym **out, size_t *nout)
 			    GELF_ST_BIND(sym.st_info) != STB_LOCAL ||
 			    GELF_ST_TYPE(sym.st_info) != STT_NOTYPE)
 				continue;
-			int kind = mapping_kind(elf_strptr(elf, sh.sh_link, sym.st_name));
+			int kind =
+			    mapping_kind(ep_elf_strptr(budget, elf, sh.sh_link, sym.st_name));
 			/* a symbol outside its section is not believed */
 			if (!kind || !code_section(elf, sym.st_shndx, &code) ||
 			    sym.st_value < code.sh_addr ||
 			    sym.st_value - code.sh_addr >= code.sh_size)
 				continue;
+			/* the symbol, and the range it may make */
+			budget->wanted++;
+			if (!ep_elf_charge(budget, sizeof(*v) + sizeof(struct ep_addr_range))) {
+				budget->dropped++;
+				continue;
+			}
 			if (n == cap) {
 				cap = cap ? 2 * cap : 256;
 				struct mapsym *nv = realloc(v, cap * sizeof(*v));
@@ -109,7 +117,8 @@ static size_t sort_merge(struct ep_addr_range *v, size_t n)
 	return out;
 }
 
-int ep_elf_data_in_code(Elf *elf, struct ep_addr_range **ranges, size_t *n)
+int ep_elf_data_in_code(Elf *elf, struct ep_elf_budget *budget, struct ep_addr_range **ranges,
+			size_t *n)
 {
 	*ranges = NULL;
 	*n = 0;
@@ -118,7 +127,7 @@ int ep_elf_data_in_code(Elf *elf, struct ep_addr_range **ranges, size_t *n)
 		return 0;
 	struct mapsym *v;
 	size_t nv;
-	if (collect(elf, &v, &nv) != 0)
+	if (collect(elf, budget, &v, &nv) != 0)
 		return -1;
 	if (nv > 1)
 		qsort(v, nv, sizeof(*v), cmp_mapsym);

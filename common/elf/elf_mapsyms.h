@@ -15,11 +15,15 @@
 #include <stddef.h>
 
 #include "common/decode/code_segment.h"
+#include "common/elf/elf_budget.h"
 
 /* The data ranges of elf's executable sections (each $d up to the next
  * mapping symbol of its section or the section's end), sorted and merged,
  * into *ranges (malloc'd; NULL when there are none) and *n. None for a
- * machine other than aarch64 or without .symtab. -1 when out of memory. */
-int ep_elf_data_in_code(Elf *elf, struct ep_addr_range **ranges, size_t *n);
+ * machine other than aarch64 or without .symtab. The tables read and the
+ * mapping symbols kept are charged to budget: past it the others are left
+ * out (their data may then be decoded as code). -1 when out of memory. */
+int ep_elf_data_in_code(Elf *elf, struct ep_elf_budget *budget, struct ep_addr_range **ranges,
+			size_t *n);
 
 #endif

@@ -19,16 +19,15 @@ static bool note_build_id(Elf_Data *data, uint8_t *out, size_t *len)
 	return false;
 }
 
-bool ep_elf_build_id(Elf *elf, size_t nphdr, uint64_t file_len, uint8_t out[EP_ELF_BUILD_ID_MAX],
-		     size_t *len)
+bool ep_elf_build_id(Elf *elf, size_t nphdr, uint64_t file_len, struct ep_elf_budget *budget,
+		     uint8_t out[EP_ELF_BUILD_ID_MAX], size_t *len)
 {
 	for (size_t i = 0; i < nphdr; i++) {
 		GElf_Phdr ph;
 		if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_NOTE ||
 		    ph.p_offset > file_len || ph.p_filesz > file_len - ph.p_offset)
 			continue;
-		Elf_Data *d =
-		    elf_getdata_rawchunk(elf, (int64_t)ph.p_offset, ph.p_filesz, ELF_T_NHDR);
+		Elf_Data *d = ep_elf_rawchunk(budget, elf, ph.p_offset, ph.p_filesz, ELF_T_NHDR);
 		if (d && note_build_id(d, out, len))
 			return true;
 	}
@@ -37,7 +36,7 @@ bool ep_elf_build_id(Elf *elf, size_t nphdr, uint64_t file_len, uint8_t out[EP_E
 		GElf_Shdr sh;
 		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_NOTE)
 			continue;
-		Elf_Data *d = elf_getdata(scn, NULL);
+		Elf_Data *d = ep_elf_section_data(budget, elf, scn);
 		if (d && note_build_id(d, out, len))
 			return true;
 	}

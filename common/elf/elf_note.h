@@ -12,12 +12,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/elf/elf_budget.h"
+
 #define EP_ELF_BUILD_ID_MAX 64
 
 /* The build-id of elf (nphdr program headers, file_len bytes: notes said to
  * lie past its end are skipped) into out, its length into *len; false when
- * it has none. */
-bool ep_elf_build_id(Elf *elf, size_t nphdr, uint64_t file_len, uint8_t out[EP_ELF_BUILD_ID_MAX],
-		     size_t *len);
+ * it has none. The notes read are charged to budget (one past it is
+ * skipped). */
+bool ep_elf_build_id(Elf *elf, size_t nphdr, uint64_t file_len, struct ep_elf_budget *budget,
+		     uint8_t out[EP_ELF_BUILD_ID_MAX], size_t *len);
 
 #endif

@@ -348,7 +348,12 @@ static void image_read(const char *path, struct image *im)
 		im->segs[im->nsegs++] = (struct ep_code_segment){
 		    .vaddr = ph.p_vaddr, .bytes = bytes, .size = ph.p_filesz};
 	}
-	assert_int_equal(ep_elf_data_in_code(e, &im->data, &im->ndata), 0);
+	struct ep_elf_limits lim;
+	struct ep_elf_budget budget;
+	ep_elf_limits_default(&lim, NULL, NULL);
+	ep_elf_budget_init(&budget, &lim);
+	assert_int_equal(ep_elf_data_in_code(e, &budget, &im->data, &im->ndata), 0);
+	ep_elf_budget_release(&budget);
 	elf_end(e);
 	close(fd);
 }
