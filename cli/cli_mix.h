@@ -20,7 +20,7 @@ struct ep_cli_mix {
 	struct ep_binary_registry *reg;
 };
 
-#define EP_CLI_MIX_OPTION_COUNT 7
+#define EP_CLI_MIX_OPTION_COUNT 8
 /* --insn-mix, --range, --function, --binary, --symfs into o (o->reg is made
  * here; free it with ep_cli_mix_free). Fills out[0..5], the last the end. */
 int ep_cli_mix_options(struct ep_option out[EP_CLI_MIX_OPTION_COUNT + 1], struct ep_cli_mix *o);

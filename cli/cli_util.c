@@ -2,6 +2,7 @@
 #include "cli/cli_util.h"
 
 #include "agent/resolve/binary.h"
+#include "agent/source/perf_data/perf_data.h"
 
 static int add_binary(void *reg, const char *path, char *err, size_t errlen)
 {
@@ -16,8 +17,11 @@ static int set_symfs(void *reg, const char *dir, char *err, size_t errlen)
 	return 0;
 }
 
-/* --binary-code-max-mib N, --binary-symbols-max-mib N: 1 to 1 TiB */
-static int set_limit(struct ep_binary_registry *reg, const char *arg, bool code, char *err,
+enum limit { CODE, SYMBOLS, PERF_TABLES };
+
+/* --binary-code-max-mib N, --binary-symbols-max-mib N,
+ * --perf-data-tables-max-mib N: 1 to 1 TiB */
+static int set_limit(struct ep_binary_registry *reg, const char *arg, enum limit which, char *err,
 		     size_t errlen)
 {
 	unsigned mib;
@@ -25,21 +29,30 @@ static int set_limit(struct ep_binary_registry *reg, const char *arg, bool code,
 		snprintf(err, errlen, "'%s' is not a number of MiB from 1 to %u", arg, 1u << 20);
 		return -1;
 	}
-	ep_binreg_set_limits(reg, code ? (uint64_t)mib << 20 : 0, code ? 0 : (uint64_t)mib << 20);
+	uint64_t bytes = (uint64_t)mib << 20;
+	if (which == PERF_TABLES)
+		ep_perf_data_set_tables_max(bytes);
+	else
+		ep_binreg_set_limits(reg, which == CODE ? bytes : 0, which == SYMBOLS ? bytes : 0);
 	return 0;
 }
 
 static int set_code_max(void *reg, const char *arg, char *err, size_t errlen)
 {
-	return set_limit(reg, arg, true, err, errlen);
+	return set_limit(reg, arg, CODE, err, errlen);
 }
 
 static int set_symbols_max(void *reg, const char *arg, char *err, size_t errlen)
 {
-	return set_limit(reg, arg, false, err, errlen);
+	return set_limit(reg, arg, SYMBOLS, err, errlen);
 }
 
-void ep_cli_binary_options(struct ep_option out[5], struct ep_binary_registry *reg)
+static int set_perf_tables_max(void *reg, const char *arg, char *err, size_t errlen)
+{
+	return set_limit(reg, arg, PERF_TABLES, err, errlen);
+}
+
+void ep_cli_binary_options(struct ep_option out[6], struct ep_binary_registry *reg)
 {
 	out[0] = (struct ep_option){"binary", 0, EP_OPT_CALL, reg, .call = add_binary};
 	out[1] = (struct ep_option){"symfs", 0, EP_OPT_CALL, reg, .call = set_symfs};
@@ -47,5 +60,7 @@ void ep_cli_binary_options(struct ep_option out[5], struct ep_binary_registry *r
 	    (struct ep_option){"binary-code-max-mib", 0, EP_OPT_CALL, reg, .call = set_code_max};
 	out[3] = (struct ep_option){"binary-symbols-max-mib", 0, EP_OPT_CALL, reg,
 				    .call = set_symbols_max};
-	out[4] = (struct ep_option)EP_OPTION_END;
+	out[4] = (struct ep_option){"perf-data-tables-max-mib", 0, EP_OPT_CALL, reg,
+				    .call = set_perf_tables_max};
+	out[5] = (struct ep_option)EP_OPTION_END;
 }

@@ -180,7 +180,7 @@ static int parse_options(int argc, char **argv, struct agent_options *o,
 	    EP_OPTION("k8s-ca", 0, EP_OPT_STRING, &o->k8s.ca_file),
 	    EP_OPTION_END,
 	};
-	struct ep_option binary_opts[5], sink_opts[EP_SINK_OPTION_COUNT + 1];
+	struct ep_option binary_opts[6], sink_opts[EP_SINK_OPTION_COUNT + 1];
 	ep_cli_binary_options(binary_opts, reg);
 	ep_sink_option_table(sink_opts, &o->sink);
 	const struct ep_option *const tables[] = {agent_opts, binary_opts, sink_opts, NULL};

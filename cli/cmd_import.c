@@ -21,6 +21,9 @@ static void import_usage(FILE *out)
 	    "usage: edgeprof import PERF.DATA [options]\n"
 	    "  --binary FILE     a profiled binary (repeatable); matched by build-id, else path\n"
 	    "  --symfs DIR       look up recorded paths under DIR\n"
+	    "  --binary-code-max-mib N, --binary-symbols-max-mib N  what one binary's code,\n"
+	    "                    and its tables and symbols, may take (128, 64)\n"
+	    "  --perf-data-tables-max-mib N  the recording's event ids and build-ids (64)\n"
 	    "  --chop C          count the last C branches of each trace (default: the\n"
 	    "                    hardware's stack size); 0 counts whole stacks like\n"
 	    "                    perf2bolt/AutoFDO (biased, for comparison)\n"
@@ -141,7 +144,7 @@ int ep_cmd_import(int argc, char **argv)
 		return 1;
 	}
 
-	struct ep_option binary_opts[5];
+	struct ep_option binary_opts[6];
 	ep_cli_binary_options(binary_opts, reg);
 	const struct ep_option import_opts[] = {
 	    EP_OPTION("chop", 0, EP_OPT_CALL, &cfg.chop, .call = parse_chop),

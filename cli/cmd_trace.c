@@ -44,7 +44,9 @@ static void print_gap(void *ctx, const struct ep_gap_report *g)
 
 static void trace_usage(FILE *out)
 {
-	fprintf(out, "usage: edgeprof trace PERF.DATA [--binary FILE]... [--symfs DIR]\n");
+	fprintf(out, "usage: edgeprof trace PERF.DATA [--binary FILE]... [--symfs DIR]\n"
+		     "         [--binary-code-max-mib N] [--binary-symbols-max-mib N]\n"
+		     "         [--perf-data-tables-max-mib N]\n");
 }
 
 int ep_cmd_trace(int argc, char **argv)
@@ -56,7 +58,7 @@ int ep_cmd_trace(int argc, char **argv)
 	struct trace_ctx ctx = {.out = stdout};
 	if (!reg)
 		return 1;
-	struct ep_option binary_opts[5];
+	struct ep_option binary_opts[6];
 	ep_cli_binary_options(binary_opts, reg);
 	const struct ep_option *const tables[] = {binary_opts, NULL};
 	int first = ep_options_parse("trace", argc, argv, tables, trace_usage);

@@ -356,6 +356,11 @@ void ep_pipeline_note_build_id(struct ep_pipeline *p, const char *path, const ui
 {
 	if (len > EP_BUILD_ID_MAX)
 		len = EP_BUILD_ID_MAX;
+	/* the first entry of a path is the one looked up: another of it is
+	 * kept for nothing, and made each insert probe past all the others
+	 * (40,000 entries of one path took 2.2 s, 400,000 minutes) */
+	if (find_noted(p, path))
+		return;
 	if (p->nnoted == p->noted_cap) {
 		size_t cap = p->noted_cap ? p->noted_cap * 2 : 8;
 		struct noted_build_id *n = realloc(p->noted, cap * sizeof(*n));

@@ -323,6 +323,103 @@ static void test_hold_cap_without_rounds(void **state)
 	assert_int_equal(a.sum_ip, b.sum_ip);
 }
 
+/* The propeller recording with its HEADER_BUILD_ID table replaced by n
+ * entries of 52 bytes, all naming one path (same) or each its own. */
+static void write_build_ids(const char *dst, unsigned n, bool same)
+{
+	FILE *in = fopen(ep_test_fixture("propeller_sample_1.perfdata1"), "rb");
+	assert_non_null(in);
+	assert_int_equal(fseek(in, 0, SEEK_END), 0);
+	size_t size = (size_t)ftell(in), entry = 36 + 16;
+	rewind(in);
+	uint8_t *buf = malloc(size + (size_t)n * entry);
+	assert_non_null(buf);
+	assert_int_equal(fread(buf, 1, size, in), size);
+	fclose(in);
+	uint64_t data_off, data_size, features;
+	memcpy(&data_off, buf + 40, 8);
+	memcpy(&data_size, buf + 48, 8);
+	memcpy(&features, buf + 72, 8);
+	assert_true(features & (1u << 2)); /* HEADER_BUILD_ID */
+	/* its {offset, size} in the table after the data, after the bits below */
+	uint64_t at = data_off + data_size + 16 * (uint64_t)__builtin_popcountll(features & 3);
+	uint64_t section[2] = {size, (uint64_t)n * entry};
+	memcpy(buf + at, section, sizeof(section));
+	for (unsigned i = 0; i < n; i++) {
+		uint8_t *e = buf + size + (size_t)i * entry;
+		memset(e, 0, entry);
+		uint16_t esize = (uint16_t)entry;
+		memcpy(e + 6, &esize, 2);
+		e[12] = (uint8_t)(i + 1); /* the id */
+		snprintf((char *)e + 36, 16, same ? "/x/same" : "/x/%u", i);
+	}
+	FILE *out = fopen(dst, "wb");
+	assert_non_null(out);
+	assert_int_equal(fwrite(buf, 1, size + (size_t)n * entry, out), size + (size_t)n * entry);
+	fclose(out);
+	free(buf);
+}
+
+/* A build-id table of 200,000 entries: what is delivered (and so kept by
+ * the caller: the pipeline copies every name) stays within the tables
+ * bound, the others are counted, and the records are all read. */
+static void test_build_id_table_bounded(void **state)
+{
+	(void)state;
+	char path[] = "/tmp/edgeprof-bids-XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	close(fd);
+	write_build_ids(path, 200000, false);
+	ep_perf_data_set_tables_max(1 << 20);
+	struct counts c;
+	struct ep_perf_data_stats st;
+	char err[256];
+	assert_int_equal(read_counts(path, &c, &st, err, sizeof(err)), 0);
+	ep_perf_data_set_tables_max((uint64_t)EP_PERF_DATA_DEFAULT_TABLES_MIB << 20);
+	assert_int_equal(st.build_ids, 200000);
+	assert_true(c.build_ids > 1000 && c.build_ids * (52 + 64) <= 1 << 20);
+	assert_int_equal(st.build_ids_dropped, 200000 - c.build_ids);
+	assert_int_equal(st.tables_max, 1 << 20);
+	assert_int_equal(c.samples, 3740); /* the records, all of them */
+	/* within the default bound: every entry */
+	assert_int_equal(read_counts(path, &c, &st, err, sizeof(err)), 0);
+	assert_int_equal(c.build_ids, 200000);
+	assert_int_equal(st.build_ids_dropped, 0);
+	unlink(path);
+}
+
+/* An attribute with 128 Ki event ids (the most one may have), against a
+ * 1 MiB bound: 256 such attributes would index 32 M ids. Refused, naming
+ * the count and the bound, before they are read. */
+static void test_ids_bounded(void **state)
+{
+	(void)state;
+	char path[] = "/tmp/edgeprof-idsmax-XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	close(fd);
+	uint64_t hdr[6];
+	FILE *f = fopen(ep_test_fixture("propeller_sample_1.perfdata1"), "rb");
+	assert_non_null(f);
+	assert_int_equal(fread(hdr, 8, 6, f), 6);
+	fclose(f);
+	uint64_t ids_at = hdr[3] + hdr[2] - 16;
+	write_patched(path, ids_at, 0, ids_at + 8, 1 << 20);
+	ep_perf_data_set_tables_max(1 << 20);
+	struct counts c;
+	struct ep_perf_data_stats st;
+	char err[256];
+	assert_int_equal(read_counts(path, &c, &st, err, sizeof(err)), -1);
+	ep_perf_data_set_tables_max((uint64_t)EP_PERF_DATA_DEFAULT_TABLES_MIB << 20);
+	assert_non_null(strstr(err, "event attribute 0 has 131072 ids: past the 1 MiB "
+				    "--perf-data-tables-max-mib allows"));
+	assert_int_equal(c.samples, 0);
+	/* the default bound takes them (the ids are the file's first bytes) */
+	assert_int_equal(read_counts(path, &c, &st, err, sizeof(err)), 0);
+	unlink(path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -334,6 +431,8 @@ int main(void)
 	    cmocka_unit_test(test_data_size_wraps),
 	    cmocka_unit_test(test_build_id_entry_fills_buffer),
 	    cmocka_unit_test(test_data_section_misaligned),
+	    cmocka_unit_test(test_build_id_table_bounded),
+	    cmocka_unit_test(test_ids_bounded),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

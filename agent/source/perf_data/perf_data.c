@@ -27,6 +27,19 @@
 /* mapped pages are given back in steps this large (one madvise each) */
 #define DROP_STEP (4u << 20)
 #define MAX_ATTRS 256
+/* what an event id costs: itself, and its entry in attr_by_id */
+#define ID_COST 32
+/* what a caller keeps per build-id entry beyond its bytes (the pipeline's
+ * copy of the name, its id, its index entry) */
+#define BUILD_ID_COST 64
+
+static uint64_t tables_max = (uint64_t)EP_PERF_DATA_DEFAULT_TABLES_MIB << 20;
+
+void ep_perf_data_set_tables_max(uint64_t bytes)
+{
+	if (bytes)
+		tables_max = bytes;
+}
 
 struct attr_info {
 	struct ep_perf_event_desc desc;
@@ -52,6 +65,7 @@ struct reader {
 	uint64_t dropped_to; /* pages below this were given back (MADV_DONTNEED) */
 	uint64_t read_off;   /* the record being read */
 	uint64_t hold_max_bytes;
+	uint64_t tables_left; /* of tables_max: ids read, build-ids delivered */
 	/* this reader's samples: every parts-th from the part-th */
 	unsigned part, parts;
 	uint64_t sample_no;
@@ -199,6 +213,14 @@ static int read_attrs(struct reader *r)
 				 (unsigned long long)attr.config);
 		if (ids.size % 8 != 0 || ids.size > (1u << 20))
 			return fail(r, off, "event attribute %zu has a bad ids section", i);
+		/* 256 attributes of 128 Ki ids each would index 32 M ids */
+		if (ids.size / 8 > r->tables_left / ID_COST)
+			return fail(r, off,
+				    "event attribute %zu has %llu ids: past the %llu MiB "
+				    "--perf-data-tables-max-mib allows the recording's tables",
+				    i, (unsigned long long)(ids.size / 8),
+				    (unsigned long long)(tables_max >> 20));
+		r->tables_left -= ids.size / 8 * ID_COST;
 		a->nids = ids.size / 8;
 		if (a->nids) {
 			a->ids = malloc(ids.size);
@@ -268,7 +290,8 @@ static int read_cpuid(struct reader *r)
 	return 0;
 }
 
-static int read_build_ids(struct reader *r, const struct ep_perf_data_callbacks *cb)
+static int read_build_ids(struct reader *r, const struct ep_perf_data_callbacks *cb,
+			  struct ep_perf_data_stats *stats)
 {
 	struct ep_perf_file_section s;
 	int rc = feature_section(r, EP_PERF_FEAT_BUILD_ID, &s);
@@ -285,6 +308,16 @@ static int read_build_ids(struct reader *r, const struct ep_perf_data_callbacks 
 		if (eh.size < 8 + 4 + 24 || off + eh.size > s.offset + s.size ||
 		    eh.size > sizeof(buf) - 1)
 			return fail(r, off, "build-id entry of bad size %u", eh.size);
+		stats->build_ids++;
+		/* what the callback keeps of each (the pipeline: every name, and
+		 * duplicates too) is bounded by what is delivered */
+		if ((uint64_t)eh.size + BUILD_ID_COST > r->tables_left) {
+			r->tables_left = 0;
+			stats->build_ids_dropped++;
+			off += eh.size;
+			continue;
+		}
+		r->tables_left -= (uint64_t)eh.size + BUILD_ID_COST;
 		if (read_at(r, off, buf, eh.size) != 0)
 			return fail(r, off, "build-id entry cut off");
 		buf[eh.size] = '\0';
@@ -936,6 +969,7 @@ static int read_file(const char *path, const struct ep_perf_data_callbacks *cb,
 	}
 	r->path = path;
 	r->hold_max_bytes = hold_max_bytes;
+	r->tables_left = stats->tables_max = tables_max;
 	r->part = part;
 	r->parts = parts;
 	r->err = err;
@@ -982,7 +1016,7 @@ static int read_file(const char *path, const struct ep_perf_data_callbacks *cb,
 	if (frc == 0) {
 		r->err = feature_err;
 		r->errlen = sizeof(feature_err);
-		frc = read_build_ids(r, cb);
+		frc = read_build_ids(r, cb, stats);
 		r->err = err;
 		r->errlen = errlen;
 		if (frc > 0) {

@@ -82,7 +82,21 @@ struct ep_perf_data_stats {
 	uint64_t other_records;
 	/* most bytes of records held at once for time ordering */
 	uint64_t hold_bytes_peak;
+	/* the HEADER_BUILD_ID table's entries, and those of them not delivered:
+	 * past the tables bound (ep_perf_data_set_tables_max) */
+	uint64_t build_ids, build_ids_dropped;
+	uint64_t tables_max; /* that bound, for the caller's message */
 };
+
+/* What one recording's tables may take besides its records (issue 32): its
+ * event ids (8 bytes each and their index entry) and the build-id entries
+ * delivered to on_build_id (each one's bytes, and what a caller keeps for
+ * one). Past it a file's ids are refused (the file is not read) and the
+ * build-id entries left are not delivered (counted in the stats). Default
+ * EP_PERF_DATA_DEFAULT_TABLES_MIB; the commands' --perf-data-tables-max-mib.
+ * Process-wide: set at start, before any file is read. */
+#define EP_PERF_DATA_DEFAULT_TABLES_MIB 64
+void ep_perf_data_set_tables_max(uint64_t bytes);
 
 /*
  * Reads the whole file, calling back in file order: event descriptions and

@@ -148,6 +148,13 @@ static int feed_part(const char *path, struct ep_pipeline *pipeline,
 	/* every reader reads them: counted once */
 	if (part == 0)
 		ep_pipeline_add_lost(pipeline, info->stats.lost_records);
+	if (part == 0 && info->stats.build_ids_dropped)
+		ep_warn("%s: %llu of its %llu build-id entries not read: past the %llu MiB "
+			"--perf-data-tables-max-mib allows the recording's tables (their files "
+			"are found by path alone)",
+			path, (unsigned long long)info->stats.build_ids_dropped,
+			(unsigned long long)info->stats.build_ids,
+			(unsigned long long)(info->stats.tables_max >> 20));
 	return rc;
 }
 
