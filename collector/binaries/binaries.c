@@ -129,7 +129,10 @@ int ep_binaries_upload(struct ep_binaries *b, const uint8_t *elf, size_t len,
 		status = 503;
 	} else {
 		char err[256];
-		int r = ep_store_image_put(b->store, img->build_id, img->uploaded_s, packed,
+		/* an agent sends what a process it profiles mapped (store.h) */
+		enum ep_image_trust trust =
+		    strcmp(img->source, "agent") == 0 ? EP_IMAGE_PROVISIONAL : EP_IMAGE_TRUSTED;
+		int r = ep_store_image_put(b->store, img->build_id, img->uploaded_s, trust, packed,
 					   packed_len, err, sizeof(err));
 		if (r < 0) {
 			snprintf(msg, msglen, "store: %s", err);
@@ -137,8 +140,10 @@ int ep_binaries_upload(struct ep_binaries *b, const uint8_t *elf, size_t len,
 		} else {
 			snprintf(msg, msglen, "%s %s: %s (%zu bytes of code and %zu symbols)",
 				 img->build_id, img->arch,
-				 r ? "stored" : "already here, kept the first", packed_len,
-				 img->n_symbols);
+				 r == 2	 ? "stored in place of an agent's provisional image"
+				 : r > 0 ? "stored"
+					 : "already here, kept the one stored",
+				 packed_len, img->n_symbols);
 			status = r ? 201 : 200;
 		}
 	}

@@ -493,14 +493,15 @@ Edgeprof__V1__Profile *ep_store_profile(struct ep_store *s, const struct ep_stor
 }
 
 int ep_store_image_put(struct ep_store *s, const char *build_id, int64_t uploaded_s,
-		       const uint8_t *image, size_t len, char *err, size_t errlen)
+		       enum ep_image_trust trust, const uint8_t *image, size_t len, char *err,
+		       size_t errlen)
 {
 	if (!s->ops->image_put) {
 		snprintf(err, errlen, "the %s store keeps no binaries' code", s->ops->kind);
 		return -1;
 	}
 	pthread_mutex_lock(&s->lock);
-	int r = s->ops->image_put(s, build_id, uploaded_s, image, len, err, errlen);
+	int r = s->ops->image_put(s, build_id, uploaded_s, trust, image, len, err, errlen);
 	pthread_mutex_unlock(&s->lock);
 	return r;
 }

@@ -114,10 +114,12 @@ int ep_store_known_batches(struct ep_store *s, const struct ep_store_batch_id *i
 int ep_store_write(struct ep_store *s, const struct ep_store_commit *c, char *err, size_t errlen);
 
 /* Forgets the counts of buckets that start before before_s, the batch ids
- * received before it, the nodes last seen before it and the finished (DONE,
+ * received before it, the nodes last seen before it, the finished (DONE,
  * FAILED) sessions that ended before it (those that never started: created
- * before it) (retention).
- * Binaries, paths and symbols stay. 0, or -1 with err. */
+ * before it) and the images (ep_store_image_put) stored before it whose
+ * build-id has no counts left (retention; one stored since waits for its
+ * counts: CI uploads a build before it runs). Binaries, paths and symbols
+ * stay. 0, or -1 with err. */
 int ep_store_prune(struct ep_store *s, int64_t before_s, char *err, size_t errlen);
 
 /* The binaries with counts under the filter (build_id may be NULL here),
@@ -176,14 +178,24 @@ Edgeprof__V1__NodeList *ep_store_nodes(struct ep_store *s, char *err, size_t err
 void ep_store_free_node_list(Edgeprof__V1__NodeList *list);
 
 /* Binaries' images (proto/binaries.proto BinaryImage, serialised; what the
- * UI draws code from, collector/binaries), one per build-id, kept across
- * restarts and never pruned. The first image stored for a build-id stays:
- * put answers 1 when it stored this one, 0 when the store had one already,
- * -1 with err (also when the backend keeps no images). */
+ * UI draws code from, collector/binaries), at most one of each trust per
+ * build-id, kept across restarts and forgotten with the counts that need
+ * them (ep_store_prune). An agent's image is provisional: it sends what a
+ * process it profiles mapped, and that process chose the file. An
+ * authenticated upload's or debuginfod's is trusted. */
+enum ep_image_trust { EP_IMAGE_PROVISIONAL = 1, EP_IMAGE_TRUSTED = 2 };
+
+/* Stores image for build_id unless the store has one at least as trusted:
+ * a trusted image replaces a provisional one, and of equal trust the first
+ * stays. 1 when it stored this one and there was none, 2 when it stored
+ * this one in place of a provisional one, 0 when the store kept the one it
+ * had, -1 with err (also when the backend keeps no images). */
 int ep_store_image_put(struct ep_store *s, const char *build_id, int64_t uploaded_s,
-		       const uint8_t *image, size_t len, char *err, size_t errlen);
-/* 1 with *image (malloc'd, *len bytes) when there is one (image NULL: only
- * says whether), 0 when not, -1 with err. */
+		       enum ep_image_trust trust, const uint8_t *image, size_t len, char *err,
+		       size_t errlen);
+/* The trust (EP_IMAGE_*) of the image kept for build_id, with *image
+ * (malloc'd, *len bytes) unless image is NULL; 0 when there is none, -1
+ * with err. */
 int ep_store_image_get(struct ep_store *s, const char *build_id, uint8_t **image, size_t *len,
 		       char *err, size_t errlen);
 

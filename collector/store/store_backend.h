@@ -78,12 +78,11 @@ struct ep_store_ops {
 	int (*nodes_get)(struct ep_store *s,
 			 int (*add)(void *ctx, const struct ep_store_node_row *row), void *ctx,
 			 char *err, size_t errlen);
-	/* Binaries' images (ep_store_image_put/get); NULL when the backend
-	 * keeps none. put: 1 stored, 0 one was there already, -1 with err.
-	 * get: 1 with *image (malloc'd, *len bytes; image NULL: only whether
-	 * there is one), 0 none, -1 with err. */
+	/* Binaries' images (ep_store_image_put/get, which say what each
+	 * answers); NULL when the backend keeps none. prune forgets them too. */
 	int (*image_put)(struct ep_store *s, const char *build_id, int64_t uploaded_s,
-			 const uint8_t *image, size_t len, char *err, size_t errlen);
+			 enum ep_image_trust trust, const uint8_t *image, size_t len, char *err,
+			 size_t errlen);
 	int (*image_get)(struct ep_store *s, const char *build_id, uint8_t **image, size_t *len,
 			 char *err, size_t errlen);
 };

@@ -110,9 +110,11 @@ static const char *const tables[] = {
     " samples_with_branches UInt64, lost UInt64) ENGINE = SummingMergeTree((samples,"
     " samples_with_branches, lost)) PARTITION BY week ORDER BY name",
     /* binaries' images for the UI (collector/binaries), hex like session
-     * records; keep = 2^64 - 1 - uploaded_s, so FINAL keeps the first */
+     * records; keep = 2^64 - 1 - uploaded_s, so FINAL keeps the first of
+     * each trust (ep_image_trust; 0 in rows from before it: provisional),
+     * and reads take the most trusted */
     "CREATE TABLE IF NOT EXISTS binary_images (build_id String, uploaded_s Int64, keep UInt64,"
-    " image String) ENGINE = ReplacingMergeTree(keep) ORDER BY build_id",
+    " image String, trust UInt8) ENGINE = ReplacingMergeTree(keep) ORDER BY (build_id, trust)",
 };
 
 /* Count tables created before sessions lack session_id. It is added at the
@@ -371,6 +373,71 @@ static int drop_weeks(struct ch_conn *shard, const char *table, int64_t before_s
 	return rc;
 }
 
+/* Images stored before the cut whose build-id has no counts left on this
+ * shard (which holds all of a build-id's rows): looked up a page of build-ids
+ * at a time, so the answer and the mutation's text stay small whatever the
+ * number of images, and deleted by a mutation (in the background). Samples
+ * say whether a binary has counts (ingest refuses edges, ranges and IPs
+ * beyond what its samples allow). */
+#define PRUNE_PAGE 500
+static int prune_images(struct ch_conn *shard, int64_t before_s, char *err, size_t errlen)
+{
+	char *last = strdup("");
+	int rc = last ? 0 : -1, n = PRUNE_PAGE;
+	if (rc)
+		snprintf(err, errlen, "out of memory");
+	while (rc == 0 && n == PRUNE_PAGE) {
+		struct ch_text q;
+		if (ch_text_open(&q, err, errlen) != 0) {
+			rc = -1;
+			break;
+		}
+		fprintf(q.f,
+			"SELECT build_id FROM binary_images WHERE uploaded_s < %" PRId64
+			" AND build_id > ",
+			before_s);
+		ch_sql_string(q.f, last);
+		fprintf(q.f,
+			" AND build_id NOT IN (SELECT build_id FROM samples) GROUP BY build_id"
+			" ORDER BY build_id LIMIT %d FORMAT TabSeparated",
+			PRUNE_PAGE);
+		struct ep_http_body out = {0};
+		if (ch_run(shard, CH_DATABASE, &q, &out, err, errlen) != 0) {
+			rc = -1;
+			break;
+		}
+		struct ch_text del;
+		if (ch_text_open(&del, err, errlen) != 0) {
+			free(out.data);
+			rc = -1;
+			break;
+		}
+		fprintf(del.f,
+			"ALTER TABLE binary_images DELETE WHERE uploaded_s < %" PRId64
+			" AND build_id IN (",
+			before_s);
+		char *cur = out.data, *f[1];
+		for (n = 0; ch_next_row(&cur, f, 1) == 1; n++) {
+			fputs(n ? ", " : "", del.f);
+			ch_sql_string(del.f, f[0]);
+			free(last);
+			if (!(last = strdup(f[0]))) {
+				snprintf(err, errlen, "out of memory");
+				rc = -1;
+				break;
+			}
+		}
+		fputc(')', del.f);
+		free(out.data);
+		if (rc == 0 && n)
+			rc = ch_run(shard, CH_DATABASE, &del, NULL, err, errlen);
+		else
+			ch_text_free(&del);
+	}
+	free(last);
+	return rc;
+}
+
 /* Counts live in weekly partitions (intDiv(bucket, 604800)): whole weeks
  * that ended before the cut are dropped, which ClickHouse does at once;
  * nodes' sums too. Batch ids and nodes' old records are deleted by
@@ -394,6 +461,8 @@ static int ch_prune(struct ep_store *base, int64_t before_s, char *err, size_t e
 		if (ch_runf(shard, CH_DATABASE, NULL, err, errlen,
 			    "ALTER TABLE nodes DELETE WHERE seen_ns < %llu",
 			    (unsigned long long)(before_s > 0 ? before_s : 0) * 1000000000ULL) != 0)
+			return -1;
+		if (prune_images(shard, before_s, err, errlen) != 0)
 			return -1;
 	}
 	return prune_sessions(s, before_s, err, errlen);
@@ -972,34 +1041,47 @@ static int ch_image_get(struct ep_store *base, const char *build_id, uint8_t **i
 	struct ch_text q;
 	if (ch_text_open(&q, err, errlen) != 0)
 		return -1;
-	fputs(image ? "SELECT image" : "SELECT ''", q.f);
-	fprintf(q.f, " FROM binary_images%s FINAL WHERE build_id = ", s->all);
+	fprintf(q.f, "SELECT trust, %s FROM binary_images%s FINAL WHERE build_id = ",
+		image ? "image" : "''", s->all);
 	ch_sql_string(q.f, build_id);
-	fputs(" LIMIT 1 FORMAT TabSeparated", q.f);
-	struct one_record o = {0};
-	int rc = session_records(s, &q, keep_record, &o, err, errlen);
-	if (rc != 0 || !o.found) {
-		free(o.record);
-		return rc;
+	fputs(" ORDER BY trust DESC LIMIT 1 FORMAT TabSeparated", q.f);
+	struct ep_http_body out = {0};
+	if (ch_run(&s->conn, CH_DATABASE, &q, &out, err, errlen) != 0)
+		return -1;
+	char *cur = out.data, *f[2];
+	int rc = 0;
+	if (ch_next_row(&cur, f, 2) == 2) {
+		rc = strtoul(f[0], NULL, 10) >= EP_IMAGE_TRUSTED ? EP_IMAGE_TRUSTED
+								 : EP_IMAGE_PROVISIONAL;
+		long n = image ? unhex_in_place(f[1]) : 0;
+		if (n < 0) {
+			snprintf(err, errlen, "clickhouse %s: an image is not hex",
+				 s->conn.base_url);
+			rc = -1;
+		} else if (image && !(*image = malloc(n ? (size_t)n : 1))) {
+			snprintf(err, errlen, "out of memory");
+			rc = -1;
+		} else if (image) {
+			memcpy(*image, f[1], (size_t)n);
+			*len = (size_t)n;
+		}
 	}
-	if (image) {
-		*image = o.record;
-		*len = o.len;
-	} else {
-		free(o.record);
-	}
-	return 1;
+	free(out.data);
+	return rc;
 }
 
 /* Several collectors may put the same build-id at once: both rows are
- * written, FINAL keeps the first (see binary_images). */
+ * written, FINAL keeps the first of each trust (see binary_images). */
 static int ch_image_put(struct ep_store *base, const char *build_id, int64_t uploaded_s,
-			const uint8_t *image, size_t len, char *err, size_t errlen)
+			enum ep_image_trust trust, const uint8_t *image, size_t len, char *err,
+			size_t errlen)
 {
 	struct ch_store *s = (struct ch_store *)base;
 	int had = ch_image_get(base, build_id, NULL, NULL, err, errlen);
-	if (had != 0)
-		return had < 0 ? -1 : 0;
+	if (had < 0)
+		return -1;
+	if (had >= (int)trust)
+		return 0;
 	struct ch_text row;
 	if (ch_text_open(&row, err, errlen) != 0)
 		return -1;
@@ -1008,13 +1090,13 @@ static int ch_image_put(struct ep_store *base, const char *build_id, int64_t upl
 		UINT64_MAX - (uint64_t)(uploaded_s > 0 ? uploaded_s : 0));
 	for (size_t i = 0; i < len; i++)
 		fprintf(row.f, "%02x", image[i]);
-	fputc('\n', row.f);
+	fprintf(row.f, "\t%d\n", (int)trust);
 	if (ch_insert(shard_of(s, build_id),
-		      "INSERT INTO binary_images (build_id, uploaded_s, keep, image)"
+		      "INSERT INTO binary_images (build_id, uploaded_s, keep, image, trust)"
 		      " FORMAT TabSeparated",
 		      &row, err, errlen) != 0)
 		return -1;
-	return 1;
+	return had ? 2 : 1;
 }
 
 static void ch_close(struct ep_store *base)
@@ -1147,6 +1229,19 @@ static int set_up_schema(struct ch_conn *c, char *err, size_t errlen)
 	    add_column(c, "ranges", "ns", "UInt64", err, errlen) != 0 ||
 	    add_column(c, "ranges", "ns_insns", "UInt64", err, errlen) != 0)
 		return -1;
+	/* images from before trust was kept: 0 (provisional), and in the
+	 * sorting key, so that a trusted row never replaces nor is replaced
+	 * by a provisional one (ClickHouse takes no default for it there) */
+	int has = has_column(c, "binary_images", "trust", err, errlen);
+	if (has < 0)
+		return -1;
+	if (!has && ch_runf(c, CH_DATABASE, NULL, err, errlen,
+			    "ALTER TABLE binary_images ADD COLUMN trust UInt8,"
+			    " MODIFY ORDER BY (build_id, trust)") != 0) {
+		char ignored[64];
+		if (has_column(c, "binary_images", "trust", ignored, sizeof(ignored)) != 1)
+			return -1;
+	}
 	return 0;
 }
 

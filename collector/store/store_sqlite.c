@@ -165,9 +165,11 @@ static const char schema[] =
     " record BLOB NOT NULL, samples INTEGER NOT NULL, samples_with_branches INTEGER NOT NULL,"
     " lost INTEGER NOT NULL) WITHOUT ROWID;"
     /* binaries' code and symbols for the UI (collector/binaries): the image
-     * is a serialised BinaryImage, the first one uploaded for its build-id */
+     * is a serialised BinaryImage, the first one uploaded for its build-id
+     * unless a more trusted one (ep_image_trust) came later */
     "CREATE TABLE IF NOT EXISTS binary_images(build_id TEXT PRIMARY KEY,"
-    " uploaded_s INTEGER NOT NULL, image BLOB NOT NULL) WITHOUT ROWID;";
+    " uploaded_s INTEGER NOT NULL, image BLOB NOT NULL, trust INTEGER NOT NULL DEFAULT 1)"
+    " WITHOUT ROWID;";
 
 /* Version 1 to 2: label_sets gains session_id, and its UNIQUE key must
  * include it, which SQLite cannot alter: the table is rebuilt, ids kept
@@ -546,6 +548,12 @@ static int sqlite_prune(struct ep_store *base, int64_t before_s, char *err, size
 	    ("DELETE FROM sessions WHERE state IN (2, 3) AND"
 	     " (CASE WHEN ended_s != 0 THEN ended_s ELSE created_s END) < ?1"),
 	    "DELETE FROM nodes WHERE seen_ns < ?1 * 1000000000",
+	    /* after the counts: an image goes with the last of them. Samples
+	     * say whether a binary has counts (ingest refuses edges, ranges
+	     * and IPs beyond what its samples allow) */
+	    ("DELETE FROM binary_images WHERE uploaded_s < ?1 AND NOT EXISTS (SELECT 1 FROM"
+	     " binaries b JOIN samples m ON m.binary_id = b.id"
+	     " WHERE b.build_id = binary_images.build_id)"),
 	};
 	if (exec(s, "BEGIN IMMEDIATE", err, errlen) != 0)
 		return -1;
@@ -989,14 +997,58 @@ static int sqlite_nodes_get(struct ep_store *base,
 	return 0;
 }
 
-static int sqlite_image_put(struct ep_store *base, const char *build_id, int64_t uploaded_s,
-			    const uint8_t *image, size_t len, char *err, size_t errlen)
+/* The trust of build_id's image, 0 when none, -1 on error; with its bytes
+ * when image is not NULL. */
+static int image_row(struct sqlite_store *s, const char *build_id, uint8_t **image, size_t *len,
+		     char *err, size_t errlen)
 {
-	struct sqlite_store *s = (struct sqlite_store *)base;
 	sqlite3_stmt *st = NULL;
 	if (sqlite3_prepare_v2(s->db,
-			       "INSERT INTO binary_images(build_id, uploaded_s, image)"
-			       " VALUES(?1, ?2, ?3) ON CONFLICT(build_id) DO NOTHING",
+			       image ? "SELECT image, trust FROM binary_images WHERE build_id = ?1"
+				     : "SELECT NULL, trust FROM binary_images WHERE build_id = ?1",
+			       -1, &st, NULL) != SQLITE_OK) {
+		db_error(s, "binary image", err, errlen);
+		return -1;
+	}
+	bind_text(st, 1, build_id);
+	int r = sqlite3_step(st);
+	if (r == SQLITE_ROW) {
+		/* files from before trust was kept hold agents' images as
+		 * much as uploads': provisional, as the column's default */
+		r = sqlite3_column_int(st, 1) >= EP_IMAGE_TRUSTED ? EP_IMAGE_TRUSTED
+								  : EP_IMAGE_PROVISIONAL;
+		if (image && copy_record(st, image, len) != 0)
+			r = -2;
+	} else if (r == SQLITE_DONE) {
+		r = 0;
+	} else {
+		r = -1;
+	}
+	if (r == -1)
+		db_error(s, "binary image", err, errlen);
+	else if (r == -2)
+		snprintf(err, errlen, "out of memory");
+	sqlite3_finalize(st);
+	return r < 0 ? -1 : r;
+}
+
+static int sqlite_image_put(struct ep_store *base, const char *build_id, int64_t uploaded_s,
+			    enum ep_image_trust trust, const uint8_t *image, size_t len, char *err,
+			    size_t errlen)
+{
+	struct sqlite_store *s = (struct sqlite_store *)base;
+	/* what was there decides the answer; the statement alone decides
+	 * what is kept, so collectors sharing the file cannot undo a trusted
+	 * image between the two */
+	int had = image_row(s, build_id, NULL, NULL, err, errlen);
+	if (had < 0)
+		return -1;
+	sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(s->db,
+			       "INSERT INTO binary_images(build_id, uploaded_s, image, trust)"
+			       " VALUES(?1, ?2, ?3, ?4) ON CONFLICT(build_id) DO UPDATE SET"
+			       " uploaded_s = excluded.uploaded_s, image = excluded.image,"
+			       " trust = excluded.trust WHERE excluded.trust > binary_images.trust",
 			       -1, &st, NULL) != SQLITE_OK) {
 		db_error(s, "binary image", err, errlen);
 		return -1;
@@ -1004,39 +1056,18 @@ static int sqlite_image_put(struct ep_store *base, const char *build_id, int64_t
 	bind_text(st, 1, build_id);
 	sqlite3_bind_int64(st, 2, uploaded_s);
 	sqlite3_bind_blob64(st, 3, len ? (const void *)image : "", len, SQLITE_STATIC);
+	sqlite3_bind_int(st, 4, (int)trust);
 	int r = sqlite3_step(st) == SQLITE_DONE ? sqlite3_changes(s->db) > 0 : -1;
 	if (r < 0)
 		db_error(s, "binary image", err, errlen);
 	sqlite3_finalize(st);
-	return r;
+	return r > 0 && had ? 2 : r;
 }
 
 static int sqlite_image_get(struct ep_store *base, const char *build_id, uint8_t **image,
 			    size_t *len, char *err, size_t errlen)
 {
-	struct sqlite_store *s = (struct sqlite_store *)base;
-	sqlite3_stmt *st = NULL;
-	if (sqlite3_prepare_v2(s->db,
-			       image ? "SELECT image FROM binary_images WHERE build_id = ?1"
-				     : "SELECT 1 FROM binary_images WHERE build_id = ?1",
-			       -1, &st, NULL) != SQLITE_OK) {
-		db_error(s, "binary image", err, errlen);
-		return -1;
-	}
-	bind_text(st, 1, build_id);
-	int r = sqlite3_step(st);
-	if (r == SQLITE_ROW)
-		r = !image || copy_record(st, image, len) == 0 ? 1 : -2;
-	else if (r == SQLITE_DONE)
-		r = 0;
-	else
-		r = -1;
-	if (r == -1)
-		db_error(s, "binary image", err, errlen);
-	else if (r == -2)
-		snprintf(err, errlen, "out of memory");
-	sqlite3_finalize(st);
-	return r < 0 ? -1 : r;
+	return image_row((struct sqlite_store *)base, build_id, image, len, err, errlen);
 }
 
 static void sqlite_close(struct ep_store *base)
@@ -1168,6 +1199,19 @@ static int add_ns_columns(struct sqlite_store *s, char *err, size_t errlen)
 		    err, errlen);
 }
 
+/* Images from before trust was kept (ep_image_trust): provisional, since
+ * anyone who could reach the collector could have sent them. A plain column
+ * with a default, added in place: an older collector still writes the file
+ * (its images provisional). */
+static int add_trust_column(struct sqlite_store *s, char *err, size_t errlen)
+{
+	int missing = lacks_column(s, "binary_images", "trust", err, errlen);
+	if (missing <= 0)
+		return missing;
+	return exec(s, "ALTER TABLE binary_images ADD COLUMN trust INTEGER NOT NULL DEFAULT 1", err,
+		    errlen);
+}
+
 /* Creates or upgrades the schema in one transaction: a collector killed
  * half-way leaves the old schema, and two collectors opening one file do it
  * once (the second sees the first's result under its own lock). */
@@ -1182,7 +1226,8 @@ static int set_up_schema(struct sqlite_store *s, char *err, size_t errlen)
 	if (migrate < 0 || (migrate && exec(s, migrate_v1, err, errlen) != 0) ||
 	    exec(s, schema, err, errlen) != 0 || add_local_index_column(s, err, errlen) != 0 ||
 	    add_cycles_columns(s, err, errlen) != 0 || add_ns_columns(s, err, errlen) != 0 ||
-	    exec(s, pragma, err, errlen) != 0 || exec(s, "COMMIT", err, errlen) != 0) {
+	    add_trust_column(s, err, errlen) != 0 || exec(s, pragma, err, errlen) != 0 ||
+	    exec(s, "COMMIT", err, errlen) != 0) {
 		char ignored[64];
 		exec(s, "ROLLBACK", ignored, sizeof(ignored));
 		return -1;

@@ -166,27 +166,30 @@ static void remove_store(const char *path)
 	unlink(p);
 }
 
-/* The first image of a build-id stays, and survives a reopen. */
+/* The store's images as the binaries use them (test_store.c checks the
+ * rules on both backends): a trusted image replaces a provisional one. */
 static void test_store_images(void **state)
 {
 	(void)state;
 	char path[4096], err[512], spec[4200];
 	struct ep_store *s = temp_store(path, sizeof(path), spec, sizeof(spec));
 	assert_int_equal(ep_store_image_get(s, "abcd", NULL, NULL, err, sizeof(err)), 0);
-	assert_int_equal(
-	    ep_store_image_put(s, "abcd", 100, (const uint8_t *)"first", 5, err, sizeof(err)), 1);
-	assert_int_equal(
-	    ep_store_image_put(s, "abcd", 200, (const uint8_t *)"second", 6, err, sizeof(err)), 0);
+	assert_int_equal(ep_store_image_put(s, "abcd", 100, EP_IMAGE_PROVISIONAL,
+					    (const uint8_t *)"first", 5, err, sizeof(err)),
+			 1);
+	assert_int_equal(ep_store_image_put(s, "abcd", 200, EP_IMAGE_TRUSTED,
+					    (const uint8_t *)"second", 6, err, sizeof(err)),
+			 2);
 	ep_store_close(s);
 	s = ep_store_open(spec, err, sizeof(err));
 	assert_non_null(s);
 	uint8_t *got = NULL;
 	size_t len = 0;
-	assert_int_equal(ep_store_image_get(s, "abcd", &got, &len, err, sizeof(err)), 1);
-	assert_int_equal(len, 5);
-	assert_memory_equal(got, "first", 5);
+	assert_int_equal(ep_store_image_get(s, "abcd", &got, &len, err, sizeof(err)),
+			 EP_IMAGE_TRUSTED);
+	assert_int_equal(len, 6);
+	assert_memory_equal(got, "second", 6);
 	free(got);
-	assert_int_equal(ep_store_image_get(s, "abcd", NULL, NULL, err, sizeof(err)), 1);
 	assert_int_equal(ep_store_image_get(s, "ef01", NULL, NULL, err, sizeof(err)), 0);
 	ep_store_close(s);
 	remove_store(path);

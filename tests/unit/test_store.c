@@ -1284,6 +1284,152 @@ static void test_counts_saturate_and_never_break_other_binaries(void **state)
 	ep_store_close(s);
 }
 
+/* An image read back: its trust, and its bytes equal to want. */
+static void assert_image(struct ep_store *s, const char *build_id, int trust, const char *want)
+{
+	char err[512];
+	uint8_t *got = NULL;
+	size_t len = 0;
+	int r = ep_store_image_get(s, build_id, &got, &len, err, sizeof(err));
+	if (r < 0)
+		fail_msg("%s", err);
+	assert_int_equal(r, trust);
+	assert_int_equal(len, strlen(want));
+	assert_memory_equal(got, want, len);
+	free(got);
+}
+
+static int put_image(struct ep_store *s, const char *build_id, int64_t uploaded_s,
+		     enum ep_image_trust trust, const char *bytes)
+{
+	char err[512];
+	int r = ep_store_image_put(s, build_id, uploaded_s, trust, (const uint8_t *)bytes,
+				   strlen(bytes), err, sizeof(err));
+	if (r < 0)
+		fail_msg("%s", err);
+	return r;
+}
+
+/* Issue 32 item 7: the first image of a build-id stayed for ever, so an
+ * agent's (which any container can choose) kept out the real code. An
+ * agent's image is provisional: a trusted one (an authenticated upload,
+ * debuginfod) replaces it, never the other way round, and of equal trust
+ * the first stays; across a reopen too. */
+static void test_images_trusted_replaces_provisional(void **state)
+{
+	(void)state;
+	struct ep_store *s = open_store(true);
+	char err[512];
+	assert_int_equal(ep_store_image_get(s, "abcd", NULL, NULL, err, sizeof(err)), 0);
+	assert_int_equal(put_image(s, "abcd", 100, EP_IMAGE_PROVISIONAL, "planted"), 1);
+	assert_int_equal(put_image(s, "abcd", 110, EP_IMAGE_PROVISIONAL, "second"), 0);
+	assert_image(s, "abcd", EP_IMAGE_PROVISIONAL, "planted");
+	assert_int_equal(put_image(s, "abcd", 120, EP_IMAGE_TRUSTED, "real"), 2);
+	assert_int_equal(put_image(s, "abcd", 130, EP_IMAGE_PROVISIONAL, "again"), 0);
+	assert_int_equal(put_image(s, "abcd", 140, EP_IMAGE_TRUSTED, "later"), 0);
+	assert_image(s, "abcd", EP_IMAGE_TRUSTED, "real");
+	/* trusted first: a provisional one never gets in */
+	assert_int_equal(put_image(s, "ef01", 100, EP_IMAGE_TRUSTED, "ci"), 1);
+	assert_int_equal(put_image(s, "ef01", 110, EP_IMAGE_PROVISIONAL, "agent"), 0);
+	assert_int_equal(ep_store_image_get(s, "ef01", NULL, NULL, err, sizeof(err)),
+			 EP_IMAGE_TRUSTED);
+	ep_store_close(s);
+	s = open_store(false);
+	assert_image(s, "abcd", EP_IMAGE_TRUSTED, "real");
+	assert_image(s, "ef01", EP_IMAGE_TRUSTED, "ci");
+	assert_int_equal(ep_store_image_get(s, "0123", NULL, NULL, err, sizeof(err)), 0);
+	ep_store_close(s);
+}
+
+/* Issue 32 item 7: binary_images was never pruned. Retention forgets an
+ * image stored before the cut once its build-id has no counts left; one
+ * whose binary still has counts stays, and so does one stored since the
+ * cut (CI uploads a build before it runs). ClickHouse deletes by a
+ * background mutation: the test waits for it. */
+static void test_prune_forgets_images_without_counts(void **state)
+{
+	(void)state;
+	struct ep_store *s = open_store(true);
+	const int64_t week = 604800;
+	struct slice_data old, recent;
+	make_slice(&old, "ee05", "/bin/e", "", 1);
+	make_slice(&recent, "cd08", "/bin/c", "", 1);
+	write_one(s, "agent-1", 1, 60, &old);
+	write_one(s, "agent-1", 2, 3 * week, &recent);
+	assert_int_equal(put_image(s, "ee05", 100, EP_IMAGE_TRUSTED, "e"), 1);
+	assert_int_equal(put_image(s, "ff06", 100, EP_IMAGE_PROVISIONAL, "f"), 1);
+	assert_int_equal(put_image(s, "cd08", 100, EP_IMAGE_TRUSTED, "c"), 1);
+	assert_int_equal(put_image(s, "ab07", 3 * week, EP_IMAGE_TRUSTED, "a"), 1);
+	char err[512];
+	if (ep_store_prune(s, 2 * week, err, sizeof(err)) != 0)
+		fail_msg("%s", err);
+	const char *gone[] = {"ee05", "ff06"};
+	for (int g = 0; g < 2; g++) {
+		int r = 1;
+		for (int i = 0; i < 100 && r != 0; i++) {
+			r = ep_store_image_get(s, gone[g], NULL, NULL, err, sizeof(err));
+			if (r < 0)
+				fail_msg("%s", err);
+			if (r)
+				usleep(100000);
+		}
+		assert_int_equal(r, 0);
+	}
+	assert_image(s, "cd08", EP_IMAGE_TRUSTED, "c");
+	assert_image(s, "ab07", EP_IMAGE_TRUSTED, "a");
+	ep_store_close(s);
+}
+
+/* Images stored before trust was kept: provisional (anyone who reached the
+ * collector could have sent them), so an upload replaces them; a
+ * ClickHouse merge keeps the trusted row, not the older one. */
+static void test_images_from_before_trust_are_provisional(void **state)
+{
+	(void)state;
+	const char *spec = store_spec(true);
+	char db[128];
+	snprintf(db, sizeof(db), "edgeprof_test_%d_%d", (int)getpid(), test_number);
+	if (is_sqlite()) {
+		sqlite3 *sq;
+		assert_int_equal(sqlite3_open(spec + 7, &sq), SQLITE_OK);
+		assert_int_equal(
+		    sqlite3_exec(sq,
+				 "CREATE TABLE binary_images(build_id TEXT PRIMARY KEY,"
+				 " uploaded_s INTEGER NOT NULL, image BLOB NOT NULL) WITHOUT ROWID;"
+				 "INSERT INTO binary_images VALUES('abcd', 100, X'6f6c64');"
+				 "PRAGMA user_version = 5;",
+				 NULL, NULL, NULL),
+		    SQLITE_OK);
+		sqlite3_close(sq);
+	} else {
+		char create[256];
+		snprintf(create, sizeof(create), "CREATE DATABASE %s", db);
+		assert_int_equal(ch_query("default", create, NULL), 0);
+		assert_int_equal(ch_query(db,
+					  "CREATE TABLE binary_images (build_id String, uploaded_s"
+					  " Int64, keep UInt64, image String) ENGINE ="
+					  " ReplacingMergeTree(keep) ORDER BY build_id",
+					  NULL),
+				 0);
+		assert_int_equal(ch_query(db,
+					  "INSERT INTO binary_images VALUES ('abcd', 100,"
+					  " 18446744073709551515, '6f6c64')",
+					  NULL),
+				 0);
+	}
+	struct ep_store *s = open_store(false);
+	assert_image(s, "abcd", EP_IMAGE_PROVISIONAL, "old");
+	assert_int_equal(put_image(s, "abcd", 200, EP_IMAGE_PROVISIONAL, "agent"), 0);
+	assert_int_equal(put_image(s, "abcd", 300, EP_IMAGE_TRUSTED, "new"), 2);
+	assert_image(s, "abcd", EP_IMAGE_TRUSTED, "new");
+	ep_store_close(s);
+	if (!is_sqlite())
+		assert_int_equal(ch_query(db, "OPTIMIZE TABLE binary_images FINAL", NULL), 0);
+	s = open_store(false);
+	assert_image(s, "abcd", EP_IMAGE_TRUSTED, "new");
+	ep_store_close(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1303,6 +1449,9 @@ int main(void)
 	    cmocka_unit_test(test_nodes_newest_wins_sums_add),
 	    cmocka_unit_test(test_sqlite_version_1_file_migrates),
 	    cmocka_unit_test(test_clickhouse_tables_from_before_sessions_migrate),
+	    cmocka_unit_test(test_images_trusted_replaces_provisional),
+	    cmocka_unit_test(test_prune_forgets_images_without_counts),
+	    cmocka_unit_test(test_images_from_before_trust_are_provisional),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
