@@ -5,7 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
+#include "common/profile/model.h"
 #include "common/profile/profile_file.h"
 #include "common/util/collector_list.h"
 #include "common/util/http_body.h"
@@ -65,11 +67,29 @@ int ep_url_append_arg(char **url, const char *key, const char *value)
 	return rc;
 }
 
+#define CURSOR_LEN 512
+
+/* ctx: where the answer's next page starts (its Edgeprof-Next-Cursor header) */
+static size_t on_header(char *line, size_t size, size_t n, void *ctx)
+{
+	static const char name[] = "edgeprof-next-cursor:";
+	const char *v = line + sizeof(name) - 1, *end = line + size * n;
+	if (end <= v || strncasecmp(line, name, sizeof(name) - 1) != 0)
+		return size * n;
+	while (v < end && (*v == ' ' || *v == '\t'))
+		v++;
+	while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' '))
+		end--;
+	snprintf(ctx, CURSOR_LEN, "%.*s", (int)(end - v), v);
+	return size * n;
+}
+
 /* One request to the collector at base: 0 with *status (and the answer in
- * body), or -1 with why (no answer at all; *unsent: not even connected). */
+ * body), or -1 with why (no answer at all; *unsent: not even connected).
+ * next (may be NULL) gets the next page's cursor, "" when none. */
 static int request_one(const struct ep_collector_query *q, const char *token, const char *base,
 		       const char *method, const char *path, struct ep_http_body *body,
-		       long *status, bool *unsent, char *why, size_t whylen)
+		       long *status, char *next, bool *unsent, char *why, size_t whylen)
 {
 	*unsent = false;
 	*status = 0;
@@ -95,6 +115,11 @@ static int request_one(const struct ep_collector_query *q, const char *token, co
 	}
 	curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, ep_http_body_write);
 	curl_easy_setopt(curl, CURLOPT_WRITEDATA, body);
+	if (next) {
+		next[0] = '\0';
+		curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, on_header);
+		curl_easy_setopt(curl, CURLOPT_HEADERDATA, next);
+	}
 	curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
 	curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, 300000L);
 	if (q->ca_file)
@@ -120,8 +145,9 @@ static int request_one(const struct ep_collector_query *q, const char *token, co
 	return 0;
 }
 
-int ep_collector_request(const struct ep_collector_query *q, const char *method, const char *path,
-			 struct ep_http_body *body, long *status)
+/* ep_collector_request, and next (NULL: not asked) the next page's cursor */
+static int request(const struct ep_collector_query *q, const char *method, const char *path,
+		   struct ep_http_body *body, long *status, char *next)
 {
 	char token[512], err[512];
 	*status = 0;
@@ -149,7 +175,7 @@ int ep_collector_request(const struct ep_collector_query *q, const char *method,
 		body->data = NULL;
 		bool unsent;
 		rc = request_one(q, q->token_file ? token : NULL, base, method, path, body, status,
-				 &unsent, err, sizeof(err));
+				 next, &unsent, err, sizeof(err));
 		bool worth_next;
 		if (rc != 0)
 			worth_next = !post || unsent;
@@ -172,6 +198,12 @@ int ep_collector_request(const struct ep_collector_query *q, const char *method,
 	return rc;
 }
 
+int ep_collector_request(const struct ep_collector_query *q, const char *method, const char *path,
+			 struct ep_http_body *body, long *status)
+{
+	return request(q, method, path, body, status, NULL);
+}
+
 char *ep_collector_path(const char *base, const char *const *args)
 {
 	char *path = strdup(base);
@@ -191,7 +223,7 @@ Edgeprof__V1__Profile *ep_collector_fetch_profile(const struct ep_collector_quer
 {
 	/* the labels' keys, cut from their KEY=VALUE */
 	char keys[sizeof(q->labels) / sizeof(q->labels[0])][32];
-	const char *args[2 * (4 + sizeof(keys) / sizeof(keys[0])) + 1] = {
+	const char *args[2 * (5 + sizeof(keys) / sizeof(keys[0])) + 1] = {
 	    "build_id", q->build_id, "from", q->from, "to", q->to, "session", q->session};
 	size_t n = 8;
 	for (int i = 0; i < q->nlabels; i++) {
@@ -200,25 +232,53 @@ Edgeprof__V1__Profile *ep_collector_fetch_profile(const struct ep_collector_quer
 		args[n++] = keys[i];
 		args[n++] = eq + 1;
 	}
-	args[n] = NULL;
-	char *path = ep_collector_path("/v1/profile?format=proto", args);
-	if (!path)
-		return NULL;
-	struct ep_http_body body;
-	long status;
-	Edgeprof__V1__Profile *p = NULL;
-	if (ep_collector_request(q, "GET", path, &body, &status) != 0) {
+	/* every binary comes a page at a time (the collector bounds each
+	 * answer); the pages are put together here */
+	char cursor[CURSOR_LEN] = "";
+	args[n] = "cursor";
+	args[n + 2] = NULL;
+	Edgeprof__V1__Profile *all = NULL;
+	for (int page = 0;; page++) {
+		args[n + 1] = page ? cursor : NULL;
+		char *path = ep_collector_path("/v1/profile?format=proto", args);
+		if (!path)
+			break;
+		struct ep_http_body body;
+		long status;
+		Edgeprof__V1__Profile *p = NULL;
+		int rc = request(q, "GET", path, &body, &status, q->build_id ? NULL : cursor);
 		free(path);
-		return NULL;
+		if (rc != 0)
+			break;
+		if (status != 200)
+			ep_error("collector %s: HTTP %ld: %s", q->url, status,
+				 body.data ? strtok(body.data, "\n") : "");
+		else if (!(p = edgeprof__v1__profile__unpack(NULL, body.len, (uint8_t *)body.data)))
+			ep_error("collector %s: the answer is not a profile (%zu bytes)", q->url,
+				 body.len);
+		free(body.data);
+		if (!p)
+			break;
+		/* the page's binaries move over to the first page's profile */
+		for (size_t i = 0; all && rc == 0 && i < p->n_binaries; i++)
+			if ((rc = EP_PB_APPEND(all->binaries, all->n_binaries, p->binaries[i])) ==
+			    0)
+				p->binaries[i] = NULL;
+		if (all && all->stats && p->stats)
+			all->stats->samples += p->stats->samples;
+		if (all)
+			ep_profile_free(p);
+		else
+			all = p;
+		if (rc != 0) {
+			ep_error("out of memory");
+			break;
+		}
+		if (q->build_id || !cursor[0])
+			return all;
 	}
-	if (status != 200)
-		ep_error("collector %s: HTTP %ld: %s", q->url, status,
-			 body.data ? strtok(body.data, "\n") : "");
-	else if (!(p = edgeprof__v1__profile__unpack(NULL, body.len, (uint8_t *)body.data)))
-		ep_error("collector %s: the answer is not a profile (%zu bytes)", q->url, body.len);
-	free(body.data);
-	free(path);
-	return p;
+	ep_profile_free(all);
+	return NULL;
 }
 
 Edgeprof__V1__Profile *ep_cli_read_profile(const struct ep_collector_query *q, const char *path)

@@ -25,11 +25,84 @@ static void set_error(struct ep_api_response *r, int status, const char *fmt, ..
 	r->len = r->body ? strlen(r->body) : 0;
 }
 
+int ep_api_page(const struct ep_api_limits *lim, ep_api_arg_fn arg, void *argctx,
+		struct ep_store_page *page, struct ep_api_response *r)
+{
+	size_t max = lim && lim->max_page ? lim->max_page : EP_STORE_PAGE_MAX;
+	*page = (struct ep_store_page){
+	    .limit = EP_STORE_PAGE_DEFAULT < max ? EP_STORE_PAGE_DEFAULT : max,
+	    .labels = lim && lim->labels ? lim->labels : EP_STORE_LABELS_DEFAULT,
+	};
+	const char *v = arg(argctx, "limit");
+	if (v && *v) {
+		char *end;
+		unsigned long long n = strtoull(v, &end, 10);
+		if (*end || *v < '0' || *v > '9' || n == 0 || n > max) {
+			set_error(r, 400,
+				  "limit '%.40s': expected 1 to %zu binaries per page (this "
+				  "collector's --max-page); follow \"next\" for the rest\n",
+				  v, max);
+			return -1;
+		}
+		page->limit = (size_t)n;
+	}
+	/* present, even empty: "" is the build-id of binaries without one */
+	page->after = arg(argctx, "cursor");
+	return 0;
+}
+
+static void json_labels(FILE *out, const Edgeprof__V1__BinaryInfo *b)
+{
+	fprintf(out, ", \"label_sets\": %llu, \"labels_truncated\": %s, \"labels\": [",
+		(unsigned long long)b->label_sets, b->labels_truncated ? "true" : "false");
+	for (size_t j = 0; j < b->n_labels; j++) {
+		const Edgeprof__V1__Labels *l = b->labels[j];
+		fputs(j ? ", {" : "{", out);
+		fputs("\"container_id\": ", out);
+		ep_json_string(out, l->container_id);
+		fputs(", \"pod\": ", out);
+		ep_json_string(out, l->pod);
+		fputs(", \"namespace\": ", out);
+		ep_json_string(out, l->namespace_);
+		fputs(", \"cgroup\": ", out);
+		ep_json_string(out, l->cgroup);
+		fputs(", \"process\": ", out);
+		ep_json_string(out, l->process);
+		/* only a session's label sets have one (filter.session_id selects them) */
+		if (l->session_id && *l->session_id) {
+			fputs(", \"session_id\": ", out);
+			ep_json_string(out, l->session_id);
+		}
+		if (j < b->n_label_samples)
+			fprintf(out, ", \"samples\": %llu",
+				(unsigned long long)b->label_samples[j]);
+		fputc('}', out);
+	}
+	fputs("], \"label_values\": {", out);
+	for (size_t k = 0; k < b->n_dimensions; k++) {
+		const Edgeprof__V1__LabelDimension *d = b->dimensions[k];
+		fputs(k ? ", " : "", out);
+		ep_json_string(out, d->name);
+		fprintf(out,
+			": {\"distinct\": %llu, \"summarized\": %s, \"exact\": %s, \"values\": [",
+			(unsigned long long)d->distinct, d->summarized ? "true" : "false",
+			d->exact ? "true" : "false");
+		for (size_t i = 0; i < d->n_values; i++) {
+			fputs(i ? ", {\"value\": " : "{\"value\": ", out);
+			ep_json_string(out, d->values[i]->value);
+			fprintf(out, ", \"samples\": %llu}",
+				(unsigned long long)d->values[i]->samples);
+		}
+		fputs("]}", out);
+	}
+	fputc('}', out);
+}
+
 void ep_api_binaries(struct ep_store *store, const struct ep_store_filter *f,
-		     struct ep_api_response *r)
+		     const struct ep_store_page *page, struct ep_api_response *r)
 {
 	char err[512];
-	Edgeprof__V1__BinaryList *list = ep_store_list_binaries(store, f, err, sizeof(err));
+	Edgeprof__V1__BinaryList *list = ep_store_list_binaries(store, f, page, err, sizeof(err));
 	if (!list) {
 		set_error(r, 503, "store: %s\n", err);
 		return;
@@ -57,41 +130,33 @@ void ep_api_binaries(struct ep_store *store, const struct ep_store_filter *f,
 				fputs(", ", out);
 			ep_json_string(out, b->paths[j]);
 		}
-		fputs("], \"labels\": [", out);
-		for (size_t j = 0; j < b->n_labels; j++) {
-			const Edgeprof__V1__Labels *l = b->labels[j];
-			fputs(j ? ", {" : "{", out);
-			fputs("\"container_id\": ", out);
-			ep_json_string(out, l->container_id);
-			fputs(", \"pod\": ", out);
-			ep_json_string(out, l->pod);
-			fputs(", \"namespace\": ", out);
-			ep_json_string(out, l->namespace_);
-			fputs(", \"cgroup\": ", out);
-			ep_json_string(out, l->cgroup);
-			fputs(", \"process\": ", out);
-			ep_json_string(out, l->process);
-			/* only a session's label sets have one (filter.session_id selects them) */
-			if (l->session_id && *l->session_id) {
-				fputs(", \"session_id\": ", out);
-				ep_json_string(out, l->session_id);
-			}
-			fputc('}', out);
-		}
-		fputs("]}", out);
+		fputc(']', out);
+		json_labels(out, b);
+		fputc('}', out);
 	}
-	fputs(list->n_binaries ? "\n]}\n" : "]}\n", out);
+	fputs(list->n_binaries ? "\n], \"next\": " : "], \"next\": ", out);
+	/* the cursor of the next page: the last build-id of this one */
+	if (list->more && list->n_binaries)
+		ep_json_string(out, list->binaries[list->n_binaries - 1]->build_id);
+	else
+		fputs("null", out);
+	fputs("}\n", out);
 	fclose(out);
 	ep_store_free_list(list);
 	r->status = 200;
 	r->content_type = "application/json";
 }
 
-/* Every binary under the filter in one profile: the report's view. */
+/* One page of the binaries under the filter in one profile: the report's
+ * view; *next the cursor of the next page (NULL when none). */
 static Edgeprof__V1__Profile *profile_all(struct ep_store *store, const struct ep_store_filter *f,
-					  char *err, size_t errlen)
+					  const struct ep_store_page *page, char **next, char *err,
+					  size_t errlen)
 {
-	Edgeprof__V1__BinaryList *list = ep_store_list_binaries(store, f, err, errlen);
+	*next = NULL;
+	struct ep_store_page ids = *page;
+	ids.labels = 0;
+	Edgeprof__V1__BinaryList *list = ep_store_list_binaries(store, f, &ids, err, errlen);
 	if (!list)
 		return NULL;
 	Edgeprof__V1__Profile *all = NULL;
@@ -131,12 +196,18 @@ static Edgeprof__V1__Profile *profile_all(struct ep_store *store, const struct e
 		none.build_id = "";
 		all = ep_store_profile(store, &none, err, errlen);
 	}
+	if (all && list->more && list->n_binaries &&
+	    !(*next = strdup(list->binaries[list->n_binaries - 1]->build_id))) {
+		ep_profile_free(all);
+		all = NULL;
+		snprintf(err, errlen, "out of memory");
+	}
 	ep_store_free_list(list);
 	return all;
 }
 
-void ep_api_profile(struct ep_store *store, const struct ep_store_filter *f, const char *format,
-		    struct ep_api_response *r)
+void ep_api_profile(struct ep_store *store, const struct ep_store_filter *f,
+		    const struct ep_store_page *page, const char *format, struct ep_api_response *r)
 {
 	int fmt = -1;
 	bool proto = format && strcmp(format, "proto") == 0;
@@ -151,8 +222,9 @@ void ep_api_profile(struct ep_store *store, const struct ep_store_filter *f, con
 		}
 	}
 	char err[512];
-	Edgeprof__V1__Profile *p = f->build_id ? ep_store_profile(store, f, err, sizeof(err))
-					       : profile_all(store, f, err, sizeof(err));
+	Edgeprof__V1__Profile *p = f->build_id
+				       ? ep_store_profile(store, f, err, sizeof(err))
+				       : profile_all(store, f, page, &r->next, err, sizeof(err));
 	if (!p) {
 		set_error(r, 503, "store: %s\n", err);
 		return;

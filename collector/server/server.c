@@ -393,6 +393,11 @@ static int parse_time_arg(struct MHD_Connection *c, const char *name, int64_t *o
 	return 0;
 }
 
+static const char *query_arg(void *ctx, const char *name)
+{
+	return MHD_lookup_connection_value(ctx, MHD_GET_ARGUMENT_KIND, name);
+}
+
 static enum MHD_Result handle_query(struct ep_server *s, struct MHD_Connection *c, enum route r)
 {
 	struct ep_store_filter f = {0};
@@ -412,13 +417,32 @@ static enum MHD_Result handle_query(struct ep_server *s, struct MHD_Connection *
 	/* an on-demand session's counts, never mixed with the continuous ones */
 	f.session_id = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "session");
 	struct ep_api_response resp = {0};
+	struct ep_store_page page;
+	if (ep_api_page(&s->cfg.api, query_arg, c, &page, &resp) != 0)
+		return respond(c, resp.status, resp.content_type, resp.body, resp.len);
 	if (r == R_BINARIES)
-		ep_api_binaries(s->store, &f, &resp);
+		ep_api_binaries(s->store, &f, &page, &resp);
 	else
-		ep_api_profile(s->store, &f,
+		ep_api_profile(s->store, &f, &page,
 			       MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "format"),
 			       &resp);
-	return respond(c, resp.status, resp.content_type, resp.body, resp.len);
+	if (!resp.next)
+		return respond(c, resp.status, resp.content_type, resp.body, resp.len);
+	/* a profile of every binary is one page of them: where the next starts */
+	struct MHD_Response *mr = MHD_create_response_from_buffer(
+	    resp.len, resp.body ? resp.body : (char *)"",
+	    resp.body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+	if (!mr) {
+		free(resp.body);
+		free(resp.next);
+		return MHD_NO;
+	}
+	MHD_add_response_header(mr, "Content-Type", resp.content_type);
+	MHD_add_response_header(mr, "Edgeprof-Next-Cursor", resp.next);
+	free(resp.next);
+	enum MHD_Result rc = MHD_queue_response(c, (unsigned)resp.status, mr);
+	MHD_destroy_response(mr);
+	return rc;
 }
 
 static enum MHD_Result handle_metrics(struct ep_server *s, struct MHD_Connection *c)

@@ -31,6 +31,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "collector/api/api.h"
 #include "collector/binaries/binaries.h"
 #include "collector/ingest/ingest.h"
 #include "collector/sessions/sessions.h"
@@ -42,6 +43,7 @@ struct ep_server_config {
 	const char *tls_cert, *tls_key; /* PEM files; both or neither */
 	const char *client_ca;		/* PEM: require client certificates it signed */
 	size_t max_body;		/* request body limit; 0: 16 MiB */
+	struct ep_api_limits api;	/* what a list's page may hold */
 	/* Connections that have not shown the bearer token (every one when
 	 * there is none) must send a complete request header within
 	 * header_timeout_s of connecting or of their previous answer (0: 10),

@@ -94,11 +94,17 @@ int ep_store_prune(struct ep_store *s, int64_t before_s, char *err, size_t errle
 }
 
 Edgeprof__V1__BinaryList *ep_store_list_binaries(struct ep_store *s,
-						 const struct ep_store_filter *f, char *err,
+						 const struct ep_store_filter *f,
+						 const struct ep_store_page *page, char *err,
 						 size_t errlen)
 {
+	struct ep_store_page p = {.labels = EP_STORE_LABELS_DEFAULT};
+	if (page)
+		p = *page;
+	if (!p.limit)
+		p.limit = EP_STORE_PAGE_DEFAULT;
 	pthread_mutex_lock(&s->lock);
-	Edgeprof__V1__BinaryList *r = s->ops->list_binaries(s, f, err, errlen);
+	Edgeprof__V1__BinaryList *r = s->ops->list_binaries(s, f, &p, err, errlen);
 	pthread_mutex_unlock(&s->lock);
 	return r;
 }
@@ -369,7 +375,9 @@ static Edgeprof__V1__Profile *profile_start(struct ep_store *s, const struct ep_
 	Edgeprof__V1__BinaryList *info = NULL;
 	if (!cfg->source || !cfg->event || !cfg->range_mode)
 		goto oom;
-	info = s->ops->list_binaries(s, f, err, errlen);
+	/* the binary's own row: its label sets are no part of a profile */
+	const struct ep_store_page one = {.limit = 1};
+	info = s->ops->list_binaries(s, f, &one, err, errlen);
 	if (!info)
 		goto fail;
 	if (info->n_binaries == 0) {

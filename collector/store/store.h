@@ -122,10 +122,37 @@ int ep_store_write(struct ep_store *s, const struct ep_store_commit *c, char *er
  * stay. 0, or -1 with err. */
 int ep_store_prune(struct ep_store *s, int64_t before_s, char *err, size_t errlen);
 
+/* Which page of the binaries a listing holds, and how much of each one's
+ * labels: every list answer is bounded, whatever the store holds (issue 32:
+ * a million label sets on one binary made /v1/binaries 144 MB). */
+#define EP_STORE_PAGE_DEFAULT	100  /* binaries per page when not asked */
+#define EP_STORE_PAGE_MAX	1000 /* the most a page may ask for (collector --max-page) */
+#define EP_STORE_LABELS_DEFAULT 100  /* N: label sets and values listed per binary */
+#define EP_STORE_LABELS_MAX	1000
+#define EP_STORE_PATHS_MAX	100 /* paths listed per binary, by name */
+struct ep_store_page {
+	/* the page starts after this build-id (the previous page's last);
+	 * NULL: at the first. "" is a build-id too (binaries without one) */
+	const char *after;
+	/* hottest first (then by build-id), and offset binaries skipped,
+	 * instead of by build-id after `after` (the UI's order) */
+	bool by_samples;
+	size_t offset;
+	size_t limit; /* binaries at most; 0: EP_STORE_PAGE_DEFAULT */
+	/* N: label sets and values per dimension listed per binary at most;
+	 * more are summarised (BinaryInfo.label_sets, dimensions). 0: no labels
+	 * at all (a profile's own lookup) */
+	size_t labels;
+	bool totals; /* also BinaryList.total_binaries and total_samples */
+};
+
 /* The binaries with counts under the filter (build_id may be NULL here),
- * sorted by build_id. Free with ep_store_free_list(). NULL with err. */
+ * sorted by build_id (or page->by_samples), one page of them: more is set
+ * when others follow. page NULL: the first page, default sizes. Free with
+ * ep_store_free_list(). NULL with err. */
 Edgeprof__V1__BinaryList *ep_store_list_binaries(struct ep_store *s,
-						 const struct ep_store_filter *f, char *err,
+						 const struct ep_store_filter *f,
+						 const struct ep_store_page *page, char *err,
 						 size_t errlen);
 void ep_store_free_list(Edgeprof__V1__BinaryList *list);
 

@@ -43,8 +43,11 @@ struct ep_store_ops {
 			     bool *known, char *err, size_t errlen);
 	int (*write)(struct ep_store *s, const struct ep_store_commit *c, char *err, size_t errlen);
 	int (*prune)(struct ep_store *s, int64_t before_s, char *err, size_t errlen);
+	/* page is never NULL here, its limit and labels set (store.c);
+	 * fills each binary's labels with ep_store_labels_done's rules */
 	Edgeprof__V1__BinaryList *(*list_binaries)(struct ep_store *s,
-						   const struct ep_store_filter *f, char *err,
+						   const struct ep_store_filter *f,
+						   const struct ep_store_page *page, char *err,
 						   size_t errlen);
 	/* Calls ep_store_add_row(bp, part, row) for each row of part under f
 	 * (counts summed over buckets, labels and batches; functions and
@@ -122,6 +125,35 @@ int ep_store_add_binary(Edgeprof__V1__BinaryList *list, const struct ep_store_ro
 /* Adds the label set that row describes (container_id, pod, namespace,
  * cgroup, process, session_id) to b; 0, or -1. */
 int ep_store_add_labels(Edgeprof__V1__BinaryInfo *b, const struct ep_store_row *row);
+
+/* A binary's labels in a listing (store_labels.c): the label dimensions
+ * in BinaryInfo.dimensions' order, by their column names. */
+#define EP_STORE_NDIMS 5
+extern const char *const ep_store_dims[EP_STORE_NDIMS];
+/* b's dimension dim, the five made (exact, no values) on the first call;
+ * NULL when out of memory. */
+Edgeprof__V1__LabelDimension *ep_store_dimension(Edgeprof__V1__BinaryInfo *b, int dim);
+/* Appends a value and its samples to d, in any order; 0, or -1. */
+int ep_store_add_dim_value(Edgeprof__V1__LabelDimension *d, const char *value, uint64_t samples);
+/* Appends the samples of the label set just added (ep_store_add_labels). */
+int ep_store_add_label_samples(Edgeprof__V1__BinaryInfo *b, uint64_t samples);
+/* Once b's label_sets, labels (with their samples, at least the n most
+ * sampled of them) and dimensions (distinct, exact, values) are in: keeps
+ * n label sets (all of them by their values, or the n most sampled: then
+ * labels_truncated) and n values per dimension (the most sampled first;
+ * summarized when it has more). 0, or -1 (out of memory). */
+int ep_store_labels_done(Edgeprof__V1__BinaryInfo *b, size_t n);
+
+/* For a backend that cannot summarise in its queries (SQLite): the label
+ * sets of one binary, each a row of container_id, pod, namespace, cgroup,
+ * process, session_id and its samples (column 6), in any order, summarised
+ * for N = n in memory that does not grow with their number. */
+struct ep_label_summary;
+struct ep_label_summary *ep_label_summary_new(size_t n);
+int ep_label_summary_add(struct ep_label_summary *sum, const struct ep_store_row *row);
+/* Sets b's labels and dimensions (ep_store_labels_done); 0, or -1. */
+int ep_label_summary_finish(struct ep_label_summary *sum, Edgeprof__V1__BinaryInfo *b);
+void ep_label_summary_free(struct ep_label_summary *sum);
 
 /* location: what follows "sqlite:" / "clickhouse:" in the spec */
 struct ep_store *ep_store_sqlite_open(const char *location, char *err, size_t errlen);

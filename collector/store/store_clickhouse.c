@@ -656,41 +656,6 @@ static const char *field_text(void *ctx, int column)
 	return ((char **)ctx)[column];
 }
 
-static int add_paths(struct ch_store *s, Edgeprof__V1__BinaryInfo *b, char *err, size_t errlen)
-{
-	struct ep_http_body out = {0};
-	if (metadata_query(s, "path", "paths", b->build_id, "path", &out, err, errlen) != 0)
-		return -1;
-	char *cur = out.data, *fields[1];
-	int rc = 0;
-	while (rc == 0 && ch_next_row(&cur, fields, 1) == 1) {
-		char *p = strdup(fields[0]);
-		if (!p || EP_PB_APPEND(b->paths, b->n_paths, p) != 0) {
-			free(p);
-			snprintf(err, errlen, "out of memory");
-			rc = -1;
-		}
-	}
-	free(out.data);
-	return rc;
-}
-
-/* Adds the label sets in the answer lab to the binaries of list they name. */
-static int add_label_sets(Edgeprof__V1__BinaryList *list, char *lab)
-{
-	char *cur = lab, *fields[7];
-	struct ep_store_row row = {.ctx = &fields[1], .number = field_number, .text = field_text};
-	while (ch_next_row(&cur, fields, 7) == 7) {
-		for (size_t i = 0; i < list->n_binaries; i++) {
-			Edgeprof__V1__BinaryInfo *b = list->binaries[i];
-			if (strcmp(b->build_id, fields[0]) == 0 &&
-			    ep_store_add_labels(b, &row) != 0)
-				return -1;
-		}
-	}
-	return 0;
-}
-
 /* sum() of UInt64 wraps silently past 2^64, so one agent's huge count could
  * lower everyone's. ClickHouse 18 (Debian's) has no UInt128: the high and
  * low 32 bits are summed apart (neither sum can wrap below 2^32 rows) and a
@@ -703,8 +668,166 @@ static int add_label_sets(Edgeprof__V1__BinaryList *list, char *lab)
 	" " SAT_HI(col) " * 4294967296 + modulo(" SAT_LO(col) ", 4294967296))"
 /* clang-format on */
 
+/* The binary of list whose build-id is id; NULL when none is. */
+static Edgeprof__V1__BinaryInfo *page_binary(Edgeprof__V1__BinaryList *list, const char *id)
+{
+	for (size_t i = 0; i < list->n_binaries; i++)
+		if (strcmp(list->binaries[i]->build_id, id) == 0)
+			return list->binaries[i];
+	return NULL;
+}
+
+/* " AND build_id IN (...)": the page's binaries. */
+static void page_ids(FILE *f, const Edgeprof__V1__BinaryList *list)
+{
+	fputs(" AND build_id IN (", f);
+	for (size_t i = 0; i < list->n_binaries; i++) {
+		fputs(i ? ", " : "", f);
+		ch_sql_string(f, list->binaries[i]->build_id);
+	}
+	fputc(')', f);
+}
+
+/* Runs the statement q holds (the caller wrote its start) once the page's
+ * filter and tail are added. */
+static int page_query(struct ch_store *s, struct ch_text *q, const struct ep_store_filter *flt,
+		      const Edgeprof__V1__BinaryList *list, const char *tail,
+		      struct ep_http_body *out, char *err, size_t errlen)
+{
+	filter_sql(q->f, s->conn.database, flt);
+	page_ids(q->f, list);
+	fprintf(q->f, " %s FORMAT TabSeparated", tail);
+	return ch_run(&s->conn, CH_DATABASE, q, out, err, errlen);
+}
+
+/* The page's paths, the first EP_STORE_PATHS_MAX of each by name, in one
+ * query for the page. */
+static int page_paths(struct ch_store *s, Edgeprof__V1__BinaryList *list, char *err, size_t errlen)
+{
+	struct ch_text q;
+	if (ch_text_open(&q, err, errlen) != 0)
+		return -1;
+	fprintf(q.f, "SELECT build_id, path FROM paths%s WHERE 1", s->all);
+	page_ids(q.f, list);
+	fprintf(q.f,
+		" GROUP BY build_id, path ORDER BY build_id, path LIMIT %d BY build_id"
+		" FORMAT TabSeparated",
+		EP_STORE_PATHS_MAX);
+	struct ep_http_body out = {0};
+	if (ch_run(&s->conn, CH_DATABASE, &q, &out, err, errlen) != 0)
+		return -1;
+	char *cur = out.data, *fields[2];
+	int rc = 0;
+	while (rc == 0 && ch_next_row(&cur, fields, 2) == 2) {
+		Edgeprof__V1__BinaryInfo *b = page_binary(list, fields[0]);
+		char *p = b ? strdup(fields[1]) : NULL;
+		if (b && (!p || EP_PB_APPEND(b->paths, b->n_paths, p) != 0)) {
+			free(p);
+			snprintf(err, errlen, "out of memory");
+			rc = -1;
+		}
+	}
+	free(out.data);
+	return rc;
+}
+
+#define LABEL_SET "container_id, pod, namespace, cgroup, process, session_id"
+
+/* The page's labels, summarised in the queries (ep_store_labels_done's
+ * rules): per binary the number of label sets and of each dimension's
+ * values (uniqExact), its n most sampled label sets and values of each
+ * dimension (LIMIT n BY): an answer of at most n rows per binary and
+ * dimension, whatever the store holds. */
+static int page_labels(struct ch_store *s, const struct ep_store_filter *flt,
+		       Edgeprof__V1__BinaryList *list, size_t n, char *err, size_t errlen)
+{
+	struct ch_text q;
+	struct ep_http_body out = {0};
+	char *cur, *fields[8], tail[256];
+	if (ch_text_open(&q, err, errlen) != 0)
+		return -1;
+	fprintf(q.f, "SELECT build_id, uniqExact(" LABEL_SET ")");
+	for (int k = 0; k < EP_STORE_NDIMS; k++)
+		fprintf(q.f, ", uniqExact(%s)", ep_store_dims[k]);
+	fprintf(q.f, " FROM samples%s FINAL WHERE 1", s->all);
+	if (page_query(s, &q, flt, list, "GROUP BY build_id", &out, err, errlen) != 0)
+		return -1;
+	cur = out.data;
+	while (ch_next_row(&cur, fields, 2 + EP_STORE_NDIMS) == 2 + EP_STORE_NDIMS) {
+		Edgeprof__V1__BinaryInfo *b = page_binary(list, fields[0]);
+		if (!b)
+			continue;
+		b->label_sets = strtoull(fields[1], NULL, 10);
+		for (int k = 0; k < EP_STORE_NDIMS; k++) {
+			Edgeprof__V1__LabelDimension *d = ep_store_dimension(b, k);
+			if (!d)
+				goto oom;
+			d->distinct = strtoull(fields[2 + k], NULL, 10);
+		}
+	}
+	free(out.data);
+	out.data = NULL;
+
+	if (ch_text_open(&q, err, errlen) != 0)
+		return -1;
+	fprintf(q.f,
+		"SELECT build_id, " LABEL_SET ", " SAT_SUM("count") " AS s FROM samples%s FINAL"
+								    " WHERE 1",
+		s->all);
+	snprintf(tail, sizeof(tail),
+		 "GROUP BY build_id, " LABEL_SET " ORDER BY build_id, s DESC, " LABEL_SET
+		 " LIMIT %zu BY build_id",
+		 n);
+	if (page_query(s, &q, flt, list, tail, &out, err, errlen) != 0)
+		return -1;
+	cur = out.data;
+	struct ep_store_row row = {.ctx = &fields[1], .number = field_number, .text = field_text};
+	while (ch_next_row(&cur, fields, 8) == 8) {
+		Edgeprof__V1__BinaryInfo *b = page_binary(list, fields[0]);
+		if (b && (ep_store_add_labels(b, &row) != 0 ||
+			  ep_store_add_label_samples(b, strtoull(fields[7], NULL, 10)) != 0))
+			goto oom;
+	}
+	free(out.data);
+	out.data = NULL;
+
+	for (int k = 0; k < EP_STORE_NDIMS; k++) {
+		if (ch_text_open(&q, err, errlen) != 0)
+			return -1;
+		fprintf(q.f,
+			"SELECT build_id, %s, " SAT_SUM("count") " AS s FROM samples%s FINAL"
+								 " WHERE 1",
+			ep_store_dims[k], s->all);
+		snprintf(
+		    tail, sizeof(tail),
+		    "GROUP BY build_id, %s ORDER BY build_id, s DESC, %s LIMIT %zu BY build_id",
+		    ep_store_dims[k], ep_store_dims[k], n);
+		if (page_query(s, &q, flt, list, tail, &out, err, errlen) != 0)
+			return -1;
+		cur = out.data;
+		while (ch_next_row(&cur, fields, 3) == 3) {
+			Edgeprof__V1__BinaryInfo *b = page_binary(list, fields[0]);
+			Edgeprof__V1__LabelDimension *d = b ? ep_store_dimension(b, k) : NULL;
+			if (b && (!d || ep_store_add_dim_value(d, fields[1],
+							       strtoull(fields[2], NULL, 10)) != 0))
+				goto oom;
+		}
+		free(out.data);
+		out.data = NULL;
+	}
+	for (size_t i = 0; i < list->n_binaries; i++)
+		if (!ep_store_dimension(list->binaries[i], 0) ||
+		    ep_store_labels_done(list->binaries[i], n) != 0)
+			goto oom;
+	return 0;
+oom:
+	free(out.data);
+	snprintf(err, errlen, "out of memory");
+	return -1;
+}
+
 static Edgeprof__V1__BinaryList *ch_list(struct ep_store *base, const struct ep_store_filter *flt,
-					 char *err, size_t errlen)
+					 const struct ep_store_page *page, char *err, size_t errlen)
 {
 	struct ch_store *s = (struct ch_store *)base;
 	Edgeprof__V1__BinaryList *list = malloc(sizeof(*list));
@@ -713,35 +836,64 @@ static Edgeprof__V1__BinaryList *ch_list(struct ep_store *base, const struct ep_
 		return NULL;
 	}
 	edgeprof__v1__binary_list__init(list);
-	struct ep_http_body out = {0}, lab = {0};
-	if (query_rows(s, "build_id, any(arch), " SAT_SUM("count") ", min(bucket), max(bucket)",
-		       "samples", flt, "GROUP BY build_id ORDER BY build_id", &out, err,
-		       errlen) != 0 ||
-	    query_rows(
-		s, "DISTINCT build_id, container_id, pod, namespace, cgroup, process, session_id",
-		"samples", flt,
-		"ORDER BY build_id, container_id, pod, namespace, cgroup, process, session_id",
-		&lab, err, errlen) != 0)
+	struct ep_http_body out = {0};
+	struct ch_text q;
+	if (ch_text_open(&q, err, errlen) != 0)
+		goto fail;
+	fprintf(
+	    q.f,
+	    "SELECT build_id, any(arch), " SAT_SUM("count") " AS total, min(bucket), max(bucket)"
+							    " FROM samples%s FINAL WHERE 1",
+	    s->all);
+	filter_sql(q.f, s->conn.database, flt);
+	if (page->after && !page->by_samples) {
+		fputs(" AND build_id > ", q.f);
+		ch_sql_string(q.f, page->after);
+	}
+	/* one more than the page: whether others follow */
+	fprintf(q.f, " GROUP BY build_id ORDER BY %s LIMIT %zu, %zu FORMAT TabSeparated",
+		page->by_samples ? "total DESC, build_id" : "build_id",
+		page->by_samples ? page->offset : 0, page->limit + 1);
+	if (ch_run(&s->conn, CH_DATABASE, &q, &out, err, errlen) != 0)
 		goto fail;
 	char *cur = out.data, *fields[5];
 	struct ep_store_row row = {.ctx = fields, .number = field_number, .text = field_text};
 	while (ch_next_row(&cur, fields, 5) == 5) {
 		Edgeprof__V1__BinaryInfo *b;
-		if (ep_store_add_binary(list, &row, &b) != 0)
+		if (list->n_binaries == page->limit)
+			list->more = true;
+		else if (ep_store_add_binary(list, &row, &b) != 0)
 			goto oom;
-		if (add_paths(s, b, err, errlen) != 0)
-			goto fail;
 	}
-	if (add_label_sets(list, lab.data) != 0)
-		goto oom;
 	free(out.data);
-	free(lab.data);
+	out.data = NULL;
+	if (list->n_binaries &&
+	    (page_paths(s, list, err, errlen) != 0 ||
+	     (page->labels && page_labels(s, flt, list, page->labels, err, errlen) != 0)))
+		goto fail;
+	if (page->totals) {
+		if (ch_text_open(&q, err, errlen) != 0)
+			goto fail;
+		fprintf(q.f,
+			"SELECT uniqExact(build_id), " SAT_SUM("count") " FROM samples%s FINAL"
+									" WHERE 1",
+			s->all);
+		filter_sql(q.f, s->conn.database, flt);
+		fputs(" FORMAT TabSeparated", q.f);
+		if (ch_run(&s->conn, CH_DATABASE, &q, &out, err, errlen) != 0)
+			goto fail;
+		cur = out.data;
+		if (ch_next_row(&cur, fields, 2) == 2) {
+			list->total_binaries = strtoull(fields[0], NULL, 10);
+			list->total_samples = strtoull(fields[1], NULL, 10);
+		}
+		free(out.data);
+	}
 	return list;
 oom:
 	snprintf(err, errlen, "out of memory");
 fail:
 	free(out.data);
-	free(lab.data);
 	ep_store_free_list(list);
 	return NULL;
 }

@@ -159,6 +159,9 @@ static const char schema[] =
     " created_s INTEGER NOT NULL, ended_s INTEGER NOT NULL, updated_ns INTEGER NOT NULL,"
     " record BLOB NOT NULL) WITHOUT ROWID;"
     "CREATE INDEX IF NOT EXISTS sessions_by_state ON sessions(state, created_s, id);"
+    /* the few label sets of sessions, which a listing of the continuous
+     * profile leaves out (filter_sql) */
+    "CREATE INDEX IF NOT EXISTS label_sets_by_session ON label_sets(session_id);"
     /* nodes as their agents' batches describe them (collector.proto
      * Node, its sums in the columns beside it) */
     "CREATE TABLE IF NOT EXISTS nodes(name TEXT PRIMARY KEY, seen_ns INTEGER NOT NULL,"
@@ -596,21 +599,30 @@ static int sqlite_has_batch(struct ep_store *base, const char *agent_id, uint64_
 	return -1;
 }
 
-/* The WHERE clause of a filter over a table aliased t joined with label_sets
- * l; parameters are bound by bind_filter in the same order. */
+/* The WHERE clause of a filter over a count table aliased t; parameters are
+ * bound by bind_filter. The label sets the filter takes are chosen once per
+ * query, not looked up for every count row: with a million label sets (a
+ * cluster's pod churn) joining label_sets to each row took most of a
+ * listing's time. Always one side: the continuous profile (every set but the
+ * few of sessions, found by label_sets_by_session) or one session. */
 static void filter_sql(const struct ep_store_filter *f, char *out, size_t len)
 {
-	/* always one side: the continuous profile or one session */
-	snprintf(out, len, "%s%s%s%s%s%s%s%s AND l.session_id = :session_id",
+	bool labels = f->container_id || f->pod || f->namespace_ || f->cgroup || f->process ||
+		      (f->session_id && *f->session_id);
+	snprintf(out, len, "%s%s%s%s%s%s%s%s%s%s",
 		 f->build_id ? " AND t.binary_id = (SELECT id FROM binaries "
 			       "WHERE build_id = :build_id)"
 			     : "",
 		 f->from_s ? " AND t.bucket >= :from" : "", f->to_s ? " AND t.bucket < :to" : "",
+		 labels ? " AND t.label_set IN (SELECT l.id FROM label_sets l"
+			  " WHERE l.session_id = :session_id"
+			: " AND t.label_set NOT IN (SELECT l.id FROM label_sets l"
+			  " WHERE l.session_id > ''",
 		 f->container_id ? " AND l.container_id = :container_id" : "",
 		 f->pod ? " AND l.pod = :pod" : "",
 		 f->namespace_ ? " AND l.namespace = :namespace" : "",
 		 f->cgroup ? " AND l.cgroup = :cgroup" : "",
-		 f->process ? " AND l.process = :process" : "");
+		 f->process ? " AND l.process = :process" : "", ")");
 }
 
 static void bind_filter(sqlite3_stmt *st, const struct ep_store_filter *f)
@@ -717,9 +729,8 @@ static char *dup_col(sqlite3_stmt *st, int col)
 	return strdup(t ? (const char *)t : "");
 }
 
-/* b's paths, and its label sets under the filter labels was prepared with. */
-static int list_paths_and_labels(Edgeprof__V1__BinaryInfo *b, int64_t id, sqlite3_stmt *paths,
-				 sqlite3_stmt *labels)
+/* b's paths (the first EP_STORE_PATHS_MAX by name). */
+static int list_paths(Edgeprof__V1__BinaryInfo *b, int64_t id, sqlite3_stmt *paths)
 {
 	sqlite3_reset(paths);
 	sqlite3_bind_int64(paths, 1, id);
@@ -730,18 +741,55 @@ static int list_paths_and_labels(Edgeprof__V1__BinaryInfo *b, int64_t id, sqlite
 			return -1;
 		}
 	}
+	return 0;
+}
+
+/* b's label sets under the filter labels was prepared with, grouped in the
+ * query and summarised as they come (ep_label_summary): a million of them
+ * take the same memory as a hundred. */
+static int list_labels(Edgeprof__V1__BinaryInfo *b, int64_t id, sqlite3_stmt *labels, size_t n)
+{
+	struct ep_label_summary *sum = ep_label_summary_new(n);
+	if (!sum)
+		return -1;
 	sqlite3_reset(labels);
 	sqlite3_bind_int64(labels, sqlite3_bind_parameter_index(labels, ":bin"), id);
 	struct sqlite_row r = {.st = labels};
 	struct ep_store_row row = {.ctx = &r, .number = row_number, .text = row_text};
-	while (sqlite3_step(labels) == SQLITE_ROW)
-		if (ep_store_add_labels(b, &row) != 0)
-			return -1;
-	return 0;
+	int rc = 0;
+	while (rc == 0 && sqlite3_step(labels) == SQLITE_ROW)
+		rc = ep_label_summary_add(sum, &row);
+	if (rc == 0)
+		rc = ep_label_summary_finish(sum, b);
+	ep_label_summary_free(sum);
+	sqlite3_reset(labels);
+	return rc;
+}
+
+/* The binaries under f and their totals, when asked: one pass over the
+ * samples. */
+static int list_totals(struct sqlite_store *s, const struct ep_store_filter *f,
+		       Edgeprof__V1__BinaryList *list, char *err, size_t errlen)
+{
+	sqlite3_stmt *q = prepare_filtered(
+	    s, "SELECT COUNT(DISTINCT t.binary_id), SAT_SUM(t.count) FROM samples t WHERE 1%s", f,
+	    err, errlen);
+	if (!q)
+		return -1;
+	int rc = sqlite3_step(q) == SQLITE_ROW ? 0 : -1;
+	if (rc == 0) {
+		list->total_binaries = (uint64_t)sqlite3_column_int64(q, 0);
+		list->total_samples = (uint64_t)sqlite3_column_int64(q, 1);
+	} else {
+		db_error(s, "list", err, errlen);
+	}
+	done_query(q);
+	return rc;
 }
 
 static Edgeprof__V1__BinaryList *sqlite_list(struct ep_store *base, const struct ep_store_filter *f,
-					     char *err, size_t errlen)
+					     const struct ep_store_page *page, char *err,
+					     size_t errlen)
 {
 	struct sqlite_store *s = (struct sqlite_store *)base;
 	Edgeprof__V1__BinaryList *list = malloc(sizeof(*list));
@@ -750,34 +798,55 @@ static Edgeprof__V1__BinaryList *sqlite_list(struct ep_store *base, const struct
 		return NULL;
 	}
 	edgeprof__v1__binary_list__init(list);
-	sqlite3_stmt *q = prepare_filtered(
-	    s,
-	    "SELECT b.id, b.build_id, b.arch, SAT_SUM(t.count), MIN(t.bucket), MAX(t.bucket)"
-	    " FROM samples t JOIN label_sets l ON l.id = t.label_set"
-	    " JOIN binaries b ON b.id = t.binary_id WHERE 1%s GROUP BY b.id ORDER BY b.build_id",
-	    f, err, errlen);
+	/* one more than the page: whether others follow. Grouped by build-id
+	 * (unique), so that in its order the groups come from its index and
+	 * the LIMIT ends the scan */
+	char fmt[1024];
+	snprintf(fmt, sizeof(fmt),
+		 "SELECT b.id, b.build_id, b.arch, SAT_SUM(t.count), MIN(t.bucket), MAX(t.bucket)"
+		 " FROM binaries b JOIN samples t ON t.binary_id = b.id WHERE 1%s%%s"
+		 " GROUP BY b.build_id ORDER BY %s LIMIT :limit OFFSET :offset",
+		 page->after && !page->by_samples ? " AND b.build_id > :after" : "",
+		 page->by_samples ? "4 DESC, b.build_id" : "b.build_id");
+	sqlite3_stmt *q = prepare_filtered(s, fmt, f, err, errlen);
 	sqlite3_stmt *paths = NULL, *labels = NULL;
 	if (!q)
 		goto fail;
-	paths = query(s, "SELECT path FROM binary_paths WHERE binary_id = ?1 ORDER BY path", err,
-		      errlen);
+	int idx = sqlite3_bind_parameter_index(q, ":after");
+	if (idx)
+		bind_text(q, idx, page->after);
+	sqlite3_bind_int64(q, sqlite3_bind_parameter_index(q, ":limit"),
+			   (sqlite3_int64)page->limit + 1);
+	sqlite3_bind_int64(q, sqlite3_bind_parameter_index(q, ":offset"),
+			   page->by_samples ? (sqlite3_int64)page->offset : 0);
+	paths =
+	    query(s, "SELECT path FROM binary_paths WHERE binary_id = ?1 ORDER BY path LIMIT 100",
+		  err, errlen);
 	if (!paths)
 		goto fail;
-	labels = prepare_filtered(
-	    s,
-	    "SELECT DISTINCT l.container_id, l.pod, l.namespace, l.cgroup, l.process,"
-	    " l.session_id FROM samples t JOIN label_sets l ON l.id = t.label_set"
-	    " WHERE t.binary_id = :bin%s ORDER BY 1, 2, 3, 4, 5, 6",
-	    f, err, errlen);
-	if (!labels)
-		goto fail;
+	if (page->labels) {
+		labels = prepare_filtered(
+		    s,
+		    "SELECT l.container_id, l.pod, l.namespace, l.cgroup, l.process, l.session_id,"
+		    " g.s FROM (SELECT t.label_set ls, SAT_SUM(t.count) s FROM samples t"
+		    " WHERE t.binary_id = :bin%s GROUP BY t.label_set) g"
+		    " JOIN label_sets l ON l.id = g.ls",
+		    f, err, errlen);
+		if (!labels)
+			goto fail;
+	}
 	struct sqlite_row r = {.st = q, .first = 1}; /* column 0: the binary's id */
 	struct ep_store_row row = {.ctx = &r, .number = row_number, .text = row_text};
 	int step;
 	while ((step = sqlite3_step(q)) == SQLITE_ROW) {
+		if (list->n_binaries == page->limit) {
+			list->more = true;
+			continue;
+		}
 		Edgeprof__V1__BinaryInfo *b;
-		if (ep_store_add_binary(list, &row, &b) != 0 ||
-		    list_paths_and_labels(b, sqlite3_column_int64(q, 0), paths, labels) != 0)
+		int64_t id = sqlite3_column_int64(q, 0);
+		if (ep_store_add_binary(list, &row, &b) != 0 || list_paths(b, id, paths) != 0 ||
+		    (labels && list_labels(b, id, labels, page->labels) != 0))
 			goto oom;
 	}
 	if (step != SQLITE_DONE) {
@@ -787,6 +856,8 @@ static Edgeprof__V1__BinaryList *sqlite_list(struct ep_store *base, const struct
 	done_query(q);
 	done_query(paths);
 	done_query(labels);
+	if (page->totals && list_totals(s, f, list, err, errlen) != 0)
+		goto fail;
 	return list;
 oom:
 	snprintf(err, errlen, "out of memory");
@@ -802,14 +873,12 @@ fail:
  * by build-id (?1). */
 static const char *const part_sql[EP_STORE_NPARTS] = {
     [EP_PART_EDGES] = "SELECT t.from_addr, t.to_addr, t.flags, MAX(t.kind), SAT_SUM(t.count),"
-		      " SAT_SUM(t.mispredicted) FROM edges t JOIN label_sets l ON"
-		      " l.id = t.label_set WHERE 1%s GROUP BY 1, 2, 3",
+		      " SAT_SUM(t.mispredicted) FROM edges t WHERE 1%s GROUP BY 1, 2, 3",
     [EP_PART_RANGES] = "SELECT t.start_addr, t.end_addr, SAT_SUM(t.count), SAT_SUM(t.cycles),"
 		       " SAT_SUM(t.cycled_insns), SAT_SUM(t.ns), SAT_SUM(t.ns_insns) FROM ranges t"
-		       " JOIN label_sets l ON l.id = t.label_set WHERE 1%s GROUP BY 1, 2",
+		       " WHERE 1%s GROUP BY 1, 2",
     [EP_PART_IPS] = "SELECT t.ip, SAT_SUM(t.count), SAT_SUM(t.cycles), SAT_SUM(t.ns) FROM ips t"
-		    " JOIN label_sets l ON"
-		    " l.id = t.label_set WHERE 1%s GROUP BY 1 ORDER BY 1",
+		    " WHERE 1%s GROUP BY 1 ORDER BY 1",
     [EP_PART_FUNCTIONS] = "SELECT f.start_addr, f.name, f.size, f.local_index FROM functions f"
 			  " JOIN binaries b"
 			  " ON b.id = f.binary_id WHERE b.build_id = ?1 ORDER BY 1, 2",
@@ -1244,8 +1313,11 @@ struct ep_store *ep_store_sqlite_open(const char *location, char *err, size_t er
 		return NULL;
 	}
 	s->base.ops = &sqlite_ops;
-	if (sqlite3_open_v2(location, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) !=
-	    SQLITE_OK) {
+	/* no mutex of SQLite's own: store.c serialises every call, and a
+	 * listing's million rows each took and gave it back per column */
+	if (sqlite3_open_v2(location, &s->db,
+			    SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+			    NULL) != SQLITE_OK) {
 		snprintf(err, errlen, "sqlite %s: cannot open: %s", location,
 			 s->db ? sqlite3_errmsg(s->db) : "out of memory");
 		sqlite_close(&s->base);

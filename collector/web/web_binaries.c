@@ -41,46 +41,61 @@ static void filter_form(FILE *out, ep_web_arg_fn arg, void *argctx, const struct
 	fputs("<button type=\"submit\">Filter</button> <a href=\"/\">clear</a></form>\n", out);
 }
 
-enum label_col { COL_CONTAINER, COL_POD, COL_PROCESS };
+/* Values shown per label column; a column with more says how many there are
+ * and shows the most sampled. */
+#define SHOWN_VALUES 6
+#define PAGE_SIZE    50 /* binaries per page, hottest first */
 
-/* One label set's value for a column: a container id's first 12 digits
- * (as docker and crictl show them), a pod as NAMESPACE/NAME. */
-static void label_value(const Edgeprof__V1__Labels *l, enum label_col col, char *buf, size_t len)
+/* One dimension of b's labels (container_id, pod, process): its values, a
+ * container id shortened to its first 12 digits (as docker and crictl show
+ * them), or how many there are and the most sampled. */
+static void label_values(FILE *out, const Edgeprof__V1__BinaryInfo *b, const char *dim)
 {
-	if (col == COL_CONTAINER)
-		snprintf(buf, len, "%.12s", l->container_id);
-	else if (col == COL_POD && *l->pod)
-		snprintf(buf, len, "%s%s%s", l->namespace_, *l->namespace_ ? "/" : "", l->pod);
-	else if (col == COL_POD)
-		buf[0] = '\0';
-	else
-		snprintf(buf, len, "%s", l->process);
+	const Edgeprof__V1__LabelDimension *d = NULL;
+	for (size_t k = 0; k < b->n_dimensions && !d; k++)
+		if (strcmp(b->dimensions[k]->name, dim) == 0)
+			d = b->dimensions[k];
+	bool container = strcmp(dim, "container_id") == 0;
+	size_t shown = 0;
+	if (d && d->summarized) {
+		fprintf(out, "<span class=\"count\" title=\"%s\">%s",
+			d->exact ? "distinct values" : "distinct values, estimated",
+			d->exact ? "" : "~");
+		ep_web_count(out, d->distinct);
+		fputs("</span> ", out);
+	}
+	for (size_t i = 0; d && i < d->n_values && shown < (d->summarized ? 3 : SHOWN_VALUES);
+	     i++) {
+		const char *v = d->values[i]->value;
+		if (!*v)
+			continue;
+		fputs(shown++ ? ", " : "", out);
+		if (container)
+			fprintf(out, "%.12s", v);
+		else
+			ep_web_text(out, v);
+	}
+	if (d && (d->summarized || d->n_values > shown) && shown)
+		fputs(", …", out);
+	if (!shown && !(d && d->summarized))
+		fputs("<span class=\"dim\">-</span>", out);
 }
 
-/* The distinct values of one label over b's label sets, comma-separated. */
-static void label_values(FILE *out, const Edgeprof__V1__BinaryInfo *b, enum label_col col)
+/* The link to another page of the list, with the filter's arguments. */
+static void page_link(FILE *out, ep_web_arg_fn arg, void *argctx, const struct ep_store_filter *f,
+		      size_t page, const char *text)
 {
-	size_t shown = 0;
-	for (size_t i = 0; i < b->n_labels; i++) {
-		char v[512], u[512];
-		label_value(b->labels[i], col, v, sizeof(v));
-		bool seen = !v[0];
-		for (size_t j = 0; j < i && !seen; j++) {
-			label_value(b->labels[j], col, u, sizeof(u));
-			seen = strcmp(u, v) == 0;
-		}
-		if (seen)
-			continue;
-		if (shown++ == 6) {
-			fputs(", …", out);
-			return;
-		}
-		if (shown > 1)
-			fputs(", ", out);
-		ep_web_text(out, v);
+	fprintf(out, "<a class=\"button\" href=\"/?page=%zu", page);
+	const char *window = arg(argctx, "window");
+	if (window && *window && !arg(argctx, "from")) {
+		fputs("&amp;window=", out);
+		ep_web_urlenc(out, window);
 	}
-	if (!shown)
-		fputs("<span class=\"dim\">-</span>", out);
+	struct ep_store_filter g = *f;
+	if (window && *window && !arg(argctx, "from"))
+		g.from_s = 0; /* the window, again, not the time it gave */
+	ep_web_filter_args(out, &g);
+	fprintf(out, "\">%s</a> ", text);
 }
 
 int ep_web_binaries_page(FILE *out, const struct ep_web_ctx *w, ep_web_arg_fn arg, void *argctx)
@@ -88,45 +103,48 @@ int ep_web_binaries_page(FILE *out, const struct ep_web_ctx *w, ep_web_arg_fn ar
 	struct ep_store_filter f;
 	ep_web_filter(arg, argctx, &f);
 	f.build_id = NULL;
+	const char *pv = arg(argctx, "page");
+	size_t page = pv && *pv ? strtoul(pv, NULL, 10) : 1;
+	if (page < 1 || page > 1000000)
+		page = 1;
+	/* a page of the hottest binaries, each with a few of its labels'
+	 * values: bounded whatever the store holds (issue 32) */
+	struct ep_store_page p = {.by_samples = true,
+				  .offset = (page - 1) * PAGE_SIZE,
+				  .limit = PAGE_SIZE,
+				  .labels = SHOWN_VALUES,
+				  .totals = true};
 	char err[512];
-	Edgeprof__V1__BinaryList *list = ep_store_list_binaries(w->store, &f, err, sizeof(err));
+	Edgeprof__V1__BinaryList *list = ep_store_list_binaries(w->store, &f, &p, err, sizeof(err));
 	if (!list)
 		return ep_web_fail(out, w, 503, "store: %s", err);
-	uint64_t total = 0;
-	for (size_t i = 0; i < list->n_binaries; i++)
-		total += list->binaries[i]->samples;
 	ep_web_begin(out, w, "Binaries");
 	fputs("<h1>Binaries</h1>\n<p class=\"lead\">Every binary the agents sampled, by build-id. "
 	      "Open one to see its hottest functions and branches.</p>\n",
 	      out);
 	filter_form(out, arg, argctx, &f);
-	fprintf(out, "<p class=\"summary\" id=\"summary\"><b>%zu</b> binaries, <b>",
-		list->n_binaries);
-	ep_web_count(out, total);
-	fputs("</b> samples</p>\n", out);
+	fputs("<p class=\"summary\" id=\"summary\"><b>", out);
+	ep_web_count(out, list->total_binaries);
+	fputs("</b> binaries, <b>", out);
+	ep_web_count(out, list->total_samples);
+	fputs("</b> samples", out);
+	if (page > 1 || list->more)
+		fprintf(out, "; the hottest %zu to %zu", p.offset + 1, p.offset + list->n_binaries);
+	fputs("</p>\n", out);
 	fputs("<table class=\"list\" id=\"binaries\"><thead><tr><th>Binary</th><th>Build-id</th>"
 	      "<th class=\"num\">Samples</th><th class=\"num\">Share</th><th>First seen</th>"
 	      "<th>Last seen</th><th>Containers</th><th>Pods</th><th>Processes</th>"
 	      "<th>Code</th></tr></thead><tbody>\n",
 	      out);
-	/* hottest first */
-	Edgeprof__V1__BinaryInfo **order = malloc((list->n_binaries + 1) * sizeof(*order));
-	size_t n = 0;
-	for (size_t i = 0; order && i < list->n_binaries; i++) {
-		size_t k = n++;
-		while (k > 0 && order[k - 1]->samples < list->binaries[i]->samples) {
-			order[k] = order[k - 1];
-			k--;
-		}
-		order[k] = list->binaries[i];
-	}
-	for (size_t i = 0; i < n; i++) {
-		const Edgeprof__V1__BinaryInfo *b = order[i];
+	uint64_t total = list->total_samples;
+	for (size_t i = 0; i < list->n_binaries; i++) {
+		const Edgeprof__V1__BinaryInfo *b = list->binaries[i];
 		const char *path = b->n_paths ? b->paths[0] : "";
 		const char *base = strrchr(path, '/');
 		fputs("<tr class=\"binary\" data-build-id=\"", out);
 		ep_web_text(out, b->build_id);
-		fprintf(out, "\" data-samples=\"%llu\"><td>", (unsigned long long)b->samples);
+		fprintf(out, "\" data-samples=\"%llu\" data-label-sets=\"%llu\"><td>",
+			(unsigned long long)b->samples, (unsigned long long)b->label_sets);
 		/* a binary without a build-id has no page: nothing names it */
 		if (*b->build_id) {
 			fputs("<a class=\"binlink\" href=\"/binary?build_id=", out);
@@ -154,17 +172,19 @@ int ep_web_binaries_page(FILE *out, const struct ep_web_ctx *w, ep_web_arg_fn ar
 		fputs("</td><td class=\"when\">", out);
 		ep_web_time(out, b->last_seen_s);
 		fputs("</td><td class=\"mono\">", out);
-		label_values(out, b, COL_CONTAINER);
+		label_values(out, b, "container_id");
 		fputs("</td><td>", out);
-		label_values(out, b, COL_POD);
+		label_values(out, b, "pod");
 		fputs("</td><td>", out);
-		label_values(out, b, COL_PROCESS);
+		label_values(out, b, "process");
 		fputs("</td><td>", out);
 		int has =
 		    w->binaries ? ep_binaries_has(w->binaries, b->build_id, err, sizeof(err)) : 0;
-		fputs(has > 0 ? "<span class=\"ok\">kept</span>"
-			      : "<span class=\"dim\" title=\"edgeprof upload BINARY --collector "
-				"URL\">missing</span>",
+		fputs(has == EP_IMAGE_TRUSTED ? "<span class=\"ok\">kept</span>"
+		      : has > 0 ? "<span class=\"error\" title=\"sent by an agent, not verified:"
+				  " edgeprof upload BINARY replaces it\">provisional</span>"
+				: "<span class=\"dim\" title=\"edgeprof upload BINARY --collector "
+				  "URL\">missing</span>",
 		      out);
 		fputs("</td></tr>\n", out);
 	}
@@ -173,7 +193,14 @@ int ep_web_binaries_page(FILE *out, const struct ep_web_ctx *w, ep_web_arg_fn ar
 		      "filter.</td></tr>\n",
 		      out);
 	fputs("</tbody></table>\n", out);
-	free(order);
+	if (page > 1 || list->more) {
+		fputs("<p class=\"pages\" id=\"pages\">", out);
+		if (page > 1)
+			page_link(out, arg, argctx, &f, page - 1, "‹ hotter");
+		if (list->more)
+			page_link(out, arg, argctx, &f, page + 1, "colder ›");
+		fputs("</p>\n", out);
+	}
 	ep_store_free_list(list);
 	ep_web_end(out);
 	return 200;

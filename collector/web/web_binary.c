@@ -322,8 +322,12 @@ static void compare_links(FILE *out, const struct ep_web_ctx *w,
 		"before</a> ",
 		(long long)(now - 3600), (long long)(now - 7200), (long long)(now - 3600));
 	struct ep_store_filter all = {0};
+	/* the first page of the most there may be, without their labels: a
+	 * bounded answer (issue 32), and builds of one program are few */
+	const struct ep_store_page page = {.limit = EP_STORE_PAGE_MAX};
 	char err[256];
-	Edgeprof__V1__BinaryList *list = ep_store_list_binaries(w->store, &all, err, sizeof(err));
+	Edgeprof__V1__BinaryList *list =
+	    ep_store_list_binaries(w->store, &all, &page, err, sizeof(err));
 	const char *name = bp->n_paths ? base_name(bp->paths[0]) : NULL;
 	for (size_t i = 0; name && list && i < list->n_binaries; i++) {
 		const Edgeprof__V1__BinaryInfo *o = list->binaries[i];

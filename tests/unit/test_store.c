@@ -317,7 +317,7 @@ static void test_repeated_queries_see_their_own_filter(void **state)
 				assert_int_equal(p->binaries[0]->n_functions, 1);
 				ep_profile_free(p);
 				Edgeprof__V1__BinaryList *l =
-				    ep_store_list_binaries(s, &f, err, sizeof(err));
+				    ep_store_list_binaries(s, &f, NULL, err, sizeof(err));
 				assert_non_null(l);
 				assert_int_equal(l->n_binaries, 1);
 				assert_int_equal(l->binaries[0]->n_paths, 1);
@@ -375,7 +375,7 @@ static void test_list_binaries(void **state)
 	write_one(s, "agent-2", 7, 240, &c);
 	char err[512];
 	struct ep_store_filter all = {0};
-	Edgeprof__V1__BinaryList *l = ep_store_list_binaries(s, &all, err, sizeof(err));
+	Edgeprof__V1__BinaryList *l = ep_store_list_binaries(s, &all, NULL, err, sizeof(err));
 	assert_non_null(l);
 	assert_int_equal(l->n_binaries, 2);
 	assert_string_equal(l->binaries[0]->build_id, "aa03");
@@ -393,15 +393,250 @@ static void test_list_binaries(void **state)
 	ep_store_free_list(l);
 	/* filters apply to the listing too */
 	struct ep_store_filter pod2 = {.pod = "pod-2"};
-	l = ep_store_list_binaries(s, &pod2, err, sizeof(err));
+	l = ep_store_list_binaries(s, &pod2, NULL, err, sizeof(err));
 	assert_int_equal(l->n_binaries, 1);
 	assert_int_equal(l->binaries[0]->samples, 10);
 	ep_store_free_list(l);
 	struct ep_store_filter late = {.from_s = 200};
-	l = ep_store_list_binaries(s, &late, err, sizeof(err));
+	l = ep_store_list_binaries(s, &late, NULL, err, sizeof(err));
 	assert_int_equal(l->n_binaries, 1);
 	assert_string_equal(l->binaries[0]->build_id, "cc03");
 	ep_store_free_list(l);
+	ep_store_close(s);
+}
+
+/* Pages (issue 32: every list is bounded): following each page's last
+ * build-id lists every binary exactly once, in order; the hottest-first
+ * order pages by offset; totals count every page. */
+static void test_list_pages_cover_every_binary_once(void **state)
+{
+	(void)state;
+	struct ep_store *s = open_store(true);
+	enum { N = 23 };
+	char ids[N][8];
+	struct slice_data d[N];
+	struct ep_store_batch_id id = {"agent-1", 1, "node-1", 1700000000};
+	struct ep_store_slice sl[N];
+	for (int i = 0; i < N; i++) {
+		snprintf(ids[i], sizeof(ids[i]), "%02x%02x", i * 7 % N, i);
+		make_slice(&d[i], ids[i], "/bin/p", "", (uint64_t)i + 1);
+		sl[i] = (struct ep_store_slice){60, &d[i].delta, 0, false};
+	}
+	struct ep_store_commit c = {&id, 1, sl, N};
+	char err[512];
+	assert_int_equal(ep_store_write(s, &c, err, sizeof(err)), 0);
+	struct ep_store_filter all = {0};
+	bool seen[N] = {false};
+	char after[16] = "";
+	int pages = 0, listed = 0;
+	for (bool more = true; more; pages++) {
+		struct ep_store_page page = {
+		    .after = pages ? after : NULL, .limit = 5, .labels = 3};
+		Edgeprof__V1__BinaryList *l =
+		    ep_store_list_binaries(s, &all, &page, err, sizeof(err));
+		if (!l)
+			fail_msg("%s", err);
+		assert_true(l->n_binaries <= 5);
+		for (size_t i = 0; i < l->n_binaries; i++) {
+			const char *b = l->binaries[i]->build_id;
+			assert_true(strcmp(b, after) > 0 || (!pages && !i));
+			snprintf(after, sizeof(after), "%s", b);
+			for (int k = 0; k < N; k++)
+				if (strcmp(ids[k], b) == 0) {
+					assert_false(seen[k]);
+					seen[k] = true;
+					assert_int_equal(l->binaries[i]->samples, 10 * (k + 1));
+					assert_int_equal(l->binaries[i]->label_sets, 1);
+				}
+			listed++;
+		}
+		more = l->more;
+		ep_store_free_list(l);
+	}
+	assert_int_equal(listed, N);
+	assert_int_equal(pages, (N + 4) / 5);
+	for (int k = 0; k < N; k++)
+		assert_true(seen[k]);
+	/* hottest first, by offset, with the totals */
+	uint64_t last = UINT64_MAX;
+	listed = 0;
+	for (size_t offset = 0;; offset += 4) {
+		struct ep_store_page page = {
+		    .by_samples = true, .offset = offset, .limit = 4, .totals = true};
+		Edgeprof__V1__BinaryList *l =
+		    ep_store_list_binaries(s, &all, &page, err, sizeof(err));
+		assert_non_null(l);
+		assert_int_equal(l->total_binaries, N);
+		assert_int_equal(l->total_samples, 10 * N * (N + 1) / 2);
+		for (size_t i = 0; i < l->n_binaries; i++) {
+			assert_true(l->binaries[i]->samples < last);
+			last = l->binaries[i]->samples;
+			assert_int_equal(l->binaries[i]->n_labels, 0); /* labels 0: none */
+			listed++;
+		}
+		bool more = l->more;
+		ep_store_free_list(l);
+		if (!more)
+			break;
+	}
+	assert_int_equal(listed, N);
+	ep_store_close(s);
+}
+
+/* Label cardinality (issue 32): a binary with many label sets lists at most
+ * N of them, the most sampled, and each dimension says how many values it
+ * has and its N most sampled; one with few is listed whole. */
+static void test_list_summarises_many_label_sets(void **state)
+{
+	(void)state;
+	struct ep_store *s = open_store(true);
+	enum { SETS = 300, N = 10 };
+	static struct slice_data d[SETS];
+	static char pods[SETS][16], containers[SETS][24];
+	static const char *const namespaces[3] = {"ns-a", "ns-b", "ns-c"};
+	struct ep_store_slice sl[SETS];
+	for (int i = 0; i < SETS; i++) {
+		snprintf(pods[i], sizeof(pods[i]), "pod-%03d", i);
+		snprintf(containers[i], sizeof(containers[i]), "c%03d", i);
+		make_slice(&d[i], "ab12", "/bin/many", pods[i], 1);
+		d[i].bp.samples = (uint64_t)i + 1; /* pod-299 the most sampled */
+		d[i].labels.container_id = containers[i];
+		d[i].labels.namespace_ = (char *)namespaces[i % 3];
+		d[i].labels.process = "worker";
+		sl[i] = (struct ep_store_slice){60, &d[i].delta, 0, false};
+	}
+	struct slice_data few;
+	make_slice(&few, "cd34", "/bin/few", "pod-x", 1);
+	struct ep_store_batch_id ids[2] = {{"agent-1", 1, "node-1", 1700000000},
+					   {"agent-1", 2, "node-1", 1700000000}};
+	struct ep_store_commit c = {&ids[0], 1, sl, SETS};
+	char err[512];
+	assert_int_equal(ep_store_write(s, &c, err, sizeof(err)), 0);
+	write_one(s, "agent-1", 2, 120, &few);
+
+	struct ep_store_filter all = {0};
+	struct ep_store_page page = {.labels = N};
+	Edgeprof__V1__BinaryList *l = ep_store_list_binaries(s, &all, &page, err, sizeof(err));
+	if (!l)
+		fail_msg("%s", err);
+	assert_int_equal(l->n_binaries, 2);
+	const Edgeprof__V1__BinaryInfo *b = l->binaries[0];
+	assert_string_equal(b->build_id, "ab12");
+	assert_int_equal(b->samples, SETS * (SETS + 1) / 2);
+	assert_int_equal(b->label_sets, SETS);
+	assert_true(b->labels_truncated);
+	assert_int_equal(b->n_labels, N);
+	assert_int_equal(b->n_label_samples, N);
+	for (int i = 0; i < N; i++) {
+		assert_string_equal(b->labels[i]->pod, pods[SETS - 1 - i]);
+		assert_int_equal(b->label_samples[i], SETS - i);
+	}
+	assert_int_equal(b->n_dimensions, 5);
+	const char *const names[5] = {"container_id", "pod", "namespace", "cgroup", "process"};
+	const uint64_t distinct[5] = {SETS, SETS, 3, 1, 1};
+	for (int k = 0; k < 5; k++) {
+		const Edgeprof__V1__LabelDimension *dim = b->dimensions[k];
+		assert_string_equal(dim->name, names[k]);
+		assert_int_equal(dim->distinct, distinct[k]);
+		assert_true(dim->exact);
+		assert_int_equal(dim->summarized, distinct[k] > N);
+		assert_int_equal(dim->n_values, distinct[k] > N ? N : distinct[k]);
+	}
+	assert_string_equal(b->dimensions[1]->values[0]->value, "pod-299");
+	assert_int_equal(b->dimensions[1]->values[0]->samples, SETS);
+	assert_string_equal(b->dimensions[1]->values[N - 1]->value, "pod-290");
+	/* namespaces: the sums of a third of the sets each, ns-c (i % 3 == 2:
+	 * samples 3, 6, ..., 300) the most */
+	assert_string_equal(b->dimensions[2]->values[0]->value, "ns-c");
+	assert_int_equal(b->dimensions[2]->values[0]->samples, 3 * 100 * 101 / 2);
+	assert_string_equal(b->dimensions[4]->values[0]->value, "worker");
+	const Edgeprof__V1__BinaryInfo *f = l->binaries[1];
+	assert_int_equal(f->label_sets, 1);
+	assert_false(f->labels_truncated);
+	assert_int_equal(f->n_labels, 1);
+	assert_string_equal(f->labels[0]->pod, "pod-x");
+	assert_false(f->dimensions[1]->summarized);
+	ep_store_free_list(l);
+
+	/* under a label filter: its sets only */
+	struct ep_store_filter ns = {.namespace_ = "ns-b"};
+	l = ep_store_list_binaries(s, &ns, &page, err, sizeof(err));
+	assert_non_null(l);
+	assert_int_equal(l->n_binaries, 1);
+	assert_int_equal(l->binaries[0]->label_sets, SETS / 3);
+	assert_int_equal(l->binaries[0]->dimensions[2]->distinct, 1);
+	assert_int_equal(l->binaries[0]->dimensions[1]->distinct, SETS / 3);
+	assert_string_equal(l->binaries[0]->labels[0]->pod, "pod-298");
+	ep_store_free_list(l);
+
+	/* more values than the listing's N: few label sets listed whole when
+	 * N is larger */
+	struct ep_store_page wide = {.labels = 1000};
+	l = ep_store_list_binaries(s, &all, &wide, err, sizeof(err));
+	assert_non_null(l);
+	assert_int_equal(l->binaries[0]->n_labels, SETS);
+	assert_false(l->binaries[0]->labels_truncated);
+	/* listed whole: by their values */
+	assert_string_equal(l->binaries[0]->labels[0]->container_id, "c000");
+	assert_string_equal(l->binaries[0]->labels[SETS - 1]->container_id, "c299");
+	ep_store_free_list(l);
+
+	/* the API's JSON: the summary, and the next page's cursor */
+	struct ep_store_page one = {.limit = 1, .labels = N};
+	struct ep_api_response r = {0};
+	ep_api_binaries(s, &all, &one, &r);
+	assert_int_equal(r.status, 200);
+	assert_non_null(strstr(r.body, "\"label_sets\": 300"));
+	assert_non_null(strstr(r.body, "\"labels_truncated\": true"));
+	assert_non_null(strstr(r.body, "\"pod\": {\"distinct\": 300, \"summarized\": true"));
+	assert_non_null(strstr(r.body, "\"next\": \"ab12\""));
+	free(r.body);
+	ep_store_close(s);
+}
+
+/* Past what SQLite counts exactly (4,096 values of a dimension): an
+ * estimate within 2%, said to be one; ClickHouse counts exactly. */
+static void test_list_estimates_past_exact_values(void **state)
+{
+	(void)state;
+	struct ep_store *s = open_store(true);
+	enum { SETS = 10000 };
+	struct slice_data *d = calloc(SETS, sizeof(*d));
+	char(*pods)[16] = calloc(SETS, sizeof(*pods));
+	struct ep_store_slice *sl = calloc(SETS, sizeof(*sl));
+	assert_non_null(d);
+	assert_non_null(pods);
+	assert_non_null(sl);
+	for (int i = 0; i < SETS; i++) {
+		snprintf(pods[i], sizeof(pods[i]), "pod-%05d", i);
+		make_slice(&d[i], "ef56", "/bin/churn", pods[i], 1);
+		d[i].bp.samples = i == 77 ? 1000 : 1; /* one stands out */
+		sl[i] = (struct ep_store_slice){60, &d[i].delta, 0, false};
+	}
+	struct ep_store_batch_id id = {"agent-1", 1, "node-1", 1700000000};
+	struct ep_store_commit c = {&id, 1, sl, SETS};
+	char err[512];
+	assert_int_equal(ep_store_write(s, &c, err, sizeof(err)), 0);
+	struct ep_store_filter all = {0};
+	struct ep_store_page page = {.labels = 5};
+	Edgeprof__V1__BinaryList *l = ep_store_list_binaries(s, &all, &page, err, sizeof(err));
+	if (!l)
+		fail_msg("%s", err);
+	const Edgeprof__V1__BinaryInfo *b = l->binaries[0];
+	assert_int_equal(b->label_sets, SETS);
+	const Edgeprof__V1__LabelDimension *pod = b->dimensions[1];
+	assert_true(pod->summarized);
+	assert_int_equal(pod->exact, !is_sqlite());
+	assert_true(pod->distinct >= SETS * 98 / 100 && pod->distinct <= SETS * 102 / 100);
+	assert_int_equal(pod->n_values, 5);
+	assert_string_equal(pod->values[0]->value, "pod-00077");
+	assert_true(pod->values[0]->samples >= 1000);
+	assert_true(b->dimensions[2]->exact); /* one namespace: "" */
+	assert_int_equal(b->dimensions[2]->distinct, 1);
+	ep_store_free_list(l);
+	free(d);
+	free(pods);
+	free(sl);
 	ep_store_close(s);
 }
 
@@ -520,7 +755,7 @@ static void test_session_counts_are_kept_apart(void **state)
 	}
 	/* the listing too, with the session in the label set */
 	struct ep_store_filter all = {0}, s1 = {.session_id = "s-1"}, s2 = {.session_id = "s-2"};
-	Edgeprof__V1__BinaryList *l = ep_store_list_binaries(s, &all, err, sizeof(err));
+	Edgeprof__V1__BinaryList *l = ep_store_list_binaries(s, &all, NULL, err, sizeof(err));
 	assert_non_null(l);
 	assert_int_equal(l->n_binaries, 1);
 	assert_int_equal(l->binaries[0]->samples, 10);
@@ -528,7 +763,7 @@ static void test_session_counts_are_kept_apart(void **state)
 	assert_string_equal(l->binaries[0]->labels[0]->container_id, "c1");
 	assert_string_equal(l->binaries[0]->labels[0]->session_id, "");
 	ep_store_free_list(l);
-	l = ep_store_list_binaries(s, &s1, err, sizeof(err));
+	l = ep_store_list_binaries(s, &s1, NULL, err, sizeof(err));
 	assert_non_null(l);
 	assert_int_equal(l->n_binaries, 1);
 	assert_int_equal(l->binaries[0]->samples, 50);
@@ -536,20 +771,20 @@ static void test_session_counts_are_kept_apart(void **state)
 	assert_string_equal(l->binaries[0]->labels[0]->container_id, "c1");
 	assert_string_equal(l->binaries[0]->labels[0]->session_id, "s-1");
 	ep_store_free_list(l);
-	l = ep_store_list_binaries(s, &s2, err, sizeof(err));
+	l = ep_store_list_binaries(s, &s2, NULL, err, sizeof(err));
 	assert_non_null(l);
 	assert_int_equal(l->n_binaries, 0);
 	ep_store_free_list(l);
 	/* GET /v1/binaries shows a session's label sets with their session */
 	struct ep_api_response r = {0};
-	ep_api_binaries(s, &s1, &r);
+	ep_api_binaries(s, &s1, NULL, &r);
 	assert_int_equal(r.status, 200);
 	assert_non_null(strstr(r.body, "\"container_id\": \"c1\""));
 	assert_non_null(strstr(r.body, "\"session_id\": \"s-1\""));
 	assert_non_null(strstr(r.body, "\"samples\": 50"));
 	free(r.body);
 	memset(&r, 0, sizeof(r));
-	ep_api_binaries(s, &all, &r);
+	ep_api_binaries(s, &all, NULL, &r);
 	assert_int_equal(r.status, 200);
 	assert_non_null(strstr(r.body, "\"samples\": 10"));
 	assert_null(strstr(r.body, "session_id"));
@@ -1244,7 +1479,7 @@ static void test_counts_saturate_and_never_break_other_binaries(void **state)
 
 	char err[512] = "";
 	struct ep_store_filter all = {0};
-	Edgeprof__V1__BinaryList *l = ep_store_list_binaries(s, &all, err, sizeof(err));
+	Edgeprof__V1__BinaryList *l = ep_store_list_binaries(s, &all, NULL, err, sizeof(err));
 	if (!l)
 		fail_msg("listing: %s", err);
 	assert_int_equal(l->n_binaries, 2);
@@ -1278,7 +1513,7 @@ static void test_counts_saturate_and_never_break_other_binaries(void **state)
 	ep_profile_free(p);
 
 	struct ep_api_response r = {0};
-	ep_api_binaries(s, &all, &r);
+	ep_api_binaries(s, &all, NULL, &r);
 	assert_int_equal(r.status, 200);
 	free(r.body);
 	ep_store_close(s);
@@ -1438,6 +1673,9 @@ int main(void)
 	    cmocka_unit_test(test_repeated_queries_see_their_own_filter),
 	    cmocka_unit_test(test_batch_ids_are_remembered),
 	    cmocka_unit_test(test_list_binaries),
+	    cmocka_unit_test(test_list_pages_cover_every_binary_once),
+	    cmocka_unit_test(test_list_summarises_many_label_sets),
+	    cmocka_unit_test(test_list_estimates_past_exact_values),
 	    cmocka_unit_test(test_counts_saturate_and_never_break_other_binaries),
 	    cmocka_unit_test(test_prune_forgets_old_buckets_and_batch_ids),
 	    cmocka_unit_test(test_bad_specs_name_the_problem),
