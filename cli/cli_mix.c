@@ -9,7 +9,21 @@
 #include "agent/decode/insn_mix.h"
 #include "agent/resolve/binary.h"
 #include "cli/cli_util.h"
+#include "common/profile/profile_file.h"
 #include "common/util/log.h"
+
+/* --profile-max-mib N: 1 MiB to 1 TiB */
+static int set_profile_max(void *unused, const char *arg, char *err, size_t errlen)
+{
+	(void)unused;
+	unsigned mib;
+	if (ep_parse_uint(arg, 1, 1u << 20, &mib) != 0) {
+		snprintf(err, errlen, "'%s' is not a number of MiB from 1 to %u", arg, 1u << 20);
+		return -1;
+	}
+	ep_profile_set_max((uint64_t)mib << 20);
+	return 0;
+}
 
 int ep_cli_mix_options(struct ep_option out[EP_CLI_MIX_OPTION_COUNT + 1], struct ep_cli_mix *o)
 {
@@ -19,7 +33,9 @@ int ep_cli_mix_options(struct ep_option out[EP_CLI_MIX_OPTION_COUNT + 1], struct
 	out[0] = (struct ep_option)EP_OPTION("insn-mix", 0, EP_OPT_TRUE, &o->insn_mix);
 	out[1] = (struct ep_option)EP_OPTION("range", 0, EP_OPT_STRING, &o->range);
 	out[2] = (struct ep_option)EP_OPTION("function", 0, EP_OPT_STRING, &o->function);
-	ep_cli_binary_options(out + 3, o->reg);
+	out[3] =
+	    (struct ep_option){"profile-max-mib", 0, EP_OPT_CALL, NULL, .call = set_profile_max};
+	ep_cli_binary_options(out + 4, o->reg);
 	return 0;
 }
 

@@ -22,7 +22,9 @@ static void export_usage(FILE *out)
 		     "| --function NAME] [--binary F]... [--symfs DIR] [-o OUT]\n"
 		     "       edgeprof export --collector URL --format F [--build-id ID] "
 		     "[--from S] [--to S] [--label K=V]... [--token-file F] [--cacert F] "
-		     "[--cert F --key F] [-o OUT]\n");
+		     "[--cert F --key F] [-o OUT]\n"
+		     "  --profile-max-mib N  a profile's payload, and what it unpacks to, at most\n"
+		     "                    N MiB (1024)\n");
 }
 
 int ep_cmd_export(int argc, char **argv)

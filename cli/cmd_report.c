@@ -26,7 +26,9 @@ static void report_usage(FILE *out)
 		"  --insn-mix        executed instructions by type (decoded from the "
 		"binaries)\n"
 		"  --range A-B       only instructions at addresses in [A, B)\n"
-		"  --function NAME   only instructions of that function\n");
+		"  --function NAME   only instructions of that function\n"
+		"  --profile-max-mib N  a profile's payload, and what it unpacks to, at most\n"
+		"                    N MiB (1024)\n");
 }
 
 int ep_cmd_report(int argc, char **argv)

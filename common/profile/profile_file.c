@@ -60,6 +60,40 @@
 #define HEADER_SIZE	       24
 #define MAX_PAYLOAD	       (4ULL << 30)
 
+/* what a profile's payload, and what it unpacks to, may take */
+static uint64_t profile_max = (uint64_t)EP_PROFILE_DEFAULT_MAX_MIB << 20;
+
+void ep_profile_set_max(uint64_t bytes)
+{
+	if (bytes)
+		profile_max = bytes;
+}
+
+/* protobuf-c's allocations while it unpacks, counted (with malloc's own
+ * 16 bytes each) and refused past the bound. Plain malloc underneath:
+ * ep_profile_free() frees them as usual. */
+struct counted_alloc {
+	uint64_t left;
+	bool over;
+};
+
+static void *counted_malloc(void *data, size_t size)
+{
+	struct counted_alloc *c = data;
+	if (size > c->left || c->left - size < 16) {
+		c->over = true;
+		return NULL;
+	}
+	c->left -= size + 16;
+	return malloc(size);
+}
+
+static void counted_free(void *data, void *p)
+{
+	(void)data;
+	free(p);
+}
+
 static void put_le(uint8_t *p, uint64_t v, int n)
 {
 	for (int i = 0; i < n; i++)
@@ -296,6 +330,32 @@ static ssize_t read_payload(int fd, bool regular, size_t len, uint8_t **buf)
 	}
 }
 
+/* The message in buf[0..length), its allocations counted against the
+ * bound: 0, or -1 with err. */
+static int unpack(const char *path, const uint8_t *buf, uint64_t length,
+		  Edgeprof__V1__Profile **out, char *err, size_t errlen)
+{
+	struct counted_alloc count = {.left = profile_max};
+	ProtobufCAllocator alloc = {
+	    .alloc = counted_malloc, .free = counted_free, .allocator_data = &count};
+	*out = edgeprof__v1__profile__unpack(&alloc, (size_t)length, buf);
+	if (!*out && count.over) {
+		snprintf(err, errlen,
+			 "%s: its %llu-byte payload unpacks to more than the %llu MiB "
+			 "--profile-max-mib allows",
+			 path, (unsigned long long)length, (unsigned long long)(profile_max >> 20));
+		return -1;
+	}
+	if (!*out) {
+		snprintf(err, errlen,
+			 "%s: corrupt profile: the %llu-byte payload is not an edgeprof.v1.Profile "
+			 "message",
+			 path, (unsigned long long)length);
+		return -1;
+	}
+	return 0;
+}
+
 static int read_profile(int fd, const char *path, Edgeprof__V1__Profile **out, char *err,
 			size_t errlen)
 {
@@ -355,6 +415,13 @@ static int read_profile(int fd, const char *path, Edgeprof__V1__Profile **out, c
 			 (long long)st.st_size, total);
 		return -1;
 	}
+	if (length > profile_max) {
+		snprintf(err, errlen,
+			 "%s: a payload of %llu bytes: more than the %llu MiB --profile-max-mib "
+			 "allows",
+			 path, (unsigned long long)length, (unsigned long long)(profile_max >> 20));
+		return -1;
+	}
 	uint8_t *buf = NULL;
 	got = read_payload(fd, regular, (size_t)length, &buf);
 	if (got < 0) {
@@ -394,16 +461,9 @@ static int read_profile(int fd, const char *path, Edgeprof__V1__Profile **out, c
 			return -1;
 		}
 	}
-	*out = edgeprof__v1__profile__unpack(NULL, (size_t)length, buf);
+	int rc = unpack(path, buf, length, out, err, errlen);
 	free(buf);
-	if (!*out) {
-		snprintf(err, errlen,
-			 "%s: corrupt profile: the %llu-byte payload is not an edgeprof.v1.Profile "
-			 "message",
-			 path, (unsigned long long)length);
-		return -1;
-	}
-	return 0;
+	return rc;
 }
 
 int ep_profile_read(const char *path, Edgeprof__V1__Profile **out, char *err, size_t errlen)

@@ -10,6 +10,7 @@
 #define EP_PROFILE_FILE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "profile.pb-c.h"
 
@@ -21,8 +22,18 @@ int ep_profile_check_target(const char *path, char *err, size_t errlen);
 /* Returns 0, or -1 with err naming the path and the problem. */
 int ep_profile_write(const char *path, const Edgeprof__V1__Profile *profile, char *err,
 		     size_t errlen);
-/* On success *out must be released with ep_profile_free(). */
+/* On success *out must be released with ep_profile_free(). A payload, or
+ * the messages unpacked from it, past the bound ep_profile_set_max() set
+ * is refused, naming the file, the size and the bound. */
 int ep_profile_read(const char *path, Edgeprof__V1__Profile **out, char *err, size_t errlen);
+
+/* What reading one profile may take: its payload, and the messages it
+ * unpacks to (an empty sub-message is 2 bytes of payload and a few hundred
+ * unpacked), at most bytes each (0 keeps the bound). Default
+ * EP_PROFILE_DEFAULT_MAX_MIB; report's and export's --profile-max-mib.
+ * Process-wide: set at start, before any profile is read. */
+#define EP_PROFILE_DEFAULT_MAX_MIB 1024
+void ep_profile_set_max(uint64_t bytes);
 void ep_profile_free(Edgeprof__V1__Profile *profile);
 
 #endif
