@@ -36,7 +36,8 @@ static void usage(FILE *out)
 	    "       [--token-file F] [--tls-cert F --tls-key F [--client-ca F]]\n"
 	    "       [--commit-ms MS] [--max-body BYTES] [--port-file F]\n"
 	    "       [--retention-days D] [--max-session-s S] [--session-pickup-s S]\n"
-	    "       [--node-silent-s S] [--header-timeout-s S] [--max-client-conns N]\n"
+	    "       [--node-silent-s S] [--max-sessions N] [--header-timeout-s S]\n"
+	    "       [--max-client-conns N]\n"
 	    "       [--max-binary-mib N] [--max-image-symbols-mib N] [--debuginfod URLS]\n"
 	    "  --listen HOST:PORT  default 127.0.0.1:7070; port 0 picks a free one; the web\n"
 	    "                      UI is at / (sign in with the token when there is one)\n"
@@ -60,7 +61,9 @@ static void usage(FILE *out)
 	    "  --header-timeout-s S  a connection without the token must send a whole\n"
 	    "                      request header within S (default 10)\n"
 	    "  --max-client-conns N  connections without the token from one address "
-	    "(default 32)\n");
+	    "(default 32)\n"
+	    "  --max-sessions N    on-demand sessions pending or running at once; past\n"
+	    "                      it POST /v1/sessions gets 429 (default 256)\n");
 }
 
 /* What the command line sets up. */
@@ -105,6 +108,8 @@ static int parse_setup(int argc, char **argv, struct collector_setup *c, int *ex
 		      .max = 3600),
 	    EP_OPTION("max-client-conns", 0, EP_OPT_UINT, &c->server.max_client_conns, .min = 1,
 		      .max = 512),
+	    EP_OPTION("max-sessions", 0, EP_OPT_UINT, &c->sessions.max_open, .min = 1,
+		      .max = 1u << 20),
 	    EP_OPTION_END,
 	};
 	const struct ep_option *const tables[] = {opts, NULL};

@@ -165,6 +165,37 @@ static enum MHD_Result respond_text(struct MHD_Connection *c, int status, const 
 	return respond(c, status, "text/plain", n < 0 ? NULL : body, n < 0 ? 0 : (size_t)n);
 }
 
+/* A refusal that passes with time: Retry-After says when to come back;
+ * close: the connection goes too (the rest of its body is not read). */
+static enum MHD_Result respond_retry(struct MHD_Connection *c, int status, unsigned retry_s,
+				     bool close, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static enum MHD_Result respond_retry(struct MHD_Connection *c, int status, unsigned retry_s,
+				     bool close, const char *fmt, ...)
+{
+	char *body = NULL;
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vasprintf(&body, fmt, ap);
+	va_end(ap);
+	struct MHD_Response *r =
+	    MHD_create_response_from_buffer(n < 0 ? 0 : (size_t)n, n < 0 ? (char *)"" : body,
+					    n < 0 ? MHD_RESPMEM_PERSISTENT : MHD_RESPMEM_MUST_FREE);
+	if (!r) {
+		free(body);
+		return MHD_NO;
+	}
+	char after[16];
+	snprintf(after, sizeof(after), "%u", retry_s);
+	MHD_add_response_header(r, "Content-Type", "text/plain");
+	MHD_add_response_header(r, "Retry-After", after);
+	if (close)
+		MHD_add_response_header(r, "Connection", "close");
+	enum MHD_Result rc = MHD_queue_response(c, (unsigned)status, r);
+	MHD_destroy_response(r);
+	return rc;
+}
+
 /* Compares without stopping at the first difference, so response times
  * do not tell how much of a guessed token was right. */
 static bool token_matches(const char *expected, const char *given)
@@ -520,6 +551,22 @@ static enum MHD_Result handle_metrics(struct ep_server *s, struct MHD_Connection
 	    ic.commit_failures, ic.store_failing, ep_store_memory_bytes(s->store),
 	    heap_in_use_bytes(), ic.rows_written, ic.commit_seconds,
 	    (uint64_t)atomic_load(&s->unauthorized), (uint64_t)atomic_load(&s->forbidden));
+	if (s->sessions) {
+		struct ep_sessions_counters sc;
+		ep_sessions_counters(s->sessions, &sc);
+		fprintf(m,
+			"# HELP edgeprof_sessions_open On-demand sessions pending or running "
+			"(at most edgeprof_sessions_open_max, --max-sessions).\n"
+			"# TYPE edgeprof_sessions_open gauge\n"
+			"edgeprof_sessions_open %" PRIu64 "\n"
+			"# TYPE edgeprof_sessions_open_max gauge\n"
+			"edgeprof_sessions_open_max %" PRIu64 "\n"
+			"# HELP edgeprof_sessions_refused_total Session requests refused (429) "
+			"because --max-sessions were pending or running.\n"
+			"# TYPE edgeprof_sessions_refused_total counter\n"
+			"edgeprof_sessions_refused_total{reason=\"too_many\"} %" PRIu64 "\n",
+			sc.open, sc.max_open, sc.refused_full);
+	}
 	for (int i = 0; i < NROUTES; i++)
 		fprintf(m, "edgeprof_http_requests_total{endpoint=\"%s\"} %" PRIu64 "\n",
 			route_names[i], (uint64_t)atomic_load(&s->requests[i]));
@@ -699,6 +746,8 @@ static enum MHD_Result handle_sessions(struct ep_server *s, struct MHD_Connectio
 	req.duration_ms = duration_ms;
 	Edgeprof__V1__Session *created = NULL;
 	int status = ep_sessions_create(s->sessions, &req, &created, why, sizeof(why));
+	if (status == 429)
+		return respond_retry(c, 429, ep_sessions_retry_s(s->sessions), false, "%s\n", why);
 	if (status != 0)
 		return respond_text(c, (unsigned)status, "%s\n", why);
 	ep_api_session(created, format, 201, &resp);

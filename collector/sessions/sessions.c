@@ -71,6 +71,7 @@ struct ep_sessions {
 	pthread_mutex_t sync_lock;
 	struct active *act;
 	size_t nact;
+	uint64_t refused_full; /* requests refused: max_open sessions were open */
 };
 
 static int64_t now_s(void)
@@ -586,6 +587,8 @@ struct ep_sessions *ep_sessions_new(struct ep_store *store, const struct ep_sess
 		ss->cfg.pickup_s = 30;
 	if (!ss->cfg.sync_ms)
 		ss->cfg.sync_ms = 1000;
+	if (!ss->cfg.max_open)
+		ss->cfg.max_open = 256;
 	ss->store = store;
 	pthread_mutex_init(&ss->lock, NULL);
 	pthread_mutex_init(&ss->sync_lock, NULL);
@@ -631,6 +634,29 @@ void ep_sessions_free(struct ep_sessions *ss)
 unsigned ep_sessions_max_duration_s(const struct ep_sessions *ss)
 {
 	return ss->cfg.max_duration_s;
+}
+
+unsigned ep_sessions_retry_s(const struct ep_sessions *ss)
+{
+	return ss->cfg.pickup_s;
+}
+
+/* Pending or running, as this collector knows them. Lock held. */
+static size_t open_sessions(const struct ep_sessions *ss)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < ss->nact; i++)
+		n += !finished(ss->act[i].s);
+	return n;
+}
+
+void ep_sessions_counters(struct ep_sessions *ss, struct ep_sessions_counters *out)
+{
+	pthread_mutex_lock(&ss->lock);
+	out->open = open_sessions(ss);
+	out->max_open = ss->cfg.max_open;
+	out->refused_full = ss->refused_full;
+	pthread_mutex_unlock(&ss->lock);
 }
 
 /* 409 with why when no agent could run the session, else 0. */
@@ -733,6 +759,19 @@ int ep_sessions_create(struct ep_sessions *ss, const Edgeprof__V1__Session *req,
 	}
 	pthread_mutex_lock(&ss->lock);
 	int status = check_nodes(ss, req->node, why, whylen);
+	/* each open session is kept here, in the store, and offered in
+	 * agents' answers: their number is bounded, not the requests' rate */
+	size_t open = open_sessions(ss);
+	if (status == 0 && open >= ss->cfg.max_open) {
+		snprintf(why, whylen,
+			 "%zu sessions are pending or running, the most this collector takes "
+			 "(--max-sessions %u): retry once some have ended (a pending one is "
+			 "taken or fails within %u s)",
+			 open, ss->cfg.max_open, ss->cfg.pickup_s);
+		ss->refused_full++;
+		ep_warn("session request refused: %s", why);
+		status = 429;
+	}
 	Edgeprof__V1__Session *s = NULL;
 	if (status == 0) {
 		s = session_copy(req);
@@ -986,9 +1025,13 @@ void ep_sessions_on_batch(struct ep_sessions *ss, const Edgeprof__V1__Batch *b,
 	}
 	tick(ss);
 	const struct node *n = find_node(ss, node);
-	for (size_t j = 0; n && n->capable && j < ss->nact; j++) {
-		struct active *a = &ss->act[j];
-		if (!should_offer(a, agent_id, node))
+	/* the node's own sessions first, then those for any node: a fleet's
+	 * worth of the latter cannot keep the node's own out of its answer */
+	for (size_t k = 0; n && n->capable && k < 2 * ss->nact; k++) {
+		if (resp->n_instructions >= EP_SESSIONS_PER_ANSWER)
+			break;
+		struct active *a = &ss->act[k % ss->nact];
+		if ((k < ss->nact) != (a->s->node[0] != 0) || !should_offer(a, agent_id, node))
 			continue;
 		Edgeprof__V1__Instruction *in = instruction_for(a->s);
 		Edgeprof__V1__Instruction **grown =

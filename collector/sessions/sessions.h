@@ -37,6 +37,9 @@ struct ep_sessions_config {
 	unsigned max_duration_s; /* longer requests are refused; 0: 600 */
 	unsigned node_silent_s;	 /* a node without a batch for this long is not reporting; 0: 60 */
 	unsigned pickup_s;	 /* a session no agent took within this fails; 0: 30 */
+	/* sessions pending or running at once (as this collector last read
+	 * the store); past it a request gets 429; 0: 256 */
+	unsigned max_open;
 	/* a request reads the nodes from the store again when what this
 	 * collector has is older than this; 0: 1000 */
 	unsigned sync_ms;
@@ -52,14 +55,24 @@ void ep_sessions_free(struct ep_sessions *ss);
 /* A request: req's target (exactly one of container_id, cgroup, pid), node
  * (may be ""), duration_ms, period, mode. Returns 0 with *out the recorded
  * session, or the HTTP status to answer (400 bad request, 409 the node or
- * its agent cannot run it, 503 store down) with why. Free *out with
- * ep_store_free_session(). */
+ * its agent cannot run it, 429 max_open sessions are pending or running,
+ * 503 store down) with why. Free *out with ep_store_free_session(). */
 int ep_sessions_create(struct ep_sessions *ss, const Edgeprof__V1__Session *req,
 		       Edgeprof__V1__Session **out, char *why, size_t whylen);
 
 /* The longest duration a request may ask for (--max-session-s), for
  * refusals made before a request is built. */
 unsigned ep_sessions_max_duration_s(const struct ep_sessions *ss);
+
+/* For /metrics: sessions pending or running now, their bound, and the
+ * requests refused (429) because that many were. */
+struct ep_sessions_counters {
+	uint64_t open, max_open, refused_full;
+};
+void ep_sessions_counters(struct ep_sessions *ss, struct ep_sessions_counters *out);
+/* When a refused request may try again: a pending session is taken or
+ * fails within pickup_s. */
+unsigned ep_sessions_retry_s(const struct ep_sessions *ss);
 
 /* The session as it stands now (timeouts applied). NULL with why "" when
  * there is no such session, NULL with why set on a store error. */
@@ -68,7 +81,11 @@ Edgeprof__V1__Session *ep_sessions_get(struct ep_sessions *ss, const char *id, c
 
 /* A batch the ingest stored (or had stored already): its agent is alive,
  * its session reports are applied, and resp gets the sessions this agent
- * should run. Free what was added with ep_sessions_response_free(). */
+ * should run: those of its node first, then those for any node, at most
+ * EP_SESSIONS_PER_ANSWER (the rest go with its next batches), so an
+ * answer's size does not grow with the sessions waiting. Free what was
+ * added with ep_sessions_response_free(). */
+#define EP_SESSIONS_PER_ANSWER 16
 void ep_sessions_on_batch(struct ep_sessions *ss, const Edgeprof__V1__Batch *b,
 			  Edgeprof__V1__IngestResponse *resp);
 void ep_sessions_response_free(Edgeprof__V1__IngestResponse *resp);

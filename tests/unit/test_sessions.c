@@ -555,6 +555,65 @@ static void test_replicas_merge_refusals(void **state)
 	close_replicas(&r);
 }
 
+/* Open sessions are bounded (max_open: 429 past it, counted) and an answer
+ * carries at most EP_SESSIONS_PER_ANSWER of them, the node's own first; the
+ * rest go with the next answers (issue 32: 4,000 pending sessions made
+ * every answer 144 KB). */
+static void test_open_sessions_bounded_and_answers_capped(void **state)
+{
+	(void)state;
+	struct fixture f = {0};
+	struct ep_sessions_config cfg = {.max_open = 30};
+	open_all(&f, &cfg);
+	batch(f.ss, "node-a", "agent-a", true, NULL, 0);
+	batch(f.ss, "node-b", "agent-b", true, NULL, 0);
+	char why[512];
+	int status;
+	size_t created = 0;
+	for (int i = 0; i < 40; i++) {
+		char *id = ask(f.ss, i < 20 ? "node-a" : "", 5000, &status, why, sizeof(why));
+		if (id) {
+			created++;
+			free(id);
+			continue;
+		}
+		assert_int_equal(status, 429);
+		assert_non_null(strstr(why, "--max-sessions 30"));
+	}
+	assert_int_equal(created, 30);
+	struct ep_sessions_counters c;
+	ep_sessions_counters(f.ss, &c);
+	assert_int_equal(c.open, 30);
+	assert_int_equal(c.max_open, 30);
+	assert_int_equal(c.refused_full, 10);
+
+	/* node-a: its 20 first, 16 at a time, then the 10 for any node */
+	size_t counts[3];
+	for (int round = 0; round < 3; round++) {
+		Edgeprof__V1__IngestResponse resp = EDGEPROF__V1__INGEST_RESPONSE__INIT;
+		batch_answer(f.ss, "node-a", "agent-a", true, NULL, 0, &resp);
+		counts[round] = resp.n_instructions;
+		for (size_t i = 0; round == 0 && i < resp.n_instructions; i++) {
+			char w[512];
+			Edgeprof__V1__Session *s = ep_sessions_get(
+			    f.ss, resp.instructions[i]->profile_session->session_id, w, sizeof(w));
+			assert_non_null(s);
+			assert_string_equal(s->node, "node-a");
+			ep_store_free_session(s);
+		}
+		ep_sessions_response_free(&resp);
+	}
+	assert_int_equal(counts[0], EP_SESSIONS_PER_ANSWER);
+	assert_int_equal(counts[1], 30 - EP_SESSIONS_PER_ANSWER);
+	assert_int_equal(counts[2], 0);
+	/* node-b: the 10 for any node, none of node-a's */
+	Edgeprof__V1__IngestResponse resp = EDGEPROF__V1__INGEST_RESPONSE__INIT;
+	batch_answer(f.ss, "node-b", "agent-b", true, NULL, 0, &resp);
+	assert_int_equal(resp.n_instructions, 10);
+	ep_sessions_response_free(&resp);
+	close_all(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -566,6 +625,7 @@ int main(void)
 	    cmocka_unit_test(test_fleet_view),
 	    cmocka_unit_test(test_replicas_share_sessions_and_nodes),
 	    cmocka_unit_test(test_replicas_merge_refusals),
+	    cmocka_unit_test(test_open_sessions_bounded_and_answers_capped),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
