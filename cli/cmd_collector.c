@@ -33,7 +33,8 @@ static void usage(FILE *out)
 	fprintf(
 	    out,
 	    "usage: edgeprof collector --store sqlite:PATH|clickhouse:URL [--listen HOST:PORT]\n"
-	    "       [--token-file F] [--tls-cert F --tls-key F [--client-ca F]]\n"
+	    "       [--token-file F] [--upload-token-file F]\n"
+	    "       [--tls-cert F --tls-key F [--client-ca F]]\n"
 	    "       [--commit-ms MS] [--max-body BYTES] [--port-file F]\n"
 	    "       [--retention-days D] [--max-session-s S] [--session-pickup-s S]\n"
 	    "       [--node-silent-s S] [--max-sessions N] [--header-timeout-s S]\n"
@@ -41,14 +42,17 @@ static void usage(FILE *out)
 	    "       [--max-binary-mib N] [--max-image-symbols-mib N] [--debuginfod URLS]\n"
 	    "  --listen HOST:PORT  default 127.0.0.1:7070; port 0 picks a free one; the web\n"
 	    "                      UI is at / (sign in with the token when there is one)\n"
-	    "  --max-binary-mib N  largest ELF file accepted for the UI's code views\n"
-	    "                      (POST /v1/images; default 256)\n"
+	    "  --max-binary-mib N  largest ELF file, and image of one, kept for the UI's\n"
+	    "                      code views (POST /v1/images, debuginfod; default 64)\n"
 	    "  --max-image-symbols-mib N  what one such file's tables read and symbols kept\n"
 	    "                      may take (default 64; past it the rest is left out)\n"
 	    "  --debuginfod URLS   fetch code not sent from these debuginfod servers (space\n"
 	    "                      separated; default $DEBUGINFOD_URLS)\n"
 	    "  --token-file F      bearer token required on /v1/ (file must not be "
 	    "world-readable)\n"
+	    "  --upload-token-file F  CI's token: only it sends trusted code (edgeprof upload)\n"
+	    "                      to /v1/images, replacing agents' provisional code; without\n"
+	    "                      it, --token-file's holders may\n"
 	    "  --tls-cert/--tls-key  serve https; --client-ca also requires client "
 	    "certificates\n"
 	    "  --commit-ms MS      wait before each group commit, for more merging "
@@ -90,6 +94,7 @@ static int parse_setup(int argc, char **argv, struct collector_setup *c, int *ex
 	    EP_OPTION("tls-cert", 0, EP_OPT_STRING, &c->server.tls_cert),
 	    EP_OPTION("tls-key", 0, EP_OPT_STRING, &c->server.tls_key),
 	    EP_OPTION("client-ca", 0, EP_OPT_STRING, &c->server.client_ca),
+	    EP_OPTION("upload-token-file", 0, EP_OPT_STRING, &c->server.upload_token_file),
 	    EP_OPTION("commit-ms", 0, EP_OPT_UINT, &c->ingest.commit_ms, .min = 1, .max = 1u << 30),
 	    EP_OPTION("max-body", 0, EP_OPT_UINT, &max_body, .min = 1, .max = 1u << 30),
 	    EP_OPTION("port-file", 0, EP_OPT_STRING, &c->port_file),

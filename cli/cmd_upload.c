@@ -2,7 +2,8 @@
 /* edgeprof upload BINARY... --collector URL: binaries' code to the
  * collector, for its UI (CI pipelines that keep their builds). Each file is
  * checked here first (an ELF file with a GNU build-id note), then sent
- * unless the collector has its build-id; the collector checks it again. */
+ * unless the collector has trusted code for its build-id (an agent's is
+ * provisional, and replaced); the collector checks it again. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,16 +18,18 @@
 
 static void usage(FILE *out)
 {
-	fprintf(out,
-		"usage: edgeprof upload BINARY... --collector URL[,URL...] [--token-file F]\n"
-		"                       [--cacert F] [--cert F --key F] [--max-mib N]\n"
-		"\n"
-		"Several --collector URLs (replicas on one store): a failed request goes to\n"
-		"the next.\n"
-		"Sends each binary's code and symbols to the collector, which keeps them by\n"
-		"build-id to draw control-flow graphs and disassembly in its web UI. A build-id\n"
-		"the collector has already is not sent again. Exit code 1 when any file is\n"
-		"refused (not ELF, no build-id, too large) or cannot be sent.\n");
+	fprintf(out, "usage: edgeprof upload BINARY... --collector URL[,URL...] [--token-file F]\n"
+		     "                       [--cacert F] [--cert F --key F] [--max-mib N]\n"
+		     "\n"
+		     "Several --collector URLs (replicas on one store): a failed request goes to\n"
+		     "the next.\n"
+		     "Sends each binary's code and symbols to the collector, which keeps them by\n"
+		     "build-id to draw control-flow graphs and disassembly in its web UI. This is\n"
+		     "trusted code (source=upload): it replaces what agents sent, which is only\n"
+		     "provisional; a collector with --upload-token-file wants that token here as\n"
+		     "--token-file. A build-id the collector has trusted code for is not sent\n"
+		     "again. Exit code 1 when any file is refused (not ELF, no build-id, too\n"
+		     "large, no upload token) or cannot be sent.\n");
 }
 
 /* One file: 0 sent or already there, 1 not. */
@@ -48,7 +51,10 @@ static int upload_one(const struct ep_upload_target *t, const char *path, uint64
 		return 1;
 	}
 	char msg[512] = "";
-	enum ep_upload_result r = ep_upload_file(t, path, id, "upload", max, msg, sizeof(msg));
+	enum ep_arch arch = ep_binary_arch(ep_binreg_at(reg, 0));
+	enum ep_upload_result r =
+	    ep_upload_file(t, path, id, arch == EP_ARCH_UNKNOWN ? NULL : ep_arch_name(arch),
+			   "upload", max, msg, sizeof(msg));
 	int rc = 0;
 	switch (r) {
 	case EP_UPLOAD_SENT:

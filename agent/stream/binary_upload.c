@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/util/arch.h"
 #include "common/util/clock.h"
 #include "common/util/collector_list.h"
 #include "common/util/http_body.h"
@@ -117,9 +118,11 @@ static uint8_t *read_file(const char *path, uint64_t max, size_t *len, bool *too
 
 /* ep_upload_file to the collector at base. */
 static enum ep_upload_result upload_to(const struct ep_upload_target *t, const char *base,
-				       const char *path, const char *build_id, const char *source,
-				       uint64_t max_bytes, char *msg, size_t msglen)
+				       const char *path, const char *build_id, const char *arch,
+				       const char *source, uint64_t max_bytes, char *msg,
+				       size_t msglen)
 {
+	bool trusted = strcmp(source, "upload") == 0;
 	struct curl_slist *headers;
 	struct ep_http_body body;
 	char *req = NULL;
@@ -133,11 +136,12 @@ static enum ep_upload_result upload_to(const struct ep_upload_target *t, const c
 			return EP_UPLOAD_FAILED;
 		}
 		long status = perform(curl, headers, &body, msg, msglen);
-		if (status == 200) {
+		/* an agent's code is provisional there: an upload replaces it */
+		if (status == 200 && !(trusted && strstr(msg, ": kept, provisional"))) {
 			snprintf(msg, msglen, "the collector has %s already", build_id);
 			return EP_UPLOAD_HAD;
 		}
-		if (status != 404) {
+		if (status != 404 && status != 200) {
 			if (status)
 				snprintf(msg + strlen(msg), msglen - strlen(msg), " (HTTP %ld)",
 					 status);
@@ -153,8 +157,10 @@ static enum ep_upload_result upload_to(const struct ep_upload_target *t, const c
 		return too_large ? EP_UPLOAD_TOO_LARGE : EP_UPLOAD_UNREADABLE;
 	}
 	char *esc_path = curl_easy_escape(NULL, path, 0);
-	if (!esc_path || asprintf(&req, "/v1/images?build_id=%s&source=%s&path=%s",
-				  build_id ? build_id : "", source, esc_path) < 0) {
+	bool known_arch = arch && ep_arch_from_name(arch) != EP_ARCH_UNKNOWN;
+	if (!esc_path ||
+	    asprintf(&req, "/v1/images?build_id=%s&arch=%s&source=%s&path=%s",
+		     build_id ? build_id : "", known_arch ? arch : "", source, esc_path) < 0) {
 		curl_free(esc_path);
 		free(elf);
 		snprintf(msg, msglen, "out of memory");
@@ -178,6 +184,7 @@ static enum ep_upload_result upload_to(const struct ep_upload_target *t, const c
 	case 200:
 		return EP_UPLOAD_HAD;
 	case 400:
+	case 403: /* source=upload without the collector's upload token */
 		return EP_UPLOAD_REFUSED;
 	case 413:
 		return EP_UPLOAD_TOO_LARGE;
@@ -189,8 +196,8 @@ static enum ep_upload_result upload_to(const struct ep_upload_target *t, const c
 }
 
 enum ep_upload_result ep_upload_file(const struct ep_upload_target *t, const char *path,
-				     const char *build_id, const char *source, uint64_t max_bytes,
-				     char *msg, size_t msglen)
+				     const char *build_id, const char *arch, const char *source,
+				     uint64_t max_bytes, char *msg, size_t msglen)
 {
 	/* replicas share one store: one that fails is as good as any other
 	 * to try next, and the first to answer settles it */
@@ -200,7 +207,7 @@ enum ep_upload_result ep_upload_file(const struct ep_upload_target *t, const cha
 		size_t at = ep_collector_list_pick(t->collectors);
 		const char *base = ep_collector_list_url(t->collectors, at);
 		char one[512] = "";
-		r = upload_to(t, base, path, build_id, source, max_bytes, one, sizeof(one));
+		r = upload_to(t, base, path, build_id, arch, source, max_bytes, one, sizeof(one));
 		if (r == EP_UPLOAD_FAILED) {
 			ep_collector_list_failed(t->collectors, at);
 			if (n > 1)
@@ -221,6 +228,7 @@ struct offered {
 
 struct job {
 	char build_id[129];
+	char arch[16];
 	char *path;
 };
 
@@ -235,8 +243,11 @@ struct ep_uploader {
 	struct job queue[MAX_QUEUE];
 	size_t head, count;
 	bool busy, stopping;
-	struct offered *offered;
-	size_t noffered, offered_cap;
+	/* the latest EP_UPLOADER_REMEMBERED build-ids offered, the oldest
+	 * overwritten first: any container can make the node run binaries of
+	 * as many build-ids as it likes */
+	struct offered offered[EP_UPLOADER_REMEMBERED];
+	size_t noffered, next_offered;
 	struct ep_upload_counters counters;
 };
 
@@ -254,7 +265,6 @@ static void release(struct ep_uploader *u)
 	pthread_cond_destroy(&u->idle);
 	pthread_cond_destroy(&u->wake);
 	pthread_mutex_destroy(&u->lock);
-	free(u->offered);
 	free(u->ca_file);
 	free(u->cert_file);
 	free(u->key_file);
@@ -277,8 +287,8 @@ static void *uploader_main(void *arg)
 		u->busy = true;
 		pthread_mutex_unlock(&u->lock);
 		char msg[512] = "";
-		enum ep_upload_result r = ep_upload_file(&u->target, j.path, j.build_id, "agent",
-							 u->max_bytes, msg, sizeof(msg));
+		enum ep_upload_result r = ep_upload_file(&u->target, j.path, j.build_id, j.arch,
+							 "agent", u->max_bytes, msg, sizeof(msg));
 		pthread_mutex_lock(&u->lock);
 		struct offered *o = find_offered(u, j.build_id);
 		switch (r) {
@@ -357,7 +367,8 @@ struct ep_uploader *ep_uploader_start(const struct ep_streamer_config *cfg,
 	return u;
 }
 
-void ep_uploader_offer(struct ep_uploader *u, const char *build_id, const char *path)
+void ep_uploader_offer(struct ep_uploader *u, const char *build_id, const char *arch,
+		       const char *path)
 {
 	if (!u || !build_id || !*build_id || strlen(build_id) > 128 || !path)
 		return;
@@ -370,17 +381,14 @@ void ep_uploader_offer(struct ep_uploader *u, const char *build_id, const char *
 		return;
 	}
 	if (!o) {
-		if (u->noffered == u->offered_cap) {
-			size_t cap = u->offered_cap ? 2 * u->offered_cap : 64;
-			struct offered *n = realloc(u->offered, cap * sizeof(*n));
-			if (!n) {
-				pthread_mutex_unlock(&u->lock);
-				return;
-			}
-			u->offered = n;
-			u->offered_cap = cap;
-		}
-		o = &u->offered[u->noffered++];
+		/* one in flight that is overwritten is simply not marked
+		 * settled (the uploader finds no entry) */
+		if (u->noffered == EP_UPLOADER_REMEMBERED)
+			u->counters.forgotten++;
+		else
+			u->noffered++;
+		o = &u->offered[u->next_offered];
+		u->next_offered = (u->next_offered + 1) % EP_UPLOADER_REMEMBERED;
 		snprintf(o->build_id, sizeof(o->build_id), "%s", build_id);
 	}
 	/* in flight: offered again only if this attempt fails */
@@ -389,6 +397,7 @@ void ep_uploader_offer(struct ep_uploader *u, const char *build_id, const char *
 	if (copy) {
 		struct job *j = &u->queue[(u->head + u->count) % MAX_QUEUE];
 		snprintf(j->build_id, sizeof(j->build_id), "%s", build_id);
+		snprintf(j->arch, sizeof(j->arch), "%s", arch ? arch : "");
 		j->path = copy;
 		u->count++;
 		pthread_cond_signal(&u->wake);

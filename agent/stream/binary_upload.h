@@ -35,16 +35,26 @@ struct ep_upload_target {
 	const char *ca_file, *cert_file, *key_file;
 };
 
-/* Sends path (an ELF file) for build_id (lowercase hex; NULL: do not ask
- * first, let the collector read the note), source "upload" or "agent".
- * msg gets one line saying what happened. */
+/* Sends path (an ELF file) for build_id (lowercase hex, the id the
+ * collector files it under and checks against its note) of arch (NULL: not
+ * said), source "upload" or "agent". An agent's code is provisional at the
+ * collector: an upload sends its file when the collector has only that
+ * (GET /v1/images/ID says "provisional"), and is refused when the collector
+ * wants its upload token for source=upload. msg gets one line saying what
+ * happened. */
 enum ep_upload_result ep_upload_file(const struct ep_upload_target *t, const char *path,
-				     const char *build_id, const char *source, uint64_t max_bytes,
-				     char *msg, size_t msglen);
+				     const char *build_id, const char *arch, const char *source,
+				     uint64_t max_bytes, char *msg, size_t msglen);
 
 struct ep_upload_counters {
 	uint64_t sent, had, refused, too_large, unreadable, failed;
+	/* build-ids forgotten from the "offered already" list, which keeps the
+	 * latest EP_UPLOADER_REMEMBERED (a node that runs more binaries than
+	 * that asks the collector again for the older ones) */
+	uint64_t forgotten;
 };
+
+#define EP_UPLOADER_REMEMBERED 1024
 
 struct ep_uploader;
 
@@ -54,10 +64,11 @@ struct ep_uploader;
 struct ep_uploader *ep_uploader_start(const struct ep_streamer_config *cfg,
 				      struct ep_collector_list *collectors, uint64_t max_bytes,
 				      char *err, size_t errlen);
-/* Queues build_id's file at path unless build_id was offered before (a
- * failed attempt is offered again after a minute). Never blocks on the
- * network. */
-void ep_uploader_offer(struct ep_uploader *u, const char *build_id, const char *path);
+/* Queues build_id's file at path (of arch: NULL, not said) unless
+ * build_id was offered before (a failed attempt is offered again after a
+ * minute). Never blocks on the network. */
+void ep_uploader_offer(struct ep_uploader *u, const char *build_id, const char *arch,
+		       const char *path);
 /* Waits up to timeout_ms for the queue to empty, then stops the thread. */
 void ep_uploader_finish(struct ep_uploader *u, unsigned timeout_ms);
 void ep_uploader_free(struct ep_uploader *u);

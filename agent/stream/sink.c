@@ -159,7 +159,8 @@ static void offer_binaries(struct ep_sink *k, struct ep_pipeline *p,
 			/* an evicted binary leaves its index empty */
 			struct ep_binary *bin = ep_binreg_at(reg, j);
 			if (bin && strcmp(ep_binary_build_id_hex(bin), id) == 0) {
-				ep_uploader_offer(k->uploader, id, ep_binary_path(bin));
+				ep_uploader_offer(k->uploader, id, delta->binaries[i]->arch,
+						  ep_binary_path(bin));
 				break;
 			}
 		}
@@ -203,10 +204,12 @@ int ep_sink_finish(struct ep_sink *k, unsigned flush_s)
 		ep_uploader_counters(k->uploader, &uc);
 		if (uc.sent || uc.had || uc.refused || uc.too_large || uc.unreadable || uc.failed)
 			ep_info("binaries for the collector's UI: %llu sent, %llu it had, %llu "
-				"refused, %llu too large, %llu unreadable, %llu attempts failed",
+				"refused, %llu too large, %llu unreadable, %llu attempts failed, "
+				"%llu build-ids forgotten (over %d)",
 				(unsigned long long)uc.sent, (unsigned long long)uc.had,
 				(unsigned long long)uc.refused, (unsigned long long)uc.too_large,
-				(unsigned long long)uc.unreadable, (unsigned long long)uc.failed);
+				(unsigned long long)uc.unreadable, (unsigned long long)uc.failed,
+				(unsigned long long)uc.forgotten, EP_UPLOADER_REMEMBERED);
 	}
 	struct ep_stream_counters sc;
 	ep_streamer_counters(k->streamer, &sc);

@@ -3,7 +3,9 @@
 
 #include <elfutils/debuginfod.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +21,7 @@
 #define CACHE_SLOTS 4
 #define MISSES	    64	/* build-ids debuginfod did not have, remembered */
 #define MISS_S	    600 /* ... for this long */
+#define RECHECK_S   60	/* a cached provisional image: asked again after */
 
 /* One image read back; shared by the handles that use it. */
 struct cached {
@@ -28,12 +31,19 @@ struct cached {
 	unsigned refs;
 	bool cached; /* in a slot (else freed at its last release) */
 	uint64_t used;
+	int trust;	   /* ep_image_trust */
+	int64_t checked_s; /* when the store last said how far it is trusted */
 };
 
 struct ep_binaries {
 	struct ep_store *store;
 	size_t max_file;
 	pthread_mutex_t lock;
+	/* one image decoded at a time, sent or read back: its code copied,
+	 * packed, and (ClickHouse) written or read as hex are each up to
+	 * max_file, and the clients must not multiply that */
+	pthread_mutex_t image_lock;
+	atomic_uint_fast64_t results[EP_IMAGE_NRESULTS];
 	struct cached *slots[CACHE_SLOTS];
 	uint64_t clock;
 	bool debuginfod; /* servers to ask (DEBUGINFOD_URLS) */
@@ -58,6 +68,7 @@ struct ep_binaries *ep_binaries_new(struct ep_store *store, size_t max_file)
 	b->store = store;
 	b->max_file = max_file ? max_file : EP_BINARIES_DEFAULT_MAX_FILE;
 	pthread_mutex_init(&b->lock, NULL);
+	pthread_mutex_init(&b->image_lock, NULL);
 	return b;
 }
 
@@ -76,6 +87,7 @@ void ep_binaries_free(struct ep_binaries *b)
 		return;
 	for (int i = 0; i < CACHE_SLOTS; i++)
 		entry_free(b->slots[i]); /* every handle is released by now */
+	pthread_mutex_destroy(&b->image_lock);
 	pthread_mutex_destroy(&b->lock);
 	free(b);
 }
@@ -96,60 +108,171 @@ static bool hex_id(const char *s)
 	return true;
 }
 
-int ep_binaries_upload(struct ep_binaries *b, const uint8_t *elf, size_t len,
-		       const char *claimed_build_id, const char *path, const char *source,
-		       char *msg, size_t msglen)
+static const char *const source_names[] = {"agent", "upload", "debuginfod"};
+
+static enum ep_image_trust trust_of(enum ep_image_source source)
 {
-	if (len > b->max_file) {
-		snprintf(msg, msglen, "%zu bytes: larger than this collector's limit of %zu bytes",
-			 len, b->max_file);
-		return 413;
-	}
-	char why[256];
-	Edgeprof__V1__BinaryImage *img = ep_elf_image_read(elf, len, path, why, sizeof(why));
-	if (!img) {
-		snprintf(msg, msglen, "refused: %s", why);
-		return 400;
-	}
-	if (claimed_build_id && *claimed_build_id && strcmp(claimed_build_id, img->build_id)) {
-		snprintf(msg, msglen,
-			 "refused: sent as build-id %.128s but its build-id note says %s",
-			 claimed_build_id, img->build_id);
-		ep_elf_image_free(img);
-		return 400;
-	}
-	/* ep_elf_image_read leaves source at protobuf-c's shared empty string */
-	img->source = strdup(source && *source ? source : "upload");
-	img->uploaded_s = (int64_t)time(NULL);
-	size_t packed_len = 0;
-	uint8_t *packed = img->source ? ep_elf_image_pack(img, &packed_len) : NULL;
-	int status;
-	if (!packed) {
-		snprintf(msg, msglen, "out of memory");
-		status = 503;
-	} else {
-		char err[256];
-		/* an agent sends what a process it profiles mapped (store.h) */
-		enum ep_image_trust trust =
-		    strcmp(img->source, "agent") == 0 ? EP_IMAGE_PROVISIONAL : EP_IMAGE_TRUSTED;
-		int r = ep_store_image_put(b->store, img->build_id, img->uploaded_s, trust, packed,
-					   packed_len, err, sizeof(err));
-		if (r < 0) {
-			snprintf(msg, msglen, "store: %s", err);
-			status = 503;
-		} else {
-			snprintf(msg, msglen, "%s %s: %s (%zu bytes of code and %zu symbols)",
-				 img->build_id, img->arch,
-				 r == 2	 ? "stored in place of an agent's provisional image"
-				 : r > 0 ? "stored"
-					 : "already here, kept the one stored",
-				 packed_len, img->n_symbols);
-			status = r ? 201 : 200;
+	return source == EP_IMAGE_FROM_AGENT ? EP_IMAGE_PROVISIONAL : EP_IMAGE_TRUSTED;
+}
+
+void ep_binaries_count(struct ep_binaries *b, enum ep_image_result r)
+{
+	if (r < EP_IMAGE_NRESULTS)
+		atomic_fetch_add(&b->results[r], 1);
+}
+
+/* Under the lock: the cached image of build_id leaves its slot (a more
+ * trusted one was stored); handles using it keep it to their release. */
+static void forget(struct ep_binaries *b, const char *build_id)
+{
+	for (int i = 0; i < CACHE_SLOTS; i++) {
+		struct cached *e = b->slots[i];
+		if (e && strcmp(e->build_id, build_id) == 0) {
+			b->slots[i] = NULL;
+			e->cached = false;
+			if (e->refs == 0)
+				entry_free(e);
 		}
 	}
+}
+
+/* The claim checked against the file's image: 0, or 400 with msg. */
+static int check_claim(const struct ep_image_claim *claim, const Edgeprof__V1__BinaryImage *img,
+		       char *msg, size_t msglen)
+{
+	if (strcmp(claim->build_id, img->build_id) != 0) {
+		snprintf(msg, msglen,
+			 "refused: sent as build-id %.128s but its build-id note says %s",
+			 claim->build_id, img->build_id);
+		return 400;
+	}
+	if (claim->arch && *claim->arch && strcmp(claim->arch, img->arch) != 0) {
+		snprintf(msg, msglen,
+			 "refused: build-id %s sent as arch %.32s but the ELF file is %s (its "
+			 "e_machine)",
+			 img->build_id, claim->arch, img->arch);
+		return 400;
+	}
+	return 0;
+}
+
+/* ep_binaries_upload once the claim's form is checked, under image_lock. */
+static int upload_checked(struct ep_binaries *b, const uint8_t *elf, size_t len,
+			  const struct ep_image_claim *claim, char *msg, size_t msglen,
+			  enum ep_image_result *result)
+{
+	char why[256];
+	*result = EP_IMAGE_REFUSED;
+	Edgeprof__V1__BinaryImage *img = ep_elf_image_read(elf, len, claim->path, why, sizeof(why));
+	if (!img) {
+		snprintf(msg, msglen, "refused: build-id %.128s: %s", claim->build_id, why);
+		return 400;
+	}
+	int status = check_claim(claim, img, msg, msglen);
+	if (status) {
+		ep_elf_image_free(img);
+		return status;
+	}
+	/* ep_elf_image_read leaves source at protobuf-c's shared empty string */
+	enum ep_image_trust trust = trust_of(claim->source);
+	img->source = strdup(source_names[claim->source]);
+	img->uploaded_s = (int64_t)time(NULL);
+	/* what the store, its copies and the UI's cache hold of it is bounded
+	 * like the file: code and symbols are the file's bytes, so only a
+	 * file that names them many times over (overlapping segments, one
+	 * string for many symbols) makes more */
+	size_t packed_len = edgeprof__v1__binary_image__get_packed_size(img);
+	if (packed_len > b->max_file) {
+		snprintf(msg, msglen,
+			 "build-id %s: its image (code and symbols) is %zu bytes, over this "
+			 "collector's limit of %zu bytes (--max-binary-mib)",
+			 img->build_id, packed_len, b->max_file);
+		ep_elf_image_free(img);
+		*result = EP_IMAGE_TOO_LARGE;
+		return 413;
+	}
+	char id[129], arch[16];
+	snprintf(id, sizeof(id), "%s", img->build_id);
+	snprintf(arch, sizeof(arch), "%s", img->arch);
+	size_t nsym = img->n_symbols;
+	int64_t uploaded_s = img->uploaded_s;
+	uint8_t *packed = img->source ? ep_elf_image_pack(img, &packed_len) : NULL;
+	ep_elf_image_free(img); /* before the store makes its copies */
+	*result = EP_IMAGE_STORE_ERROR;
+	if (!packed) {
+		snprintf(msg, msglen, "out of memory");
+		return 503;
+	}
+	char err[256];
+	int r = ep_store_image_put(b->store, id, uploaded_s, trust, packed, packed_len, err,
+				   sizeof(err));
 	free(packed);
-	ep_elf_image_free(img);
+	if (r < 0) {
+		snprintf(msg, msglen, "store: %s", err);
+		return 503;
+	}
+	if (r == 2) {
+		pthread_mutex_lock(&b->lock);
+		forget(b, id);
+		pthread_mutex_unlock(&b->lock);
+	}
+	*result = r == 2 ? EP_IMAGE_REPLACED : r ? EP_IMAGE_STORED : EP_IMAGE_KEPT;
+	snprintf(msg, msglen, "%s %s: %s (%s; an image of %zu bytes, %zu symbols)", id, arch,
+		 r == 2	 ? "stored, trusted, in place of an agent's provisional image"
+		 : r > 0 ? (trust == EP_IMAGE_TRUSTED ? "stored, trusted" : "stored, provisional")
+			 : "already here, kept the one stored",
+		 source_names[claim->source], packed_len, nsym);
+	return r ? 201 : 200;
+}
+
+int ep_binaries_upload(struct ep_binaries *b, const uint8_t *elf, size_t len,
+		       const struct ep_image_claim *claim, char *msg, size_t msglen)
+{
+	const char *id = claim->build_id ? claim->build_id : "";
+	enum ep_image_result result = EP_IMAGE_REFUSED;
+	int status = 400;
+	if (len > b->max_file) {
+		snprintf(msg, msglen,
+			 "build-id %.128s: %zu bytes, over this collector's limit of %zu bytes "
+			 "(--max-binary-mib)",
+			 id, len, b->max_file);
+		result = EP_IMAGE_TOO_LARGE;
+		status = 413;
+	} else if (!*id) {
+		snprintf(msg, msglen,
+			 "refused: no build_id= given: an image is filed under the build-id it "
+			 "is sent for");
+	} else if (!hex_id(id)) {
+		snprintf(msg, msglen,
+			 "refused: build-id '%.128s' is not 2 to 128 lowercase hex digits", id);
+	} else if (claim->arch && *claim->arch &&
+		   ep_arch_from_name(claim->arch) == EP_ARCH_UNKNOWN) {
+		snprintf(msg, msglen,
+			 "refused: build-id %s: arch '%.32s': expected x86_64 or aarch64", id,
+			 claim->arch);
+	} else if ((unsigned)claim->source >= sizeof(source_names) / sizeof(source_names[0])) {
+		snprintf(msg, msglen, "refused: build-id %s: no such source", id);
+	} else {
+		pthread_mutex_lock(&b->image_lock);
+		status = upload_checked(b, elf, len, claim, msg, msglen, &result);
+		pthread_mutex_unlock(&b->image_lock);
+	}
+	ep_binaries_count(b, result);
 	return status;
+}
+
+void ep_binaries_metrics(struct ep_binaries *b, FILE *out)
+{
+	static const char *const names[EP_IMAGE_NRESULTS] = {
+	    "stored", "replaced", "kept", "refused", "too_large", "forbidden", "store_error"};
+	fputs("# HELP edgeprof_images_total Binaries' images sent (POST /v1/images, "
+	      "debuginfod), by outcome: replaced = trusted code in place of an agent's "
+	      "provisional image; too_large = over --max-binary-mib.\n"
+	      "# TYPE edgeprof_images_total counter\n",
+	      out);
+	for (int i = 0; i < EP_IMAGE_NRESULTS; i++)
+		fprintf(out, "edgeprof_images_total{result=\"%s\"} %" PRIu64 "\n", names[i],
+			(uint64_t)atomic_load(&b->results[i]));
 }
 
 int ep_binaries_has(struct ep_binaries *b, const char *build_id, char *err, size_t errlen)
@@ -204,12 +327,26 @@ static int from_debuginfod(struct ep_binaries *b, const char *build_id)
 	int rc = -1;
 	char msg[512] = "";
 	struct stat st;
-	if (fd >= 0 && fstat(fd, &st) == 0 && (uint64_t)st.st_size <= b->max_file) {
+	if (fd >= 0 && fstat(fd, &st) == 0 && (uint64_t)st.st_size > b->max_file) {
+		ep_binaries_count(b, EP_IMAGE_TOO_LARGE);
+		snprintf(msg, sizeof(msg),
+			 "%lld bytes, over this collector's limit of %zu bytes (--max-binary-mib)",
+			 (long long)st.st_size, b->max_file);
+	} else if (fd >= 0 && S_ISREG(st.st_mode)) {
 		uint8_t *bytes = malloc(st.st_size ? (size_t)st.st_size : 1);
-		ssize_t got = bytes ? pread(fd, bytes, (size_t)st.st_size, 0) : -1;
-		if (got == st.st_size) {
-			int status = ep_binaries_upload(b, bytes, (size_t)got, build_id, path,
-							"debuginfod", msg, sizeof(msg));
+		size_t got = 0;
+		while (bytes && got < (size_t)st.st_size) {
+			ssize_t n = pread(fd, bytes + got, (size_t)st.st_size - got, (off_t)got);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0)
+				break;
+			got += (size_t)n;
+		}
+		if (bytes && got == (size_t)st.st_size) {
+			struct ep_image_claim claim = {
+			    .build_id = build_id, .path = path, .source = EP_IMAGE_FROM_DEBUGINFOD};
+			int status = ep_binaries_upload(b, bytes, got, &claim, msg, sizeof(msg));
 			rc = status == 201 || status == 200 ? 0 : -1;
 		}
 		free(bytes);
@@ -222,7 +359,7 @@ static int from_debuginfod(struct ep_binaries *b, const char *build_id)
 		ep_debug("binary %s: not from debuginfod: %s", build_id,
 			 fd < 0 ? strerror(-fd)
 			 : *msg ? msg
-				: "unreadable or too large");
+				: "unreadable");
 	free(path);
 	if (client)
 		debuginfod_end(client);
@@ -241,23 +378,26 @@ static struct cached *load(struct ep_binaries *b, const char *build_id, char *er
 {
 	uint8_t *blob = NULL;
 	size_t len = 0;
-	int r = ep_store_image_get(b->store, build_id, &blob, &len, err, errlen);
-	if (r == 0 && from_debuginfod(b, build_id) == 0)
-		r = ep_store_image_get(b->store, build_id, &blob, &len, err, errlen);
-	if (r <= 0) {
-		if (r == 0 && errlen)
-			err[0] = '\0';
-		return NULL;
-	}
-	struct cached *e = calloc(1, sizeof(*e));
-	if (!e) {
-		free(blob);
+	/* what is kept, first without its bytes: an agent's provisional image
+	 * is replaced by debuginfod's copy when a server has one */
+	int r = ep_store_image_get(b->store, build_id, NULL, NULL, err, errlen);
+	if (r >= 0 && r != EP_IMAGE_TRUSTED)
+		from_debuginfod(b, build_id);
+	struct cached *e = r >= 0 ? calloc(1, sizeof(*e)) : NULL;
+	if (r >= 0 && !e) {
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
-	e->img = ep_elf_image_unpack(blob, len, err, errlen);
-	free(blob);
-	if (!e->img) {
+	if (e) {
+		pthread_mutex_lock(&b->image_lock);
+		r = ep_store_image_get(b->store, build_id, &blob, &len, err, errlen);
+		e->img = r > 0 ? ep_elf_image_unpack(blob, len, err, errlen) : NULL;
+		free(blob);
+		pthread_mutex_unlock(&b->image_lock);
+	}
+	if (r <= 0 || !e->img) {
+		if (r == 0 && errlen)
+			err[0] = '\0';
 		free(e);
 		return NULL;
 	}
@@ -272,6 +412,8 @@ static struct cached *load(struct ep_binaries *b, const char *build_id, char *er
 						      .bytes = e->img->code[i]->bytes.data,
 						      .size = e->img->code[i]->bytes.len};
 	snprintf(e->build_id, sizeof(e->build_id), "%s", build_id);
+	e->trust = r;
+	e->checked_s = (int64_t)time(NULL);
 	return e;
 }
 
@@ -324,9 +466,33 @@ struct ep_binary_code *ep_binaries_code(struct ep_binaries *b, const char *build
 		return NULL;
 	}
 	c->owner = b;
+	int64_t now = (int64_t)time(NULL);
 	pthread_mutex_lock(&b->lock);
 	c->entry = lookup(b, build_id);
+	bool recheck = c->entry && c->entry->trust != EP_IMAGE_TRUSTED &&
+		       now - c->entry->checked_s >= RECHECK_S;
+	if (recheck)
+		c->entry->checked_s = now;
 	pthread_mutex_unlock(&b->lock);
+	if (recheck) {
+		/* a provisional image is asked after now and then: a collector
+		 * sharing the store may have trusted code for it by now, or a
+		 * debuginfod server */
+		char ignored[256];
+		int t =
+		    ep_store_image_get(b->store, build_id, NULL, NULL, ignored, sizeof(ignored));
+		if (t == EP_IMAGE_PROVISIONAL && from_debuginfod(b, build_id) == 0)
+			t = EP_IMAGE_TRUSTED;
+		if (t == EP_IMAGE_TRUSTED) {
+			pthread_mutex_lock(&b->lock);
+			forget(b, build_id);
+			bool last = --c->entry->refs == 0;
+			pthread_mutex_unlock(&b->lock);
+			if (last)
+				entry_free(c->entry);
+			c->entry = NULL;
+		}
+	}
 	if (!c->entry) {
 		/* read outside the lock; two requests may both read it, the
 		 * second one's copy then stays uncached */
@@ -336,16 +502,25 @@ struct ep_binary_code *ep_binaries_code(struct ep_binaries *b, const char *build
 			return NULL;
 		}
 		pthread_mutex_lock(&b->lock);
-		c->entry = lookup(b, build_id);
-		if (c->entry) {
-			entry_free(e);
+		struct cached *found = lookup(b, build_id);
+		struct cached *dropped = NULL;
+		if (found && found->trust >= e->trust) {
+			dropped = e;
+			c->entry = found;
 		} else {
+			if (found) {
+				/* cached before a trusted image came */
+				forget(b, build_id);
+				if (--found->refs == 0)
+					dropped = found;
+			}
 			e->refs = 1;
 			e->used = ++b->clock;
 			keep(b, e);
 			c->entry = e;
 		}
 		pthread_mutex_unlock(&b->lock);
+		entry_free(dropped);
 	}
 	c->decoder = ep_decoder_new(ep_arch_from_name(c->entry->img->arch), c->entry->segs,
 				    c->entry->img->n_code);
@@ -374,6 +549,11 @@ void ep_binary_code_release(struct ep_binary_code *c)
 const Edgeprof__V1__BinaryImage *ep_binary_code_image(const struct ep_binary_code *c)
 {
 	return c->entry->img;
+}
+
+bool ep_binary_code_trusted(const struct ep_binary_code *c)
+{
+	return c->entry->trust == EP_IMAGE_TRUSTED;
 }
 
 struct ep_decoder *ep_binary_code_decoder(struct ep_binary_code *c)

@@ -89,6 +89,8 @@ struct ep_server {
 	struct ep_sessions *sessions;
 	char token[512];
 	bool has_token;
+	char upload_token[512]; /* CI's, for trusted images only (upload_token_file) */
+	bool has_upload_token;
 	char *cert_pem, *key_pem, *ca_pem;
 	unsigned port;
 	atomic_uint_fast64_t requests[NROUTES];
@@ -218,6 +220,16 @@ static bool authorized(struct ep_server *s, struct MHD_Connection *c)
 		return true;
 	const char *cookie = MHD_lookup_connection_value(c, MHD_COOKIE_KIND, EP_WEB_COOKIE);
 	return cookie && token_matches(s->token, cookie);
+}
+
+/* The upload token as bearer: what makes an image trusted when there is
+ * one (ep_server_config.upload_token_file). */
+static bool upload_token_shown(struct ep_server *s, struct MHD_Connection *c)
+{
+	if (!s->has_upload_token)
+		return false;
+	const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+	return h && strncmp(h, "Bearer ", 7) == 0 && token_matches(s->upload_token, h + 7);
 }
 
 static bool client_certified(struct ep_server *s, struct MHD_Connection *c)
@@ -590,6 +602,8 @@ static enum MHD_Result handle_metrics(struct ep_server *s, struct MHD_Connection
 		"edgeprof_http_connections{token=\"yes\"} %zu\n"
 		"edgeprof_http_connections{token=\"no\"} %zu\n",
 		open - untrusted, untrusted);
+	if (s->cfg.binaries)
+		ep_binaries_metrics(s->cfg.binaries, m);
 	fclose(m);
 	return respond(c, 200, "text/plain; version=0.0.4", body, len);
 }
@@ -771,16 +785,44 @@ static enum MHD_Result handle_images(struct ep_server *s, struct MHD_Connection 
 		int r = ep_binaries_has(s->cfg.binaries, url + 11, msg, sizeof(msg));
 		if (r < 0)
 			return respond_text(c, 503, "store: %s\n", msg);
-		return r ? respond_text(c, 200, "%s: kept\n", url + 11)
+		/* `edgeprof upload` sends code in place of a provisional image */
+		return r ? respond_text(c, 200, "%s: kept, %s\n", url + 11,
+					r == EP_IMAGE_TRUSTED ? "trusted" : "provisional")
 			 : respond_text(c, 404, "%s: not here\n", url + 11);
 	}
-	if (rq->too_large)
-		return respond_text(c, 413, "body larger than %zu bytes\n",
+	if (rq->too_large) {
+		ep_binaries_count(s->cfg.binaries, EP_IMAGE_TOO_LARGE);
+		return respond_text(c, 413, "body larger than %zu bytes (--max-binary-mib)\n",
 				    ep_binaries_max_file(s->cfg.binaries));
+	}
+	/* Trust: an agent sends what a process it profiles mapped, so its
+	 * images are provisional whatever it says. source=upload (trusted)
+	 * needs the upload token when there is one, else the fleet token
+	 * already checked; the agent never says it. */
+	struct ep_image_claim claim = {.build_id = arg(c, "build_id"),
+				       .arch = arg(c, "arch"),
+				       .path = arg(c, "path"),
+				       .source = EP_IMAGE_FROM_AGENT};
+	const char *source = arg(c, "source");
+	bool uploader = upload_token_shown(s, c);
+	if (strcmp(source, "upload") == 0 || (!*source && uploader)) {
+		if (s->has_upload_token && !uploader) {
+			ep_binaries_count(s->cfg.binaries, EP_IMAGE_FORBIDDEN);
+			return respond_text(
+			    c, 403,
+			    "source=upload needs this collector's upload token "
+			    "(--upload-token-file); the fleet token sends provisional "
+			    "images only (source=agent)\n");
+		}
+		claim.source = EP_IMAGE_FROM_UPLOAD;
+	} else if (*source && strcmp(source, "agent") != 0) {
+		ep_binaries_count(s->cfg.binaries, EP_IMAGE_REFUSED);
+		return respond_text(c, 400, "source '%.32s': expected upload or agent\n", source);
+	}
 	if (*arg(c, "build_id") && ep_build_id_check(arg(c, "build_id"), msg, sizeof(msg)) != 0)
 		return respond_text(c, 400, "refused: %s\n", msg);
-	int status = ep_binaries_upload(s->cfg.binaries, rq->body, rq->len, arg(c, "build_id"),
-					arg(c, "path"), arg(c, "source"), msg, sizeof(msg));
+	int status =
+	    ep_binaries_upload(s->cfg.binaries, rq->body, rq->len, &claim, msg, sizeof(msg));
 	if (status >= 400)
 		ep_warn("binary upload%s%s: %s", *arg(c, "path") ? " of " : "", arg(c, "path"),
 			msg);
@@ -898,10 +940,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 					    "a client certificate signed by the collector's "
 					    "client CA is required\n");
 		}
-		header_complete(s, c, s->has_token && authorized(s, c));
+		/* the upload token opens /v1/images and nothing else */
+		bool uploader = r == R_IMAGES && upload_token_shown(s, c);
+		header_complete(s, c, (s->has_token && authorized(s, c)) || uploader);
 		if (r == R_INGEST || r == R_BINARIES || r == R_PROFILE || r == R_SESSIONS ||
 		    r == R_IMAGES) {
-			if (!authorized(s, c)) {
+			if (!authorized(s, c) && !uploader) {
 				atomic_fetch_add(&s->unauthorized, 1);
 				return respond_text(c, 401, "missing or wrong bearer token\n");
 			}
@@ -925,8 +969,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 			const char *cl =
 			    MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
 			if (cl && strtoull(cl, NULL, 10) > limit) {
-				atomic_fetch_add(&s->too_large_bodies, 1);
-				return respond_text(c, 413, "body larger than %zu bytes\n", limit);
+				bool image = r == R_IMAGES && s->cfg.binaries;
+				if (image)
+					ep_binaries_count(s->cfg.binaries, EP_IMAGE_TOO_LARGE);
+				else
+					atomic_fetch_add(&s->too_large_bodies, 1);
+				return respond_text(c, 413, "body larger than %zu bytes%s\n", limit,
+						    image ? " (--max-binary-mib)" : "");
 			}
 		}
 		rq = calloc(1, sizeof(*rq));
@@ -1091,6 +1140,12 @@ struct ep_server *ep_server_start(const struct ep_server_config *cfg, struct ep_
 		    0)
 			goto fail;
 		s->has_token = true;
+	}
+	if (cfg->upload_token_file) {
+		if (ep_read_token_file(cfg->upload_token_file, s->upload_token,
+				       sizeof(s->upload_token), err, errlen) != 0)
+			goto fail;
+		s->has_upload_token = true;
 	}
 	/* without a token nothing tells an agent from anyone else: every slot
 	 * is theirs (one kept free so MHD admits the newcomer that evicts) */

@@ -14,10 +14,13 @@
  *                       &format=proto), 400/409 with the reason
  *   GET  /v1/sessions/ID  how it stands (JSON, or ?format=proto)
  *   GET  /v1/nodes      the agents' nodes: last batch, version, sessions
- *   POST /v1/images     ?build_id=&path=&source=, an ELF file as body:
- *                       its code kept by build-id (collector/binaries);
- *                       201 stored, 200 already kept, 400 refused with why
- *   GET  /v1/images/ID  200 when that build-id's code is kept, else 404
+ *   POST /v1/images     ?build_id=&arch=&path=&source=agent|upload, an ELF
+ *                       file as body: its code kept by build-id
+ *                       (collector/binaries); 201 stored, 200 already kept,
+ *                       400 refused with why, 403 source=upload without the
+ *                       upload token (upload_token_file), 413 too large
+ *   GET  /v1/images/ID  200 "ID: kept, trusted|provisional" when that
+ *                       build-id's code is kept, else 404
  *   GET  /, /binary, /function, /fleet, /ui/...: the web UI (collector/web);
  *        GET/POST /signin, /signout: its sign-in with the token (a cookie)
  *   GET  /metrics       Prometheus text; /healthz; /readyz (store answers)
@@ -38,8 +41,12 @@
 #include "collector/store/store.h"
 
 struct ep_server_config {
-	const char *listen;		/* HOST:PORT, [V6]:PORT or :PORT; port 0 picks one */
-	const char *token_file;		/* NULL: no token */
+	const char *listen;	/* HOST:PORT, [V6]:PORT or :PORT; port 0 picks one */
+	const char *token_file; /* NULL: no token */
+	/* NULL: none. With one, only requests bearing it may send images as
+	 * source=upload (trusted, collector/binaries), and it opens nothing
+	 * but /v1/images; without one, the token_file's holders may. */
+	const char *upload_token_file;
 	const char *tls_cert, *tls_key; /* PEM files; both or neither */
 	const char *client_ca;		/* PEM: require client certificates it signed */
 	size_t max_body;		/* request body limit; 0: 16 MiB */

@@ -387,9 +387,13 @@ int ep_web_binary_page(FILE *out, const struct ep_web_ctx *w, ep_web_arg_fn arg,
 	ep_web_count(out, bp->samples);
 	int has = w->binaries ? ep_binaries_has(w->binaries, bp->build_id, err, sizeof(err)) : 0;
 	fputs("</dd><dt>Code</dt><dd>", out);
-	fputs(has > 0 ? "kept: control-flow graphs and disassembly available"
-		      : "not uploaded: functions show counts only (<code>edgeprof upload "
-			"BINARY --collector URL</code>)",
+	fputs(has == EP_IMAGE_TRUSTED ? "kept: control-flow graphs and disassembly available"
+	      : has > 0 ? "<span id=\"code-provisional\">provisional: sent by an agent, not "
+			  "verified (<code>edgeprof upload BINARY --collector URL</code> or "
+			  "debuginfod replaces it); control-flow graphs and disassembly drawn "
+			  "from it</span>"
+			: "not uploaded: functions show counts only (<code>edgeprof upload "
+			  "BINARY --collector URL</code>)",
 	      out);
 	fputs("</dd></dl>\n", out);
 	export_links(out, bp->build_id, &f);

@@ -841,6 +841,12 @@ int ep_web_function_page(FILE *out, const struct ep_web_ctx *w, ep_web_arg_fn ar
 		fputs(c.truncated ? " <span class=\"error\">(decoding stopped early)</span>" : "",
 		      out);
 		fputs("</p>\n", out);
+		if (!ep_binary_code_trusted(code))
+			fputs("<p class=\"error\" id=\"code-provisional\">This code was sent by an "
+			      "agent and is not verified (a process it profiled chose the file): "
+			      "<code>edgeprof upload BINARY</code> or a debuginfod server replaces "
+			      "it.</p>\n",
+			      out);
 		fprintf(
 		    out,
 		    "<section id=\"cfg\" data-blocks=\"%zu\" data-edges=\"%zu\" "

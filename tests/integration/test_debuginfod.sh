@@ -57,4 +57,26 @@ for n in 1 2; do
 done
 stop_pid "$COLLECTOR_PID"
 check "the ASan collector stayed clean" bash -c "! grep -q 'Sanitizer' '$TEST_TMP/d.log'"
+
+# --- an agent's code is provisional (issue 32 item 7): a planted file sent
+# by an agent (another binary's code under this build-id) is replaced by
+# debuginfod's copy the first time a page needs it
+plant=$(dirname "$0")/plant_code.py
+mkdir -p "$TEST_TMP/planted"
+python3 "$plant" "$FIXTURES/propeller_sample_1.bin" "$TEST_TMP/planted/propeller_sample_1.bin" 0x1920
+start_collector r --store "sqlite:$TEST_TMP/r.db" --listen 127.0.0.1:0 \
+	--debuginfod "http://127.0.0.1:$port" || finish
+URL=http://127.0.0.1:$COLLECTOR_PORT
+"$EDGEPROF" agent --replay "$FIXTURES/propeller_sample_1.perfdata1" \
+	--binary "$TEST_TMP/planted/propeller_sample_1.bin" --collector "$URL" \
+	--spool "$TEST_TMP/spool3" >"$TEST_TMP/agent3.log" 2>&1
+check "an agent sent planted code: kept as provisional" \
+	test "$(curl -s "$URL/v1/images/$ID")" = "$ID: kept, provisional"
+check "the function page draws debuginfod's copy in its place (14 blocks, no int3)" \
+	bash -c "curl -s '$URL/function?build_id=$ID&addr=0x1920' >'$TEST_TMP/r.html' &&
+		 grep -q 'data-blocks=\"14\"' '$TEST_TMP/r.html' && ! grep -q int3 '$TEST_TMP/r.html'"
+check "  kept as trusted from now on" test "$(curl -s "$URL/v1/images/$ID")" = "$ID: kept, trusted"
+stop_pid "$COLLECTOR_PID"
+
+check "the ASan collectors stayed clean" bash -c "! grep -q 'Sanitizer' '$TEST_TMP'/r.log"
 finish

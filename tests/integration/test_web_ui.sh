@@ -53,7 +53,11 @@ check "a second agent asks first and sends nothing" \
 
 # --- edgeprof upload: checked here and at the collector
 "$EDGEPROF" upload "$BIN" --collector "$URL" >"$TEST_TMP/up1.log" 2>&1
-check "upload of a build-id the collector has: said, exit 0" grep -q 'has it already' "$TEST_TMP/up1.log"
+check "upload of a build-id an agent sent: replaces the agent's provisional code, exit 0" \
+	grep -q "in place of an agent's provisional image" "$TEST_TMP/up1.log"
+"$EDGEPROF" upload "$BIN" --collector "$URL" >"$TEST_TMP/up1b.log" 2>&1
+check "upload of a build-id the collector has trusted code for: said, exit 0" \
+	grep -q 'has it already' "$TEST_TMP/up1b.log"
 "$EDGEPROF" upload /etc/passwd --collector "$URL" >"$TEST_TMP/up2.log" 2>&1
 rc=$?
 check "upload of a file that is not ELF: exit 1 with the reason" \

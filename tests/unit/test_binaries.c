@@ -195,6 +195,90 @@ static void test_store_images(void **state)
 	remove_store(path);
 }
 
+/* The fixture with other code under its build-id note: main's first bytes
+ * made int3 (what a container can have its agent send, issue 32 item 7). */
+static uint8_t *planted_copy(size_t *len)
+{
+	uint8_t *elf = slurp(ep_test_fixture("propeller_sample_1.bin"), len);
+	Elf64_Ehdr eh;
+	memcpy(&eh, elf, sizeof(eh));
+	for (size_t i = 0; i < eh.e_phnum; i++) {
+		Elf64_Phdr ph;
+		memcpy(&ph, elf + eh.e_phoff + i * eh.e_phentsize, sizeof(ph));
+		if (ph.p_type == PT_LOAD && (ph.p_flags & PF_X) && ph.p_vaddr <= 0x1920 &&
+		    0x1920 + 16 <= ph.p_vaddr + ph.p_filesz) {
+			memset(elf + ph.p_offset + (0x1920 - ph.p_vaddr), 0xcc, 16);
+			return elf;
+		}
+	}
+	fail_msg("no executable segment holds main");
+	return NULL;
+}
+
+/* The fixture with every symbol named by one string of name_len bytes,
+ * appended: a file of ~30 KB whose image holds each name, so it is many
+ * times the file. */
+static uint8_t *long_names_copy(size_t *len, size_t name_len)
+{
+	size_t n;
+	uint8_t *elf = slurp(ep_test_fixture("propeller_sample_1.bin"), &n);
+	uint8_t *out = malloc(n + name_len + 2);
+	assert_non_null(out);
+	memcpy(out, elf, n);
+	free(elf);
+	out[n] = 0;
+	memset(out + n + 1, 'f', name_len);
+	out[n + 1 + name_len] = 0;
+	Elf64_Ehdr eh;
+	memcpy(&eh, out, sizeof(eh));
+	bool renamed = false;
+	for (size_t i = 0; i < eh.e_shnum; i++) {
+		Elf64_Shdr sh;
+		memcpy(&sh, out + eh.e_shoff + i * eh.e_shentsize, sizeof(sh));
+		if (sh.sh_type != SHT_SYMTAB)
+			continue;
+		Elf64_Shdr str;
+		uint8_t *str_at = out + eh.e_shoff + sh.sh_link * eh.e_shentsize;
+		memcpy(&str, str_at, sizeof(str));
+		str.sh_offset = n;
+		str.sh_size = name_len + 2;
+		memcpy(str_at, &str, sizeof(str));
+		for (size_t k = 1; k < sh.sh_size / sizeof(Elf64_Sym); k++) {
+			Elf64_Sym sym;
+			memcpy(&sym, out + sh.sh_offset + k * sizeof(sym), sizeof(sym));
+			sym.st_name = 1;
+			memcpy(out + sh.sh_offset + k * sizeof(sym), &sym, sizeof(sym));
+		}
+		renamed = true;
+	}
+	assert_true(renamed);
+	*len = n + name_len + 2;
+	return out;
+}
+
+/* main's first instruction as the collector would draw it. */
+static void assert_main_starts(struct ep_binaries *b, const char *want, const char *source)
+{
+	char err[256], text[96];
+	struct ep_binary_code *c = ep_binaries_code(b, PROPELLER_ID, err, sizeof(err));
+	if (!c)
+		fail_msg("%s", err);
+	struct ep_insn_info info;
+	assert_true(
+	    ep_decoder_insn_text(ep_binary_code_decoder(c), 0x1920, &info, text, sizeof(text)));
+	assert_string_equal(text, want);
+	assert_string_equal(ep_binary_code_image(c)->source, source);
+	ep_binary_code_release(c);
+}
+
+static int upload(struct ep_binaries *b, const uint8_t *elf, size_t len, const char *id,
+		  const char *arch, enum ep_image_source source, char *msg, size_t msglen)
+{
+	struct ep_image_claim claim = {
+	    .build_id = id, .arch = arch, .path = "p.bin", .source = source};
+	return ep_binaries_upload(b, elf, len, &claim, msg, msglen);
+}
+
 static void test_uploads(void **state)
 {
 	(void)state;
@@ -207,24 +291,71 @@ static void test_uploads(void **state)
 	assert_int_equal(ep_binaries_has(b, PROPELLER_ID, err, sizeof(err)), 0);
 	/* sent as another build-id: refused, naming both */
 	assert_int_equal(
-	    ep_binaries_upload(b, elf, len, "00112233", "p.bin", "upload", msg, sizeof(msg)), 400);
+	    upload(b, elf, len, "00112233", NULL, EP_IMAGE_FROM_UPLOAD, msg, sizeof(msg)), 400);
 	assert_non_null(strstr(msg, "00112233"));
 	assert_non_null(strstr(msg, PROPELLER_ID));
-	assert_int_equal(ep_binaries_upload(b, (const uint8_t *)"nope", 4, NULL, "x", "upload", msg,
-					    sizeof(msg)),
+	/* filed under no build-id, or one that is not hex */
+	assert_int_equal(upload(b, elf, len, NULL, NULL, EP_IMAGE_FROM_AGENT, msg, sizeof(msg)),
+			 400);
+	assert_non_null(strstr(msg, "no build_id="));
+	assert_int_equal(upload(b, elf, len, "../etc", NULL, EP_IMAGE_FROM_AGENT, msg, sizeof(msg)),
+			 400);
+	assert_non_null(strstr(msg, "not 2 to 128 lowercase hex"));
+	/* said to be of another arch: refused, naming both */
+	assert_int_equal(
+	    upload(b, elf, len, PROPELLER_ID, "aarch64", EP_IMAGE_FROM_UPLOAD, msg, sizeof(msg)),
+	    400);
+	assert_non_null(strstr(msg, "sent as arch aarch64 but the ELF file is x86_64"));
+	assert_int_equal(
+	    upload(b, elf, len, PROPELLER_ID, "sparc", EP_IMAGE_FROM_UPLOAD, msg, sizeof(msg)),
+	    400);
+	assert_non_null(strstr(msg, "'sparc'"));
+	assert_int_equal(upload(b, (const uint8_t *)"nope", 4, PROPELLER_ID, NULL,
+				EP_IMAGE_FROM_UPLOAD, msg, sizeof(msg)),
 			 400);
 	assert_non_null(strstr(msg, "not an ELF file"));
+	assert_int_equal(ep_binaries_has(b, PROPELLER_ID, err, sizeof(err)), 0);
 	assert_int_equal(
-	    ep_binaries_upload(b, elf, len, PROPELLER_ID, "p.bin", "agent", msg, sizeof(msg)), 201);
-	assert_int_equal(ep_binaries_upload(b, elf, len, NULL, "p.bin", "agent", msg, sizeof(msg)),
-			 200);
-	assert_int_equal(ep_binaries_has(b, PROPELLER_ID, err, sizeof(err)), 1);
+	    upload(b, elf, len, PROPELLER_ID, "x86_64", EP_IMAGE_FROM_AGENT, msg, sizeof(msg)),
+	    201);
+	assert_non_null(strstr(msg, "provisional"));
+	assert_int_equal(
+	    upload(b, elf, len, PROPELLER_ID, NULL, EP_IMAGE_FROM_AGENT, msg, sizeof(msg)), 200);
+	assert_int_equal(ep_binaries_has(b, PROPELLER_ID, err, sizeof(err)), EP_IMAGE_PROVISIONAL);
 	assert_int_equal(ep_binaries_has(b, "../etc", err, sizeof(err)), 0);
-	/* too large for a smaller limit */
+	/* too large for a smaller limit: refused naming the size and the bound */
 	struct ep_binaries *small = ep_binaries_new(s, 1024);
-	assert_int_equal(ep_binaries_upload(small, elf, len, NULL, "p", "upload", msg, sizeof(msg)),
-			 413);
+	assert_int_equal(
+	    upload(small, elf, len, PROPELLER_ID, NULL, EP_IMAGE_FROM_UPLOAD, msg, sizeof(msg)),
+	    413);
+	char want[128];
+	snprintf(want, sizeof(want), "%zu bytes, over this collector's limit of 1024 bytes", len);
+	assert_non_null(strstr(msg, want));
+	char *metrics = NULL;
+	size_t mlen = 0;
+	FILE *m = open_memstream(&metrics, &mlen);
+	ep_binaries_metrics(small, m);
+	fclose(m);
+	assert_non_null(strstr(metrics, "edgeprof_images_total{result=\"too_large\"} 1\n"));
+	free(metrics);
 	ep_binaries_free(small);
+	/* a file within the limit whose image is not: every symbol named by one
+	 * 20,000-byte string (the image holds each name). Refused naming the
+	 * image's size and the bound, so the store and the UI's cache hold no
+	 * more than the limit of any one upload */
+	size_t llen;
+	uint8_t *named = long_names_copy(&llen, 20000);
+	small = ep_binaries_new(s, 64 << 10);
+	assert_true(llen < 64 << 10);
+	assert_int_equal(
+	    upload(small, named, llen, PROPELLER_ID, NULL, EP_IMAGE_FROM_AGENT, msg, sizeof(msg)),
+	    413);
+	assert_non_null(strstr(msg, "its image (code and symbols) is"));
+	assert_non_null(strstr(msg, "over this collector's limit of 65536 bytes"));
+	assert_int_equal(ep_binaries_has(small, PROPELLER_ID, err, sizeof(err)),
+			 EP_IMAGE_PROVISIONAL);
+	ep_binaries_free(small);
+	free(named);
 	/* the code, decoded by the shared decoder; handles share the image */
 	struct ep_binary_code *c = ep_binaries_code(b, PROPELLER_ID, err, sizeof(err));
 	struct ep_binary_code *c2 = ep_binaries_code(b, PROPELLER_ID, err, sizeof(err));
@@ -232,9 +363,9 @@ static void test_uploads(void **state)
 	assert_non_null(c2);
 	assert_ptr_equal(ep_binary_code_image(c), ep_binary_code_image(c2));
 	assert_string_equal(ep_binary_code_image(c)->source, "agent");
-	const Edgeprof__V1__ImageSymbol *m = ep_binary_code_symbol_at(c, 0x1921);
-	assert_non_null(m);
-	assert_string_equal(m->name, "main");
+	const Edgeprof__V1__ImageSymbol *sym = ep_binary_code_symbol_at(c, 0x1921);
+	assert_non_null(sym);
+	assert_string_equal(sym->name, "main");
 	assert_null(ep_binary_code_symbol_at(c, 0x10));
 	struct ep_insn_info info;
 	char text[96];
@@ -246,6 +377,59 @@ static void test_uploads(void **state)
 	assert_null(ep_binaries_code(b, "ffff", err, sizeof(err)));
 	assert_string_equal(err, "");
 	ep_binaries_free(b);
+	free(elf);
+	ep_store_close(s);
+	remove_store(path);
+}
+
+/* Issue 32 item 7: a file carrying the binary's build-id and other code,
+ * sent first through an agent, was kept for ever and `edgeprof upload` of
+ * the real one was answered "already there". Now the agent's is
+ * provisional: drawn (said so) until the upload replaces it, also for a
+ * page that holds the planted code at that moment; the agent's copy never
+ * comes back. */
+static void test_upload_replaces_planted_code(void **state)
+{
+	(void)state;
+	char path[4096], msg[512], err[256], spec[4200];
+	struct ep_store *s = temp_store(path, sizeof(path), spec, sizeof(spec));
+	size_t len, plen;
+	uint8_t *elf = slurp(ep_test_fixture("propeller_sample_1.bin"), &len);
+	uint8_t *planted = planted_copy(&plen);
+	struct ep_binaries *b = ep_binaries_new(s, 0);
+	assert_int_equal(
+	    upload(b, planted, plen, PROPELLER_ID, "x86_64", EP_IMAGE_FROM_AGENT, msg, sizeof(msg)),
+	    201);
+	assert_main_starts(b, "int3", "agent");
+	struct ep_binary_code *held = ep_binaries_code(b, PROPELLER_ID, err, sizeof(err));
+	assert_non_null(held);
+	assert_int_equal(
+	    upload(b, elf, len, PROPELLER_ID, "x86_64", EP_IMAGE_FROM_UPLOAD, msg, sizeof(msg)),
+	    201);
+	assert_non_null(strstr(msg, "in place of an agent's provisional image"));
+	assert_int_equal(ep_binaries_has(b, PROPELLER_ID, err, sizeof(err)), EP_IMAGE_TRUSTED);
+	assert_main_starts(b, "push rbp", "upload");
+	/* the page that held the planted code keeps it to its end */
+	assert_string_equal(ep_binary_code_image(held)->source, "agent");
+	ep_binary_code_release(held);
+	assert_int_equal(
+	    upload(b, planted, plen, PROPELLER_ID, "x86_64", EP_IMAGE_FROM_AGENT, msg, sizeof(msg)),
+	    200);
+	assert_int_equal(
+	    upload(b, elf, len, PROPELLER_ID, "x86_64", EP_IMAGE_FROM_UPLOAD, msg, sizeof(msg)),
+	    200);
+	assert_main_starts(b, "push rbp", "upload");
+	char *metrics = NULL;
+	size_t mlen = 0;
+	FILE *m = open_memstream(&metrics, &mlen);
+	ep_binaries_metrics(b, m);
+	fclose(m);
+	assert_non_null(strstr(metrics, "edgeprof_images_total{result=\"stored\"} 1\n"));
+	assert_non_null(strstr(metrics, "edgeprof_images_total{result=\"replaced\"} 1\n"));
+	assert_non_null(strstr(metrics, "edgeprof_images_total{result=\"kept\"} 2\n"));
+	free(metrics);
+	ep_binaries_free(b);
+	free(planted);
 	free(elf);
 	ep_store_close(s);
 	remove_store(path);
@@ -270,8 +454,11 @@ static void test_form_values(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_image_of_a_binary), cmocka_unit_test(test_image_refusals),
-	    cmocka_unit_test(test_store_images),      cmocka_unit_test(test_uploads),
+	    cmocka_unit_test(test_image_of_a_binary),
+	    cmocka_unit_test(test_image_refusals),
+	    cmocka_unit_test(test_store_images),
+	    cmocka_unit_test(test_uploads),
+	    cmocka_unit_test(test_upload_replaces_planted_code),
 	    cmocka_unit_test(test_form_values),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
