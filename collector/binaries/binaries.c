@@ -3,6 +3,7 @@
 
 #include <elfutils/debuginfod.h>
 #include <errno.h>
+#include <ftw.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -44,6 +45,9 @@ struct ep_binaries {
 	 * max_file, and the clients must not multiply that */
 	pthread_mutex_t image_lock;
 	atomic_uint_fast64_t results[EP_IMAGE_NRESULTS];
+	char *cache_dir;  /* debuginfod's client's, NULL: not asked */
+	bool cache_fresh; /* made by us (the configured one was refused): removed at the end */
+	bool cache_refused;
 	struct cached *slots[CACHE_SLOTS];
 	uint64_t clock;
 	bool debuginfod; /* servers to ask (DEBUGINFOD_URLS) */
@@ -81,12 +85,28 @@ static void entry_free(struct cached *e)
 	free(e);
 }
 
+static int remove_one(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+	(void)st;
+	(void)ftw;
+	if (type == FTW_DP)
+		rmdir(path);
+	else
+		unlink(path);
+	return 0;
+}
+
 void ep_binaries_free(struct ep_binaries *b)
 {
 	if (!b)
 		return;
 	for (int i = 0; i < CACHE_SLOTS; i++)
 		entry_free(b->slots[i]); /* every handle is released by now */
+	/* only a directory made for this process: a configured one is the
+	 * operator's to keep */
+	if (b->cache_fresh)
+		nftw(b->cache_dir, remove_one, 16, FTW_DEPTH | FTW_PHYS);
+	free(b->cache_dir);
 	pthread_mutex_destroy(&b->image_lock);
 	pthread_mutex_destroy(&b->lock);
 	free(b);
@@ -273,6 +293,13 @@ void ep_binaries_metrics(struct ep_binaries *b, FILE *out)
 	for (int i = 0; i < EP_IMAGE_NRESULTS; i++)
 		fprintf(out, "edgeprof_images_total{result=\"%s\"} %" PRIu64 "\n", names[i],
 			(uint64_t)atomic_load(&b->results[i]));
+	fprintf(out,
+		"# HELP edgeprof_debuginfod_cache_refused 1 when the configured debuginfod "
+		"cache directory was refused (not ours, or not mode 0700) and a fresh private "
+		"one is used.\n"
+		"# TYPE edgeprof_debuginfod_cache_refused gauge\n"
+		"edgeprof_debuginfod_cache_refused %d\n",
+		b->cache_refused ? 1 : 0);
 }
 
 int ep_binaries_has(struct ep_binaries *b, const char *build_id, char *err, size_t errlen)
@@ -282,21 +309,92 @@ int ep_binaries_has(struct ep_binaries *b, const char *build_id, char *err, size
 	return ep_store_image_get(b->store, build_id, NULL, NULL, err, errlen);
 }
 
+/* 0 when dir is a directory of this process's user that no one else may
+ * use (mode 0700 or narrower), made so when it does not exist; -1 with why.
+ * lstat, so a symbolic link planted at the name is refused rather than
+ * followed. */
+static int private_dir(const char *dir, char *why, size_t whylen)
+{
+	struct stat st;
+	if (lstat(dir, &st) != 0) {
+		if (errno != ENOENT) {
+			snprintf(why, whylen, "%s", strerror(errno));
+			return -1;
+		}
+		/* someone else may make it first: looked at again either way */
+		if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+			snprintf(why, whylen, "cannot create it: %s", strerror(errno));
+			return -1;
+		}
+		if (lstat(dir, &st) != 0) {
+			snprintf(why, whylen, "%s", strerror(errno));
+			return -1;
+		}
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		snprintf(why, whylen, "not a directory%s", S_ISLNK(st.st_mode) ? " (a link)" : "");
+		return -1;
+	}
+	if (st.st_uid != geteuid()) {
+		snprintf(why, whylen, "owned by uid %u, not this collector's %u",
+			 (unsigned)st.st_uid, (unsigned)geteuid());
+		return -1;
+	}
+	if (st.st_mode & 077) {
+		snprintf(why, whylen, "mode %04o: others may write or read it (0700 expected)",
+			 (unsigned)(st.st_mode & 07777));
+		return -1;
+	}
+	return 0;
+}
+
 void ep_binaries_set_debuginfod(struct ep_binaries *b, const char *urls)
 {
 	if (urls && *urls)
 		setenv("DEBUGINFOD_URLS", urls, 1);
 	const char *env = getenv("DEBUGINFOD_URLS");
 	b->debuginfod = env && *env;
+	if (!b->debuginfod)
+		return;
 	/* the client keeps what it fetched in a cache directory; $HOME may be
 	 * read-only where a collector runs */
-	if (b->debuginfod && !getenv("DEBUGINFOD_CACHE_PATH")) {
-		char dir[4096];
-		const char *tmp = getenv("TMPDIR");
-		snprintf(dir, sizeof(dir), "%s/edgeprof-debuginfod-%d", tmp && *tmp ? tmp : "/tmp",
-			 (int)getuid());
-		setenv("DEBUGINFOD_CACHE_PATH", dir, 1);
+	const char *tmp = getenv("TMPDIR");
+	if (!tmp || !*tmp)
+		tmp = "/tmp";
+	char dir[4096], why[256];
+	const char *configured = getenv("DEBUGINFOD_CACHE_PATH");
+	if (configured && *configured)
+		snprintf(dir, sizeof(dir), "%s", configured);
+	else
+		snprintf(dir, sizeof(dir), "%s/edgeprof-debuginfod-%u", tmp, (unsigned)geteuid());
+	if (private_dir(dir, why, sizeof(why)) != 0) {
+		/* a fresh name no one can have planted, rather than no cache:
+		 * libdebuginfod needs one, and without it every page would
+		 * fetch the whole executable again */
+		char fresh[4096];
+		snprintf(fresh, sizeof(fresh), "%s/edgeprof-debuginfod-%u-XXXXXX", tmp,
+			 (unsigned)geteuid());
+		b->cache_refused = true;
+		if (!mkdtemp(fresh)) {
+			ep_warn(
+			    "debuginfod cache %s refused (%s), and no private one could be made "
+			    "in %s (%s): debuginfod is not asked",
+			    dir, why, tmp, strerror(errno));
+			b->debuginfod = false;
+			return;
+		}
+		ep_warn("debuginfod cache %s refused (%s): using a fresh private directory %s", dir,
+			why, fresh);
+		snprintf(dir, sizeof(dir), "%s", fresh);
+		b->cache_fresh = true;
 	}
+	b->cache_dir = strdup(dir);
+	setenv("DEBUGINFOD_CACHE_PATH", dir, 1);
+}
+
+const char *ep_binaries_debuginfod_cache(const struct ep_binaries *b)
+{
+	return b->debuginfod ? b->cache_dir : NULL;
 }
 
 /* Under the lock: asked recently, and no server had it. */

@@ -80,7 +80,7 @@ enum ep_image_result {
 };
 /* Counts an upload the server refused before ep_binaries_upload saw it. */
 void ep_binaries_count(struct ep_binaries *b, enum ep_image_result r);
-/* The counters, as Prometheus text. */
+/* The counters and the debuginfod cache's state, as Prometheus text. */
 void ep_binaries_metrics(struct ep_binaries *b, FILE *out);
 
 /* Binaries not uploaded, or only by agents (provisional), are fetched from
@@ -89,8 +89,19 @@ void ep_binaries_metrics(struct ep_binaries *b, FILE *out);
  * page needs their code (ep_binaries_code), checked like an upload and kept
  * as trusted. A build-id no server has is asked again after 10 minutes, not
  * at every page.
- * Call before any other thread uses b. */
+ *
+ * libdebuginfod keeps what it fetched in its cache directory and answers
+ * from it without asking a server, so whoever can write there chooses the
+ * code: the directory ($DEBUGINFOD_CACHE_PATH, else
+ * $TMPDIR/edgeprof-debuginfod-UID) must be this process's, mode 0700, and
+ * is created so when missing. One that is not (another owner, a symbolic
+ * link, group or other permissions) is refused with a warning naming it,
+ * and a fresh private directory made for this process (mkdtemp, removed by
+ * ep_binaries_free) is used instead; when none can be made, debuginfod is
+ * not asked. Call before any other thread uses b. */
 void ep_binaries_set_debuginfod(struct ep_binaries *b, const char *urls);
+/* The cache directory debuginfod's client uses, NULL when it is not asked. */
+const char *ep_binaries_debuginfod_cache(const struct ep_binaries *b);
 
 /* The trust of build_id's image (EP_IMAGE_PROVISIONAL, EP_IMAGE_TRUSTED),
  * 0 when none is kept, -1 with err. */

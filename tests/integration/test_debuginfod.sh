@@ -78,5 +78,46 @@ check "the function page draws debuginfod's copy in its place (14 blocks, no int
 check "  kept as trusted from now on" test "$(curl -s "$URL/v1/images/$ID")" = "$ID: kept, trusted"
 stop_pid "$COLLECTOR_PID"
 
-check "the ASan collectors stayed clean" bash -c "! grep -q 'Sanitizer' '$TEST_TMP'/r.log"
+# --- issue 32 item 8: a cache planted where the collector looks by default,
+# $TMPDIR/edgeprof-debuginfod-UID, holding another binary's code under this
+# build-id. libdebuginfod answers from its cache without asking a server, and
+# the collector used the directory whoever owned it: the planted file was
+# stored as the binary's code. Open to all (0777), then another owner's
+# (nobody's, when this runs as root): refused with one line, a fresh private
+# directory is used (and removed at the end), the planted file is not read.
+unset DEBUGINFOD_CACHE_PATH
+mkdir -p "$TEST_TMP/tmp"
+cache=$TEST_TMP/tmp/edgeprof-debuginfod-$(id -u)
+mkdir -p "$cache/$ID"
+python3 "$plant" "$FIXTURES/propeller_sample_1.bin" "$cache/$ID/executable" 0x1920
+sum=$(md5sum <"$cache/$ID/executable")
+for how in open nobody; do
+	if [ "$how" = open ]; then
+		chmod -R 0777 "$cache"
+	elif [ "$(id -u)" -eq 0 ]; then
+		chmod -R 0700 "$cache"
+		chown -R nobody "$cache"
+	else
+		echo "# not root: no cache of another owner"
+		continue
+	fi
+	TMPDIR=$TEST_TMP/tmp start_collector "p-$how" --store "sqlite:$TEST_TMP/p-$how.db" \
+		--listen 127.0.0.1:0 --debuginfod "http://127.0.0.1:$port" || finish
+	URL=http://127.0.0.1:$COLLECTOR_PORT
+	"$EDGEPROF" agent --replay "$FIXTURES/propeller_sample_1.perfdata1" --binary "$FIXTURES/propeller_sample_1.bin" \
+		--upload-max-mib 0 --collector "$URL" --spool "$TEST_TMP/spool-$how" >"$TEST_TMP/agent-$how.log" 2>&1
+	check "planted cache ($how): refused in one line naming it" \
+		grep -q "debuginfod cache $cache refused (.*): using a fresh private directory" \
+		"$TEST_TMP/p-$how.log"
+	check "  the function page draws the server's copy, not the planted file (14 blocks, no int3)" \
+		bash -c "curl -s '$URL/function?build_id=$ID&addr=0x1920' >'$TEST_TMP/p-$how.html' &&
+			 grep -q 'data-blocks=\"14\"' '$TEST_TMP/p-$how.html' && ! grep -q int3 '$TEST_TMP/p-$how.html'"
+	check "  counted (edgeprof_debuginfod_cache_refused 1)" \
+		test "$(metric "$URL" edgeprof_debuginfod_cache_refused)" = 1
+	stop_pid "$COLLECTOR_PID"
+	check "  the planted directory is left as it was, the fresh one removed" \
+		bash -c "[ \"\$(md5sum <'$cache/$ID/executable')\" = '$sum' ] &&
+			 ! ls -d '$cache'-* 2>/dev/null | grep -q ."
+done
+check "the ASan collectors stayed clean" bash -c "! grep -q 'Sanitizer' '$TEST_TMP'/r.log '$TEST_TMP'/p-*.log"
 finish

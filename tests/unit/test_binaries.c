@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "collector/binaries/binaries.h"
@@ -435,6 +436,93 @@ static void test_upload_replaces_planted_code(void **state)
 	remove_store(path);
 }
 
+/* The directory set up for debuginfod's client, its refusal counted. */
+static const char *cache_of(struct ep_binaries *b, bool refused)
+{
+	ep_binaries_set_debuginfod(b, "http://127.0.0.1:1");
+	const char *dir = ep_binaries_debuginfod_cache(b);
+	assert_non_null(dir);
+	assert_string_equal(getenv("DEBUGINFOD_CACHE_PATH"), dir);
+	struct stat st;
+	assert_int_equal(lstat(dir, &st), 0);
+	assert_true(S_ISDIR(st.st_mode));
+	assert_int_equal(st.st_uid, geteuid());
+	assert_int_equal(st.st_mode & 07777, 0700);
+	char *metrics = NULL;
+	size_t mlen = 0;
+	FILE *m = open_memstream(&metrics, &mlen);
+	ep_binaries_metrics(b, m);
+	fclose(m);
+	assert_non_null(strstr(metrics, refused ? "edgeprof_debuginfod_cache_refused 1\n"
+						: "edgeprof_debuginfod_cache_refused 0\n"));
+	free(metrics);
+	return dir;
+}
+
+/* Issue 32 item 8: the default cache $TMPDIR/edgeprof-debuginfod-UID was
+ * used whoever owned it, and libdebuginfod answers from its cache without
+ * asking a server: a file planted there was stored as the binary's code.
+ * Now it must be ours and 0700 (made so when missing); one with group or
+ * other permissions, another owner (nobody, when the test runs as root)
+ * or a symbolic link is refused, and a fresh private directory is used
+ * and removed at the end. */
+static void test_debuginfod_cache_is_private(void **state)
+{
+	(void)state;
+	char path[4096], spec[4200], tmp[64], dir[128], target[128];
+	struct ep_store *s = temp_store(path, sizeof(path), spec, sizeof(spec));
+	snprintf(tmp, sizeof(tmp), "/tmp/ep-test-tmpdir-XXXXXX");
+	assert_non_null(mkdtemp(tmp));
+	setenv("TMPDIR", tmp, 1);
+	snprintf(dir, sizeof(dir), "%s/edgeprof-debuginfod-%u", tmp, (unsigned)geteuid());
+	/* missing: made, 0700, and kept at the end (the cache is worth keeping) */
+	unsetenv("DEBUGINFOD_CACHE_PATH");
+	struct ep_binaries *b = ep_binaries_new(s, 0);
+	assert_string_equal(cache_of(b, false), dir);
+	ep_binaries_free(b);
+	struct stat st;
+	assert_int_equal(lstat(dir, &st), 0);
+	/* planted open to all, or of another owner: refused for a fresh one */
+	for (int planted = 0; planted < 2; planted++) {
+		if (planted == 0) {
+			assert_int_equal(chmod(dir, 0777), 0);
+		} else {
+			if (geteuid() != 0) {
+				print_message("not root: no directory of another owner\n");
+				continue;
+			}
+			assert_int_equal(chmod(dir, 0700), 0);
+			assert_int_equal(chown(dir, 65534, 65534), 0); /* nobody */
+		}
+		unsetenv("DEBUGINFOD_CACHE_PATH");
+		b = ep_binaries_new(s, 0);
+		char fresh[256];
+		snprintf(fresh, sizeof(fresh), "%s", cache_of(b, true));
+		assert_string_not_equal(fresh, dir);
+		assert_int_equal(strncmp(fresh, dir, strlen(dir)), 0);
+		ep_binaries_free(b);
+		assert_int_equal(lstat(fresh, &st), -1);
+	}
+	/* $DEBUGINFOD_CACHE_PATH is held to the same rule; a link is refused
+	 * rather than followed, even to a directory of ours */
+	assert_int_equal(rmdir(dir), 0);
+	snprintf(target, sizeof(target), "%s/target", tmp);
+	assert_int_equal(mkdir(target, 0700), 0);
+	assert_int_equal(symlink(target, dir), 0);
+	setenv("DEBUGINFOD_CACHE_PATH", dir, 1);
+	b = ep_binaries_new(s, 0);
+	assert_string_not_equal(cache_of(b, true), dir);
+	ep_binaries_free(b);
+	unlink(dir);
+	rmdir(target);
+	rmdir(tmp);
+	unsetenv("DEBUGINFOD_CACHE_PATH");
+	unsetenv("DEBUGINFOD_URLS");
+	unsetenv("TMPDIR");
+	ep_store_close(s);
+	remove_store(path);
+}
+
 static void test_form_values(void **state)
 {
 	(void)state;
@@ -459,6 +547,7 @@ int main(void)
 	    cmocka_unit_test(test_store_images),
 	    cmocka_unit_test(test_uploads),
 	    cmocka_unit_test(test_upload_replaces_planted_code),
+	    cmocka_unit_test(test_debuginfod_cache_is_private),
 	    cmocka_unit_test(test_form_values),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
