@@ -38,7 +38,8 @@ static void usage(FILE *out)
 	    "       [--commit-ms MS] [--max-body BYTES] [--port-file F]\n"
 	    "       [--retention-days D] [--max-session-s S] [--session-pickup-s S]\n"
 	    "       [--node-silent-s S] [--max-sessions N] [--header-timeout-s S]\n"
-	    "       [--max-client-conns N]\n"
+	    "       [--max-client-conns N] [--idle-timeout-s S] [--max-token-conns N]\n"
+	    "       [--max-bodies-mib N] [--body-timeout-s S] [--body-min-rate KIB]\n"
 	    "       [--max-binary-mib N] [--max-image-symbols-mib N] [--debuginfod URLS]\n"
 	    "  --listen HOST:PORT  default 127.0.0.1:7070; port 0 picks a free one; the web\n"
 	    "                      UI is at / (sign in with the token when there is one)\n"
@@ -66,6 +67,16 @@ static void usage(FILE *out)
 	    "                      request header within S (default 10)\n"
 	    "  --max-client-conns N  connections without the token from one address "
 	    "(default 32)\n"
+	    "  --idle-timeout-s S  a connection with the token idle this long between\n"
+	    "                      requests is closed (default 15)\n"
+	    "  --max-token-conns N  connections with the token from one address (default\n"
+	    "                      16; behind a NAT or load balancer, raise it)\n"
+	    "  --max-bodies-mib N  request bodies held at once, all connections (default\n"
+	    "                      256); past it a body that fell behind --body-min-rate\n"
+	    "                      is closed to make room, else the new one gets 503\n"
+	    "  --body-timeout-s S  a body that falls S behind --body-min-rate is closed\n"
+	    "                      (default 30)\n"
+	    "  --body-min-rate KIB  KiB/s a request body must arrive at (default 64)\n"
 	    "  --max-sessions N    on-demand sessions pending or running at once; past\n"
 	    "                      it POST /v1/sessions gets 429 (default 256)\n");
 }
@@ -86,7 +97,7 @@ struct collector_setup {
 static int parse_setup(int argc, char **argv, struct collector_setup *c, int *exit_code)
 {
 	*c = (struct collector_setup){.server = {.listen = "127.0.0.1:7070"}, .retention_days = 30};
-	unsigned max_body = 0;
+	unsigned max_body = 0, max_bodies_mib = 0, body_min_rate_kib = 0;
 	const struct ep_option opts[] = {
 	    EP_OPTION("store", 0, EP_OPT_STRING, &c->store_spec),
 	    EP_OPTION("listen", 0, EP_OPT_STRING, &c->server.listen),
@@ -113,6 +124,15 @@ static int parse_setup(int argc, char **argv, struct collector_setup *c, int *ex
 		      .max = 3600),
 	    EP_OPTION("max-client-conns", 0, EP_OPT_UINT, &c->server.max_client_conns, .min = 1,
 		      .max = 512),
+	    EP_OPTION("idle-timeout-s", 0, EP_OPT_UINT, &c->server.idle_timeout_s, .min = 1,
+		      .max = 3600),
+	    EP_OPTION("max-token-conns", 0, EP_OPT_UINT, &c->server.max_token_conns, .min = 1,
+		      .max = 512),
+	    EP_OPTION("max-bodies-mib", 0, EP_OPT_UINT, &max_bodies_mib, .min = 1, .max = 65536),
+	    EP_OPTION("body-timeout-s", 0, EP_OPT_UINT, &c->server.body_timeout_s, .min = 1,
+		      .max = 3600),
+	    EP_OPTION("body-min-rate", 0, EP_OPT_UINT, &body_min_rate_kib, .min = 1,
+		      .max = 1u << 20),
 	    EP_OPTION("max-sessions", 0, EP_OPT_UINT, &c->sessions.max_open, .min = 1,
 		      .max = 1u << 20),
 	    EP_OPTION_END,
@@ -124,6 +144,8 @@ static int parse_setup(int argc, char **argv, struct collector_setup *c, int *ex
 		return -1;
 	}
 	c->server.max_body = max_body;
+	c->server.max_bodies = (size_t)max_bodies_mib << 20;
+	c->server.body_min_rate = body_min_rate_kib << 10;
 	if (!c->store_spec || first != argc) {
 		ep_error("collector needs --store sqlite:PATH or clickhouse:URL");
 		*exit_code = 2;

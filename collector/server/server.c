@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -42,10 +43,25 @@ static uint64_t heap_in_use_bytes(void)
 	return (uint64_t)mi.uordblks + mi.hblkhd;
 }
 
-#define DEFAULT_MAX_BODY	 (16u << 20)
-#define CONNECTION_LIMIT	 512u
+#define DEFAULT_MAX_BODY (16u << 20)
+#define CONNECTION_LIMIT 512u
+/* kept free for newcomers: past CONNECTION_LIMIT - ROOM open connections
+ * one is closed, so MHD's limit is never what turns /healthz away */
+#define ROOM			 8u
 #define DEFAULT_HEADER_TIMEOUT_S 10u
 #define DEFAULT_MAX_CLIENT_CONNS 32u
+#define DEFAULT_IDLE_TIMEOUT_S	 15u
+#define DEFAULT_MAX_TOKEN_CONNS	 16u
+#define DEFAULT_MAX_BODIES	 (256u << 20)
+#define DEFAULT_BODY_TIMEOUT_S	 30u
+#define DEFAULT_BODY_MIN_RATE	 (64u << 10)
+/* A body may get this far ahead of the minimum rate: a burst does not buy
+ * minutes of stalling afterwards, and a newcomer finds a body that stopped
+ * sending evictable within a second. */
+#define BODY_AHEAD_NS 1000000000ULL
+/* How long a body whose room is being made waits for the evicted bodies'
+ * memory to be given back (their threads free it as they see the cut). */
+#define BODY_ROOM_WAIT_NS 2000000000ULL
 
 /* One open connection, as the admission rules see it. Entries live from
  * MHD's STARTED notice to its CLOSED notice, which MHD sends before it
@@ -57,12 +73,31 @@ struct conn {
 	struct sockaddr_storage addr;
 	uint64_t waiting_since_ns; /* when its current wait for a header began */
 	bool waiting;		   /* no complete request header yet */
-	bool trusted;		   /* showed the bearer token: no header deadline */
+	bool trusted;		   /* showed the bearer token: idle_timeout, not header_timeout */
 	bool cut;		   /* shut down by us, closing */
+	bool over_quota;	   /* its request is past max_token_conns: refused */
+	bool in_body;		   /* its request's body is arriving */
+	size_t body_held;	   /* bytes of body buffer it holds (of bodies_held) */
+	/* its body has kept up with the minimum rate until then (monotonic):
+	 * each byte moves it on by 1/body_min_rate s, at most BODY_AHEAD_NS
+	 * past now; behind now it may be evicted, body_timeout_s behind it is */
+	uint64_t credit_ns;
 };
 
-enum cut_reason { CUT_HEADER_TIMEOUT, CUT_PER_ADDRESS, CUT_EVICTED, NCUTS };
-static const char *const cut_names[NCUTS] = {"header_timeout", "per_address", "evicted"};
+enum cut_reason {
+	CUT_HEADER_TIMEOUT,
+	CUT_PER_ADDRESS,
+	CUT_EVICTED,
+	CUT_IDLE_TIMEOUT,
+	CUT_TOKEN_PER_ADDRESS,
+	CUT_IDLE_EVICTED,
+	CUT_BODY_TIMEOUT,
+	CUT_BODY_EVICTED,
+	NCUTS
+};
+static const char *const cut_names[NCUTS] = {"header_timeout", "per_address",	    "evicted",
+					     "idle_timeout",   "token_per_address", "idle_evicted",
+					     "body_timeout",   "body_evicted"};
 
 enum route {
 	R_INGEST,
@@ -106,12 +141,22 @@ struct ep_server {
 	bool stopping, watchdog_started;
 	pthread_t watchdog;
 	atomic_uint_fast64_t cuts[NCUTS];
+	size_t trusted; /* open, trusted, not cut */
+	uint64_t idle_timeout_ns, body_timeout_ns;
+	/* request bodies' buffers, all connections (cfg.max_bodies) */
+	size_t bodies_held;
+	pthread_cond_t bodies_freed;
+	atomic_uint_fast64_t bodies_refused;
+	/* refusals said in the log at most once per LOG_EVERY_NS each */
+	atomic_uint_fast64_t said_ns[2], unsaid[2];
 };
 
 struct request {
+	struct conn *k; /* its connection's admission entry; NULL: untracked */
 	uint8_t *body;
-	size_t len, cap;
-	size_t limit; /* body bytes accepted on this route */
+	size_t len, cap; /* cap: held, counted in bodies_held */
+	size_t limit;	 /* body bytes accepted on this route */
+	size_t declared; /* Content-Length; 0: none (chunked) */
 	bool too_large;
 };
 
@@ -262,15 +307,72 @@ static bool same_address(const struct sockaddr_storage *a, const struct sockaddr
 	return true;
 }
 
+/* Refusals that an attack repeats thousands of times a second are said
+ * once per LOG_EVERY_NS each, with how many went unsaid since. */
+#define LOG_EVERY_NS (10 * 1000000000ULL)
+enum said { SAID_NO_ROOM, SAID_CROSS_SITE };
+
+static void say_limited(struct ep_server *s, enum said which, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void say_limited(struct ep_server *s, enum said which, const char *fmt, ...)
+{
+	uint64_t now = ep_mono_ns(), last = atomic_load(&s->said_ns[which]);
+	if (last && now - last < LOG_EVERY_NS) {
+		atomic_fetch_add(&s->unsaid[which], 1);
+		return;
+	}
+	if (!atomic_compare_exchange_strong(&s->said_ns[which], &last, now)) {
+		atomic_fetch_add(&s->unsaid[which], 1);
+		return;
+	}
+	char line[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	uint64_t unsaid = atomic_exchange(&s->unsaid[which], 0);
+	if (unsaid)
+		ep_warn("%s (and %" PRIu64 " more like it in the last %llu s)", line, unsaid,
+			LOG_EVERY_NS / 1000000000ULL);
+	else
+		ep_warn("%s", line);
+}
+
 /* Closes k's socket under the lock (MHD sees end of stream and closes the
- * connection, sending CLOSED); k no longer counts as open. */
+ * connection, sending CLOSED); k no longer counts as open. Its body's
+ * memory is given back when its thread sees the cut (on_completed). */
 static void cut(struct ep_server *s, struct conn *k, enum cut_reason why)
 {
-	if (!k->trusted)
+	if (k->trusted)
+		s->trusted--;
+	else
 		s->untrusted--;
 	k->cut = true;
 	shutdown(k->fd, SHUT_RDWR);
 	atomic_fetch_add(&s->cuts[why], 1);
+}
+
+/* The longest idle connection that showed the token, of the address that
+ * holds the most of them (so the largest holder pays, and an agent's one
+ * connection is the last to go); NULL when none is idle. O(n^2) over at
+ * most 512 connections, and only when the slots run short. Lock held. */
+static struct conn *idle_of_largest_holder(struct ep_server *s)
+{
+	struct conn *best = NULL;
+	size_t best_held = 0;
+	for (struct conn *o = s->oldest; o; o = o->next) {
+		if (!o->trusted || o->cut || !o->waiting)
+			continue;
+		size_t held = 0;
+		for (struct conn *p = s->oldest; p; p = p->next)
+			held += p->trusted && !p->cut && same_address(&p->addr, &o->addr);
+		if (!best || held > best_held ||
+		    (held == best_held && o->waiting_since_ns < best->waiting_since_ns)) {
+			best = o;
+			best_held = held;
+		}
+	}
+	return best;
 }
 
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
@@ -282,8 +384,12 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 		if (!k)
 			return;
 		pthread_mutex_lock(&s->conns_lock);
-		if (!k->trusted && !k->cut)
-			s->untrusted--;
+		if (!k->cut) {
+			if (k->trusted)
+				s->trusted--;
+			else
+				s->untrusted--;
+		}
 		*(k->prev ? &k->prev->next : &s->oldest) = k->next;
 		*(k->next ? &k->next->prev : &s->newest) = k->prev;
 		pthread_mutex_unlock(&s->conns_lock);
@@ -328,6 +434,16 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 		cut(s, oldest_same, CUT_PER_ADDRESS);
 	else if (s->untrusted > s->untrusted_cap && oldest)
 		cut(s, oldest, CUT_EVICTED);
+	else if (s->untrusted + s->trusted > CONNECTION_LIMIT - ROOM) {
+		/* the slots run short with token holders' connections: an idle
+		 * one goes (its client reconnects when it has a request), else
+		 * the oldest still waiting for its header */
+		struct conn *idle = idle_of_largest_holder(s);
+		if (idle)
+			cut(s, idle, CUT_IDLE_EVICTED);
+		else if (oldest && oldest != k)
+			cut(s, oldest, CUT_EVICTED);
+	}
 	pthread_mutex_unlock(&s->conns_lock);
 	*socket_context = k;
 }
@@ -340,23 +456,54 @@ static struct conn *conn_of(struct MHD_Connection *c)
 }
 
 /* A request's header is complete; with the token, the connection is an
- * agent's (or the CLI's) from now on. */
+ * agent's (or the CLI's) from now on, and counts against its address's
+ * max_token_conns: past it that address's longest idle one goes, and when
+ * none of them is idle this request is to be refused (over_quota). */
 static void header_complete(struct ep_server *s, struct MHD_Connection *c, bool token_shown)
 {
 	struct conn *k = conn_of(c);
 	if (!k)
 		return;
+	bool room = true;
 	pthread_mutex_lock(&s->conns_lock);
 	k->waiting = false;
-	if (token_shown && !k->trusted && !k->cut) {
-		k->trusted = true;
-		s->untrusted--;
+	if (token_shown && !k->cut) {
+		if (!k->trusted) {
+			k->trusted = true;
+			s->untrusted--;
+			s->trusted++;
+		}
+		size_t same = 0;
+		struct conn *idle = NULL;
+		for (struct conn *o = s->oldest; o; o = o->next) {
+			if (!o->trusted || o->cut || !same_address(&o->addr, &k->addr))
+				continue;
+			same++;
+			if (o->waiting && (!idle || o->waiting_since_ns < idle->waiting_since_ns))
+				idle = o;
+		}
+		if (same > s->cfg.max_token_conns) {
+			if (idle)
+				cut(s, idle, CUT_TOKEN_PER_ADDRESS);
+			else
+				room = false;
+		}
 	}
+	k->over_quota = !room;
 	pthread_mutex_unlock(&s->conns_lock);
+	if (!room)
+		atomic_fetch_add(&s->cuts[CUT_TOKEN_PER_ADDRESS], 1);
 }
 
-/* An answer went out: an untrusted connection's next header is due within
- * the deadline too (keep-alive must not become a way to idle for free). */
+static bool over_token_quota(struct MHD_Connection *c)
+{
+	struct conn *k = conn_of(c);
+	return k && k->over_quota;
+}
+
+/* An answer went out: the connection's next header is due within the
+ * deadline (header_timeout_s without the token, idle_timeout_s with it:
+ * keep-alive must not become a way to hold a slot for free). */
 static void request_done(struct ep_server *s, struct MHD_Connection *c)
 {
 	struct conn *k = conn_of(c);
@@ -364,13 +511,106 @@ static void request_done(struct ep_server *s, struct MHD_Connection *c)
 		return;
 	pthread_mutex_lock(&s->conns_lock);
 	k->waiting = true;
+	k->in_body = false;
 	k->waiting_since_ns = ep_mono_ns();
 	pthread_mutex_unlock(&s->conns_lock);
 }
 
-/* Cuts untrusted connections whose header is late, checking every 250 ms:
- * MHD's own timeout is an idle timeout, which one header line every few
- * seconds resets for ever. */
+/* A request with a body: its rate is followed from now, with a second's
+ * grace before it counts as behind. */
+static void body_begins(struct ep_server *s, struct conn *k)
+{
+	if (!k)
+		return;
+	pthread_mutex_lock(&s->conns_lock);
+	k->in_body = true;
+	k->credit_ns = ep_mono_ns() + BODY_AHEAD_NS;
+	pthread_mutex_unlock(&s->conns_lock);
+}
+
+/* n more bytes of k's body arrived (ended: all of it). */
+static void body_arrived(struct ep_server *s, struct conn *k, size_t n, bool ended)
+{
+	if (!k)
+		return;
+	pthread_mutex_lock(&s->conns_lock);
+	uint64_t now = ep_mono_ns();
+	uint64_t earned = (uint64_t)((double)n * 1e9 / (double)s->cfg.body_min_rate);
+	k->credit_ns = k->credit_ns + earned > now + BODY_AHEAD_NS ? now + BODY_AHEAD_NS
+								   : k->credit_ns + earned;
+	if (ended)
+		k->in_body = false;
+	pthread_mutex_unlock(&s->conns_lock);
+}
+
+/* Room for `more` bytes of body buffer (k's, or an untracked connection's):
+ * 0 once counted in bodies_held, -1 when max_bodies has no room for it.
+ * Past the bound, bodies that have fallen behind the minimum rate are cut,
+ * the stalest first, and this one waits (up to BODY_ROOM_WAIT_NS) for
+ * their threads to give their memory back; while every other body keeps
+ * up, this one is refused: honest load gets back-pressure, a held body
+ * gets no more than its share of a second. */
+static int body_reserve(struct ep_server *s, struct conn *k, size_t more)
+{
+	pthread_mutex_lock(&s->conns_lock);
+	uint64_t until = ep_mono_ns() + BODY_ROOM_WAIT_NS;
+	int rc = -1;
+	while (!(k && k->cut) && !s->stopping) {
+		if (more <= s->cfg.max_bodies && s->bodies_held <= s->cfg.max_bodies - more) {
+			rc = 0;
+			break;
+		}
+		uint64_t now = ep_mono_ns();
+		size_t coming = 0; /* what cut connections are giving back */
+		for (struct conn *o = s->oldest; o; o = o->next)
+			if (o->cut)
+				coming += o->body_held;
+		while (s->bodies_held - coming + more > s->cfg.max_bodies) {
+			struct conn *stalest = NULL;
+			for (struct conn *o = s->oldest; o; o = o->next)
+				if (o != k && !o->cut && o->in_body && o->body_held &&
+				    o->credit_ns < now &&
+				    (!stalest || o->credit_ns < stalest->credit_ns))
+					stalest = o;
+			if (!stalest)
+				break;
+			coming += stalest->body_held;
+			cut(s, stalest, CUT_BODY_EVICTED);
+		}
+		/* one thread serves every connection there: no one else can give
+		 * memory back while this one waits */
+		if (s->bodies_held - coming + more > s->cfg.max_bodies || s->cfg.one_thread ||
+		    now >= until)
+			break;
+		struct timespec ts = ep_realtime_after(until - now);
+		pthread_cond_timedwait(&s->bodies_freed, &s->conns_lock, &ts);
+	}
+	if (rc == 0) {
+		s->bodies_held += more;
+		if (k)
+			k->body_held += more;
+	}
+	pthread_mutex_unlock(&s->conns_lock);
+	return rc;
+}
+
+static void body_release(struct ep_server *s, struct conn *k, size_t n)
+{
+	if (!n)
+		return;
+	pthread_mutex_lock(&s->conns_lock);
+	s->bodies_held -= n;
+	if (k)
+		k->body_held -= n;
+	pthread_cond_broadcast(&s->bodies_freed);
+	pthread_mutex_unlock(&s->conns_lock);
+}
+
+/* Cuts, checking every 250 ms, connections whose header is late (without
+ * the token), that idled too long between requests (with it), and bodies
+ * that fell body_timeout_s behind the minimum rate: MHD's own timeout is
+ * an idle timeout, which one header line or body byte every few seconds
+ * resets for ever. */
 static void *watchdog_main(void *arg)
 {
 	struct ep_server *s = arg;
@@ -380,10 +620,18 @@ static void *watchdog_main(void *arg)
 		struct timespec ts = ep_realtime_after(250000000ULL);
 		pthread_cond_timedwait(&s->conns_stop, &s->conns_lock, &ts);
 		uint64_t now = ep_mono_ns();
-		for (struct conn *k = s->oldest; k; k = k->next)
-			if (!k->trusted && !k->cut && k->waiting &&
+		for (struct conn *k = s->oldest; k; k = k->next) {
+			if (k->cut)
+				continue;
+			if (k->waiting && !k->trusted &&
 			    now - k->waiting_since_ns > s->header_timeout_ns)
 				cut(s, k, CUT_HEADER_TIMEOUT);
+			else if (k->waiting && k->trusted &&
+				 now - k->waiting_since_ns > s->idle_timeout_ns)
+				cut(s, k, CUT_IDLE_TIMEOUT);
+			else if (k->in_body && now > k->credit_ns + s->body_timeout_ns)
+				cut(s, k, CUT_BODY_TIMEOUT);
+		}
 		/* every connection has its thread, and the threads' malloc
 		 * arenas kept what decoding batches freed: 500 agents left
 		 * ~40 MiB free but resident (85 MiB RSS, 43 MiB once trimmed);
@@ -584,17 +832,33 @@ static enum MHD_Result handle_metrics(struct ep_server *s, struct MHD_Connection
 			route_names[i], (uint64_t)atomic_load(&s->requests[i]));
 	fprintf(m, "# HELP edgeprof_http_connections_closed_total Connections the collector "
 		   "closed: header not complete in time, too many from one address without the "
-		   "token, oldest without the token closed to make room.\n"
+		   "token, oldest without the token closed to make room; with the token: idle "
+		   "too long, too many from one address, idle one closed to make room; a body "
+		   "too far behind the minimum rate, or behind it when room was needed.\n"
 		   "# TYPE edgeprof_http_connections_closed_total counter\n");
 	for (int i = 0; i < NCUTS; i++)
 		fprintf(m, "edgeprof_http_connections_closed_total{reason=\"%s\"} %" PRIu64 "\n",
 			cut_names[i], (uint64_t)atomic_load(&s->cuts[i]));
-	size_t open = 0, untrusted;
+	size_t open = 0, untrusted, bodies;
 	pthread_mutex_lock(&s->conns_lock);
 	for (struct conn *k = s->oldest; k; k = k->next)
 		open += !k->cut;
 	untrusted = s->untrusted;
+	bodies = s->bodies_held;
 	pthread_mutex_unlock(&s->conns_lock);
+	fprintf(m,
+		"# HELP edgeprof_http_body_bytes Request body bytes held now, all connections "
+		"together (at most edgeprof_http_body_bytes_max).\n"
+		"# TYPE edgeprof_http_body_bytes gauge\n"
+		"edgeprof_http_body_bytes %zu\n"
+		"# HELP edgeprof_http_body_bytes_max The bound on them (--max-bodies-mib).\n"
+		"# TYPE edgeprof_http_body_bytes_max gauge\n"
+		"edgeprof_http_body_bytes_max %zu\n"
+		"# HELP edgeprof_http_bodies_refused_total Requests answered 503 because request "
+		"bodies held all the room and every one was arriving in time.\n"
+		"# TYPE edgeprof_http_bodies_refused_total counter\n"
+		"edgeprof_http_bodies_refused_total %" PRIu64 "\n",
+		bodies, s->cfg.max_bodies, (uint64_t)atomic_load(&s->bodies_refused));
 	fprintf(m,
 		"# HELP edgeprof_http_connections Open connections, by whether they showed the "
 		"token.\n"
@@ -923,6 +1187,132 @@ static enum MHD_Result handle_ui(struct ep_server *s, struct MHD_Connection *c, 
 	return respond_web(c, &resp, NULL, NULL);
 }
 
+/* Bodies' buffers are mapped, not malloc'd: unmapped, their memory goes
+ * back at once. From malloc, a freed 16 MiB buffer raised glibc's mmap
+ * threshold and stayed in a thread's arena: 72 held 16 MiB bodies took
+ * the collector to 502 MiB with 256 MiB of bodies held. */
+static uint8_t *body_map(uint8_t *old, size_t old_cap, size_t cap)
+{
+	void *p = old ? mremap(old, old_cap, cap, MREMAP_MAYMOVE)
+		      : mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+/* The body's buffer unmapped and its room given back. */
+static void drop_body(struct ep_server *s, struct request *rq)
+{
+	if (rq->body) {
+		explicit_bzero(rq->body, rq->len); /* a sign-in's token */
+		munmap(rq->body, rq->cap);
+	}
+	body_release(s, rq->k, rq->cap);
+	rq->body = NULL;
+	rq->len = rq->cap = 0;
+}
+
+/* Room for a request's body, or its refusal: room for more than its
+ * first 64 KiB is taken as the bytes arrive (take_body), so a client
+ * holds no more memory than it has sent. */
+static bool body_room(struct ep_server *s, struct request *rq, size_t want)
+{
+	if (body_reserve(s, rq->k, want) != 0) {
+		atomic_fetch_add(&s->bodies_refused, 1);
+		say_limited(s, SAID_NO_ROOM,
+			    "a request body (%zu bytes of %zu declared) found no room: bodies "
+			    "being received hold at most %zu bytes (--max-bodies-mib); %s",
+			    rq->len + want, rq->declared, s->cfg.max_bodies,
+			    rq->len ? "connection closed" : "503");
+		return false;
+	}
+	return true;
+}
+
+/* The header is in: the body's declared size checked against the bounds
+ * before any of it is read, its first room taken. */
+static enum MHD_Result begin_body(struct ep_server *s, struct MHD_Connection *c, const char *method,
+				  bool post, size_t limit, void **con_cls)
+{
+	const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+	const char *te = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Transfer-Encoding");
+	unsigned long long declared = cl ? strtoull(cl, NULL, 10) : 0;
+	bool has_body = declared > 0 || te;
+	if (has_body && !post)
+		return respond_text(c, 400, "a %s request carries no body here\n", method);
+	if (declared > s->cfg.max_bodies) {
+		atomic_fetch_add(&s->too_large_bodies, 1);
+		return respond_text(c, 413,
+				    "body of %llu bytes: more than all request bodies together may "
+				    "hold (%zu bytes, --max-bodies-mib)\n",
+				    declared, s->cfg.max_bodies);
+	}
+	struct request *rq = calloc(1, sizeof(*rq));
+	if (!rq)
+		return MHD_NO;
+	rq->k = conn_of(c);
+	rq->limit = limit;
+	rq->declared = (size_t)declared;
+	*con_cls = rq;
+	if (!has_body)
+		return MHD_YES;
+	body_begins(s, rq->k);
+	size_t first = declared && declared < 65536 ? (size_t)declared : 65536;
+	if (first > limit)
+		first = limit;
+	if (!body_room(s, rq, first)) {
+		body_arrived(s, rq->k, 0, true);
+		return respond_retry(c, 503, 1, true,
+				     "no room for a request body now: bodies being received hold "
+				     "%zu bytes at most (--max-bodies-mib), and every one is "
+				     "arriving at %u bytes/s or more (--body-min-rate); retry\n",
+				     s->cfg.max_bodies, s->cfg.body_min_rate);
+	}
+	rq->cap = first;
+	if (first && !(rq->body = body_map(NULL, 0, first))) {
+		drop_body(s, rq);
+		return MHD_NO;
+	}
+	return MHD_YES;
+}
+
+/* n more bytes of body: kept while the route's limit and the room for
+ * bodies allow. */
+static enum MHD_Result take_body(struct ep_server *s, struct request *rq, const char *upload,
+				 size_t n)
+{
+	body_arrived(s, rq->k, n, false);
+	if (rq->too_large)
+		return MHD_YES;
+	if (rq->len + n > rq->limit) {
+		rq->too_large = true;
+		drop_body(s, rq);
+		return MHD_YES;
+	}
+	if (rq->len + n > rq->cap) {
+		size_t cap = rq->cap ? rq->cap : 65536;
+		while (cap < rq->len + n)
+			cap *= 2;
+		/* the declared size is what it ends at: no doubling past it */
+		if (rq->declared && cap > rq->declared)
+			cap = rq->declared;
+		if (cap > rq->limit)
+			cap = rq->limit;
+		/* MHD cannot answer in the middle of a body: the connection
+		 * is closed, which an agent retries like a 503 */
+		if (!body_room(s, rq, cap - rq->cap))
+			return MHD_NO;
+		uint8_t *b = body_map(rq->body, rq->cap, cap);
+		if (!b) {
+			body_release(s, rq->k, cap - rq->cap);
+			return MHD_NO;
+		}
+		rq->body = b;
+		rq->cap = cap;
+	}
+	memcpy(rq->body + rq->len, upload, n);
+	rq->len += n;
+	return MHD_YES;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
 				  const char *method, const char *version, const char *upload,
 				  size_t *upload_size, void **con_cls)
@@ -950,6 +1340,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 				return respond_text(c, 401, "missing or wrong bearer token\n");
 			}
 		}
+		if (over_token_quota(c))
+			return respond_retry(
+			    c, 429, 1, true,
+			    "too many connections with the token from this address: "
+			    "at most %u, none of them idle (--max-token-conns)\n",
+			    s->cfg.max_token_conns);
 		bool post = strcmp(method, "POST") == 0;
 		if (r == R_OTHER)
 			return respond_text(c, 404, "%s: no such endpoint\n", url);
@@ -978,39 +1374,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 						    image ? " (--max-binary-mib)" : "");
 			}
 		}
-		rq = calloc(1, sizeof(*rq));
-		if (!rq)
-			return MHD_NO;
-		rq->limit = limit;
-		*con_cls = rq;
-		return MHD_YES;
+		return begin_body(s, c, method, post, limit, con_cls);
 	}
 	if (*upload_size) {
 		size_t n = *upload_size;
 		*upload_size = 0;
-		if (rq->too_large)
-			return MHD_YES;
-		if (rq->len + n > rq->limit) {
-			rq->too_large = true;
-			free(rq->body);
-			rq->body = NULL;
-			rq->len = rq->cap = 0;
-			return MHD_YES;
-		}
-		if (rq->len + n > rq->cap) {
-			size_t cap = rq->cap ? rq->cap : 65536;
-			while (cap < rq->len + n)
-				cap *= 2;
-			uint8_t *b = realloc(rq->body, cap);
-			if (!b)
-				return MHD_NO;
-			rq->body = b;
-			rq->cap = cap;
-		}
-		memcpy(rq->body + rq->len, upload, n);
-		rq->len += n;
-		return MHD_YES;
+		return take_body(s, rq, upload, n);
 	}
+	body_arrived(s, rq->k, 0, true);
 	switch (r) {
 	case R_INGEST:
 		return handle_ingest(s, c, rq);
@@ -1046,9 +1417,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 	request_done(cls, c);
 	struct request *rq = *con_cls;
 	if (rq) {
-		if (rq->body) /* a sign-in's token */
-			explicit_bzero(rq->body, rq->len);
-		free(rq->body);
+		drop_body(cls, rq);
 		free(rq);
 		*con_cls = NULL;
 	}
@@ -1130,8 +1499,30 @@ struct ep_server *ep_server_start(const struct ep_server_config *cfg, struct ep_
 	if (!s->cfg.max_client_conns)
 		s->cfg.max_client_conns = DEFAULT_MAX_CLIENT_CONNS;
 	s->header_timeout_ns = (uint64_t)s->cfg.header_timeout_s * 1000000000ULL;
+	if (!s->cfg.idle_timeout_s)
+		s->cfg.idle_timeout_s = DEFAULT_IDLE_TIMEOUT_S;
+	if (!s->cfg.max_token_conns)
+		s->cfg.max_token_conns = DEFAULT_MAX_TOKEN_CONNS;
+	if (!s->cfg.max_bodies)
+		s->cfg.max_bodies = DEFAULT_MAX_BODIES;
+	if (!s->cfg.body_timeout_s)
+		s->cfg.body_timeout_s = DEFAULT_BODY_TIMEOUT_S;
+	if (!s->cfg.body_min_rate)
+		s->cfg.body_min_rate = DEFAULT_BODY_MIN_RATE;
+	s->idle_timeout_ns = (uint64_t)s->cfg.idle_timeout_s * 1000000000ULL;
+	s->body_timeout_ns = (uint64_t)s->cfg.body_timeout_s * 1000000000ULL;
+	size_t biggest = s->cfg.max_body;
+	if (cfg->binaries && ep_binaries_max_file(cfg->binaries) > biggest)
+		biggest = ep_binaries_max_file(cfg->binaries);
+	if (biggest > s->cfg.max_bodies)
+		ep_warn(
+		    "request bodies of up to %zu bytes are taken (--max-body, --max-binary-mib), "
+		    "but all bodies together hold at most %zu (--max-bodies-mib): larger ones "
+		    "get 413",
+		    biggest, s->cfg.max_bodies);
 	pthread_mutex_init(&s->conns_lock, NULL);
 	pthread_cond_init(&s->conns_stop, NULL);
+	pthread_cond_init(&s->bodies_freed, NULL);
 	struct sockaddr_storage ss;
 	if (parse_listen(cfg->listen, &ss, err, errlen) != 0)
 		goto fail;
@@ -1199,6 +1590,7 @@ struct ep_server *ep_server_start(const struct ep_server_config *cfg, struct ep_
 	s->watchdog_started = true;
 	return s;
 fail:
+	pthread_cond_destroy(&s->bodies_freed);
 	pthread_cond_destroy(&s->conns_stop);
 	pthread_mutex_destroy(&s->conns_lock);
 	free(s->cert_pem);
@@ -1220,11 +1612,13 @@ void ep_server_stop(struct ep_server *s)
 	pthread_mutex_lock(&s->conns_lock);
 	s->stopping = true;
 	pthread_cond_signal(&s->conns_stop);
+	pthread_cond_broadcast(&s->bodies_freed);
 	pthread_mutex_unlock(&s->conns_lock);
 	if (s->watchdog_started)
 		pthread_join(s->watchdog, NULL);
 	/* closes every connection: the CLOSED notices empty the list */
 	MHD_stop_daemon(s->daemon);
+	pthread_cond_destroy(&s->bodies_freed);
 	pthread_cond_destroy(&s->conns_stop);
 	pthread_mutex_destroy(&s->conns_lock);
 	free(s->cert_pem);

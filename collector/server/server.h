@@ -61,6 +61,26 @@ struct ep_server_config {
 	 * an agent out. */
 	unsigned header_timeout_s;
 	unsigned max_client_conns;
+	/* Connections that showed it are closed after idle_timeout_s between
+	 * requests (0: 15; an agent's batches come every 10 s by default, so
+	 * it keeps its connection), one address may hold at most
+	 * max_token_conns of them (0: 16; past it that address's longest idle
+	 * one is closed, or the new request gets 429), and when the open
+	 * connections come within 8 of the 512 the longest idle one of the
+	 * address holding the most is closed: no token holder can take the
+	 * slots that /healthz and new agents need. */
+	unsigned idle_timeout_s;
+	unsigned max_token_conns;
+	/* Request bodies: all connections together hold at most max_bodies
+	 * bytes of them (0: 256 MiB). Past it, a body that has fallen behind
+	 * body_min_rate bytes/s (0: 64 KiB/s) is closed to make room, stalest
+	 * first; when every body is keeping up, the new one gets 503 with
+	 * Retry-After. A body that falls body_timeout_s behind that rate (0:
+	 * 30) is closed whatever the room: a held body cannot hold memory, a
+	 * thread and a slot for ever. */
+	size_t max_bodies;
+	unsigned body_timeout_s;
+	unsigned body_min_rate;
 	/* binaries' code by build-id (collector/binaries; borrowed): uploads
 	 * on /v1/images and the UI's CFG and disassembly views; NULL: none */
 	struct ep_binaries *binaries;
