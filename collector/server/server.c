@@ -129,7 +129,7 @@ struct ep_server {
 	char *cert_pem, *key_pem, *ca_pem;
 	unsigned port;
 	atomic_uint_fast64_t requests[NROUTES];
-	atomic_uint_fast64_t unauthorized, forbidden, too_large_bodies, bad_encoding;
+	atomic_uint_fast64_t unauthorized, forbidden, too_large_bodies, bad_encoding, cross_site;
 
 	/* admission (see struct ep_server_config) */
 	pthread_mutex_t conns_lock;
@@ -291,6 +291,28 @@ static bool client_certified(struct ep_server *s, struct MHD_Connection *c)
 		return false;
 	unsigned status = 0;
 	return gnutls_certificate_verify_peers2(session, &status) == 0 && status == 0;
+}
+
+/* Cross-site request forgery: a page of another site can make a browser
+ * POST here (a form needs no script and no permission), and without a
+ * token nothing else tells that request from the UI's own. Browsers say
+ * where a request comes from: Sec-Fetch-Site (Fetch Metadata; every
+ * current browser) or, older ones, Origin, which is compared with Host.
+ * A request with neither is not a browser's (agents, the CLI, curl) or
+ * comes from one too old to send Origin on a POST: it passes. The same
+ * rule as OWASP's "verify origin with standard headers" and Go's
+ * net/http CrossOriginProtection. */
+static bool cross_site(struct MHD_Connection *c, const char **origin)
+{
+	const char *site = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Sec-Fetch-Site");
+	*origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
+	if (site)
+		return strcmp(site, "same-origin") != 0 && strcmp(site, "none") != 0;
+	if (!*origin)
+		return false;
+	const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host");
+	const char *o = strstr(*origin, "://"); /* "null" (a sandboxed page) has none */
+	return !o || !host || strcasecmp(o + 3, host) != 0;
 }
 
 static bool same_address(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
@@ -760,6 +782,12 @@ static enum MHD_Result handle_metrics(struct ep_server *s, struct MHD_Connection
 	for (size_t i = 0; i < sizeof(results) / sizeof(results[0]); i++)
 		fprintf(m, "edgeprof_ingest_batches_total{result=\"%s\"} %" PRIu64 "\n",
 			results[i].name, results[i].v);
+	fprintf(m,
+		"# HELP edgeprof_http_cross_site_refused_total Requests that would change state "
+		"refused (403) because a browser sent them from another site's page.\n"
+		"# TYPE edgeprof_http_cross_site_refused_total counter\n"
+		"edgeprof_http_cross_site_refused_total %" PRIu64 "\n",
+		(uint64_t)atomic_load(&s->cross_site));
 	fprintf(
 	    m,
 	    "# HELP edgeprof_ingest_rows_total Rows received in stored batches, before merging.\n"
@@ -1324,6 +1352,20 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	if (!rq) {
 		/* first call: headers only; refuse before reading any body */
 		atomic_fetch_add(&s->requests[r], 1);
+		bool safe = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+		const char *origin = NULL;
+		if (!safe && cross_site(c, &origin)) {
+			atomic_fetch_add(&s->cross_site, 1);
+			say_limited(s, SAID_CROSS_SITE,
+				    "%s %s from another site (Origin %.200s) refused", method, url,
+				    origin ? origin : "not sent");
+			return respond_text(
+			    c, 403,
+			    "%s %s: cross-site request refused (Origin %.200s): "
+			    "this collector takes requests that change state only "
+			    "from its own pages or from clients that are not browsers\n",
+			    method, url, origin ? origin : "not sent");
+		}
 		if (!client_certified(s, c)) {
 			atomic_fetch_add(&s->forbidden, 1);
 			return respond_text(c, 403,
