@@ -30,7 +30,8 @@ static inline const char *ep_test_fixture(const char *name)
 	if (f)
 		fclose(f);
 	else
-		fprintf(stderr, "test data missing: %s (run the tests from the repository root)\n", p);
+		fprintf(stderr, "test data missing: %s (run the tests from the repository root)\n",
+			p);
 	return p;
 }
 
