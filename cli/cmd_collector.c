@@ -41,6 +41,16 @@ static void usage(FILE *out)
 	    "       [--max-client-conns N] [--idle-timeout-s S] [--max-token-conns N]\n"
 	    "       [--max-bodies-mib N] [--body-timeout-s S] [--body-min-rate KIB]\n"
 	    "       [--max-binary-mib N] [--max-image-symbols-mib N] [--debuginfod URLS]\n"
+	    "       [--max-batch KIND=N]... [--ingest-memory-mib N] [--max-page N]\n"
+	    "       [--max-label-values N]\n"
+	    "  --max-batch KIND=N  what one batch may hold, past it 400: binaries (65536),\n"
+	    "                      edges, ranges, ips, functions (1048576 each), label-sets\n"
+	    "                      (16384), mib (decompressed MiB, 64)\n"
+	    "  --ingest-memory-mib N  heap for batches in flight and merged rows awaiting\n"
+	    "                      their commit (default 384; a batch needing more: 413)\n"
+	    "  --max-page N        binaries one list answer may hold (default 1000)\n"
+	    "  --max-label-values N  label sets and values per label listed per binary\n"
+	    "                      (default 100; past it counted and the most sampled)\n"
 	    "  --listen HOST:PORT  default 127.0.0.1:7070; port 0 picks a free one; the web\n"
 	    "                      UI is at / (sign in with the token when there is one)\n"
 	    "  --max-binary-mib N  largest ELF file, and image of one, kept for the UI's\n"
@@ -97,7 +107,8 @@ struct collector_setup {
 static int parse_setup(int argc, char **argv, struct collector_setup *c, int *exit_code)
 {
 	*c = (struct collector_setup){.server = {.listen = "127.0.0.1:7070"}, .retention_days = 30};
-	unsigned max_body = 0, max_bodies_mib = 0, body_min_rate_kib = 0;
+	unsigned max_body = 0, max_bodies_mib = 0, body_min_rate_kib = 0, ingest_mib = 0,
+		 max_page = 0, label_values = 0;
 	const struct ep_option opts[] = {
 	    EP_OPTION("store", 0, EP_OPT_STRING, &c->store_spec),
 	    EP_OPTION("listen", 0, EP_OPT_STRING, &c->server.listen),
@@ -135,6 +146,11 @@ static int parse_setup(int argc, char **argv, struct collector_setup *c, int *ex
 		      .max = 1u << 20),
 	    EP_OPTION("max-sessions", 0, EP_OPT_UINT, &c->sessions.max_open, .min = 1,
 		      .max = 1u << 20),
+	    EP_OPTION("max-batch", 0, EP_OPT_CALL, &c->ingest, .call = ep_ingest_limit_option),
+	    EP_OPTION("ingest-memory-mib", 0, EP_OPT_UINT, &ingest_mib, .min = 16, .max = 1u << 20),
+	    EP_OPTION("max-page", 0, EP_OPT_UINT, &max_page, .min = 1, .max = 100000),
+	    EP_OPTION("max-label-values", 0, EP_OPT_UINT, &label_values, .min = 1,
+		      .max = EP_STORE_LABELS_MAX),
 	    EP_OPTION_END,
 	};
 	const struct ep_option *const tables[] = {opts, NULL};
@@ -146,6 +162,8 @@ static int parse_setup(int argc, char **argv, struct collector_setup *c, int *ex
 	c->server.max_body = max_body;
 	c->server.max_bodies = (size_t)max_bodies_mib << 20;
 	c->server.body_min_rate = body_min_rate_kib << 10;
+	c->ingest.memory_bytes = (size_t)ingest_mib << 20;
+	c->server.api = (struct ep_api_limits){max_page, label_values};
 	if (!c->store_spec || first != argc) {
 		ep_error("collector needs --store sqlite:PATH or clickhouse:URL");
 		*exit_code = 2;

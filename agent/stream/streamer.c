@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent/stream/batch_split.h"
 #include "common/profile/pb_copy.h"
 #include "common/util/collector_list.h"
 #include "common/util/http_body.h"
@@ -403,8 +404,13 @@ fail:
 	return NULL;
 }
 
-int ep_streamer_submit(struct ep_streamer *s, const Edgeprof__V1__Profile *delta,
-		       const Edgeprof__V1__Labels *labels, uint64_t window_start_ns,
+/* One part of a delta (ep_batch_split) as the next batch, spooled. stats
+ * NULL in the parts after the first (interval_samples says the samples
+ * instead); reports: the session reports go with the last part. 0, or -1
+ * (logged). */
+static int submit_part(struct ep_streamer *s, const Edgeprof__V1__Profile *delta,
+		       const Edgeprof__V1__Labels *labels, const struct ep_batch_piece *pieces,
+		       size_t n, bool first, bool last, uint64_t samples, uint64_t window_start_ns,
 		       uint64_t window_end_ns)
 {
 	/* the batch borrows the delta's messages: only the wrappers are ours */
@@ -418,14 +424,15 @@ int ep_streamer_submit(struct ep_streamer *s, const Edgeprof__V1__Profile *delta
 	batch.window_start_ns = window_start_ns;
 	batch.window_end_ns = window_end_ns;
 	batch.config = delta->config;
-	batch.stats = delta->stats;
+	batch.stats = first ? delta->stats : NULL;
+	batch.interval_samples = first ? 0 : samples;
 	char *capabilities[] = {(char *)"profile-session"};
 	if (s->cfg.sessions) {
 		batch.capabilities = capabilities;
 		batch.n_capabilities = 1;
 	}
-	Edgeprof__V1__BinaryDelta *deltas = calloc(delta->n_binaries + 1, sizeof(*deltas));
-	Edgeprof__V1__BinaryDelta **ptrs = calloc(delta->n_binaries + 1, sizeof(*ptrs));
+	Edgeprof__V1__BinaryDelta *deltas = calloc(n + 1, sizeof(*deltas));
+	Edgeprof__V1__BinaryDelta **ptrs = calloc(n + 1, sizeof(*ptrs));
 	int rc = -1;
 	uint8_t *bytes = NULL;
 	size_t len = 0;
@@ -433,34 +440,31 @@ int ep_streamer_submit(struct ep_streamer *s, const Edgeprof__V1__Profile *delta
 	if (deltas && ptrs) {
 		/* a binary's own labels (its container) win over the agent's; they
 		 * travel in the BinaryDelta, not twice */
-		Edgeprof__V1__Labels **own = calloc(delta->n_binaries + 1, sizeof(*own));
-		for (size_t i = 0; own && i < delta->n_binaries; i++) {
+		for (size_t i = 0; i < n; i++) {
 			edgeprof__v1__binary_delta__init(&deltas[i]);
-			deltas[i].profile = delta->binaries[i];
-			own[i] = delta->binaries[i]->labels;
-			delta->binaries[i]->labels = NULL;
-			deltas[i].labels = own[i] ? own[i] : (Edgeprof__V1__Labels *)labels;
+			deltas[i].profile = pieces[i].profile;
+			deltas[i].labels =
+			    (Edgeprof__V1__Labels *)(pieces[i].labels ? pieces[i].labels : labels);
 			ptrs[i] = &deltas[i];
 		}
 		batch.binaries = ptrs;
-		batch.n_binaries = delta->n_binaries;
+		batch.n_binaries = n;
 		/* the lock stays held so no report is queued between the encoding
 		 * and the clearing of what the batch took */
 		pthread_mutex_lock(&s->lock);
 		batch.sequence = s->next_sequence;
-		batch.sessions = s->reports;
-		batch.n_sessions = s->nreports;
-		if (own && ep_wire_encode(&batch, &bytes, &len) == 0)
+		if (last) {
+			batch.sessions = s->reports;
+			batch.n_sessions = s->nreports;
+		}
+		if (ep_wire_encode(&batch, &bytes, &len) == 0)
 			rc = ep_spool_put(s->spool, bytes, len, err, sizeof(err));
-		if (rc == 0) {
+		if (rc == 0 && last) {
 			for (size_t i = 0; i < s->nreports; i++)
 				edgeprof__v1__session_report__free_unpacked(s->reports[i], NULL);
 			s->nreports = 0;
 		}
 		pthread_mutex_unlock(&s->lock);
-		for (size_t i = 0; own && i < delta->n_binaries; i++)
-			delta->binaries[i]->labels = own[i];
-		free(own);
 	}
 	free(bytes);
 	free(deltas);
@@ -474,13 +478,49 @@ int ep_streamer_submit(struct ep_streamer *s, const Edgeprof__V1__Profile *delta
 	} else {
 		s->counters.batches_lost++;
 	}
-	for (size_t i = 0; i < delta->n_binaries; i++)
+	for (size_t i = 0; i < n; i++)
 		*(rc == 0 ? &s->counters.samples_spooled : &s->counters.samples_lost) +=
-		    delta->binaries[i]->samples;
+		    pieces[i].profile->samples;
 	s->next_sequence++;
 	pthread_mutex_unlock(&s->lock);
 	if (rc != 0)
 		ep_error("batch %" PRIu64 " lost: %s", batch.sequence, err);
+	return rc;
+}
+
+int ep_streamer_submit(struct ep_streamer *s, const Edgeprof__V1__Profile *delta,
+		       const Edgeprof__V1__Labels *labels, uint64_t window_start_ns,
+		       uint64_t window_end_ns)
+{
+	/* an interval past what one batch may hold goes in parts, each within
+	 * the collector's bounds (agent/stream/batch_split.h) */
+	struct ep_batch_parts parts;
+	if (ep_batch_split(delta, NULL, &parts) != 0) {
+		pthread_mutex_lock(&s->lock);
+		s->counters.batches_lost++;
+		for (size_t i = 0; i < delta->n_binaries; i++)
+			s->counters.samples_lost += delta->binaries[i]->samples;
+		s->next_sequence++;
+		pthread_mutex_unlock(&s->lock);
+		ep_error("batch lost: out of memory cutting it in parts");
+		return -1;
+	}
+	uint64_t samples = delta->stats ? delta->stats->samples : 0;
+	for (size_t i = 0; !delta->stats && i < delta->n_binaries; i++)
+		if (delta->binaries[i]->samples > samples)
+			samples = delta->binaries[i]->samples;
+	if (parts.nparts > 1)
+		ep_info("an interval of %zu binaries went in %zu batches (each within the "
+			"collector's bounds: %u rows, %u binaries)",
+			delta->n_binaries, parts.nparts, EP_WIRE_BATCH_ROWS,
+			EP_WIRE_BATCH_BINARIES);
+	int rc = 0;
+	for (size_t k = 0, from = 0; k < parts.nparts; from = parts.end[k++])
+		if (submit_part(s, delta, labels, parts.pieces + from, parts.end[k] - from, k == 0,
+				k + 1 == parts.nparts, samples, window_start_ns,
+				window_end_ns) != 0)
+			rc = -1;
+	ep_batch_parts_free(&parts);
 	return rc;
 }
 

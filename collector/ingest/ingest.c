@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,22 @@
 #include "common/wire/wire.h"
 
 #define RESULTS 64 /* generations whose outcome waiters can still read */
+/* A batch or a commit this big gives its memory back to the system once
+ * freed: each connection's thread allocates from a malloc arena of its
+ * own, which kept what six batches of a million edges freed (RSS 1 GB for
+ * 400 MB in use, OOM-killed at 1 GiB). */
+#define TRIM_BYTES (8u << 20)
+/* What a batch in flight holds, from unpacked to written, over what
+ * unpacking it takes: its merged rows (hash and vector, ~110 bytes an
+ * edge) and their messages while the commit writes them (~96) against the
+ * unpacked edge's ~112 (measured: six batches of a million edges peaked at
+ * 640 MB RSS, the 384 MiB reserved plus SQLite's cache and the
+ * decompressed bytes). */
+#define IN_FLIGHT_FACTOR 2
+#define TRIM_ROWS	 65536
+
+const char *const ep_ingest_bound_names[EP_INGEST_NBOUNDS] = {
+    "binaries", "edges", "ranges", "ips", "functions", "label_sets", "memory"};
 
 struct batch_key {
 	char *agent_id;
@@ -53,6 +70,15 @@ struct ep_ingest {
 	bool stopping;
 	pthread_t committer;
 	struct ep_ingest_counters counters;
+
+	/* The heap batches in flight hold, from their decompression until
+	 * they are merged (ep_ingest_config.memory_bytes): two budgets, taken
+	 * in that order and never the other, so no batch holding one waits on
+	 * a batch waiting for it. */
+	pthread_mutex_t mem_lock;
+	pthread_cond_t mem_freed;
+	size_t plain_budget, decoded_budget, plain_held, decoded_held;
+	uint64_t memory_waits;
 };
 
 static void keys_clear(struct key_list *k)
@@ -283,6 +309,12 @@ static void *committer_main(void *arg)
 		in->results[gen % RESULTS] = rc;
 		if (rc != 0)
 			snprintf(in->last_error, sizeof(in->last_error), "%s", err);
+		if (rows >= TRIM_ROWS) {
+			/* the merge and its messages were freed by now */
+			pthread_mutex_unlock(&in->lock);
+			malloc_trim(0);
+			pthread_mutex_lock(&in->lock);
+		}
 		in->gen_done = gen;
 		in->counters.commits++;
 		in->counters.commit_seconds += secs;
@@ -304,6 +336,36 @@ static void *committer_main(void *arg)
 	return NULL;
 }
 
+int ep_ingest_limit_option(void *config, const char *arg, char *err, size_t errlen)
+{
+	struct ep_ingest_config *c = config;
+	const struct {
+		const char *kind;
+		uint64_t *field;
+	} kinds[] = {{"binaries", &c->limits.binaries},	  {"edges", &c->limits.edges},
+		     {"ranges", &c->limits.ranges},	  {"ips", &c->limits.ips},
+		     {"functions", &c->limits.functions}, {"label-sets", &c->limits.label_sets}};
+	const char *eq = strchr(arg, '=');
+	char *end = NULL;
+	unsigned long long n = eq && eq[1] >= '0' && eq[1] <= '9' ? strtoull(eq + 1, &end, 10) : 0;
+	bool ok = end && !*end && n > 0 && n <= (1ULL << 32);
+	size_t klen = eq ? (size_t)(eq - arg) : 0;
+	for (size_t i = 0; ok && i < sizeof(kinds) / sizeof(kinds[0]); i++)
+		if (strlen(kinds[i].kind) == klen && strncmp(arg, kinds[i].kind, klen) == 0) {
+			*kinds[i].field = n;
+			return 0;
+		}
+	if (ok && klen == 3 && strncmp(arg, "mib", 3) == 0 && n <= 4096) {
+		c->max_batch_bytes = (size_t)n << 20;
+		return 0;
+	}
+	snprintf(err, errlen,
+		 "'%s': expected KIND=N, KIND one of binaries, edges, ranges, ips, functions, "
+		 "label-sets (1 to 2^32) or mib (1 to 4096)",
+		 arg);
+	return -1;
+}
+
 struct ep_ingest *ep_ingest_new(struct ep_store *store, const struct ep_ingest_config *cfg,
 				char *err, size_t errlen)
 {
@@ -313,12 +375,29 @@ struct ep_ingest *ep_ingest_new(struct ep_store *store, const struct ep_ingest_c
 		return NULL;
 	}
 	in->cfg = *cfg;
+	size_t memory = in->cfg.memory_bytes ? in->cfg.memory_bytes : EP_INGEST_MEMORY;
 	if (!in->cfg.max_pending_rows)
-		in->cfg.max_pending_rows = 4u << 20;
+		in->cfg.max_pending_rows = memory / EP_INGEST_ROW_BYTES;
 	if (!in->cfg.max_batch_bytes)
 		in->cfg.max_batch_bytes = EP_WIRE_MAX_BATCH;
+	struct ep_wire_counts *l = &in->cfg.limits;
+	l->binaries = l->binaries ? l->binaries : EP_INGEST_MAX_BINARIES;
+	l->edges = l->edges ? l->edges : EP_INGEST_MAX_EDGES;
+	l->ranges = l->ranges ? l->ranges : EP_INGEST_MAX_RANGES;
+	l->ips = l->ips ? l->ips : EP_INGEST_MAX_IPS;
+	l->functions = l->functions ? l->functions : EP_INGEST_MAX_FUNCTIONS;
+	l->label_sets = l->label_sets ? l->label_sets : EP_INGEST_MAX_LABEL_SETS;
+	in->plain_budget =
+	    memory / 4 > in->cfg.max_batch_bytes ? memory / 4 : in->cfg.max_batch_bytes;
+	in->decoded_budget = memory > in->plain_budget ? memory - in->plain_budget : memory / 2;
+	in->cfg.memory_bytes = memory;
+	pthread_mutex_init(&in->mem_lock, NULL);
+	pthread_cond_init(&in->mem_freed, NULL);
 	in->store = store;
 	in->keeps_batches = ep_store_keeps_batches(store);
+	/* few arenas, so that what one connection's thread freed serves the
+	 * next batch on another (TRIM_BYTES) */
+	mallopt(M_ARENA_MAX, 4);
 	in->pending = ep_merge_new();
 	in->committing = ep_merge_new();
 	/* generation 0 counts as finished so the first batches (generation 1)
@@ -356,6 +435,8 @@ void ep_ingest_free(struct ep_ingest *in)
 	pthread_cond_destroy(&in->done);
 	pthread_cond_destroy(&in->space);
 	pthread_mutex_destroy(&in->lock);
+	pthread_cond_destroy(&in->mem_freed);
+	pthread_mutex_destroy(&in->mem_lock);
 	free(in);
 }
 
@@ -407,6 +488,108 @@ static int64_t bucket_of(uint64_t window_end_ns)
 	return s - s % EP_STORE_BUCKET_S;
 }
 
+/* Takes n bytes of a budget (held of budget), waiting while others hold
+ * too much of it. */
+static void mem_take(struct ep_ingest *in, size_t *held, size_t budget, size_t n)
+{
+	pthread_mutex_lock(&in->mem_lock);
+	bool waited = false;
+	while (*held + n > budget && *held > 0) {
+		waited = true;
+		pthread_cond_wait(&in->mem_freed, &in->mem_lock);
+	}
+	*held += n;
+	in->memory_waits += waited;
+	pthread_mutex_unlock(&in->mem_lock);
+}
+
+static void mem_give(struct ep_ingest *in, size_t *held, size_t n)
+{
+	if (!n)
+		return;
+	pthread_mutex_lock(&in->mem_lock);
+	*held -= n;
+	pthread_cond_broadcast(&in->mem_freed);
+	pthread_mutex_unlock(&in->mem_lock);
+}
+
+/* A batch's profiles, once merged: the rest (its agent, its session
+ * reports) stays for the caller. */
+static void drop_binaries(Edgeprof__V1__Batch *b)
+{
+	for (size_t i = 0; i < b->n_binaries; i++)
+		edgeprof__v1__binary_delta__free_unpacked(b->binaries[i], NULL);
+	free(b->binaries);
+	b->binaries = NULL;
+	b->n_binaries = 0;
+}
+
+/* The batch in body, unpacked within the bounds, holding *decoded bytes of
+ * the decoded budget (the caller gives them back once the batch's rows are
+ * written); NULL with *r and why. */
+static Edgeprof__V1__Batch *unpack_bounded(struct ep_ingest *in, const uint8_t *body, size_t len,
+					   bool compressed, size_t *decoded,
+					   enum ep_ingest_result *r, char *why, size_t whylen)
+{
+	*decoded = 0;
+	/* the decompressed bytes: what the frame says, held to it, or the bound */
+	size_t max = in->cfg.max_batch_bytes;
+	uint64_t declared = compressed ? ep_wire_declared_size(body, len) : 0;
+	size_t plain_need = !compressed ? 0 : declared && declared < max ? (size_t)declared : max;
+	mem_take(in, &in->plain_held, in->plain_budget, plain_need);
+	const uint8_t *plain;
+	size_t plain_len;
+	uint8_t *owned;
+	bool too_large;
+	Edgeprof__V1__Batch *b = NULL;
+	struct ep_wire_counts c;
+	const char *which = NULL;
+	*r = EP_INGEST_BAD_REQUEST;
+	if (ep_wire_inflate(body, len, compressed, max, &plain, &plain_len, &owned, &too_large, why,
+			    whylen) != 0) {
+		*r = too_large ? EP_INGEST_TOO_LARGE : EP_INGEST_BAD_REQUEST;
+		goto out;
+	}
+	if (ep_wire_count(plain, plain_len, &in->cfg.limits, &c, why, whylen) != 0)
+		goto out;
+	int bound = -1;
+	if (ep_wire_check_limits(&c, &in->cfg.limits, &which, why, whylen) != 0) {
+		for (int i = 0; i < EP_INGEST_NBOUNDS; i++)
+			if (strcmp(ep_ingest_bound_names[i], which) == 0)
+				bound = i;
+	} else if (c.decoded_bytes * IN_FLIGHT_FACTOR > in->decoded_budget) {
+		bound = EP_INGEST_BOUND_MEMORY;
+		*r = EP_INGEST_TOO_LARGE;
+		snprintf(why, whylen,
+			 "unpacking this batch takes about %" PRIu64 " MiB (%" PRIu64
+			 " binaries, %" PRIu64 " edges, %" PRIu64 " ranges, %" PRIu64
+			 " IPs, %" PRIu64 " functions, %zu bytes): more than the %zu MiB batches "
+			 "in flight may hold (collector --ingest-memory-mib)",
+			 c.decoded_bytes * IN_FLIGHT_FACTOR >> 20, c.binaries, c.edges, c.ranges,
+			 c.ips, c.functions, plain_len, in->decoded_budget >> 20);
+	}
+	if (bound >= 0 || which) {
+		pthread_mutex_lock(&in->lock);
+		if (bound >= 0)
+			in->counters.refused[bound]++;
+		pthread_mutex_unlock(&in->lock);
+		goto out;
+	}
+	*decoded = (size_t)c.decoded_bytes * IN_FLIGHT_FACTOR;
+	mem_take(in, &in->decoded_held, in->decoded_budget, *decoded);
+	b = edgeprof__v1__batch__unpack(NULL, plain_len, plain);
+	if (!b)
+		snprintf(why, whylen, "not an edgeprof.v1.Batch protobuf (%zu bytes)", plain_len);
+out:
+	free(owned);
+	mem_give(in, &in->plain_held, plain_need);
+	if (!b) {
+		mem_give(in, &in->decoded_held, *decoded);
+		*decoded = 0;
+	}
+	return b;
+}
+
 enum ep_ingest_result ep_ingest_batch(struct ep_ingest *in, const uint8_t *body, size_t len,
 				      bool compressed, uint64_t *sequence, char *why, size_t whylen,
 				      Edgeprof__V1__Batch **keep)
@@ -415,13 +598,13 @@ enum ep_ingest_result ep_ingest_batch(struct ep_ingest *in, const uint8_t *body,
 	if (keep)
 		*keep = NULL;
 	enum ep_ingest_result r;
+	size_t decoded;
 	Edgeprof__V1__Batch *b =
-	    ep_wire_decode(body, len, compressed, in->cfg.max_batch_bytes, why, whylen);
+	    unpack_bounded(in, body, len, compressed, &decoded, &r, why, whylen);
+	size_t unpacked = decoded;
 	pthread_mutex_lock(&in->lock);
 	if (!b) {
-		r = count(in, strstr(why, "once decompressed") || strstr(why, "than the limit")
-				  ? EP_INGEST_TOO_LARGE
-				  : EP_INGEST_BAD_REQUEST);
+		r = count(in, r);
 		goto out;
 	}
 	*sequence = b->sequence;
@@ -472,6 +655,9 @@ enum ep_ingest_result ep_ingest_batch(struct ep_ingest *in, const uint8_t *body,
 		in->counters.ranges += d->profile->n_ranges;
 		in->counters.ips += d->profile->n_ips;
 	}
+	/* merged: the unpacked profiles go now; the batch's reservation
+	 * stays for its merged rows until they are written */
+	drop_binaries(b);
 	const char *node = b->agent->node ? b->agent->node : "";
 	bool duplicate = false;
 	if (rc != 0 ||
@@ -487,18 +673,24 @@ enum ep_ingest_result ep_ingest_batch(struct ep_ingest *in, const uint8_t *body,
 	}
 	if (in->pending_keys.n == 1)
 		in->first_pending_ns = ep_mono_ns();
-	in->pending_rows =
-	    in->keeps_batches ? in->pending_rows + ep_merge_rows(own) : ep_merge_rows(in->pending);
+	/* the slices count with the rows: a batch of many label sets and no
+	 * edges holds memory too */
+	in->pending_rows = in->keeps_batches
+			       ? in->pending_rows + ep_merge_rows(own) + ep_merge_slices(own)
+			       : ep_merge_rows(in->pending) + ep_merge_slices(in->pending);
 	in->counters.pending_rows = in->pending_rows;
 	pthread_cond_signal(&in->work);
 	r = wait_generation(in, in->gen_open, why, whylen, EP_INGEST_STORED);
 	r = count(in, r == EP_INGEST_STORED && duplicate ? EP_INGEST_DUPLICATE : r);
 out:
 	pthread_mutex_unlock(&in->lock);
+	mem_give(in, &in->decoded_held, decoded);
 	if (keep && b && (r == EP_INGEST_STORED || r == EP_INGEST_DUPLICATE))
 		*keep = b;
 	else
 		ep_wire_free(b);
+	if (unpacked >= TRIM_BYTES)
+		malloc_trim(0);
 	return r;
 }
 
@@ -507,4 +699,45 @@ void ep_ingest_counters(struct ep_ingest *in, struct ep_ingest_counters *out)
 	pthread_mutex_lock(&in->lock);
 	*out = in->counters;
 	pthread_mutex_unlock(&in->lock);
+	pthread_mutex_lock(&in->mem_lock);
+	out->plain_bytes = in->plain_held;
+	out->decoded_bytes = in->decoded_held;
+	out->memory_waits = in->memory_waits;
+	pthread_mutex_unlock(&in->mem_lock);
+}
+
+void ep_ingest_metrics(struct ep_ingest *in, FILE *out)
+{
+	struct ep_ingest_counters c;
+	ep_ingest_counters(in, &c);
+	fputs(
+	    "# HELP edgeprof_ingest_refused_total Batches refused (400; memory: 413) for a bound, "
+	    "by bound: too many binaries, edges, ranges, IPs, functions or label sets in one "
+	    "batch, or more to unpack than the ingest may hold.\n"
+	    "# TYPE edgeprof_ingest_refused_total counter\n",
+	    out);
+	for (int i = 0; i < EP_INGEST_NBOUNDS; i++)
+		fprintf(out, "edgeprof_ingest_refused_total{bound=\"%s\"} %" PRIu64 "\n",
+			ep_ingest_bound_names[i], c.refused[i]);
+	const struct ep_wire_counts *l = &in->cfg.limits;
+	const uint64_t bounds[EP_INGEST_NBOUNDS] = {
+	    l->binaries,  l->edges,	 l->ranges,	    l->ips,
+	    l->functions, l->label_sets, in->decoded_budget};
+	fputs("# HELP edgeprof_ingest_bound What one batch may hold (memory: bytes to unpack "
+	      "batches in flight).\n# TYPE edgeprof_ingest_bound gauge\n",
+	      out);
+	for (int i = 0; i < EP_INGEST_NBOUNDS; i++)
+		fprintf(out, "edgeprof_ingest_bound{bound=\"%s\"} %" PRIu64 "\n",
+			ep_ingest_bound_names[i], bounds[i]);
+	fprintf(out,
+		"# HELP edgeprof_ingest_inflight_bytes Heap batches in flight hold: decompressed "
+		"bytes, and what unpacking them took, until merged.\n"
+		"# TYPE edgeprof_ingest_inflight_bytes gauge\n"
+		"edgeprof_ingest_inflight_bytes{part=\"decompressed\"} %" PRIu64 "\n"
+		"edgeprof_ingest_inflight_bytes{part=\"unpacked\"} %" PRIu64 "\n"
+		"# HELP edgeprof_ingest_memory_waits_total Batches that waited for others to free "
+		"the ingest's memory.\n"
+		"# TYPE edgeprof_ingest_memory_waits_total counter\n"
+		"edgeprof_ingest_memory_waits_total %" PRIu64 "\n",
+		c.plain_bytes, c.decoded_bytes, c.memory_waits);
 }

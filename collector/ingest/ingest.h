@@ -14,13 +14,47 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "collector/store/store.h"
+#include "common/wire/wire.h"
+
+/* What one batch may hold (collector --max-batch-*): well above what an
+ * agent sends in an interval (a busy node's 10 s is ~300,000 rows, 20
+ * label sets: docs/capacity.md), and the agent splits a larger interval
+ * into batches within them (agent/stream/streamer.c). A batch past one is
+ * answered 400 naming the count and the bound, which the agent does not
+ * resend. */
+#define EP_INGEST_MAX_BINARIES	 EP_WIRE_BATCH_BINARIES
+#define EP_INGEST_MAX_EDGES	 EP_WIRE_BATCH_EDGES
+#define EP_INGEST_MAX_RANGES	 EP_WIRE_BATCH_RANGES
+#define EP_INGEST_MAX_IPS	 EP_WIRE_BATCH_IPS
+#define EP_INGEST_MAX_FUNCTIONS	 EP_WIRE_BATCH_FUNCTIONS
+#define EP_INGEST_MAX_LABEL_SETS EP_WIRE_BATCH_LABEL_SETS
+/* The heap the ingest may hold for batches in flight: their decompressed
+ * bytes, what unpacking them takes, and their merged rows until written. */
+#define EP_INGEST_MEMORY    (384u << 20)
+#define EP_INGEST_ROW_BYTES 256
 
 struct ep_ingest_config {
-	unsigned commit_ms;	 /* extra wait before a commit, for more merging; 0: none */
-	size_t max_pending_rows; /* back-pressure beyond this; 0: 4M */
-	size_t max_batch_bytes;	 /* decompressed; 0: EP_WIRE_MAX_BATCH */
+	unsigned commit_ms; /* extra wait before a commit, for more merging; 0: none */
+	/* back-pressure beyond this many merged rows (edges, ranges, IPs and
+	 * the slices that hold them) waiting for a commit; 0: one per
+	 * EP_INGEST_ROW_BYTES of memory_bytes (a merged row, and its copy
+	 * while it is written, take about that) */
+	size_t max_pending_rows;
+	size_t max_batch_bytes; /* decompressed; 0: EP_WIRE_MAX_BATCH */
+	/* per batch; a 0 field: its EP_INGEST_MAX_* (segments, paths,
+	 * sessions and decoded_bytes are not read: the memory bound covers
+	 * them) */
+	struct ep_wire_counts limits;
+	/* batches in flight hold at most this much (0: EP_INGEST_MEMORY): a
+	 * quarter of it, at least max_batch_bytes, for decompressed bytes, the
+	 * rest for each batch from unpacked until its rows are written (twice
+	 * what unpacking it takes: the merged rows and their copy while
+	 * written); more waits its turn, and a batch that alone needs more is
+	 * refused (413) */
+	size_t memory_bytes;
 };
 
 enum ep_ingest_result {
@@ -30,6 +64,18 @@ enum ep_ingest_result {
 	EP_INGEST_TOO_LARGE,
 	EP_INGEST_STORE_ERROR, /* retry later */
 };
+
+enum {
+	EP_INGEST_BOUND_BINARIES,
+	EP_INGEST_BOUND_EDGES,
+	EP_INGEST_BOUND_RANGES,
+	EP_INGEST_BOUND_IPS,
+	EP_INGEST_BOUND_FUNCTIONS,
+	EP_INGEST_BOUND_LABEL_SETS,
+	EP_INGEST_BOUND_MEMORY,
+	EP_INGEST_NBOUNDS
+};
+extern const char *const ep_ingest_bound_names[EP_INGEST_NBOUNDS];
 
 struct ep_ingest_counters {
 	uint64_t stored, duplicate, bad_request, too_large, store_error;
@@ -45,9 +91,21 @@ struct ep_ingest_counters {
 	 * first failed write to the next one that succeeds */
 	uint64_t store_failing;
 	uint64_t failing_writes; /* failed writes in the current outage */
+	/* batches refused for a bound, by the bound: binaries, edges, ranges,
+	 * ips, functions, label_sets (too many in one batch), memory (what
+	 * unpacking it takes is more than the ingest may hold) */
+	uint64_t refused[EP_INGEST_NBOUNDS];
+	/* bytes batches in flight hold now: decompressed, and unpacked */
+	uint64_t plain_bytes, decoded_bytes;
+	uint64_t memory_waits; /* batches that waited for memory */
 };
 
 struct ep_ingest;
+
+/* --max-batch KIND=N (an EP_OPT_CALL option's call, config an
+ * ep_ingest_config): KIND binaries, edges, ranges, ips, functions,
+ * label-sets, or mib (decompressed MiB). 0, or -1 with err. */
+int ep_ingest_limit_option(void *config, const char *arg, char *err, size_t errlen);
 
 /* The store is borrowed. */
 struct ep_ingest *ep_ingest_new(struct ep_store *store, const struct ep_ingest_config *cfg,
@@ -65,5 +123,8 @@ enum ep_ingest_result ep_ingest_batch(struct ep_ingest *in, const uint8_t *body,
 				      Edgeprof__V1__Batch **keep);
 
 void ep_ingest_counters(struct ep_ingest *in, struct ep_ingest_counters *out);
+/* The bounds' metrics in Prometheus' text (refusals by bound, bytes in
+ * flight, the bounds themselves), for /metrics. */
+void ep_ingest_metrics(struct ep_ingest *in, FILE *out);
 
 #endif

@@ -839,6 +839,7 @@ static enum MHD_Result handle_metrics(struct ep_server *s, struct MHD_Connection
 	    ic.commit_failures, ic.store_failing, ep_store_memory_bytes(s->store),
 	    heap_in_use_bytes(), ic.rows_written, ic.commit_seconds,
 	    (uint64_t)atomic_load(&s->unauthorized), (uint64_t)atomic_load(&s->forbidden));
+	ep_ingest_metrics(s->ingest, m);
 	if (s->sessions) {
 		struct ep_sessions_counters sc;
 		ep_sessions_counters(s->sessions, &sc);

@@ -144,6 +144,40 @@ fail:
 	return NULL;
 }
 
+uint64_t ep_wire_declared_size(const uint8_t *data, size_t len)
+{
+	unsigned long long n = ZSTD_getFrameContentSize(data, len);
+	return n == ZSTD_CONTENTSIZE_UNKNOWN || n == ZSTD_CONTENTSIZE_ERROR ? 0 : (uint64_t)n;
+}
+
+int ep_wire_inflate(const uint8_t *data, size_t len, bool compressed, size_t max_size,
+		    const uint8_t **plain, size_t *plain_len, uint8_t **owned, bool *too_large,
+		    char *err, size_t errlen)
+{
+	*owned = NULL;
+	*too_large = false;
+	if (!compressed) {
+		*too_large = len > max_size;
+		if (*too_large)
+			snprintf(err, errlen, "%zu bytes, more than the limit of %zu", len,
+				 max_size);
+		*plain = data;
+		*plain_len = len;
+		return *too_large ? -1 : 0;
+	}
+	/* a frame that says its size is held to it: what the caller reserved
+	 * for it is that size */
+	uint64_t declared = ep_wire_declared_size(data, len);
+	size_t bound = declared && declared < max_size ? (size_t)declared : max_size;
+	*owned = decompress(data, len, bound, plain_len, err, errlen);
+	if (!*owned) {
+		*too_large = strstr(err, "once decompressed") != NULL;
+		return -1;
+	}
+	*plain = *owned;
+	return 0;
+}
+
 Edgeprof__V1__Batch *ep_wire_decode(const uint8_t *data, size_t len, bool compressed,
 				    size_t max_size, char *err, size_t errlen)
 {
@@ -198,6 +232,8 @@ int ep_wire_check_counts(const Edgeprof__V1__Batch *b, char *err, size_t errlen)
 	uint64_t samples = 0;
 	if (b->stats)
 		samples = b->stats->samples;
+	else if (b->interval_samples)
+		samples = b->interval_samples; /* a part of an interval: its samples */
 	else
 		for (size_t i = 0; i < b->n_binaries; i++)
 			if (b->binaries[i]->profile && b->binaries[i]->profile->samples > samples)

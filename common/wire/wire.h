@@ -20,6 +20,19 @@
 /* Decompressed size a collector accepts by default; a batch of a busy
  * node's 10 s is a few MiB at most. */
 #define EP_WIRE_MAX_BATCH (64u << 20)
+/* What one batch holds at most by default, in a collector (--max-batch) and
+ * from an agent, which cuts a bigger interval into parts (Batch.
+ * interval_samples): far above a busy node's 10 s (~300,000 rows over 20
+ * label sets, docs/capacity.md). Rows: edges, ranges, IPs and functions
+ * together, what an agent's part holds at most, which unpacks within the
+ * collector's default --ingest-memory-mib. */
+#define EP_WIRE_BATCH_BINARIES	 65536
+#define EP_WIRE_BATCH_EDGES	 (1u << 20)
+#define EP_WIRE_BATCH_RANGES	 (1u << 20)
+#define EP_WIRE_BATCH_IPS	 (1u << 20)
+#define EP_WIRE_BATCH_FUNCTIONS	 (1u << 20)
+#define EP_WIRE_BATCH_LABEL_SETS 16384
+#define EP_WIRE_BATCH_ROWS	 (1u << 20)
 
 /* Serialises and compresses. *out is malloc'd. 0, or -1 when memory runs out. */
 int ep_wire_encode(const Edgeprof__V1__Batch *batch, uint8_t **out, size_t *out_len);
@@ -35,6 +48,39 @@ int ep_wire_encode(const Edgeprof__V1__Batch *batch, uint8_t **out, size_t *out_
 Edgeprof__V1__Batch *ep_wire_decode(const uint8_t *data, size_t len, bool compressed,
 				    size_t max_size, char *err, size_t errlen);
 void ep_wire_free(Edgeprof__V1__Batch *batch);
+
+/* ep_wire_decode in its steps, for a caller that checks the bytes before
+ * unpacking them (the collector's ingest): the protobuf bytes of a batch
+ * (one zstd frame with a checksum when compressed, else data itself: *plain
+ * then points into data and *owned is NULL), at most max_size of them; the
+ * frame's declared size, when it declares one, is the bound if smaller. 0,
+ * or -1 with err (too_large set when the bound is what refused it). */
+int ep_wire_inflate(const uint8_t *data, size_t len, bool compressed, size_t max_size,
+		    const uint8_t **plain, size_t *plain_len, uint8_t **owned, bool *too_large,
+		    char *err, size_t errlen);
+/* What a zstd frame says it decompresses to; 0 when it does not say. */
+uint64_t ep_wire_declared_size(const uint8_t *data, size_t len);
+
+/* What a batch's protobuf bytes hold, counted without unpacking them
+ * (common/wire/wire_count.c): binaries (BinaryDelta), edges, ranges, IPs,
+ * functions, segments, paths, session reports, distinct label sets (of the
+ * binaries' labels; counted up to one past the bound only), and about what
+ * unpacking takes on the heap (every message, string and unknown field:
+ * within a few percent, and never less for a batch of many small
+ * messages). */
+struct ep_wire_counts {
+	uint64_t binaries, edges, ranges, ips, functions, segments, paths, sessions, label_sets;
+	uint64_t decoded_bytes;
+};
+/* 0, or -1 with err when the bytes are no Batch. limits: only its
+ * label_sets is read here (0: no bound). */
+int ep_wire_count(const uint8_t *data, size_t len, const struct ep_wire_counts *limits,
+		  struct ep_wire_counts *c, char *err, size_t errlen);
+/* 0 when c is within limits (a 0 there: no bound), else -1 with err naming
+ * the count, what it counts and the bound, and *which its name ("edges",
+ * "label_sets", ...) for the metric. */
+int ep_wire_check_limits(const struct ep_wire_counts *c, const struct ep_wire_counts *limits,
+			 const char **which, char *err, size_t errlen);
 
 /* What one batch may count, so that no single batch can push a stored sum
  * to 2^64 (issue 18: one batch with samples = 2^63 - 1 made every listing

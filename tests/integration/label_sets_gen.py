@@ -6,13 +6,14 @@ edgeprof.v1.Batch protobuf (proto/ingest.proto), encoded here by hand so the
 tests need no protobuf module.
 
   label_sets_gen.py URL --label-sets N [--per-batch K] [--binaries M]
-                    [--agent-id ID] [--token-file F] [--edges E] [--prefix P]
-                    [--base B] [--dump DIR]
+                    [--agent-id ID] [--token-file F] [--edges E] [--ips I] [--prefix P]
+                    [--base B] [--agents A] [--dump DIR]
 
 Label set i (0 <= i < N) is container "<P>-<i>" (i zero-padded to 64
 characters, like a container id), pod "pod-<i>", namespace "ns-<i % 7>", cgroup
 "/kubepods/<P>-<i>", process "proc-<i % 5>", on binary B + i % M (build-id
-0xe0e0000000 + B + i % M as 40 hex digits): 1 sample each, E edges each (0 by default).
+0xe0e0000000 + B + i % M as 40 hex digits): 1 sample each, E distinct edges
+each (0 by default) and I sample IPs (--ips, 0).
 Prints "batches: B" and "seconds: S" when done; exits 1 on any answer but 200.
 --dump DIR writes the batches' bytes there instead of posting them.
 """
@@ -61,16 +62,37 @@ def label_set(prefix, i):
     ])
 
 
-def delta(prefix, i, binaries, edges, base):
+def ip_fields(n):
+    """n sample IPs of count 1"""
+    key7 = varint((7 << 3) | 2)
+    return b"".join(key7 + varint(len(f)) + f
+                    for f in (field_varint(1, 0x401000 + e) + b"\x10\x01" for e in range(n)))
+
+
+def delta(prefix, i, binaries, edges, base, ips=0):
     m = i % binaries + base
     prof = [field_bytes(1, build_id(m)), field_bytes(2, "/usr/bin/app-%d" % m),
             field_bytes(3, "x86_64"), field_varint(4, 1)]
-    for e in range(edges):
-        # from, to, taken, count
-        edge = field_varint(1, 0x401000 + 16 * e) + field_varint(2, 0x402000 + 16 * e) + \
-            field_varint(3, 1) + field_varint(4, 1)
-        prof.append(field_bytes(5, edge))
+    prof.append(edge_fields(edges))
+    prof.append(ip_fields(ips))
     return field_bytes(1, b"".join(prof)) + field_bytes(2, label_set(prefix, i))
+
+
+_edges = {}
+
+
+def edge_fields(n):
+    """n distinct taken edges of count 1, encoded once per n"""
+    if n not in _edges:
+        key5 = varint((5 << 3) | 2)
+        out = bytearray()
+        for e in range(n):
+            # from, to, taken, count
+            edge = field_varint(1, 0x401000 + 16 * e) + field_varint(2, 0x402000 + 16 * e) + \
+                b"\x18\x01\x20\x01"
+            out += key5 + varint(len(edge)) + edge
+        _edges[n] = bytes(out)
+    return _edges[n]
 
 
 def batch(agent_id, seq, deltas, samples):
@@ -92,10 +114,13 @@ def main():
     ap.add_argument("--binaries", type=int, default=1)
     ap.add_argument("--base", type=int, default=0)
     ap.add_argument("--edges", type=int, default=0)
+    ap.add_argument("--ips", type=int, default=0)
     ap.add_argument("--agent-id", default="label-sets-gen-%d" % os.getpid())
     ap.add_argument("--prefix", default="c")
     ap.add_argument("--token-file")
     ap.add_argument("--dump")
+    ap.add_argument("--agents", type=int, default=1,
+                    help="the same batches from A agents (ID-0, ID-1, ...), one after another")
     a = ap.parse_args()
     token = None
     if a.token_file:
@@ -103,12 +128,15 @@ def main():
             token = f.read().strip()
     t0 = time.monotonic()
     seq = 0
-    for first in range(0, a.label_sets, a.per_batch):
+    work = [(agent, first) for agent in range(a.agents)
+            for first in range(0, a.label_sets, a.per_batch)]
+    for agent, first in work:
         n = min(a.per_batch, a.label_sets - first)
         seq += 1
-        plain = batch(a.agent_id, seq,
-                      [delta(a.prefix, i, a.binaries, a.edges, a.base) for i in range(first, first + n)],
-                      n)
+        agent_id = a.agent_id if a.agents == 1 else "%s-%d" % (a.agent_id, agent)
+        plain = batch(agent_id, seq,
+                      [delta(a.prefix, i, a.binaries, a.edges, a.base, a.ips)
+                       for i in range(first, first + n)], n)
         # the zstd tool writes the frame's checksum and content size, as the agent does
         body = subprocess.run(["zstd", "-q", "-c", "-3"], input=plain, check=True,
                               stdout=subprocess.PIPE).stdout
