@@ -6,9 +6,10 @@ ADDR) and holds them, one of three ways:
   slow_clients.py PORT STATUS INTERVAL ADDRxN...
       slowloris: a request line, then one header line per connection every
       INTERVAL seconds, never ending the header
-  slow_clients.py --body N [--path P] PORT STATUS 0 ADDRxN...
+  slow_clients.py --body N [--path P] [--token-file F] PORT STATUS 0 ADDRxN...
       held bodies: POST P (default /v1/ingest) declaring N + 1 bytes of
-      body, N sent as fast as the server reads them, the last never
+      body, N sent as fast as the server reads them, the last never (with
+      the bearer token when given)
   slow_clients.py --token-file F [--path P] PORT STATUS INTERVAL ADDRxN...
       token holders: GET P (default /healthz) with the bearer token, the
       answer read, the same request again every INTERVAL seconds on the
@@ -50,15 +51,18 @@ def main():
     ap.add_argument("plan", nargs="+")
     a = ap.parse_args()
     plan = [(spec.split("x")[0], int(spec.split("x")[1])) for spec in a.plan]
+    auth = ""
+    if a.token_file:
+        with open(a.token_file) as f:
+            auth = f"Authorization: Bearer {f.read().strip()}\r\n"
     if a.body:
-        head = (f"POST {a.path or '/v1/ingest'} HTTP/1.1\r\nHost: x\r\n"
+        head = (f"POST {a.path or '/v1/ingest'} HTTP/1.1\r\nHost: x\r\n{auth}"
                 "Content-Type: application/x-protobuf\r\n"
                 f"Content-Length: {a.body + 1}\r\n\r\n").encode()
         body = memoryview(head + bytes(a.body))
     elif a.token_file:
-        token = open(a.token_file).read().strip()
         body = memoryview((f"GET {a.path or '/healthz'} HTTP/1.1\r\nHost: x\r\n"
-                           f"Authorization: Bearer {token}\r\n\r\n").encode())
+                           f"{auth}\r\n").encode())
     else:
         body = memoryview(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
     sel = selectors.DefaultSelector()
