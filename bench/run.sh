@@ -6,7 +6,8 @@
 #    BENCH_COPIES times (default 268, about 1,000,000 samples of 32 entries);
 #    each tool is timed the same way, best wall time of BENCH_RUNS (3) runs;
 #  - every program in BUILD/bench/ (built from bench/*.c) prints its own lines;
-#  - bench/ui_views.sh: the web UI's views on a binary with 10,000+ edges.
+#  - bench/ui_views.sh: the web UI's views on a binary with 10,000+ edges;
+#  - bench/label_cardinality.sh: /v1/binaries and / with 1 M label sets stored.
 set -euo pipefail
 build=${1:-build}
 cd "$(dirname "$0")/.."
@@ -327,6 +328,9 @@ bench/accuracy.sh "$build"
 
 # --- the collector's web UI on a binary with 10,000+ edges ------------------------
 bench/ui_views.sh "$build"
+
+# --- the binaries list with a million label sets on one binary (issue 32) -----
+bench/label_cardinality.sh "$build"
 
 # --- the other benchmarks ------------------------------------------------------
 # the collector's ingest benchmark also measures ClickHouse when one starts

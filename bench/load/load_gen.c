@@ -831,17 +831,30 @@ int main(int argc, char **argv)
 	uint64_t listed_samples = 0;
 	size_t listed = 0;
 	struct fetched f;
-	if (http_get(&o, "/v1/binaries", &f) == 200 && f.data) {
-		json_object *root = json_tokener_parse(f.data), *arr;
+	/* a page at a time (the collector bounds each answer), "next" its
+	 * last build-id (hex: nothing to escape) */
+	char path[256] = "/v1/binaries?limit=1000";
+	for (bool more = true; more && http_get(&o, path, &f) == 200 && f.data;) {
+		json_object *root = json_tokener_parse(f.data), *arr, *next;
+		more = false;
 		if (root && json_object_object_get_ex(root, "binaries", &arr)) {
-			listed = json_object_array_length(arr);
-			for (size_t k = 0; k < listed; k++) {
+			size_t n = json_object_array_length(arr);
+			listed += n;
+			for (size_t k = 0; k < n; k++) {
 				json_object *s, *b = json_object_array_get_idx(arr, k);
 				if (json_object_object_get_ex(b, "samples", &s))
 					listed_samples += (uint64_t)json_object_get_int64(s);
 			}
 		}
+		if (root && json_object_object_get_ex(root, "next", &next) &&
+		    json_object_is_type(next, json_type_string)) {
+			snprintf(path, sizeof(path), "/v1/binaries?limit=1000&cursor=%.200s",
+				 json_object_get_string(next));
+			more = true;
+		}
 		json_object_put(root);
+		free(f.data);
+		f.data = NULL;
 	}
 	free(f.data);
 

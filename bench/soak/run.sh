@@ -276,7 +276,7 @@ stop_collector
 reader=$!
 pids+=("$reader")
 for _ in $(seq 1 600); do [ -s "$tmp/port.read" ] && break; sleep 0.1; done
-stored=$(curl -sf "http://127.0.0.1:$(cat "$tmp/port.read")/v1/binaries" |
+stored=$(curl -sf "http://127.0.0.1:$(cat "$tmp/port.read")/v1/binaries?limit=1000" |
 	jq '[.binaries[].samples] | add // 0')
 stop_pid "$reader"
 summary=$(grep "streamed [0-9]* batches" "$tmp/agent.log" | tail -1)

@@ -165,8 +165,8 @@ int ep_store_labels_done(Edgeprof__V1__BinaryInfo *b, size_t n)
 #define EXACT_VALUES(n) ((n)*4 > 4096 ? (n)*4 : 4096)
 /* the count-min sketch (conservative update): each value's samples over
  * by at most e / CMS_W of the dimension's total (0.017%), with probability
- * 1 - e^-CMS_D */
-#define CMS_D 4
+ * 1 - e^-CMS_D (95%) */
+#define CMS_D 3
 #define CMS_W (1u << 14)
 
 struct entry {
@@ -398,7 +398,9 @@ static uint64_t cms_add(struct dim *d, uint64_t h, uint64_t samples)
  * them. 0, or -1. */
 static int top_offer(struct dim *d, const char *value, size_t len, uint64_t h, uint64_t count)
 {
-	if (!d->topcap)
+	/* most rows of a churning dimension end here: not above the least of
+	 * the top, so neither among them nor one of them that grew */
+	if (!d->topcap || (d->ntop == d->topcap && count <= d->top[0].count))
 		return 0;
 	size_t slot = index_find(&d->topindex, d->top, value, h);
 	if (d->topindex.slots[slot]) {
