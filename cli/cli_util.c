@@ -1,8 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "cli/cli_util.h"
 
+#include <errno.h>
+#include <string.h>
+#include <sys/stat.h>
+
 #include "agent/resolve/binary.h"
 #include "agent/source/perf_data/perf_data.h"
+#include "common/util/regular_file.h"
 
 static int add_binary(void *reg, const char *path, char *err, size_t errlen)
 {
@@ -11,8 +16,17 @@ static int add_binary(void *reg, const char *path, char *err, size_t errlen)
 
 static int set_symfs(void *reg, const char *dir, char *err, size_t errlen)
 {
-	(void)err;
-	(void)errlen;
+	/* the recorded paths are looked up under it: a directory, or nothing
+	 * is ever found there */
+	struct stat st;
+	if (stat(dir, &st) != 0) {
+		snprintf(err, errlen, "%s: %s", dir, strerror(errno));
+		return -1;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		snprintf(err, errlen, "%s: is %s, not a directory", dir, ep_file_kind(st.st_mode));
+		return -1;
+	}
 	ep_binreg_set_symfs(reg, dir);
 	return 0;
 }

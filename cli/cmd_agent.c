@@ -5,11 +5,13 @@
  * profile is written every interval and on exit (SIGTERM, SIGINT or the end
  * of --duration). This file parses the options and wires the modules.
  */
+#include <errno.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "agent/attribute/container.h"
 #include "agent/attribute/k8s_pods.h"
@@ -21,6 +23,7 @@
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "common/util/log.h"
+#include "common/util/regular_file.h"
 #include "common/util/sampling_limits.h"
 
 #define MAX_PIDS    256
@@ -63,6 +66,16 @@ static int add_cgroup(void *opts, const char *arg, char *err, size_t errlen)
 	struct agent_options *o = opts;
 	if (o->daemon.live.ncgroups == MAX_CGROUPS) {
 		snprintf(err, errlen, "at most %d", MAX_CGROUPS);
+		return -1;
+	}
+	struct stat st;
+	if (stat(arg, &st) != 0) {
+		snprintf(err, errlen, "%s: %s", arg, strerror(errno));
+		return -1;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		snprintf(err, errlen, "%s: is %s, not a directory (a cgroup)", arg,
+			 ep_file_kind(st.st_mode));
 		return -1;
 	}
 	o->cgroups[o->daemon.live.ncgroups++] = arg;
@@ -164,7 +177,7 @@ static int parse_options(int argc, char **argv, struct agent_options *o,
 	    EP_OPTION("ring-kib", 0, EP_OPT_UINT, &live->ring_kib, .min = 1,
 		      .max = EP_RING_MAX_KIB),
 	    EP_OPTION("kernel", 0, EP_OPT_TRUE, &live->want_kernel),
-	    EP_OPTION("output", 'o', EP_OPT_STRING, &o->output),
+	    EP_OPTION("output", 'o', EP_OPT_OUTPUT, &o->output),
 	    EP_OPTION("event", 0, EP_OPT_CALL, o, .call = set_event),
 	    EP_OPTION("mode", 0, EP_OPT_CALL, o, .call = set_mode),
 	    EP_OPTION("watch-mmaps", 0, EP_OPT_TRUE, &live->watch_mmaps),
@@ -172,12 +185,12 @@ static int parse_options(int argc, char **argv, struct agent_options *o,
 	    EP_OPTION("cycles-period", 0, EP_OPT_U64, &live->cycles_period, .min = 1, .max = most),
 	    EP_OPTION("binaries-max-mib", 0, EP_OPT_UINT, &o->daemon.binaries_max_mib, .min = 1,
 		      .max = 1u << 20),
-	    EP_OPTION("replay", 0, EP_OPT_STRING, &o->replay),
+	    EP_OPTION("replay", 0, EP_OPT_FILE, &o->replay),
 	    EP_OPTION("batch-samples", 0, EP_OPT_UINT, &o->batch_samples, .min = 1,
 		      .max = 1u << 30),
 	    EP_OPTION("k8s-api", 0, EP_OPT_STRING, &o->k8s.api),
-	    EP_OPTION("k8s-token-file", 0, EP_OPT_STRING, &o->k8s.token_file),
-	    EP_OPTION("k8s-ca", 0, EP_OPT_STRING, &o->k8s.ca_file),
+	    EP_OPTION("k8s-token-file", 0, EP_OPT_FILE, &o->k8s.token_file),
+	    EP_OPTION("k8s-ca", 0, EP_OPT_FILE, &o->k8s.ca_file),
 	    EP_OPTION_END,
 	};
 	struct ep_option binary_opts[6], sink_opts[EP_SINK_OPTION_COUNT + 1];

@@ -19,6 +19,7 @@
 #include "common/elf/elf_image.h"
 #include "common/util/log.h"
 #include "common/util/options.h"
+#include "common/util/output_file.h"
 
 static volatile sig_atomic_t stop_requested;
 
@@ -112,14 +113,14 @@ static int parse_setup(int argc, char **argv, struct collector_setup *c, int *ex
 	const struct ep_option opts[] = {
 	    EP_OPTION("store", 0, EP_OPT_STRING, &c->store_spec),
 	    EP_OPTION("listen", 0, EP_OPT_STRING, &c->server.listen),
-	    EP_OPTION("token-file", 0, EP_OPT_STRING, &c->server.token_file),
-	    EP_OPTION("tls-cert", 0, EP_OPT_STRING, &c->server.tls_cert),
-	    EP_OPTION("tls-key", 0, EP_OPT_STRING, &c->server.tls_key),
-	    EP_OPTION("client-ca", 0, EP_OPT_STRING, &c->server.client_ca),
-	    EP_OPTION("upload-token-file", 0, EP_OPT_STRING, &c->server.upload_token_file),
+	    EP_OPTION("token-file", 0, EP_OPT_FILE, &c->server.token_file),
+	    EP_OPTION("tls-cert", 0, EP_OPT_FILE, &c->server.tls_cert),
+	    EP_OPTION("tls-key", 0, EP_OPT_FILE, &c->server.tls_key),
+	    EP_OPTION("client-ca", 0, EP_OPT_FILE, &c->server.client_ca),
+	    EP_OPTION("upload-token-file", 0, EP_OPT_FILE, &c->server.upload_token_file),
 	    EP_OPTION("commit-ms", 0, EP_OPT_UINT, &c->ingest.commit_ms, .min = 1, .max = 1u << 30),
 	    EP_OPTION("max-body", 0, EP_OPT_UINT, &max_body, .min = 1, .max = 1u << 30),
-	    EP_OPTION("port-file", 0, EP_OPT_STRING, &c->port_file),
+	    EP_OPTION("port-file", 0, EP_OPT_OUTPUT, &c->port_file),
 	    EP_OPTION("max-binary-mib", 0, EP_OPT_UINT, &c->max_binary_mib, .min = 1, .max = 4096),
 	    EP_OPTION("max-image-symbols-mib", 0, EP_OPT_UINT, &c->max_image_symbols_mib, .min = 1,
 		      .max = 4096),
@@ -176,11 +177,18 @@ static int parse_setup(int argc, char **argv, struct collector_setup *c, int *ex
  * reader never sees half of it). */
 static void write_port_file(const char *port_file, unsigned port)
 {
-	char tmp[4096];
-	snprintf(tmp, sizeof(tmp), "%s.tmp", port_file);
-	FILE *f = fopen(tmp, "w");
-	if (!f || fprintf(f, "%u\n", port) < 0 || fclose(f) != 0 || rename(tmp, port_file) != 0)
+	char err[512];
+	struct ep_output o;
+	if (ep_output_open(&o, port_file, "w", err, sizeof(err)) != 0) {
+		ep_warn("--port-file: %s", err);
+		return;
+	}
+	if (fprintf(o.f, "%u\n", port) < 0) {
+		ep_output_discard(&o);
 		ep_warn("--port-file %s: cannot write it", port_file);
+	} else if (ep_output_commit(&o, err, sizeof(err)) != 0) {
+		ep_warn("--port-file: %s", err);
+	}
 }
 
 /* Until SIGTERM or SIGINT. Retention: counts and batch ids older than the

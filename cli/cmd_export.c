@@ -13,6 +13,7 @@
 #include "common/profile/profile_file.h"
 #include "common/util/build_id.h"
 #include "common/util/log.h"
+#include "common/util/output_file.h"
 
 static void export_usage(FILE *out)
 {
@@ -20,7 +21,7 @@ static void export_usage(FILE *out)
 		     "[--build-id ID] [-o OUT]\n"
 		     "       edgeprof export PROFILE --format json --insn-mix [--range START-END "
 		     "| --function NAME] [--binary F]... [--symfs DIR] [-o OUT]\n"
-		     "       edgeprof export --collector URL --format F [--build-id ID] "
+		     "       edgeprof export --collector URL --format FMT [--build-id ID] "
 		     "[--from S] [--to S] [--label K=V]... [--token-file F] [--cacert F] "
 		     "[--cert F --key F] [-o OUT]\n"
 		     "  --profile-max-mib N  a profile's payload, and what it unpacks to, at most\n"
@@ -35,7 +36,7 @@ int ep_cmd_export(int argc, char **argv)
 	const struct ep_option export_opts[] = {
 	    EP_OPTION("format", 'f', EP_OPT_CHOICE, &format, .choices = ep_export_format_names),
 	    EP_OPTION("build-id", 0, EP_OPT_CALL, &q.build_id, .call = ep_build_id_option),
-	    EP_OPTION("output", 'o', EP_OPT_STRING, &output),
+	    EP_OPTION("output", 'o', EP_OPT_OUTPUT, &output),
 	    EP_OPTION_END,
 	};
 	struct ep_option query_opts[EP_COLLECTOR_QUERY_OPTION_COUNT + 1];
@@ -94,27 +95,26 @@ int ep_cli_write_export_mix(const Edgeprof__V1__Profile *profile, int format, co
 			    const struct ep_profile_mix *mix, const char *output)
 {
 	char err[512];
-	FILE *out = stdout;
-	if (output) {
-		out = fopen(output, "w");
-		if (!out) {
-			ep_error("%s: cannot create: %s", output, strerror(errno));
-			return 1;
-		}
+	struct ep_output o = {.f = stdout};
+	if (output && ep_output_open(&o, output, "w", err, sizeof(err)) != 0) {
+		ep_error("%s", err);
+		return 1;
 	}
-	int rc = 0;
-	if (ep_export_mix(profile, (enum ep_export_format)format, build_id, mix, out, err,
+	if (ep_export_mix(profile, (enum ep_export_format)format, build_id, mix, o.f, err,
 			  sizeof(err)) != 0) {
 		ep_error("%s", err);
-		rc = 1;
+		if (output)
+			ep_output_discard(&o); /* the old file stays whole */
+		return 1;
 	}
-	if (fflush(out) != 0 || ferror(out)) {
-		ep_error("%s: write failed: %s", output ? output : "stdout", strerror(errno));
-		rc = 1;
+	if (output) {
+		if (ep_output_commit(&o, err, sizeof(err)) != 0) {
+			ep_error("%s", err);
+			return 1;
+		}
+	} else if (fflush(stdout) != 0 || ferror(stdout)) {
+		ep_error("stdout: write failed: %s", strerror(errno));
+		return 1;
 	}
-	if (output && fclose(out) != 0 && rc == 0) {
-		ep_error("%s: write failed: %s", output, strerror(errno));
-		rc = 1;
-	}
-	return rc;
+	return 0;
 }

@@ -151,7 +151,7 @@ int ep_cmd_import(int argc, char **argv)
 	    EP_OPTION("ranges", 0, EP_OPT_CHOICE, &range_mode, .choices = range_modes),
 	    EP_OPTION("chop-unit", 0, EP_OPT_CHOICE, &chop_unit, .choices = chop_units),
 	    EP_OPTION("no-trigger", 0, EP_OPT_FALSE, &cfg.append_trigger),
-	    EP_OPTION("output", 'o', EP_OPT_STRING, &output),
+	    EP_OPTION("output", 'o', EP_OPT_OUTPUT, &output),
 	    EP_OPTION("jobs", 'j', EP_OPT_UINT, &jobs, .min = 1, .max = MAX_JOBS),
 	    EP_OPTION("top", 0, EP_OPT_UINT, &top, .min = 1, .max = 100000),
 	    EP_OPTION_END,

@@ -152,7 +152,7 @@ static int parse_request(int argc, char **argv, struct profile_request *r, int *
 		      .given = &r->period_given),
 	    EP_OPTION("mode", 0, EP_OPT_CHOICE, &r->mode, .choices = modes),
 	    EP_OPTION("cycles", 0, EP_OPT_TRUE, &r->cycles),
-	    EP_OPTION("output", 'o', EP_OPT_STRING, &r->output),
+	    EP_OPTION("output", 'o', EP_OPT_OUTPUT, &r->output),
 	    EP_OPTION("format", 0, EP_OPT_CHOICE, &r->format, .choices = ep_export_format_names),
 	    EP_OPTION("top", 0, EP_OPT_UINT, &r->top, .min = 1, .max = 100000),
 	    EP_OPTION_END,

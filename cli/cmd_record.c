@@ -20,6 +20,7 @@
 #include "common/profile/profile_file.h"
 #include "common/util/log.h"
 #include "common/util/options.h"
+#include "common/util/output_file.h"
 
 struct record_opts {
 	bool emulate;
@@ -112,11 +113,11 @@ static int parse_options(int argc, char **argv, struct record_opts *o)
 	    EP_OPTION("chop", 0, EP_OPT_UINT, &o->chop, .max = any, .given = &o->chop_given),
 	    EP_OPTION("period-scheme", 0, EP_OPT_CALL, o->emu.scheme, .call = parse_scheme),
 	    EP_OPTION("seed", 0, EP_OPT_UINT, &o->emu.seed, .max = any),
-	    EP_OPTION("exact-out", 0, EP_OPT_STRING, &o->exact_out),
-	    EP_OPTION("exact-profile", 0, EP_OPT_STRING, &o->exact_profile),
-	    EP_OPTION("perf-data", 0, EP_OPT_STRING, &o->emu.perf_data),
+	    EP_OPTION("exact-out", 0, EP_OPT_OUTPUT, &o->exact_out),
+	    EP_OPTION("exact-profile", 0, EP_OPT_OUTPUT, &o->exact_profile),
+	    EP_OPTION("perf-data", 0, EP_OPT_OUTPUT, &o->emu.perf_data),
 	    EP_OPTION("mode", 0, EP_OPT_CALL, &o->emu.calls_only, .call = parse_mode),
-	    EP_OPTION("output", 'o', EP_OPT_STRING, &o->output),
+	    EP_OPTION("output", 'o', EP_OPT_OUTPUT, &o->output),
 	    EP_OPTION_END,
 	};
 	const struct ep_option *const tables[] = {record_opts, sink_opts, NULL};
@@ -210,11 +211,18 @@ static int write_profile(const struct record_opts *o, struct ep_pipeline *pipeli
 static int write_exact(const char *path, const Edgeprof__V1__Profile *exact)
 {
 	char err[512];
-	FILE *out = fopen(path, "w");
-	if (!out || ep_export(exact, EP_EXPORT_JSON, NULL, out, err, sizeof(err)) != 0 ||
-	    fclose(out) != 0) {
-		ep_error("%s: cannot write the exact counts: %s", path,
-			 out ? err : strerror(errno));
+	struct ep_output o;
+	if (ep_output_open(&o, path, "w", err, sizeof(err)) != 0) {
+		ep_error("%s", err);
+		return 1;
+	}
+	if (ep_export(exact, EP_EXPORT_JSON, NULL, o.f, err, sizeof(err)) != 0) {
+		ep_error("%s: cannot write the exact counts: %s", path, err);
+		ep_output_discard(&o);
+		return 1;
+	}
+	if (ep_output_commit(&o, err, sizeof(err)) != 0) {
+		ep_error("%s", err);
 		return 1;
 	}
 	return 0;

@@ -79,10 +79,10 @@ int ep_cmd_upload(int argc, char **argv)
 	unsigned max_mib = 256;
 	const struct ep_option opts[] = {
 	    EP_OPTION("collector", 0, EP_OPT_CALL, &collector_arg, .call = ep_collector_arg_add),
-	    EP_OPTION("token-file", 0, EP_OPT_STRING, &token_file),
-	    EP_OPTION("cacert", 0, EP_OPT_STRING, &t.ca_file),
-	    EP_OPTION("cert", 0, EP_OPT_STRING, &t.cert_file),
-	    EP_OPTION("key", 0, EP_OPT_STRING, &t.key_file),
+	    EP_OPTION("token-file", 0, EP_OPT_FILE, &token_file),
+	    EP_OPTION("cacert", 0, EP_OPT_FILE, &t.ca_file),
+	    EP_OPTION("cert", 0, EP_OPT_FILE, &t.cert_file),
+	    EP_OPTION("key", 0, EP_OPT_FILE, &t.key_file),
 	    EP_OPTION("max-mib", 0, EP_OPT_UINT, &max_mib, .min = 1, .max = 4096),
 	    EP_OPTION_END,
 	};

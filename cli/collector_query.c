@@ -41,10 +41,10 @@ void ep_collector_query_options(struct ep_option out[EP_COLLECTOR_QUERY_OPTION_C
 	q->collector_arg.out = &q->url;
 	const struct ep_option table[EP_COLLECTOR_QUERY_OPTION_COUNT + 1] = {
 	    EP_OPTION("collector", 0, EP_OPT_CALL, &q->collector_arg, .call = ep_collector_arg_add),
-	    EP_OPTION("token-file", 0, EP_OPT_STRING, &q->token_file),
-	    EP_OPTION("cacert", 0, EP_OPT_STRING, &q->ca_file),
-	    EP_OPTION("cert", 0, EP_OPT_STRING, &q->cert_file),
-	    EP_OPTION("key", 0, EP_OPT_STRING, &q->key_file),
+	    EP_OPTION("token-file", 0, EP_OPT_FILE, &q->token_file),
+	    EP_OPTION("cacert", 0, EP_OPT_FILE, &q->ca_file),
+	    EP_OPTION("cert", 0, EP_OPT_FILE, &q->cert_file),
+	    EP_OPTION("key", 0, EP_OPT_FILE, &q->key_file),
 	    EP_OPTION("from", 0, EP_OPT_STRING, &q->from),
 	    EP_OPTION("to", 0, EP_OPT_STRING, &q->to),
 	    EP_OPTION("session", 0, EP_OPT_STRING, &q->session),

@@ -4,14 +4,17 @@
 
 #include <ctype.h>
 #include <curl/curl.h>
+#include <errno.h>
 #include <json-c/json.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/util/log.h"
+#include "common/util/regular_file.h"
 
 #define SA_DIR	   "/var/run/secrets/kubernetes.io/serviceaccount"
 #define REFRESH_NS (30ULL * 1000000000ULL)
@@ -208,13 +211,23 @@ static size_t on_body(char *p, size_t size, size_t n, void *arg)
  * rotated by the kubelet (hourly). */
 static int read_token(const char *path, char *out, size_t outlen, char *err, size_t errlen)
 {
-	FILE *f = fopen(path, "r");
-	if (!f) {
-		snprintf(err, errlen, "token %s: cannot be read", path);
+	/* a FIFO there would block the open for ever, every minute */
+	char why[256];
+	int fd = ep_open_regular(path, why, sizeof(why));
+	if (fd < 0) {
+		snprintf(err, errlen, "token %s: %s", path, why);
 		return -1;
 	}
-	size_t n = fread(out, 1, outlen - 1, f);
-	fclose(f);
+	size_t n = 0;
+	while (n < outlen - 1) {
+		ssize_t got = read(fd, out + n, outlen - 1 - n);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0)
+			break;
+		n += (size_t)got;
+	}
+	close(fd);
 	out[n] = '\0';
 	while (n && isspace((unsigned char)out[n - 1]))
 		out[--n] = '\0';

@@ -17,6 +17,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "collector/api/api.h"
 #include "collector/binaries/binaries.h"
@@ -25,6 +26,7 @@
 #include "common/util/build_id.h"
 #include "common/util/clock.h"
 #include "common/util/log.h"
+#include "common/util/regular_file.h"
 #include "common/util/secret.h"
 #include "common/wire/wire.h"
 
@@ -160,23 +162,38 @@ struct request {
 	bool too_large;
 };
 
+/* A PEM file's most: a system's whole CA bundle is ~200 KiB */
+#define PEM_MAX (16u << 20)
+
 static char *read_pem(const char *path, char *err, size_t errlen)
 {
-	FILE *f = fopen(path, "rb");
+	/* a FIFO would block the open for ever (--tls-cert FIFO hung) */
+	char why[256];
+	int fd = ep_open_regular(path, why, sizeof(why));
+	FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
 	if (!f) {
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		snprintf(err, errlen, "%s: %s", path, fd < 0 ? why : strerror(errno));
+		if (fd >= 0)
+			close(fd);
 		return NULL;
 	}
 	char *buf = NULL;
 	size_t len = 0;
 	FILE *m = open_memstream(&buf, &len);
 	char chunk[4096];
-	size_t n;
-	while (m && (n = fread(chunk, 1, sizeof(chunk), f)) > 0)
+	size_t n, total = 0;
+	while (m && total <= PEM_MAX && (n = fread(chunk, 1, sizeof(chunk), f)) > 0) {
 		fwrite(chunk, 1, n, m);
+		total += n;
+	}
 	fclose(f);
 	if (m)
 		fclose(m);
+	if (total > PEM_MAX) {
+		snprintf(err, errlen, "%s: more than %u MiB: not a PEM file", path, PEM_MAX >> 20);
+		free(buf);
+		return NULL;
+	}
 	if (!buf || len == 0 || !strstr(buf, "-----BEGIN")) {
 		snprintf(err, errlen, "%s: not a PEM file", path);
 		free(buf);

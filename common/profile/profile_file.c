@@ -469,9 +469,12 @@ static int read_profile(int fd, const char *path, Edgeprof__V1__Profile **out, c
 int ep_profile_read(const char *path, Edgeprof__V1__Profile **out, char *err, size_t errlen)
 {
 	*out = NULL;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* a FIFO with no writer would block the open for ever (`report
+	 * FIFO` hung): a profile is a regular file */
+	char why[256];
+	int fd = ep_open_regular(path, why, sizeof(why));
 	if (fd < 0) {
-		snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+		snprintf(err, errlen, "%s: %s", path, why);
 		return -1;
 	}
 	int rc = read_profile(fd, path, out, err, errlen);

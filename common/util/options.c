@@ -6,8 +6,12 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/util/log.h"
+#include "common/util/output_file.h"
+#include "common/util/regular_file.h"
 
 #define MAX_OPTIONS 96
 
@@ -67,6 +71,30 @@ static void print_choices(char *buf, size_t len, const char *const *choices)
 		used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? "|" : "", choices[i]);
 }
 
+/* What EP_OPT_FILE, EP_OPT_OUTPUT and EP_OPT_DIR accept (options.h); 0,
+ * or -1 with err naming path and what it is. */
+static int check_path(enum ep_option_kind kind, const char *path, char *err, size_t errlen)
+{
+	char why[256];
+	if (kind == EP_OPT_FILE) {
+		int fd = ep_open_regular(path, why, sizeof(why));
+		if (fd < 0) {
+			snprintf(err, errlen, "%s: %s", path, why);
+			return -1;
+		}
+		close(fd);
+		return 0;
+	}
+	if (kind == EP_OPT_OUTPUT)
+		return ep_output_check(path, err, errlen);
+	struct stat st;
+	if (stat(path, &st) == 0 && !S_ISDIR(st.st_mode)) {
+		snprintf(err, errlen, "%s: is %s, not a directory", path, ep_file_kind(st.st_mode));
+		return -1;
+	}
+	return 0;
+}
+
 /* Stores arg per o's kind; 0, or -1 with the reason in err. */
 static int apply(const struct ep_option *o, const char *arg, char *err, size_t errlen)
 {
@@ -102,6 +130,13 @@ static int apply(const struct ep_option *o, const char *arg, char *err, size_t e
 		print_choices(words, sizeof(words), o->choices);
 		snprintf(err, errlen, "'%s' is not one of %s", arg, words);
 		return -1;
+	case EP_OPT_FILE:
+	case EP_OPT_OUTPUT:
+	case EP_OPT_DIR:
+		if (check_path(o->kind, arg, err, errlen) != 0)
+			return -1;
+		*(const char **)o->value = arg;
+		return 0;
 	case EP_OPT_CALL:
 	case EP_OPT_CALL_NOARG:
 		err[0] = '\0';

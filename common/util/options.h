@@ -23,6 +23,18 @@ enum ep_option_kind {
 	EP_OPT_CHOICE,	   /* *(int *)value = index of the argument in choices */
 	EP_OPT_CALL,	   /* call(value, argument): repeatable or special options */
 	EP_OPT_CALL_NOARG, /* call(value, NULL) */
+	/* Paths, *(const char **)value = the argument once checked here, so a
+	 * wrong kind of file is refused at once, in one line naming it, before
+	 * anything runs (a FIFO would block the open of an input for ever,
+	 * and the rename of an output would replace whatever has its name):
+	 * EP_OPT_FILE, an input: a regular file that can be opened
+	 * (common/util/regular_file.h); whoever opens it later opens it that
+	 * way too. EP_OPT_OUTPUT, written by rename (common/util/
+	 * output_file.h): absent, or a regular file (a symbolic link is not
+	 * followed). EP_OPT_DIR: absent, or a directory. */
+	EP_OPT_FILE,
+	EP_OPT_OUTPUT,
+	EP_OPT_DIR,
 };
 
 struct ep_option {

@@ -31,7 +31,7 @@ check "40 corrupted perf.data files: no crash, no sanitizer report" test "$bad" 
 bad=0
 for seed in $(seq 1 20); do
 	python3 "$mutate" "$TEST_TMP/good.prof" "$TEST_TMP/m.prof" "$seed" 8 24
-	"$EDGEPROF_ASAN" export "$TEST_TMP/m.prof" --format json -o /dev/null 2>"$TEST_TMP/err"
+	"$EDGEPROF_ASAN" export "$TEST_TMP/m.prof" --format json >/dev/null 2>"$TEST_TMP/err"
 	rc=$?
 	if [ "$rc" -gt 1 ] || grep -q Sanitizer "$TEST_TMP/err"; then
 		echo "# profile seed $seed: exit $rc"

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -20,6 +21,7 @@
 #include "common/profile/model.h"
 #include "common/profile/profile_file.h"
 #include "common/util/log.h"
+#include "common/util/regular_file.h"
 
 /* A mapping already written to perf.data: each maps snapshot (one per
  * dlopen) repeats the earlier ones. */
@@ -128,7 +130,10 @@ static void perf_mapping(struct emu_feed *f, const struct ep_perf_writer_mmap *m
 /* A file whose first bytes are an ELF header: only those can be code. */
 static bool is_elf(const char *path)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* the program may have put anything at the path since (a FIFO would
+	 * block the open for ever) */
+	char why[256];
+	int fd = ep_open_regular(path, why, sizeof(why));
 	if (fd < 0)
 		return false;
 	char magic[4];
@@ -389,7 +394,15 @@ static int guest_of(const char *name, bool *aarch64)
 		ep_error("%s: command not found", name);
 		return -1;
 	}
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* QEMU would block opening a FIFO for ever, as this would */
+	char why[256];
+	struct stat st;
+	if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+		ep_error("%s: is %s, not a regular file", path, ep_file_kind(st.st_mode));
+		free(path);
+		return -1;
+	}
+	int fd = ep_open_regular(path, why, sizeof(why));
 	Elf64_Ehdr eh;
 	ssize_t n = fd >= 0 ? read(fd, &eh, sizeof(eh)) : -1;
 	if (fd >= 0)

@@ -10,6 +10,7 @@
 #include <sys/utsname.h>
 
 #include "agent/source/perf_data/perf_data_format.h"
+#include "common/util/output_file.h"
 
 #define NAME_ALIGN     64
 #define HOST_KERNEL_ID (-1)
@@ -35,7 +36,8 @@ struct build_id_entry {
 };
 
 struct ep_perf_writer {
-	FILE *f;
+	FILE *f;	      /* out.f */
+	struct ep_output out; /* renamed over path once whole (common/util/output_file.h) */
 	char *path;
 	struct ep_perf_writer_event ev;
 	char *name, *cpuid, *cmdline;
@@ -125,12 +127,11 @@ struct ep_perf_writer *ep_perf_writer_open(const char *path, const struct ep_per
 		snprintf(err, errlen, "%s: out of memory", path);
 		return NULL;
 	}
-	w->f = fopen(path, "wb");
-	if (!w->f) {
-		snprintf(err, errlen, "%s: cannot create: %s", path, strerror(errno));
+	if (ep_output_open(&w->out, path, "wb", err, errlen) != 0) {
 		free(w);
 		return NULL;
 	}
+	w->f = w->out.f;
 	w->path = strdup(path);
 	w->name = dup_or_empty(ev->name);
 	w->cpuid = dup_or_empty(ev->cpuid);
@@ -403,12 +404,13 @@ int ep_perf_writer_close(struct ep_perf_writer *w, char *err, size_t errlen)
 		w->failed = true;
 	put(w, &h, sizeof(h));
 	int saved = errno;
-	if (fclose(w->f) != 0)
-		w->failed = true;
 	int rc = 0;
 	if (w->failed) {
 		snprintf(err, errlen, "%s: cannot write: %s", w->path,
 			 strerror(errno ? errno : saved));
+		ep_output_discard(&w->out);
+		rc = -1;
+	} else if (ep_output_commit(&w->out, err, errlen) != 0) {
 		rc = -1;
 	}
 	free_writer(w);
