@@ -1019,8 +1019,12 @@ static enum MHD_Result handle_sessions(struct ep_server *s, struct MHD_Connectio
 	if (!s->sessions)
 		return respond_text(c, 404, "this collector runs no on-demand sessions\n");
 	if (strcmp(url, "/v1/nodes") == 0) {
+		struct ep_api_response bad = {0};
+		struct ep_store_page page;
+		if (ep_api_page(&s->cfg.api, query_arg, c, &page, &bad) != 0)
+			return respond(c, bad.status, bad.content_type, bad.body, bad.len);
 		size_t len = 0;
-		char *body = ep_sessions_nodes_json(s->sessions, &len);
+		char *body = ep_sessions_nodes_page_json(s->sessions, page.after, page.limit, &len);
 		return body ? respond(c, 200, "application/json", body, len)
 			    : respond_text(c, 500, "out of memory\n");
 	}

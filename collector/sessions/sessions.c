@@ -1077,17 +1077,35 @@ static void fresh_nodes(struct ep_sessions *ss)
 
 char *ep_sessions_nodes_json(struct ep_sessions *ss, size_t *len)
 {
+	return ep_sessions_nodes_page_json(ss, NULL, 0, len);
+}
+
+char *ep_sessions_nodes_page_json(struct ep_sessions *ss, const char *after, size_t limit,
+				  size_t *len)
+{
 	char *body = NULL;
 	FILE *out = open_memstream(&body, len);
 	if (!out)
 		return NULL;
+	if (!limit)
+		limit = EP_STORE_PAGE_DEFAULT;
 	fresh_nodes(ss);
 	pthread_mutex_lock(&ss->lock);
 	int64_t now = now_s();
+	/* the nodes are sorted by name: the page starts after `after` */
+	size_t first = 0, hi = ss->nnodes;
+	while (after && first < hi) {
+		size_t mid = (first + hi) / 2;
+		if (strcmp(ss->nodes[mid].name, after) <= 0)
+			first = mid + 1;
+		else
+			hi = mid;
+	}
+	size_t end = ss->nnodes - first > limit ? first + limit : ss->nnodes;
 	fputs("{\"nodes\": [", out);
-	for (size_t i = 0; i < ss->nnodes; i++) {
+	for (size_t i = first; i < end; i++) {
 		const struct node *n = &ss->nodes[i];
-		fputs(i ? ", {" : "{", out);
+		fputs(i > first ? ", {" : "{", out);
 		json_field(out, "name", n->name, true);
 		json_field(out, "agent_id", n->agent_id, false);
 		json_field(out, "version", n->version, false);
@@ -1095,7 +1113,12 @@ char *ep_sessions_nodes_json(struct ep_sessions *ss, size_t *len)
 			n->capable ? "true" : "false", (long long)seen_s(n),
 			reporting(ss, n, now) ? "true" : "false");
 	}
-	fputs("]}\n", out);
+	fputs("], \"next\": ", out);
+	if (end < ss->nnodes && end > first)
+		ep_json_string(out, ss->nodes[end - 1].name);
+	else
+		fputs("null", out);
+	fputs("}\n", out);
 	pthread_mutex_unlock(&ss->lock);
 	if (fclose(out) != 0) {
 		free(body);

@@ -95,11 +95,16 @@ void ep_sessions_response_free(Edgeprof__V1__IngestResponse *resp);
  * timeouts. The collector calls it every second. */
 void ep_sessions_maintain(struct ep_sessions *ss);
 
-/* GET /v1/nodes: every node that sent a batch to a collector on this store
- * (within the retention), by name, as JSON: name, agent_id, version,
+/* GET /v1/nodes: the nodes that sent a batch to a collector on this store
+ * (within the retention), the first page by name, as JSON: name, agent_id, version,
  * sessions (can run them), last_seen (unix s), reporting (within
  * node_silent_s). malloc'd; NULL when out of memory. */
 char *ep_sessions_nodes_json(struct ep_sessions *ss, size_t *len);
+/* The same a page at a time (every list answer is bounded): at most limit
+ * nodes (0: EP_STORE_PAGE_DEFAULT) after the node named after (NULL: from
+ * the first), and "next": the name the next page starts after, or null. */
+char *ep_sessions_nodes_page_json(struct ep_sessions *ss, const char *after, size_t limit,
+				  size_t *len);
 
 /* The UI's fleet view: the same nodes, copied (free with
  * ep_sessions_free_nodes()); returns how many. */

@@ -7,7 +7,7 @@ tests need no protobuf module.
 
   label_sets_gen.py URL --label-sets N [--per-batch K] [--binaries M]
                     [--agent-id ID] [--token-file F] [--edges E] [--ips I] [--prefix P]
-                    [--base B] [--agents A] [--dump DIR]
+                    [--base B] [--agents A] [--node NAME] [--dump DIR]
 
 Label set i (0 <= i < N) is container "<P>-<i>" (i zero-padded to 64
 characters, like a container id), pod "pod-<i>", namespace "ns-<i % 7>", cgroup
@@ -95,9 +95,9 @@ def edge_fields(n):
     return _edges[n]
 
 
-def batch(agent_id, seq, deltas, samples):
+def batch(agent_id, seq, deltas, samples, node="gen-node"):
     now = time.time_ns()
-    agent = field_bytes(1, "gen-node") + field_bytes(2, agent_id) + field_bytes(3, "gen")
+    agent = field_bytes(1, node) + field_bytes(2, agent_id) + field_bytes(3, "gen")
     head = b"".join([
         field_varint(1, 1), field_bytes(2, agent), field_varint(3, seq),
         field_varint(4, now - 10 * 10**9), field_varint(5, now),
@@ -119,8 +119,9 @@ def main():
     ap.add_argument("--prefix", default="c")
     ap.add_argument("--token-file")
     ap.add_argument("--dump")
+    ap.add_argument("--node", default="gen-node")
     ap.add_argument("--agents", type=int, default=1,
-                    help="the same batches from A agents (ID-0, ID-1, ...), one after another")
+                    help="the same batches from A agents (ID-0, ID-1, ... on NAME-0, NAME-1, ...)")
     a = ap.parse_args()
     token = None
     if a.token_file:
@@ -134,9 +135,10 @@ def main():
         n = min(a.per_batch, a.label_sets - first)
         seq += 1
         agent_id = a.agent_id if a.agents == 1 else "%s-%d" % (a.agent_id, agent)
+        node = a.node if a.agents == 1 else "%s-%d" % (a.node, agent)
         plain = batch(agent_id, seq,
                       [delta(a.prefix, i, a.binaries, a.edges, a.base, a.ips)
-                       for i in range(first, first + n)], n)
+                       for i in range(first, first + n)], n, node)
         # the zstd tool writes the frame's checksum and content size, as the agent does
         body = subprocess.run(["zstd", "-q", "-c", "-3"], input=plain, check=True,
                               stdout=subprocess.PIPE).stdout

@@ -69,6 +69,20 @@ check "  their samples add up to every batch's ($((sets + 250)))" \
 check "a page larger than --max-page: 400 naming the bound" \
 	bash -c "[ \"\$(curl -s -o '$TEST_TMP/400' -w '%{http_code}' '$url/v1/binaries?limit=100000')\" = 400 ] && grep -q 'expected 1 to 1000' '$TEST_TMP/400'"
 
+# --- /v1/nodes pages the same way
+python3 "$gen" "$url" --label-sets 1 --agents 5 --agent-id nodes --node pager >/dev/null 2>&1
+cursor= pages=0
+: >"$TEST_TMP/nodes"
+while :; do
+	curl -s "$url/v1/nodes?limit=2${cursor:+&cursor=$cursor}" >"$TEST_TMP/nodes.json"
+	jq -r '.nodes[].name' "$TEST_TMP/nodes.json" >>"$TEST_TMP/nodes"
+	pages=$((pages + 1))
+	cursor=$(jq -r '.next // empty' "$TEST_TMP/nodes.json")
+	[ -n "$cursor" ] && [ "$pages" -lt 20 ] || break
+done
+check "/v1/nodes?limit=2: 6 nodes in 3 pages, each once" \
+	test "$(wc -l <"$TEST_TMP/nodes") $(sort -u "$TEST_TMP/nodes" | wc -l) $pages" = "6 6 3"
+
 # --- the profile of every binary: pages too, and the CLI follows them
 hdr=$(curl -s -D - -o /dev/null "$url/v1/profile?format=proto&limit=17" | tr -d '\r' |
 	awk -F': ' 'tolower($1) == "edgeprof-next-cursor" {print $2}')
