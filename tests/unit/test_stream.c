@@ -5,6 +5,7 @@
  * wire encoding and its limits, and the spool's bound and durability.
  */
 #include <dirent.h>
+#include <fcntl.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -353,6 +354,92 @@ static void test_spool_order_bound_and_restart(void **state)
 	free(dir);
 }
 
+/* Writes n bytes of c to DIR/NAME. */
+static void spit_file(const char *dir, const char *name, int c, size_t n)
+{
+	char p[4096];
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	FILE *f = fopen(p, "w");
+	assert_non_null(f);
+	for (size_t i = 0; i < n; i++)
+		fputc(c, f);
+	fclose(f);
+}
+
+/* What the spool reads back is input too (a damaged disk, or files put
+ * there): only regular files of 1 to min(max_bytes, EP_SPOOL_BATCH_MAX)
+ * bytes are taken, none is waited on, at most one file per
+ * EP_SPOOL_BYTES_PER_FILE bytes is indexed, and no batch over the bound is
+ * written. Before, a FIFO there blocked the sender for ever, a sparse 1 GiB
+ * file was read into 1 GiB of memory, and 5,000 tiny files were all kept. */
+static void test_spool_bounds_what_it_reads_back(void **state)
+{
+	(void)state;
+	char *dir = make_dir();
+	char err[512], p[4096];
+	spit_file(dir, "00000000000000000001.batch", 'a', 100);
+	snprintf(p, sizeof(p), "%s/00000000000000000002.batch", dir);
+	assert_int_equal(mkfifo(p, 0600), 0);
+	snprintf(p, sizeof(p), "%s/00000000000000000003.batch", dir);
+	assert_int_equal(symlink("00000000000000000001.batch", p), 0);
+	spit_file(dir, "00000000000000000004.batch", 'x', 0);
+	snprintf(p, sizeof(p), "%s/00000000000000000005.batch", dir);
+	int fd = open(p, O_WRONLY | O_CREAT, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, 1LL << 30), 0); /* sparse: no disk */
+	close(fd);
+	spit_file(dir, "00000000000000000006.batch", 'b', 200);
+	struct ep_spool *s = ep_spool_open(dir, 1 << 20, err, sizeof(err));
+	assert_non_null(s);
+	struct ep_spool_counters c;
+	ep_spool_counters(s, &c);
+	assert_int_equal(c.files, 2);
+	assert_int_equal(c.bytes, 300);
+	assert_int_equal(c.refused_files, 4);
+	assert_int_not_equal(access(p, F_OK), 0); /* removed, not left to the next agent */
+	uint64_t id;
+	uint8_t *data;
+	size_t len;
+	assert_int_equal(ep_spool_peek(s, &id, &data, &len, err, sizeof(err)), 1);
+	assert_int_equal(id, 1);
+	assert_int_equal(len, 100);
+	free(data);
+	ep_spool_remove(s, id);
+	/* changed since it was listed: refused, not read at its new size */
+	snprintf(p, sizeof(p), "%s/00000000000000000006.batch", dir);
+	assert_int_equal(truncate(p, 1LL << 30), 0);
+	assert_int_equal(ep_spool_peek(s, &id, &data, &len, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "1073741824 bytes, where 200 were written"));
+	ep_spool_counters(s, &c);
+	assert_int_equal(c.refused_files, 5);
+	assert_int_equal(c.files, 0);
+	/* a batch over the bound (here the whole spool's) is not written */
+	uint8_t *big = calloc(1, (1 << 20) + 1);
+	assert_non_null(big);
+	assert_int_equal(ep_spool_put(s, big, (1 << 20) + 1, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "a batch of 1048577 bytes is over the 1048576 bytes"));
+	free(big);
+	ep_spool_close(s);
+
+	/* 5,000 tiny files in a 1 MiB spool: the newest 2,048 are kept */
+	for (int i = 1; i <= 5000; i++) {
+		char name[64];
+		snprintf(name, sizeof(name), "%020d.batch", i);
+		spit_file(dir, name, 'c', 10);
+	}
+	s = ep_spool_open(dir, 1 << 20, err, sizeof(err));
+	assert_non_null(s);
+	ep_spool_counters(s, &c);
+	assert_int_equal(c.files, (1 << 20) / EP_SPOOL_BYTES_PER_FILE);
+	assert_int_equal(c.dropped_files, 5000 - c.files);
+	assert_int_equal(ep_spool_peek(s, &id, &data, &len, err, sizeof(err)), 1);
+	assert_int_equal(id, 5000 - c.files + 1);
+	free(data);
+	ep_spool_close(s);
+	remove_dir(dir);
+	free(dir);
+}
+
 static void test_spool_errors_name_the_directory(void **state)
 {
 	(void)state;
@@ -441,6 +528,7 @@ int main(void)
 	    cmocka_unit_test(test_wire_round_trip_and_limits),
 	    cmocka_unit_test(test_spool_order_bound_and_restart),
 	    cmocka_unit_test(test_spool_errors_name_the_directory),
+	    cmocka_unit_test(test_spool_bounds_what_it_reads_back),
 	    cmocka_unit_test(test_collector_list_fails_over_and_back),
 	    cmocka_unit_test(test_collector_list_homes_spread),
 	};
