@@ -77,43 +77,55 @@ static long perform(CURL *curl, struct curl_slist *headers, struct ep_http_body 
 	return status;
 }
 
-/* The whole file (at most max bytes), or NULL with why. */
-static uint8_t *read_file(const char *path, uint64_t max, size_t *len, bool *too_large, char *why,
-			  size_t whylen)
+/* The file to send, at most max bytes: its descriptor and size, or -1
+ * with why. */
+static int open_file(const char *path, uint64_t max, uint64_t *size, bool *too_large, char *why,
+		     size_t whylen)
 {
 	*too_large = false;
 	int fd = ep_open_regular(path, why, whylen);
 	if (fd < 0)
-		return NULL;
+		return -1;
 	struct stat st;
-	uint8_t *buf = NULL;
 	if (fstat(fd, &st) != 0) {
 		snprintf(why, whylen, "stat: %s", strerror(errno));
 	} else if ((uint64_t)st.st_size > max) {
 		*too_large = true;
 		snprintf(why, whylen, "%lld bytes, over the upload limit of %llu",
 			 (long long)st.st_size, (unsigned long long)max);
-	} else if (!(buf = malloc(st.st_size ? (size_t)st.st_size : 1))) {
-		snprintf(why, whylen, "out of memory");
 	} else {
-		size_t got = 0;
-		while (got < (size_t)st.st_size) {
-			ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n <= 0) {
-				snprintf(why, whylen, "read: %s",
-					 n ? strerror(errno) : "file shrank");
-				free(buf);
-				buf = NULL;
-				break;
-			}
-			got += (size_t)n;
-		}
-		*len = got;
+		*size = (uint64_t)st.st_size;
+		return fd;
 	}
 	close(fd);
-	return buf;
+	return -1;
+}
+
+/* The body, read from the file as curl sends it: an upload holds curl's
+ * buffer, never the file (up to --upload-max-mib, which may be more than
+ * the agent's whole memory budget). */
+struct file_body {
+	int fd;
+	uint64_t left;
+	int error; /* errno, or EIO: the file shrank while it was sent */
+};
+
+static size_t read_body(char *buf, size_t size, size_t n, void *arg)
+{
+	struct file_body *f = arg;
+	size_t want = size * n < f->left ? size * n : (size_t)f->left;
+	if (want == 0)
+		return 0;
+	ssize_t got;
+	do
+		got = read(f->fd, buf, want);
+	while (got < 0 && errno == EINTR);
+	if (got <= 0) {
+		f->error = got < 0 ? errno : EIO;
+		return CURL_READFUNC_ABORT;
+	}
+	f->left -= (uint64_t)got;
+	return (size_t)got;
 }
 
 /* ep_upload_file to the collector at base. */
@@ -148,11 +160,11 @@ static enum ep_upload_result upload_to(const struct ep_upload_target *t, const c
 			return EP_UPLOAD_FAILED;
 		}
 	}
-	size_t len = 0;
+	uint64_t len = 0;
 	bool too_large;
 	char why[512];
-	uint8_t *elf = read_file(path, max_bytes, &len, &too_large, why, sizeof(why));
-	if (!elf) {
+	int fd = open_file(path, max_bytes, &len, &too_large, why, sizeof(why));
+	if (fd < 0) {
 		snprintf(msg, msglen, "%s", why);
 		return too_large ? EP_UPLOAD_TOO_LARGE : EP_UPLOAD_UNREADABLE;
 	}
@@ -162,7 +174,7 @@ static enum ep_upload_result upload_to(const struct ep_upload_target *t, const c
 	    asprintf(&req, "/v1/images?build_id=%s&arch=%s&source=%s&path=%s",
 		     build_id ? build_id : "", known_arch ? arch : "", source, esc_path) < 0) {
 		curl_free(esc_path);
-		free(elf);
+		close(fd);
 		snprintf(msg, msglen, "out of memory");
 		return EP_UPLOAD_FAILED;
 	}
@@ -170,14 +182,26 @@ static enum ep_upload_result upload_to(const struct ep_upload_target *t, const c
 	CURL *curl = new_request(t, base, req, &headers, &body);
 	free(req);
 	if (!curl) {
-		free(elf);
+		close(fd);
 		snprintf(msg, msglen, "out of memory");
 		return EP_UPLOAD_FAILED;
 	}
-	curl_easy_setopt(curl, CURLOPT_POSTFIELDS, (const char *)elf);
+	struct file_body file = {.fd = fd, .left = len};
+	curl_easy_setopt(curl, CURLOPT_POST, 1L);
+	curl_easy_setopt(curl, CURLOPT_READFUNCTION, read_body);
+	curl_easy_setopt(curl, CURLOPT_READDATA, &file);
 	curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+	/* no "Expect: 100-continue" wait before a body of over 1 MiB */
+	headers = curl_slist_append(headers, "Expect:");
+	curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
 	long status = perform(curl, headers, &body, msg, msglen);
-	free(elf);
+	close(fd);
+	if (file.error) {
+		snprintf(msg, msglen, "read: %s",
+			 file.error == EIO ? "the file shrank while it was sent"
+					   : strerror(file.error));
+		return EP_UPLOAD_UNREADABLE;
+	}
 	switch (status) {
 	case 201:
 		return EP_UPLOAD_SENT;
