@@ -20,10 +20,10 @@ struct ep_cli_mix {
 	struct ep_binary_registry *reg;
 };
 
-#define EP_CLI_MIX_OPTION_COUNT 9
+#define EP_CLI_MIX_OPTION_COUNT 10
 /* --insn-mix, --range, --function, --profile-max-mib (ep_profile_set_max)
  * and the binary options (ep_cli_binary_options) into o (o->reg is made
- * here; free it with ep_cli_mix_free). Fills out[0..9], the last the end. */
+ * here; free it with ep_cli_mix_free). Fills out[0..10], the last the end. */
 int ep_cli_mix_options(struct ep_option out[EP_CLI_MIX_OPTION_COUNT + 1], struct ep_cli_mix *o);
 void ep_cli_mix_free(struct ep_cli_mix *o);
 

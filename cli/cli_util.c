@@ -31,7 +31,7 @@ static int set_symfs(void *reg, const char *dir, char *err, size_t errlen)
 	return 0;
 }
 
-enum limit { CODE, SYMBOLS, PERF_TABLES };
+enum limit { CODE, SYMBOLS, PERF_TABLES, HELD };
 
 /* --binary-code-max-mib N, --binary-symbols-max-mib N,
  * --perf-data-tables-max-mib N: 1 to 1 TiB */
@@ -46,6 +46,8 @@ static int set_limit(struct ep_binary_registry *reg, const char *arg, enum limit
 	uint64_t bytes = (uint64_t)mib << 20;
 	if (which == PERF_TABLES)
 		ep_perf_data_set_tables_max(bytes);
+	else if (which == HELD)
+		ep_binreg_set_held_max(reg, bytes);
 	else
 		ep_binreg_set_limits(reg, which == CODE ? bytes : 0, which == SYMBOLS ? bytes : 0);
 	return 0;
@@ -66,7 +68,12 @@ static int set_perf_tables_max(void *reg, const char *arg, char *err, size_t err
 	return set_limit(reg, arg, PERF_TABLES, err, errlen);
 }
 
-void ep_cli_binary_options(struct ep_option out[6], struct ep_binary_registry *reg)
+static int set_held_max(void *reg, const char *arg, char *err, size_t errlen)
+{
+	return set_limit(reg, arg, HELD, err, errlen);
+}
+
+void ep_cli_binary_options(struct ep_option out[7], struct ep_binary_registry *reg)
 {
 	out[0] = (struct ep_option){"binary", 0, EP_OPT_CALL, reg, .call = add_binary};
 	out[1] = (struct ep_option){"symfs", 0, EP_OPT_CALL, reg, .call = set_symfs};
@@ -76,5 +83,7 @@ void ep_cli_binary_options(struct ep_option out[6], struct ep_binary_registry *r
 				    .call = set_symbols_max};
 	out[4] = (struct ep_option){"perf-data-tables-max-mib", 0, EP_OPT_CALL, reg,
 				    .call = set_perf_tables_max};
-	out[5] = (struct ep_option)EP_OPTION_END;
+	out[5] =
+	    (struct ep_option){"binaries-held-max-mib", 0, EP_OPT_CALL, reg, .call = set_held_max};
+	out[6] = (struct ep_option)EP_OPTION_END;
 }

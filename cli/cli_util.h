@@ -12,9 +12,10 @@ struct ep_binary_registry;
  * (repeatable), --symfs DIR, and what reading one binary may cost,
  * --binary-code-max-mib N and --binary-symbols-max-mib N (ep_binreg_set_limits),
  * into reg; and what a perf.data's tables may, --perf-data-tables-max-mib N
- * (ep_perf_data_set_tables_max). Fills out[0..5] (the last is the table's
- * end). */
-void ep_cli_binary_options(struct ep_option out[6], struct ep_binary_registry *reg);
+ * (ep_perf_data_set_tables_max), and what all the binaries held may,
+ * --binaries-held-max-mib N (ep_binreg_set_held_max). Fills out[0..6] (the
+ * last is the table's end). */
+void ep_cli_binary_options(struct ep_option out[7], struct ep_binary_registry *reg);
 
 /* The profile in an export format (enum ep_export_format) to output, or
  * stdout when NULL; errors logged. 0 or 1 (the exit code). */

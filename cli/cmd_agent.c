@@ -140,6 +140,7 @@ static void agent_usage(FILE *out)
 		"         [--binaries-max-mib N] (binaries no process maps are forgotten\n"
 		"          once idle for an interval, or past N MiB held; 64)\n"
 		"         [--binary-code-max-mib N] [--binary-symbols-max-mib N] (128, 64 MiB)\n"
+		"         [--binaries-held-max-mib N] (all the binaries held: 160 MiB)\n"
 		"         [-o PROFILE] [--collector URL[,URL...] (replicas on one store,\n"
 		"          repeatable: a batch that fails at one goes to the next)\n"
 		"          [--collector-order spread|listed] (home replica: picked by the\n"
@@ -193,7 +194,7 @@ static int parse_options(int argc, char **argv, struct agent_options *o,
 	    EP_OPTION("k8s-ca", 0, EP_OPT_FILE, &o->k8s.ca_file),
 	    EP_OPTION_END,
 	};
-	struct ep_option binary_opts[6], sink_opts[EP_SINK_OPTION_COUNT + 1];
+	struct ep_option binary_opts[7], sink_opts[EP_SINK_OPTION_COUNT + 1];
 	ep_cli_binary_options(binary_opts, reg);
 	ep_sink_option_table(sink_opts, &o->sink);
 	const struct ep_option *const tables[] = {agent_opts, binary_opts, sink_opts, NULL};

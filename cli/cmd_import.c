@@ -144,7 +144,7 @@ int ep_cmd_import(int argc, char **argv)
 		return 1;
 	}
 
-	struct ep_option binary_opts[6];
+	struct ep_option binary_opts[7];
 	ep_cli_binary_options(binary_opts, reg);
 	const struct ep_option import_opts[] = {
 	    EP_OPTION("chop", 0, EP_OPT_CALL, &cfg.chop, .call = parse_chop),

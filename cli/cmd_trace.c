@@ -58,7 +58,7 @@ int ep_cmd_trace(int argc, char **argv)
 	struct trace_ctx ctx = {.out = stdout};
 	if (!reg)
 		return 1;
-	struct ep_option binary_opts[6];
+	struct ep_option binary_opts[7];
 	ep_cli_binary_options(binary_opts, reg);
 	const struct ep_option *const tables[] = {binary_opts, NULL};
 	int first = ep_options_parse("trace", argc, argv, tables, trace_usage);

@@ -244,6 +244,10 @@ int ep_daemon_run(struct ep_daemon_config *cfg, struct ep_binary_registry *reg,
 		  struct ep_sink *sink)
 {
 	struct daemon d = {.cfg = cfg, .sink = sink, .reg = reg};
+	/* a container can map any number of files made to cost each binary's
+	 * bounds: together they stay within this */
+	if (!ep_binreg_held_max(reg))
+		ep_binreg_set_held_max(reg, (uint64_t)EP_BINREG_DEFAULT_HELD_MIB << 20);
 	int rc = open_live(&d);
 	if (rc != 0)
 		return rc;

@@ -54,6 +54,8 @@ struct ep_binary {
 	size_t sym_bytes;   /* the symbols and their names */
 	uint64_t last_used; /* the registry's epoch at its last lookup */
 	bool pinned;	    /* a --binary file: never evicted */
+	/* its registry, for what it holds (code read late is counted there) */
+	struct ep_binary_registry *reg;
 };
 
 struct lookup_entry {
@@ -61,6 +63,11 @@ struct lookup_entry {
 	struct ep_binary *bin;
 	bool stale; /* its binary was evicted: search again */
 };
+
+/* Binaries past their limits said at once, before only the count and the
+ * last go on (a container can map any number of them). A file refused is
+ * tried again at each maps read of its process: said once. */
+#define LIMITED_SAID 8
 
 /* Build-ids of recent evictions, to count the binaries read again (a
  * direct-mapped table: bounded however many the node runs). */
@@ -75,9 +82,13 @@ struct ep_binary_registry {
 	char *symfs;
 	bool lazy_code;
 	struct ep_elf_limits limits; /* what reading one binary may cost */
+	/* what every binary held may cost together (0: no bound), and what
+	 * they hold now (binary_bytes of each, code read late included) */
+	uint64_t held_max, held_bytes;
 	/* binaries read in part (or refused) for those limits: the first few
 	 * said at once, then counted (ep_binreg_stats) with the last kept */
 	uint64_t limits_said;
+	uint64_t limits_said_hash[LIMITED_SAID]; /* of what was said: each once */
 	/* Every lookup's answer, found or not, so each mapping event costs one
 	 * hash lookup and warnings are said once. */
 	struct ep_u64map lookup_index; /* key hash -> index in lookups */
@@ -120,6 +131,26 @@ struct ep_binary_registry *ep_binreg_new(void)
 				      "--binary-symbols-max-mib");
 	return reg;
 }
+
+void ep_binreg_set_held_max(struct ep_binary_registry *reg, uint64_t bytes)
+{
+	reg->held_max = bytes;
+}
+
+uint64_t ep_binreg_held_max(const struct ep_binary_registry *reg)
+{
+	return reg->held_max;
+}
+
+/* What the binaries held leave of held_max (UINT64_MAX: no bound). */
+static uint64_t held_room(const struct ep_binary_registry *reg)
+{
+	if (!reg->held_max)
+		return UINT64_MAX;
+	return reg->held_bytes < reg->held_max ? reg->held_max - reg->held_bytes : 0;
+}
+
+#define HELD_KNOB "--binaries-held-max-mib (what the binaries held leave of it)"
 
 void ep_binreg_set_limits(struct ep_binary_registry *reg, uint64_t code_bytes, uint64_t table_bytes)
 {
@@ -223,6 +254,7 @@ struct ep_binary_registry *ep_binreg_clone(const struct ep_binary_registry *reg,
 	}
 	c->lazy_code = reg->lazy_code;
 	c->limits = reg->limits;
+	c->held_max = reg->held_max;
 	for (size_t i = 0; i < reg->nexplicit; i++) {
 		if (ep_binreg_add_file(c, reg->bins[reg->explicit_files[i]]->path, err, errlen) !=
 		    0) {
@@ -243,9 +275,40 @@ static int read_at(int fd, const char *path, uint8_t *buf, size_t n, uint64_t of
 
 /* The code of a binary opened lazily, read now from the same file: the
  * one opened then (device, inode, size and mtime unchanged), or none. */
+static void note_limited(struct ep_binary_registry *reg, const char *msg, bool refused);
+static uint64_t binary_bytes(const struct ep_binary *b);
+
+/* The code segments of b cut to what the binaries held leave: *cut gets
+ * the bytes left out. */
+static void fit_code_to_room(struct ep_binary *b, uint64_t *cut)
+{
+	uint64_t room = held_room(b->reg), total = 0;
+	*cut = 0;
+	for (size_t i = 0; i < b->ncode; i++) {
+		uint64_t keep = b->code[i].size < room - total ? b->code[i].size : room - total;
+		*cut += b->code[i].size - keep;
+		b->code[i].size = keep;
+		total += keep;
+	}
+	while (b->ncode && b->code[b->ncode - 1].size == 0)
+		b->ncode--;
+}
+
 static void load_code(struct ep_binary *b)
 {
 	b->code_pending = false;
+	uint64_t cut;
+	fit_code_to_room(b, &cut);
+	if (cut) {
+		char msg[PATH_MAX + 256];
+		if (snprintf(msg, sizeof(msg),
+			     "%s: %.1f MiB of its executable segments not read: past the %.1f MiB "
+			     "%s",
+			     ep_binary_recorded_path(b), (double)cut / (1 << 20),
+			     (double)held_room(b->reg) / (1 << 20), HELD_KNOB) < 0)
+			msg[0] = '\0';
+		note_limited(b->reg, msg, false);
+	}
 	char why[128];
 	int fd = ep_open_regular(b->path, why, sizeof(why));
 	struct stat st;
@@ -265,6 +328,9 @@ static void load_code(struct ep_binary *b)
 	}
 	if (fd >= 0)
 		close(fd);
+	if (ok == b->ncode)
+		for (size_t i = 0; i < b->ncode; i++)
+			b->reg->held_bytes += b->code[i].size;
 	if (ok < b->ncode) {
 		/* gone or changed since: its branches go unresolved, counted */
 		for (size_t i = 0; i < ok; i++)
@@ -995,6 +1061,22 @@ static int read_loads(int fd, Elf *elf, size_t nphdr, uint64_t code_max, bool la
 	return 0;
 }
 
+/* reg's limits for one binary, no more than what the binaries held leave
+ * (room) if that is less */
+static struct ep_elf_limits limits_within(const struct ep_binary_registry *reg, uint64_t room)
+{
+	struct ep_elf_limits lim = reg->limits;
+	if (room < lim.code_bytes) {
+		lim.code_bytes = room;
+		lim.code_knob = HELD_KNOB;
+	}
+	if (room < lim.table_bytes) {
+		lim.table_bytes = room;
+		lim.table_knob = HELD_KNOB;
+	}
+	return lim;
+}
+
 /* Reads what we keep and nothing else: libelf on the descriptor
  * (ELF_C_READ) fetches headers, notes, .dynamic and the symbol tables as
  * they are asked for, and the executable segments are read straight into
@@ -1006,8 +1088,8 @@ static int read_loads(int fd, Elf *elf, size_t nphdr, uint64_t code_max, bool la
  * taken through the budget, and code is copied up to its bound. *limited
  * says what was left out ("" when nothing). */
 static struct ep_binary *binary_open(const struct ep_binary_registry *reg, const char *path,
-				     const char *name, char *limited, size_t limitedlen, char *err,
-				     size_t errlen)
+				     const char *name, uint64_t room, char *limited,
+				     size_t limitedlen, char *err, size_t errlen)
 {
 	/* what is said of limits names the file as its process does too */
 	char shown[PATH_MAX + 64];
@@ -1015,8 +1097,8 @@ static struct ep_binary *binary_open(const struct ep_binary_registry *reg, const
 		snprintf(shown, sizeof(shown), "%s (%s)", name, path);
 	else
 		snprintf(shown, sizeof(shown), "%s", path);
-	const struct ep_elf_limits *lim = &reg->limits;
-	bool lazy_code = reg->lazy_code;
+	struct ep_elf_limits held_lim = limits_within(reg, room);
+	const struct ep_elf_limits *lim = &held_lim;
 	struct stat st;
 	char why[256];
 	limited[0] = '\0';
@@ -1082,16 +1164,21 @@ static struct ep_binary *binary_open(const struct ep_binary_registry *reg, const
 	/* nphdr was charged to the budget (ep_elf_check_headers) */
 	b->loads = calloc(nphdr, sizeof(*b->loads));
 	b->code = calloc(nphdr, sizeof(*b->code));
-	b->code_offsets = lazy_code ? calloc(nphdr, sizeof(*b->code_offsets)) : NULL;
-	b->code_pending = lazy_code;
-	if (!b->path || !b->loads || !b->code || (lazy_code && !b->code_offsets)) {
+	b->code_offsets = reg->lazy_code ? calloc(nphdr, sizeof(*b->code_offsets)) : NULL;
+	b->code_pending = reg->lazy_code;
+	if (!b->path || !b->loads || !b->code || (reg->lazy_code && !b->code_offsets)) {
 		snprintf(err, errlen, "%s: out of memory", path);
 		goto out;
 	}
 	bool has_interp = false;
-	if (read_loads(fd, elf, nphdr, code_max, lazy_code, b, &has_interp, &code_total, &code_cut,
-		       err, errlen) != 0)
+	if (read_loads(fd, elf, nphdr, code_max, reg->lazy_code, b, &has_interp, &code_total,
+		       &code_cut, err, errlen) != 0)
 		goto out;
+	/* the code read leaves less for the tables */
+	if (!reg->lazy_code && room - code_total < budget.limit) {
+		budget.limit = budget.used > room - code_total ? budget.used : room - code_total;
+		budget.knob = HELD_KNOB;
+	}
 	/* ET_DYN covers PIE executables and shared libraries. DF_1_PIE says so
 	 * outright; older linkers do not set it, so an interpreter without a
 	 * soname also counts (libc.so.6 has an interpreter, and a soname). */
@@ -1163,20 +1250,25 @@ static struct ep_binary *find_loaded(struct ep_binary_registry *reg, const char 
 	return find_identity(reg, &st);
 }
 
-/* Binaries past their limits said at once, before only the count and the
- * last go on (a container can map any number of them). */
-#define LIMITED_SAID 8
-
 static void note_limited(struct ep_binary_registry *reg, const char *msg, bool refused)
 {
 	reg->stats.limited++;
 	reg->stats.limited_refused += refused;
 	snprintf(reg->stats.limited_last, sizeof(reg->stats.limited_last), "%s", msg);
-	if (reg->limits_said++ < LIMITED_SAID)
+	uint64_t h = ep_hash_bytes(msg, strlen(msg));
+	for (size_t i = 0; i < LIMITED_SAID && i < reg->limits_said; i++) {
+		if (reg->limits_said_hash[i] == h) {
+			ep_debug("%s", msg);
+			return;
+		}
+	}
+	if (reg->limits_said < LIMITED_SAID) {
+		reg->limits_said_hash[reg->limits_said++] = h;
 		ep_warn("%s%s", msg,
 			reg->limits_said == LIMITED_SAID ? " (further ones counted)" : "");
-	else
+	} else {
 		ep_debug("%s", msg);
+	}
 }
 
 /* The binary of the file at path, named (in what is said of its limits)
@@ -1188,11 +1280,27 @@ static struct ep_binary *open_registered(struct ep_binary_registry *reg, const c
 	if (b)
 		return b;
 	char limited[640];
-	b = binary_open(reg, path, name, limited, sizeof(limited), err, errlen);
+	uint64_t room = held_room(reg);
+	if (room == 0) {
+		/* the binaries held take all there is: evictions make room */
+		snprintf(err, errlen,
+			 "%s: not read: the binaries held take %.1f MiB, all the %llu MiB "
+			 "--binaries-held-max-mib allows",
+			 path, (double)reg->held_bytes / (1 << 20),
+			 (unsigned long long)(reg->held_max >> 20));
+		if (snprintf(limited, sizeof(limited), "%s%s", strcmp(name, path) ? name : "",
+			     err + (strcmp(name, path) ? strlen(path) : 0)) < 0)
+			limited[0] = '\0';
+		note_limited(reg, limited, true);
+		return NULL;
+	}
+	b = binary_open(reg, path, name, room, limited, sizeof(limited), err, errlen);
 	if (limited[0])
 		note_limited(reg, limited, !b);
 	if (!b)
 		return NULL;
+	b->reg = reg;
+	reg->held_bytes += binary_bytes(b);
 	if (reg->nfree) {
 		/* an evicted binary's index: every user forgot it */
 		b->index = reg->free_slots[--reg->nfree];
@@ -1565,6 +1673,7 @@ static void free_evicted(struct ep_binary_registry *reg, const uint8_t *evicted)
 		ep_debug("binary %s (build-id %s) evicted: no process maps it and its counts "
 			 "were taken",
 			 ep_binary_recorded_path(b), b->build_id_hex);
+		reg->held_bytes -= binary_bytes(b);
 		binary_free(b);
 		reg->bins[i] = NULL;
 		if (reg->nfree == reg->free_cap) {

@@ -62,6 +62,16 @@ void ep_binreg_set_lazy_code(struct ep_binary_registry *reg, bool lazy);
 void ep_binreg_set_limits(struct ep_binary_registry *reg, uint64_t code_bytes,
 			  uint64_t table_bytes);
 
+/* What every binary held may cost together (0, the default: no bound):
+ * their code copies, symbols and names, however many processes map them.
+ * A binary opened when the others leave less than its own limits is read
+ * as far as what they leave (said and counted like its own limits); one
+ * opened when they leave nothing is not read (counted as refused), and
+ * tried again at its next lookup, evictions making room. */
+#define EP_BINREG_DEFAULT_HELD_MIB 160
+void ep_binreg_set_held_max(struct ep_binary_registry *reg, uint64_t bytes);
+uint64_t ep_binreg_held_max(const struct ep_binary_registry *reg);
+
 /* Since the registry was made: files under /proc/PID/ that could not be
  * opened, of those the ones whose process had exited, and the last
  * failure's message (empty when none). */

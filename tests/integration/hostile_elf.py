@@ -5,9 +5,12 @@
   hostile_elf.py segments OUT   item 1: 4 MiB, 1,000 executable PT_LOADs
                                 each covering the whole file
   hostile_elf.py symbols OUT    item 2: 60,000 function symbols all naming
-                                one 20 KB string (a 1.4 MiB file)
-  hostile_elf.py sections OUT   64 MiB of section headers (1 M of them):
-                                libelf's own bookkeeping for them is ~4x that
+                                one 20 KB string (a 1.4 MiB file);
+                                symbols-N: the same without a build-id (the
+                                agent reads it, and sends it nowhere)
+  hostile_elf.py sections OUT   1,000,000 section headers (64 MB, under the
+                                collector's default --max-binary-mib): libelf's
+                                own bookkeeping for them is ~4x that
 
 Each is an x86-64 ET_DYN with a GNU build-id note (so the agent uploads it
 and the collector files it) and, at file offset 0x1000, `jmp .`: a process
@@ -47,9 +50,9 @@ def build_id(kind):
     return hashlib.sha1(("edgeprof hostile " + kind).encode()).digest()
 
 
-def note(kind):
+def note(kind, ntype=3):
     bid = build_id(kind)
-    return struct.pack("<III", 4, len(bid), 3) + b"GNU\0" + bid
+    return struct.pack("<III", 4, len(bid), ntype) + b"GNU\0" + bid
 
 
 def segments(out):
@@ -58,9 +61,8 @@ def segments(out):
     n = note("segments")
     phoff = 2 * CODE_OFF
     note_off = phoff + 56 * (nload + 1)
-    hdrs = phdr(PT_NOTE, PF_R, note_off, note_off, len(n))
-    for i in range(nload):
-        hdrs += phdr(PT_LOAD, PF_R | PF_X, 0, i * size, size)
+    hdrs = phdr(PT_NOTE, PF_R, note_off, note_off, len(n)) + b"".join(
+        phdr(PT_LOAD, PF_R | PF_X, 0, i * size, size) for i in range(nload))
     buf = bytearray(size)
     head = ehdr(nload + 1, 0, 0, 0, phoff)
     buf[:len(head)] = head
@@ -70,19 +72,20 @@ def segments(out):
     return bytes(buf)
 
 
-def symbols(out):
+def symbols(out, kind="symbols"):
     """Item 2: 60,000 symbols, one 20 KB name."""
     nsym, name_len = 60000, 20000
-    n = note("symbols")
+    # NT_GNU_BUILD_ID for item 2's file, another note type for the others
+    n = note(kind, 3 if kind == "symbols" else 1)
     note_off = 64 + 56 * 2
     text_size = 0x10000
     strtab = b"\0" + b"f" * name_len + b"\0"
     shstrtab = b"\0.text\0.symtab\0.strtab\0.shstrtab\0"
     sym_off = CODE_OFF + text_size
-    syms = b"\0" * 24
-    for i in range(1, nsym):
-        # global functions in .text (section 1), each one byte
-        syms += struct.pack("<IBBHQQ", 1, 0x12, 0, 1, CODE_OFF + i % text_size, 1)
+    # global functions in .text (section 1), each one byte
+    syms = b"\0" * 24 + b"".join(
+        struct.pack("<IBBHQQ", 1, 0x12, 0, 1, CODE_OFF + i % text_size, 1)
+        for i in range(1, nsym))
     str_off = sym_off + len(syms)
     shstr_off = str_off + len(strtab)
     sh_off = (shstr_off + len(shstrtab) + 7) & ~7
@@ -108,8 +111,8 @@ def symbols(out):
 
 
 def sections(out):
-    """1 M section headers: libelf keeps ~260 bytes of its own per header."""
-    nsec = 1 << 20
+    """1,000,000 section headers: libelf keeps ~260 bytes of its own per header."""
+    nsec = 1000000
     n = note("sections")
     note_off = 64 + 56 * 2
     load_size = CODE_OFF + 0x1000
@@ -127,9 +130,11 @@ def sections(out):
 
 def main():
     kinds = {"segments": segments, "symbols": symbols, "sections": sections}
-    if len(sys.argv) != 3 or sys.argv[1] not in kinds:
-        sys.exit("usage: hostile_elf.py segments|symbols|sections OUT")
-    data = kinds[sys.argv[1]](sys.argv[2])
+    kind = sys.argv[1] if len(sys.argv) == 3 else ""
+    base = kind.split("-")[0]
+    if base not in kinds:
+        sys.exit("usage: hostile_elf.py segments|symbols[-N]|sections OUT")
+    data = kinds[base](sys.argv[2], kind) if base == "symbols" else kinds[base](sys.argv[2])
     with open(sys.argv[2], "wb") as f:
         f.write(data)
     print(hex(CODE_OFF), build_id(sys.argv[1]).hex())

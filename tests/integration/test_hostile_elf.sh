@@ -7,8 +7,10 @@
 #             (the collector copied every segment: 4 GB)
 #   symbols   60,000 function symbols all naming one 20 KB string (the
 #             agent and the collector copied every name: 1.2 GB)
-#   sections  1 M section headers (libelf keeps ~260 bytes of its own for
-#             each: 270 MB before a byte of the file is looked at)
+#   sections  1,000,000 section headers (libelf keeps ~260 bytes of its own
+#             for each: 260 MB before a byte of the file is looked at)
+#   symbols-2..4  three more like symbols: each within the bounds of one
+#             binary, together past the agent's budget (4 x 64 MiB of names)
 # Both survive every one, say what they refused (file, size, bound), count
 # it (the agent's summary line, the collector's /metrics), and the agent
 # still profiles the processes spinning in them.
@@ -23,7 +25,8 @@ cg_c=$(memcg_create collector 1024) && cg_a=$(memcg_create agent 256) || {
 	finish
 }
 declare -A off id
-for k in segments symbols sections; do
+kinds="segments symbols sections symbols-2 symbols-3 symbols-4"
+for k in $kinds; do
 	read -r off[$k] id[$k] < <(python3 "$here/hostile_elf.py" $k "$TEST_TMP/$k.elf")
 done
 cc -O1 -o "$TEST_TMP/map_spin" "$here/../workloads/map_spin.c" || exit 1
@@ -54,23 +57,23 @@ check "collector: 60,000 symbols of 20 KB names: stored, the symbols kept up to 
 	bash -c "[ '$code' = 201 ] && grep -q 'binary /hostile/symbols.elf .*[0-9] of 59999 function symbols not kept: past the 64 MiB --max-image-symbols-mib' '$TEST_TMP/c.log'"
 code=$(post sections)
 echo "# sections: HTTP $code: $(cat "$TEST_TMP/sections.answer")"
-check "collector: 1 M section headers refused (400) before libelf reads them" \
-	bash -c "[ '$code' = 400 ] && grep -q '1048576 section headers' '$TEST_TMP/sections.answer'"
+check "collector: 1,000,000 section headers refused (400) before libelf reads them" \
+	bash -c "[ '$code' = 400 ] && grep -q '1000000 section headers' '$TEST_TMP/sections.answer'"
 check "collector: each refusal logged with the file's name" \
 	bash -c "grep -q 'binary upload of /hostile/segments.elf: refused' '$TEST_TMP/c.log' &&
 		grep -q 'binary upload of /hostile/sections.elf: refused' '$TEST_TMP/c.log'"
 
 # 2. an agent sampling processes that spin in them, streaming to that
 # collector (which it uploads the files to)
-pids=()
-for k in segments symbols sections; do
+pid_args=()
+for k in $kinds; do
 	"$TEST_TMP/map_spin" "$TEST_TMP/$k.elf" "${off[$k]}" &
-	pids+=("$!")
+	pid_args+=(--pid "$!")
 	track_pid "$!"
 done
-memcg_start "$cg_a" agent "$EDGEPROF" agent --pid "${pids[0]}" --pid "${pids[1]}" \
-	--pid "${pids[2]}" --duration 4 --interval 1 --collector "$url" --spool "$TEST_TMP/spool" \
-	--log-level info -o "$TEST_TMP/a.prof" 2>"$TEST_TMP/agent.err"
+memcg_start "$cg_a" agent "$EDGEPROF" agent "${pid_args[@]}" --duration 4 --interval 1 \
+	--collector "$url" --spool "$TEST_TMP/spool" --log-level info -o "$TEST_TMP/a.prof" \
+	2>"$TEST_TMP/agent.err"
 wait "$agent"
 rc=$?
 echo "# agent: exit $rc, peak $(memcg_peak_mib "$cg_a") MiB; collector: peak $(memcg_peak_mib "$cg_c") MiB"
@@ -79,13 +82,13 @@ check "agent: not OOM-killed in 256 MiB ($(memcg_oom_kills "$cg_a") kills)" \
 	test "$(memcg_oom_kills "$cg_a")" = 0
 check "agent: exits 0" test "$rc" = 0
 check "agent: says which symbols of symbols.elf it did not keep, and the bound" \
-	grep -q 'symbols.elf (.*): [0-9]* of 59999 symbols not kept; past the 64 MiB --binary-symbols-max-mib' "$TEST_TMP/agent.err"
-check "agent: refuses sections.elf's 1 M section headers before libelf reads them" \
-	grep -q 'sections.elf (.*): 1048576 section headers: reading them would take 272 MiB, more than the 64 MiB --binary-symbols-max-mib' "$TEST_TMP/agent.err"
-check "agent: the collector's refusal of segments.elf said" \
-	grep -q "binary ${id[segments]} (.*): the collector refused it: .*overlap" "$TEST_TMP/agent.err"
+	grep -q 'symbols.elf (.*): [0-9]* of 59999 symbols not kept; past the [0-9]* MiB --binar\(y-symbols\|ies-held\)-max-mib' "$TEST_TMP/agent.err"
+check "agent: refuses sections.elf's 1,000,000 section headers before libelf reads them" \
+	grep -q 'sections.elf (.*): 1000000 section headers: reading them would take 259 MiB, more than the [0-9]* MiB --binar\(y-symbols\|ies-held\)-max-mib' "$TEST_TMP/agent.err"
 check "agent: says the code of segments.elf it did not read, and the bound" \
-	grep -q 'segments.elf (.*): 3996.0 MiB of its 4000.0 MiB of executable segments not read (more than the file holds, or than the 128 MiB --binary-code-max-mib allows)' "$TEST_TMP/agent.err"
+	grep -q 'segments.elf (.*): [0-9.]* MiB of its 4000.0 MiB of executable segments not read (more than the file holds, or than the [0-9]* MiB --binar\(y-code\|ies-held\)-max-mib' "$TEST_TMP/agent.err"
+check "agent: the four symbols files together kept within --binaries-held-max-mib, saying so" \
+	grep -q 'symbols\(-[234]\)\?.elf (.*): [0-9]* of 59999 symbols not kept; past the [0-9]* MiB --binaries-held-max-mib (what the binaries held leave of it)' "$TEST_TMP/agent.err"
 check "agent: binaries past their read limits counted in the summary" \
 	grep -Eq 'binaries: .*[1-9][0-9]* past their read limits' "$TEST_TMP/agent.err"
 samples=$("$EDGEPROF" export "$TEST_TMP/a.prof" --format json |

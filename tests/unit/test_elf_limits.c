@@ -649,6 +649,57 @@ static void test_agent_mapping_symbols_bounded(void **state)
 	free(syms);
 }
 
+/* Files made to cost each binary's bounds, mapped by several processes:
+ * all the binaries held stay within ep_binreg_set_held_max's bound, and
+ * evictions make room again. */
+static void test_agent_held_bounded(void **state)
+{
+	(void)state;
+	struct craft c;
+	craft_begin(&c, EM_X86_64, 0, 0x10000);
+	craft_symbols(&c, craft_text(&c), 1000, 20000, STB_GLOBAL);
+	size_t len;
+	uint8_t *elf = craft_end(&c, &len, 0);
+	char dir[] = "/tmp/ep-test-held-XXXXXX", path[4][64];
+	assert_non_null(mkdtemp(dir));
+	struct ep_binary_registry *reg = ep_binreg_new();
+	ep_binreg_set_lazy_code(reg, true);
+	ep_binreg_set_limits(reg, 64 << 20, 16 << 20);
+	ep_binreg_set_held_max(reg, 24 << 20);
+	struct ep_binary *b[4];
+	struct ep_binreg_stats st;
+	for (int i = 0; i < 3; i++) {
+		snprintf(path[i], sizeof(path[i]), "%s/f%d.elf", dir, i);
+		write_file(path[i], elf, len);
+		b[i] = ep_binreg_lookup(reg, path[i], NULL, 0);
+		ep_binreg_stats(reg, &st);
+		assert_true(st.bytes_held <= 24u << 20);
+	}
+	assert_non_null(b[0]);
+	assert_non_null(b[1]);
+	assert_int_equal(st.limited, 3);
+	assert_non_null(strstr(st.limited_last, "f2.elf"));
+	assert_non_null(strstr(st.limited_last, "--binaries-held-max-mib"));
+	assert_true(st.bytes_held > 23u << 20);
+	/* no user needs them: the next evictions take them, and make room */
+	ep_binreg_evict(reg, 0);
+	ep_binreg_evict(reg, 0);
+	ep_binreg_stats(reg, &st);
+	assert_int_equal(st.held, 0);
+	assert_int_equal(st.bytes_held, 0);
+	snprintf(path[3], sizeof(path[3]), "%s/f3.elf", dir);
+	write_file(path[3], elf, len);
+	b[3] = ep_binreg_lookup(reg, path[3], NULL, 0);
+	assert_non_null(b[3]);
+	ep_binreg_stats(reg, &st);
+	assert_true(st.bytes_held > 15u << 20 && st.bytes_held <= 16u << 20);
+	ep_binreg_free(reg);
+	for (int i = 0; i < 4; i++)
+		unlink(path[i]);
+	rmdir(dir);
+	free(elf);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -662,6 +713,7 @@ int main(void)
 	    cmocka_unit_test(test_agent_repeated_tables),
 	    cmocka_unit_test(test_agent_plt_bounded),
 	    cmocka_unit_test(test_agent_mapping_symbols_bounded),
+	    cmocka_unit_test(test_agent_held_bounded),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
