@@ -162,6 +162,11 @@ static const char schema[] =
     /* the few label sets of sessions, which a listing of the continuous
      * profile leaves out (filter_sql) */
     "CREATE INDEX IF NOT EXISTS label_sets_by_session ON label_sets(session_id);"
+    /* a binary's samples by label set: a listing sums each label set's in
+     * this order, with no sort (SQLite sorts in memory here: temp_store),
+     * however many buckets the label sets span */
+    "CREATE INDEX IF NOT EXISTS samples_by_label_set ON samples(binary_id, label_set, bucket,"
+    " count);"
     /* nodes as their agents' batches describe them (collector.proto
      * Node, its sums in the columns beside it) */
     "CREATE TABLE IF NOT EXISTS nodes(name TEXT PRIMARY KEY, seen_ns INTEGER NOT NULL,"
@@ -825,12 +830,15 @@ static Edgeprof__V1__BinaryList *sqlite_list(struct ep_store *base, const struct
 	if (!paths)
 		goto fail;
 	if (page->labels) {
+		/* summed as they come, in samples_by_label_set's order: no
+		 * sort, and no table of the sums, whose size the label sets
+		 * decide */
 		labels = prepare_filtered(
 		    s,
 		    "SELECT l.container_id, l.pod, l.namespace, l.cgroup, l.process, l.session_id,"
-		    " g.s FROM (SELECT t.label_set ls, SAT_SUM(t.count) s FROM samples t"
-		    " WHERE t.binary_id = :bin%s GROUP BY t.label_set) g"
-		    " JOIN label_sets l ON l.id = g.ls",
+		    " SAT_SUM(t.count) FROM samples t INDEXED BY samples_by_label_set"
+		    " JOIN label_sets l ON l.id = t.label_set WHERE t.binary_id = :bin%s"
+		    " GROUP BY t.label_set",
 		    f, err, errlen);
 		if (!labels)
 			goto fail;
