@@ -100,6 +100,7 @@ static bool is_string(enum msg m, uint32_t num)
 	case M_BATCH:
 		return num == 9; /* capabilities */
 	case M_AGENT:
+		return num >= 1 && num <= 3;
 	case M_LABELS:
 		return num >= 1 && num <= 6;
 	case M_CONFIG:
