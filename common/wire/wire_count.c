@@ -153,9 +153,9 @@ static int scan_msg(struct scan *s, enum msg m, const uint8_t *p, const uint8_t 
 		uint64_t key, len;
 		if (varint(&p, end, &key) != 0)
 			return bad(s, "a field's key runs past its message");
+		/* number 0 is no field, but unpacking keeps it as an unknown one
+		 * (fuzz_ingest: 80 80 00 ...): counted as such, below */
 		uint32_t num = (uint32_t)(key >> 3), wire = (uint32_t)(key & 7);
-		if (num == 0)
-			return bad(s, "field number 0");
 		switch (wire) {
 		case 0:
 			if (varint(&p, end, &len) != 0)
@@ -179,7 +179,7 @@ static int scan_msg(struct scan *s, enum msg m, const uint8_t *p, const uint8_t 
 			return bad(s, "a field runs past its message");
 		const uint8_t *at = p;
 		p += wire == 0 ? 0 : len;
-		enum msg sub = wire == 2 ? child(m, num) : M_NONE;
+		enum msg sub = wire == 2 && num ? child(m, num) : M_NONE;
 		if (sub != M_NONE) {
 			c->decoded_bytes += sizeof(void *); /* its place in a repeated field */
 			c->binaries += sub == M_DELTA;
@@ -204,7 +204,7 @@ static int scan_msg(struct scan *s, enum msg m, const uint8_t *p, const uint8_t 
 		} else if (wire == 2 && is_string(m, num)) {
 			c->decoded_bytes += len + 1 + BLOCK + sizeof(void *);
 			c->paths += m == M_PROFILE && num == 2;
-		} else if (num > msg_fields[m] || wire == 2) {
+		} else if (num == 0 || num > msg_fields[m] || wire == 2) {
 			/* not a field of this version: kept as bytes */
 			c->decoded_bytes += len + UNKNOWN_FIELD;
 		}

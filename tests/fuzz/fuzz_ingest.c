@@ -211,13 +211,37 @@ static void merge_and_check(const Edgeprof__V1__Batch *b)
 	ep_merge_free(m);
 }
 
+/* ep_wire_count of bytes that unpack to b: it read them, and counted what
+ * b holds. */
+static void check_counted(const Edgeprof__V1__Batch *b, int counted, const struct ep_wire_counts *c)
+{
+	if (counted != 0)
+		abort();
+	uint64_t edges = 0, ranges = 0, ips = 0, functions = 0;
+	for (size_t i = 0; i < b->n_binaries; i++) {
+		const Edgeprof__V1__BinaryProfile *p = b->binaries[i]->profile;
+		edges += p ? p->n_edges : 0;
+		ranges += p ? p->n_ranges : 0;
+		ips += p ? p->n_ips : 0;
+		functions += p ? p->n_functions : 0;
+	}
+	if (c->binaries != b->n_binaries || c->edges != edges || c->ranges != ranges ||
+	    c->ips != ips || c->functions != functions)
+		abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	char err[512];
+	struct ep_wire_counts c, none = {0};
+	int counted = ep_wire_count(data, size, &none, &c, err, sizeof(err));
 	Edgeprof__V1__Batch *b =
 	    ep_wire_decode(data, size, false, EP_WIRE_MAX_BATCH, err, sizeof(err));
 	if (!b)
 		return 0;
+	/* what the collector counts before unpacking (its bounds) is what
+	 * unpacking gives */
+	check_counted(b, counted, &c);
 	int bad = ep_wire_check_batch(b, err, sizeof(err));
 	if (bad == 0)
 		check_bounds(b);
