@@ -3,7 +3,8 @@
 # committed corpus (tests/fuzz/corpus/NAME) with its dictionary
 # (tests/fuzz/NAME.dict) when there is one, niced (the machine is shared),
 # and prints one line per target:
-#   fuzz_NAME: N execs, M crashes, E edges, C corpus inputs, R exec/s (LOG)
+#   fuzz_NAME: N execs, M crashes, E edges, C corpus inputs, R exec/s,
+#     peak RSS P of B MiB (LOG)
 # New inputs stay in BUILD/fuzz/corpus/NAME, a crash in
 # BUILD/fuzz/crashes/NAME/. Exits 1 when any target crashed. FUZZ_RUNS=N
 # also ends a target once it has run N inputs, so a long run for a goal in
@@ -12,6 +13,10 @@
 # the others' new inputs, libFuzzer's -reload), one per core: the line then
 # sums their executions and rates (FUZZ_RUNS is shared among them), and
 # each keeps its own log, NAME.K.log.
+# Each target runs with libFuzzer's -rss_limit_mb and -malloc_limit_mb at
+# the memory budget of the process it models (tests/fuzz/budget.sh: agent
+# 256 MiB, collector 1 GiB), so a memory bomb is a finding too; the line
+# says the peak RSS it reached.
 # usage: [FUZZ_RUNS=N] [FUZZ_JOBS=J] tests/fuzz/run.sh BUILD SECONDS [NAME...]
 set -u
 build=${1:?usage: run.sh BUILD SECONDS [NAME...]}
@@ -27,6 +32,7 @@ if [ ${#targets[@]} -eq 0 ]; then
 		targets+=("${t%.c}")
 	done
 fi
+source tests/fuzz/budget.sh
 status=0
 for t in "${targets[@]}"; do
 	bin=$build/fuzz/fuzz_$t
@@ -39,8 +45,9 @@ for t in "${targets[@]}"; do
 	crashes=$build/fuzz/crashes/$t
 	mkdir -p "$corpus" "$crashes"
 	[ -d "tests/fuzz/corpus/$t" ] && cp -n tests/fuzz/corpus/"$t"/* "$corpus"/ 2>/dev/null
-	args=(-max_total_time="$seconds" -print_final_stats=1 -timeout=30 -rss_limit_mb=2048
-		-artifact_prefix="$crashes/")
+	mem=$(ep_fuzz_budget "$t")
+	args=(-max_total_time="$seconds" -print_final_stats=1 -timeout=30 -rss_limit_mb="$mem"
+		-malloc_limit_mb="$mem" -artifact_prefix="$crashes/")
 	[ -f "tests/fuzz/$t.dict" ] && args+=(-dict="tests/fuzz/$t.dict")
 	[ -n "${FUZZ_RUNS:-}" ] && args+=(-runs="$(((FUZZ_RUNS + jobs - 1) / jobs))")
 	# libFuzzer also writes its slowest input there (slow-unit-*, over
@@ -73,8 +80,13 @@ for t in "${targets[@]}"; do
 	done
 	log=${logs[*]}
 	inputs=$(find "$corpus" -type f | wc -l)
+	peak=0
+	for log in "${logs[@]}"; do
+		p=$(sed -n 's/^stat::peak_rss_mb: *//p' "$log" | tail -1)
+		[ "${p:-0}" -gt "$peak" ] && peak=$p
+	done
 	echo "fuzz_$t: $execs execs, $found crashes, $edges edges," \
-		"$inputs corpus inputs, $rate exec/s ($log)"
+		"$inputs corpus inputs, $rate exec/s, peak RSS $peak of $mem MiB ($log)"
 	if [ "$found" -ne 0 ]; then
 		grep -a -m3 'ERROR\|SUMMARY\|^fuzz_' "${logs[@]}" | sed 's/^/  /'
 		status=1

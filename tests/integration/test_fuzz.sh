@@ -2,8 +2,9 @@
 # The libFuzzer targets (tests/fuzz/fuzz_*.c, issue 12): each builds, and
 # replays its committed corpus (tests/fuzz/corpus/NAME: seeds and every
 # input that once crashed it, kept as regression inputs) without a sanitizer
-# report or a broken invariant; then a short deterministic run of each
-# (-seed=1) mutates from there, the ingest target longer (20,000 batches:
+# report, a broken invariant or an allocation past the memory budget of the
+# process it models (tests/fuzz/budget.sh); then a short deterministic run
+# of each (-seed=1) mutates from there, the ingest target longer (20,000 batches:
 # counts within wire.h's bounds, sums saturating, never wrapping). `make
 # fuzz FUZZ_S=N` runs them for real.
 source "$(dirname "$0")/lib.sh"
@@ -20,11 +21,16 @@ if ! make -s -j2 BUILD="$build" fuzz-build >"$TEST_TMP/build.log" 2>&1; then
 	finish
 fi
 ok "the fuzz targets build"
-# fuzz NAME LOG ARGS...: runs target NAME, its output in LOG; on failure shows why
+source tests/fuzz/budget.sh
+# fuzz NAME LOG ARGS...: runs target NAME under its memory budget
+# (tests/fuzz/budget.sh: a memory bomb is a failure), its output in LOG; on
+# failure shows why
 fuzz() {
-	local name=$1 log=$2
+	local name=$1 log=$2 mem
 	shift 2
-	"$build/fuzz/fuzz_$name" -artifact_prefix="$TEST_TMP/$name-" "$@" >"$log" 2>&1 && return 0
+	mem=$(ep_fuzz_budget "$name")
+	"$build/fuzz/fuzz_$name" -artifact_prefix="$TEST_TMP/$name-" -rss_limit_mb="$mem" \
+		-malloc_limit_mb="$mem" "$@" >"$log" 2>&1 && return 0
 	grep -m5 "fuzz_$name:\|ERROR\|SUMMARY\|Test unit written" "$log"
 	return 1
 }
@@ -40,7 +46,7 @@ for src in tests/fuzz/fuzz_*.c; do
 	cp "tests/fuzz/corpus/$name"/* "$TEST_TMP/corpus-$name/"
 	dict=()
 	[ -f "tests/fuzz/$name.dict" ] && dict=(-dict="tests/fuzz/$name.dict")
-	check "fuzz_$name: ${runs[$name]:-2000} mutated inputs, no sanitizer report or broken invariant" \
+	check "fuzz_$name: ${runs[$name]:-2000} mutated inputs, no sanitizer report, broken invariant or memory bomb" \
 		fuzz "$name" "$TEST_TMP/$name-fuzz.log" -runs="${runs[$name]:-2000}" -seed=1 \
 		-max_len=8192 -timeout=60 "${dict[@]}" "$TEST_TMP/corpus-$name"
 	grep -m1 'DONE' "$TEST_TMP/$name-fuzz.log" | sed "s/^/# fuzz_$name: /"
