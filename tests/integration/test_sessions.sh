@@ -207,8 +207,15 @@ local_sum=$(for a in agent1 agent2; do "$EDGEPROF" export "$TEST_TMP/$a.prof" --
 	jq '[.profiles[] | select(.path | startswith("'"$TEST_TMP"'/")) | .samples] | add'; done |
 	awk '{s += $1} END {print s}')
 echo "# continuous samples of the test's programs: collector $cont, agents' own files $local_sum"
-check "the continuous profile equals the agents' own counts (no session counts in it)" \
-	test "${cont:-x}" = "${local_sum:-y}"
+if [ "${cont:-x}" = "${local_sum:-y}" ]; then
+	ok "the continuous profile equals the agents' own counts (no session counts in it)"
+else
+	not_ok "the continuous profile equals the agents' own counts (no session counts in it)"
+	# what the agents and the collector said of batches and sessions
+	grep -hiE 'warn|error|refus|drop|lost|spool|session' "$TEST_TMP/agent1.err" "$TEST_TMP/agent2.err" |
+		sed 's/^/#   agents: /' | tail -40
+	grep -iE 'warn|error|refus|drop' "$TEST_TMP/c.log" | sed 's/^/#   collector: /' | tail -20
+fi
 sed 's/^/# /' "$TEST_TMP/cont.err"
 stop_pid "$COLLECTOR_PID"
 check "the agents and the collector exited cleanly, no sanitizer report or error line" \
