@@ -775,15 +775,11 @@ static enum MHD_Result handle_query(struct ep_server *s, struct MHD_Connection *
 	return rc;
 }
 
-static enum MHD_Result handle_metrics(struct ep_server *s, struct MHD_Connection *c)
+/* /metrics, by part: batches, rows and the store */
+static void metrics_ingest(struct ep_server *s, FILE *m)
 {
 	struct ep_ingest_counters ic;
 	ep_ingest_counters(s->ingest, &ic);
-	char *body = NULL;
-	size_t len = 0;
-	FILE *m = open_memstream(&body, &len);
-	if (!m)
-		return respond_text(c, 500, "out of memory\n");
 	ep_elf_image_metrics(m);
 	fprintf(m, "# HELP edgeprof_ingest_batches_total Batches received, by outcome.\n"
 		   "# TYPE edgeprof_ingest_batches_total counter\n");
@@ -857,22 +853,31 @@ static enum MHD_Result handle_metrics(struct ep_server *s, struct MHD_Connection
 	    heap_in_use_bytes(), ic.rows_written, ic.commit_seconds,
 	    (uint64_t)atomic_load(&s->unauthorized), (uint64_t)atomic_load(&s->forbidden));
 	ep_ingest_metrics(s->ingest, m);
-	if (s->sessions) {
-		struct ep_sessions_counters sc;
-		ep_sessions_counters(s->sessions, &sc);
-		fprintf(m,
-			"# HELP edgeprof_sessions_open On-demand sessions pending or running "
-			"(at most edgeprof_sessions_open_max, --max-sessions).\n"
-			"# TYPE edgeprof_sessions_open gauge\n"
-			"edgeprof_sessions_open %" PRIu64 "\n"
-			"# TYPE edgeprof_sessions_open_max gauge\n"
-			"edgeprof_sessions_open_max %" PRIu64 "\n"
-			"# HELP edgeprof_sessions_refused_total Session requests refused (429) "
-			"because --max-sessions were pending or running.\n"
-			"# TYPE edgeprof_sessions_refused_total counter\n"
-			"edgeprof_sessions_refused_total{reason=\"too_many\"} %" PRIu64 "\n",
-			sc.open, sc.max_open, sc.refused_full);
-	}
+}
+
+static void metrics_sessions(struct ep_server *s, FILE *m)
+{
+	if (!s->sessions)
+		return;
+	struct ep_sessions_counters sc;
+	ep_sessions_counters(s->sessions, &sc);
+	fprintf(m,
+		"# HELP edgeprof_sessions_open On-demand sessions pending or running "
+		"(at most edgeprof_sessions_open_max, --max-sessions).\n"
+		"# TYPE edgeprof_sessions_open gauge\n"
+		"edgeprof_sessions_open %" PRIu64 "\n"
+		"# TYPE edgeprof_sessions_open_max gauge\n"
+		"edgeprof_sessions_open_max %" PRIu64 "\n"
+		"# HELP edgeprof_sessions_refused_total Session requests refused (429) "
+		"because --max-sessions were pending or running.\n"
+		"# TYPE edgeprof_sessions_refused_total counter\n"
+		"edgeprof_sessions_refused_total{reason=\"too_many\"} %" PRIu64 "\n",
+		sc.open, sc.max_open, sc.refused_full);
+}
+
+/* requests, connections and bodies */
+static void metrics_http(struct ep_server *s, FILE *m)
+{
 	for (int i = 0; i < NROUTES; i++)
 		fprintf(m, "edgeprof_http_requests_total{endpoint=\"%s\"} %" PRIu64 "\n",
 			route_names[i], (uint64_t)atomic_load(&s->requests[i]));
@@ -912,6 +917,18 @@ static enum MHD_Result handle_metrics(struct ep_server *s, struct MHD_Connection
 		"edgeprof_http_connections{token=\"yes\"} %zu\n"
 		"edgeprof_http_connections{token=\"no\"} %zu\n",
 		open - untrusted, untrusted);
+}
+
+static enum MHD_Result handle_metrics(struct ep_server *s, struct MHD_Connection *c)
+{
+	char *body = NULL;
+	size_t len = 0;
+	FILE *m = open_memstream(&body, &len);
+	if (!m)
+		return respond_text(c, 500, "out of memory\n");
+	metrics_ingest(s, m);
+	metrics_sessions(s, m);
+	metrics_http(s, m);
 	if (s->cfg.binaries)
 		ep_binaries_metrics(s->cfg.binaries, m);
 	fclose(m);
