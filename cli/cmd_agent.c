@@ -15,6 +15,7 @@
 
 #include "agent/attribute/container.h"
 #include "agent/attribute/k8s_pods.h"
+#include "agent/attribute/process_labels.h"
 #include "agent/daemon/daemon.h"
 #include "agent/daemon/replay.h"
 #include "agent/resolve/binary.h"
@@ -226,27 +227,6 @@ static int open_k8s(struct agent_options *o)
 	return 0;
 }
 
-/* Watching one cgroup (a container): every batch is labelled with it. */
-struct cgroup_labels {
-	Edgeprof__V1__Labels labels;
-	struct ep_container_ref container;
-	char cgroup[PATH_MAX];
-};
-
-static void label_one_cgroup(const char *path, struct cgroup_labels *cl, struct ep_sink *sink)
-{
-	char root[PATH_MAX];
-	size_t rl = ep_cgroup2_root(root, sizeof(root)) == 0 ? strlen(root) : 0;
-	if (rl && strncmp(path, root, rl) == 0 && (path[rl] == '/' || !path[rl]))
-		path += rl;
-	snprintf(cl->cgroup, sizeof(cl->cgroup), "%s", path[0] ? path : "/");
-	edgeprof__v1__labels__init(&cl->labels);
-	cl->labels.cgroup = cl->cgroup;
-	if (ep_container_from_cgroup(cl->cgroup, &cl->container) && !cl->container.monitor)
-		cl->labels.container_id = cl->container.id;
-	sink->labels = &cl->labels;
-}
-
 static int run(struct agent_options *o, struct ep_binary_registry *reg, struct ep_sink *sink)
 {
 	/* a live agent runs the collector's on-demand sessions, a replay cannot */
@@ -257,9 +237,11 @@ static int run(struct agent_options *o, struct ep_binary_registry *reg, struct e
 	sink->mode = o->mode;
 	if (ep_sink_open(sink, o->output, &o->sink) != 0)
 		return 1;
-	struct cgroup_labels cl;
-	if (o->daemon.live.ncgroups == 1 && !o->replay)
-		label_one_cgroup(o->cgroups[0], &cl, sink);
+	struct ep_cgroup_labels cl;
+	if (o->daemon.live.ncgroups == 1 && !o->replay) {
+		ep_cgroup_labels_init(&cl, o->cgroups[0]);
+		sink->labels = &cl.labels;
+	}
 	struct sigaction sa = {.sa_handler = on_signal};
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);

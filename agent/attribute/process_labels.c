@@ -168,3 +168,16 @@ void ep_process_label_pending(struct ep_process_labeller *l)
 			i++;
 	}
 }
+
+void ep_cgroup_labels_init(struct ep_cgroup_labels *cl, const char *path)
+{
+	char root[PATH_MAX];
+	size_t rl = ep_cgroup2_root(root, sizeof(root)) == 0 ? strlen(root) : 0;
+	if (rl && strncmp(path, root, rl) == 0 && (path[rl] == '/' || !path[rl]))
+		path += rl;
+	snprintf(cl->cgroup, sizeof(cl->cgroup), "%s", path[0] ? path : "/");
+	edgeprof__v1__labels__init(&cl->labels);
+	cl->labels.cgroup = cl->cgroup;
+	if (ep_container_from_cgroup(cl->cgroup, &cl->container) && !cl->container.monitor)
+		cl->labels.container_id = cl->container.id;
+}

@@ -9,11 +9,13 @@
 #ifndef EP_PROCESS_LABELS_H
 #define EP_PROCESS_LABELS_H
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "agent/attribute/container.h"
 #include "common/util/u64map.h"
+#include "ingest.pb-c.h"
 
 struct ep_pipeline;
 struct ep_k8s;
@@ -56,5 +58,15 @@ void ep_process_labeller_free(struct ep_process_labeller *l);
 void ep_process_label(struct ep_process_labeller *l, uint32_t pid, uint64_t cgroup_id);
 /* At each interval: the processes whose pods were not known yet. */
 void ep_process_label_pending(struct ep_process_labeller *l);
+
+/* An agent that watches one cgroup (--cgroup, --container) labels every
+ * batch with it: its path below the cgroup v2 mount, and its container's id
+ * when it is one (not a runtime's monitor). */
+struct ep_cgroup_labels {
+	Edgeprof__V1__Labels labels;
+	struct ep_container_ref container;
+	char cgroup[PATH_MAX];
+};
+void ep_cgroup_labels_init(struct ep_cgroup_labels *cl, const char *path);
 
 #endif
