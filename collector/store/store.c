@@ -39,6 +39,16 @@ const char *ep_store_kind(const struct ep_store *s)
 	return s->ops->kind;
 }
 
+/* Every call ends here: the backend lets go of what it holds between calls
+ * (SQLite: a statement left on a row keeps its read open, and an open read
+ * pins the WAL, which then grows with every write). */
+static void store_unlock(struct ep_store *s)
+{
+	if (s->ops->release)
+		s->ops->release(s);
+	pthread_mutex_unlock(&s->lock);
+}
+
 bool ep_store_keeps_batches(const struct ep_store *s)
 {
 	return s->ops->keeps_batches;
@@ -54,7 +64,7 @@ int ep_store_has_batch(struct ep_store *s, const char *agent_id, uint64_t sequen
 {
 	pthread_mutex_lock(&s->lock);
 	int r = s->ops->has_batch(s, agent_id, sequence, err, errlen);
-	pthread_mutex_unlock(&s->lock);
+	store_unlock(s);
 	return r;
 }
 
@@ -73,7 +83,7 @@ int ep_store_known_batches(struct ep_store *s, const struct ep_store_batch_id *i
 			r = one < 0 ? -1 : r + one;
 		}
 	}
-	pthread_mutex_unlock(&s->lock);
+	store_unlock(s);
 	return r;
 }
 
@@ -81,7 +91,7 @@ int ep_store_write(struct ep_store *s, const struct ep_store_commit *c, char *er
 {
 	pthread_mutex_lock(&s->lock);
 	int r = s->ops->write(s, c, err, errlen);
-	pthread_mutex_unlock(&s->lock);
+	store_unlock(s);
 	return r;
 }
 
@@ -89,7 +99,7 @@ int ep_store_prune(struct ep_store *s, int64_t before_s, char *err, size_t errle
 {
 	pthread_mutex_lock(&s->lock);
 	int r = s->ops->prune(s, before_s, err, errlen);
-	pthread_mutex_unlock(&s->lock);
+	store_unlock(s);
 	return r;
 }
 
@@ -105,7 +115,7 @@ Edgeprof__V1__BinaryList *ep_store_list_binaries(struct ep_store *s,
 		p.limit = EP_STORE_PAGE_DEFAULT;
 	pthread_mutex_lock(&s->lock);
 	Edgeprof__V1__BinaryList *r = s->ops->list_binaries(s, f, &p, err, errlen);
-	pthread_mutex_unlock(&s->lock);
+	store_unlock(s);
 	return r;
 }
 
@@ -131,7 +141,7 @@ int ep_store_session_put(struct ep_store *s, const Edgeprof__V1__Session *sessio
 	edgeprof__v1__session__pack(session, record);
 	pthread_mutex_lock(&s->lock);
 	int r = s->ops->session_put(s, session, record, len, err, errlen);
-	pthread_mutex_unlock(&s->lock);
+	store_unlock(s);
 	free(record);
 	return r;
 }
@@ -152,7 +162,7 @@ Edgeprof__V1__Session *ep_store_session_get(struct ep_store *s, const char *id, 
 	size_t len = 0;
 	pthread_mutex_lock(&s->lock);
 	int r = s->ops->session_get(s, id ? id : "", &record, &len, err, errlen);
-	pthread_mutex_unlock(&s->lock);
+	store_unlock(s);
 	Edgeprof__V1__Session *session = NULL;
 	if (r == 0 && errlen)
 		err[0] = '\0';
@@ -207,7 +217,7 @@ static Edgeprof__V1__SessionList *session_list(struct ep_store *s, bool finished
 	pthread_mutex_lock(&s->lock);
 	int r = finished ? s->ops->sessions_finished(s, limit, add_session, &c, err, errlen)
 			 : s->ops->sessions_unfinished(s, add_session, &c, err, errlen);
-	pthread_mutex_unlock(&s->lock);
+	store_unlock(s);
 	if (r == 0)
 		return c.list;
 	if (c.undecodable)
@@ -266,7 +276,7 @@ int ep_store_nodes_put(struct ep_store *s, Edgeprof__V1__Node *const *nodes, siz
 	} else if (n) {
 		pthread_mutex_lock(&s->lock);
 		r = s->ops->nodes_put(s, rows, n, err, errlen);
-		pthread_mutex_unlock(&s->lock);
+		store_unlock(s);
 	}
 	for (size_t i = 0; rows && i < packed; i++)
 		free((void *)rows[i].record);
@@ -319,7 +329,7 @@ Edgeprof__V1__NodeList *ep_store_nodes(struct ep_store *s, char *err, size_t err
 	edgeprof__v1__node_list__init(c.list);
 	pthread_mutex_lock(&s->lock);
 	int r = s->ops->nodes_get(s, add_node, &c, err, errlen);
-	pthread_mutex_unlock(&s->lock);
+	store_unlock(s);
 	if (r != 0) {
 		if (c.undecodable)
 			snprintf(err, errlen, "a stored node record (%zu bytes) does not decode",
@@ -478,7 +488,7 @@ Edgeprof__V1__Profile *ep_store_profile(struct ep_store *s, const struct ep_stor
 			p = NULL;
 		}
 	}
-	pthread_mutex_unlock(&s->lock);
+	store_unlock(s);
 	if (p && bp && choose_unit(p, &rd) != 0) {
 		snprintf(err, errlen, "out of memory");
 		protobuf_c_message_free_unpacked(&p->base, NULL);
@@ -510,7 +520,7 @@ int ep_store_image_put(struct ep_store *s, const char *build_id, int64_t uploade
 	}
 	pthread_mutex_lock(&s->lock);
 	int r = s->ops->image_put(s, build_id, uploaded_s, trust, image, len, err, errlen);
-	pthread_mutex_unlock(&s->lock);
+	store_unlock(s);
 	return r;
 }
 
@@ -523,6 +533,6 @@ int ep_store_image_get(struct ep_store *s, const char *build_id, uint8_t **image
 	}
 	pthread_mutex_lock(&s->lock);
 	int r = s->ops->image_get(s, build_id, image, len, err, errlen);
-	pthread_mutex_unlock(&s->lock);
+	store_unlock(s);
 	return r;
 }

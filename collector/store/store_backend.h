@@ -33,6 +33,9 @@ struct ep_store_ops {
 	const char *kind;
 	bool keeps_batches;
 	void (*close)(struct ep_store *s);
+	/* optional: called at the end of every call, under the store's lock:
+	 * nothing the backend holds stays open between calls */
+	void (*release)(struct ep_store *s);
 	/* optional: ep_store_memory_bytes, without the store's lock */
 	uint64_t (*memory_bytes)(struct ep_store *s);
 	int (*has_batch)(struct ep_store *s, const char *agent_id, uint64_t sequence, char *err,

@@ -1171,6 +1171,20 @@ static uint64_t sqlite_memory_bytes(struct ep_store *base)
 	return used > 0 ? (uint64_t)used : 0;
 }
 
+/* A statement stepped to a row and left there (a lookup that found what it
+ * looked for) holds a read transaction at its snapshot until it is reset:
+ * checkpoints cannot pass that snapshot, so the WAL grew with every write
+ * for as long as the collector ran (316 MB over a 4 KB database after a
+ * million label sets). Every call ends by resetting what is still busy. */
+static void sqlite_release(struct ep_store *base)
+{
+	struct sqlite_store *s = (struct sqlite_store *)base;
+	for (sqlite3_stmt *st = sqlite3_next_stmt(s->db, NULL); st;
+	     st = sqlite3_next_stmt(s->db, st))
+		if (sqlite3_stmt_busy(st))
+			sqlite3_reset(st);
+}
+
 static const struct ep_store_ops sqlite_ops = {
     .kind = "sqlite",
     .keeps_batches = false,
@@ -1188,6 +1202,7 @@ static const struct ep_store_ops sqlite_ops = {
     .nodes_put = sqlite_nodes_put,
     .nodes_get = sqlite_nodes_get,
     .image_put = sqlite_image_put,
+    .release = sqlite_release,
     .image_get = sqlite_image_get,
 };
 

@@ -362,6 +362,51 @@ static void test_batch_ids_are_remembered(void **state)
 	ep_store_close(s);
 }
 
+/* Between calls no statement keeps a read open: one would pin the WAL at
+ * its snapshot, and the file would grow with every write for as long as
+ * the collector runs (seen: 316 MB of WAL over a 4 KB database, 19 of
+ * 76,835 frames checkpointed, after a batch lookup that found its batch
+ * left its statement on a row). Every kind of call is made, then another
+ * connection checkpoints everything. */
+static void test_no_read_stays_open_between_calls(void **state)
+{
+	(void)state;
+	if (!is_sqlite())
+		skip();
+	struct ep_store *s = open_store(true);
+	char err[512];
+	struct slice_data a, b;
+	make_slice(&a, "aa01", "/bin/a", "c1", 1);
+	make_slice(&b, "bb02", "/bin/b", "c2", 1);
+	for (uint64_t seq = 1; seq <= 20; seq++) {
+		write_one(s, "agent-1", seq, 60 * (int64_t)seq, seq % 2 ? &a : &b);
+		/* found: its statement stops on a row */
+		assert_int_equal(ep_store_has_batch(s, "agent-1", seq, err, sizeof(err)), 1);
+		struct ep_store_filter f = {.build_id = "aa01"};
+		Edgeprof__V1__Profile *p = ep_store_profile(s, &f, err, sizeof(err));
+		assert_non_null(p);
+		ep_profile_free(p);
+		struct ep_store_filter all = {0};
+		Edgeprof__V1__BinaryList *l =
+		    ep_store_list_binaries(s, &all, NULL, err, sizeof(err));
+		assert_non_null(l);
+		ep_store_free_list(l);
+	}
+	sqlite3 *db;
+	assert_int_equal(sqlite3_open(store_spec(false) + 7, &db), SQLITE_OK);
+	/* the file's WAL mode is seen once it is read */
+	assert_int_equal(sqlite3_exec(db, "SELECT count(*) FROM sqlite_master", NULL, NULL, NULL),
+			 SQLITE_OK);
+	int log = -1, done = -1;
+	assert_int_equal(
+	    sqlite3_wal_checkpoint_v2(db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log, &done), SQLITE_OK);
+	print_message("wal: %d frames, %d checkpointed\n", log, done);
+	assert_true(log > 0);
+	assert_int_equal(done, log);
+	sqlite3_close(db);
+	ep_store_close(s);
+}
+
 static void test_list_binaries(void **state)
 {
 	(void)state;
@@ -1672,6 +1717,7 @@ int main(void)
 	    cmocka_unit_test(test_ip_cycles_sum_and_units_stay_apart),
 	    cmocka_unit_test(test_repeated_queries_see_their_own_filter),
 	    cmocka_unit_test(test_batch_ids_are_remembered),
+	    cmocka_unit_test(test_no_read_stays_open_between_calls),
 	    cmocka_unit_test(test_list_binaries),
 	    cmocka_unit_test(test_list_pages_cover_every_binary_once),
 	    cmocka_unit_test(test_list_summarises_many_label_sets),
