@@ -10,7 +10,7 @@
 #include "common/profile/model.h"
 #include "common/profile/profile_file.h"
 #include "common/util/collector_list.h"
-#include "common/util/http_body.h"
+#include "common/util/http_client.h"
 #include "common/util/log.h"
 #include "common/util/secret.h"
 
@@ -91,51 +91,37 @@ static int request_one(const struct ep_collector_query *q, const char *token, co
 		       const char *method, const char *path, struct ep_http_body *body,
 		       long *status, char *next, bool *unsent, char *why, size_t whylen)
 {
+	/* a page of profiles is bounded by the collector (--max-page), and the
+	 * collector by its own 1 GiB: a longer answer is not the collector's */
+	const struct ep_http_config c = {.token = token,
+					 .ca_file = q->ca_file,
+					 .cert_file = q->cert_file,
+					 .key_file = q->key_file,
+					 .connect_timeout_ms = 5000,
+					 .timeout_ms = 300000,
+					 .max_answer = (size_t)1 << 30};
 	*unsent = false;
 	*status = 0;
 	memset(body, 0, sizeof(*body));
-	CURL *curl = curl_easy_init();
+	CURL *curl = ep_http_open(&c);
 	char *url = NULL;
 	if (!curl || asprintf(&url, "%s%s", base, path) < 0) {
 		snprintf(why, whylen, "out of memory");
 		curl_easy_cleanup(curl);
 		return -1;
 	}
-	struct curl_slist *headers = NULL;
-	char auth[600];
-	if (token) {
-		snprintf(auth, sizeof(auth), "Authorization: Bearer %s", token);
-		headers = curl_slist_append(headers, auth);
-	}
-	curl_easy_setopt(curl, CURLOPT_URL, url);
-	curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
 	if (strcmp(method, "POST") == 0) {
 		curl_easy_setopt(curl, CURLOPT_POSTFIELDS, "");
 		curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, 0L);
 	}
-	curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, ep_http_body_write);
-	curl_easy_setopt(curl, CURLOPT_WRITEDATA, body);
 	if (next) {
 		next[0] = '\0';
 		curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, on_header);
 		curl_easy_setopt(curl, CURLOPT_HEADERDATA, next);
 	}
-	curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
-	curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, 300000L);
-	if (q->ca_file)
-		curl_easy_setopt(curl, CURLOPT_CAINFO, q->ca_file);
-	if (q->cert_file)
-		curl_easy_setopt(curl, CURLOPT_SSLCERT, q->cert_file);
-	if (q->key_file)
-		curl_easy_setopt(curl, CURLOPT_SSLKEY, q->key_file);
-	CURLcode cc = curl_easy_perform(curl);
-	curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, status);
-	if (cc != CURLE_OK)
-		snprintf(why, whylen, "%s", curl_easy_strerror(cc));
+	CURLcode cc = ep_http_perform(curl, &c, url, NULL, body, status, why, whylen);
 	*unsent = cc == CURLE_COULDNT_CONNECT || cc == CURLE_COULDNT_RESOLVE_HOST;
 	free(url);
-	curl_slist_free_all(headers);
-	explicit_bzero(auth, sizeof(auth));
 	curl_easy_cleanup(curl);
 	if (cc != CURLE_OK) {
 		free(body->data);

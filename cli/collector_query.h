@@ -42,7 +42,8 @@ Edgeprof__V1__Profile *ep_cli_read_profile(const struct ep_collector_query *q, c
 
 /* One request to the collector named by q (its token and TLS files):
  * method "GET" or "POST", path with its query ("/v1/sessions?pid=1").
- * *body gets the answer (free body->data), *status the HTTP status. 0, or
+ * *body gets the answer (at most 1 GiB; free body->data), *status the
+ * HTTP status. 0, or
  * -1 with the reason logged (no answer at all). */
 int ep_collector_request(const struct ep_collector_query *q, const char *method, const char *path,
 			 struct ep_http_body *body, long *status);

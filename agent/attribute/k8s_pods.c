@@ -3,7 +3,6 @@
 #include "common/util/clock.h"
 
 #include <ctype.h>
-#include <curl/curl.h>
 #include <errno.h>
 #include <json-c/json.h>
 #include <stdint.h>
@@ -13,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/util/http_client.h"
 #include "common/util/log.h"
 #include "common/util/regular_file.h"
 
@@ -183,30 +183,6 @@ out:
 	return rc;
 }
 
-struct body {
-	char *data;
-	size_t len;
-	bool too_big;
-};
-
-static size_t on_body(char *p, size_t size, size_t n, void *arg)
-{
-	struct body *b = arg;
-	size_t add = size * n;
-	if (b->len + add > MAX_BODY) {
-		b->too_big = true;
-		return 0;
-	}
-	char *d = realloc(b->data, b->len + add + 1);
-	if (!d)
-		return 0;
-	memcpy(d + b->len, p, add);
-	b->data = d;
-	b->len += add;
-	d[b->len] = '\0';
-	return add;
-}
-
 /* The token is read at every request: projected service-account tokens are
  * rotated by the kubelet (hourly). */
 static int read_token(const char *path, char *out, size_t outlen, char *err, size_t errlen)
@@ -240,42 +216,31 @@ static int read_token(const char *path, char *out, size_t outlen, char *err, siz
 
 static int fetch(struct ep_k8s *k, char *err, size_t errlen)
 {
+	static const char *const headers[] = {"Accept: application/json", NULL};
 	char token[8192];
 	if (read_token(k->token_file, token, sizeof(token), err, errlen) != 0)
 		return -1;
-	CURL *h = curl_easy_init();
+	/* asked from the sampling loop: a slow API server must not stall it */
+	const struct ep_http_config c = {.token = token,
+					 .ca_file = k->ca_file[0] ? k->ca_file : NULL,
+					 .connect_timeout_ms = 1000,
+					 .timeout_ms = 3000,
+					 .max_answer = MAX_BODY};
+	CURL *h = ep_http_open(&c);
 	if (!h) {
+		explicit_bzero(token, sizeof(token));
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	char auth[sizeof(token) + 32];
-	snprintf(auth, sizeof(auth), "Authorization: Bearer %s", token);
-	struct curl_slist *hdr = curl_slist_append(NULL, auth);
-	hdr = hdr ? curl_slist_append(hdr, "Accept: application/json") : NULL;
-	struct body b = {0};
-	curl_easy_setopt(h, CURLOPT_URL, k->url);
-	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-	curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
-	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-	/* asked from the sampling loop: a slow API server must not stall it */
-	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 1000L);
-	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 3000L);
-	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-	if (k->ca_file[0])
-		curl_easy_setopt(h, CURLOPT_CAINFO, k->ca_file);
-	memset(token, 0, sizeof(token));
-	CURLcode cr = curl_easy_perform(h);
-	memset(auth, 0, sizeof(auth));
-	long status = 0;
-	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-	curl_slist_free_all(hdr);
+	struct ep_http_body b;
+	long status;
+	char why[256];
+	CURLcode cr = ep_http_perform(h, &c, k->url, headers, &b, &status, why, sizeof(why));
+	explicit_bzero(token, sizeof(token));
 	curl_easy_cleanup(h);
 	int rc = -1;
-	if (b.too_big)
-		snprintf(err, errlen, "GET %s: answer over %u MiB", k->url, MAX_BODY >> 20);
-	else if (cr != CURLE_OK)
-		snprintf(err, errlen, "GET %s: %s", k->url, curl_easy_strerror(cr));
+	if (cr != CURLE_OK)
+		snprintf(err, errlen, "GET %s: %s", k->url, why);
 	else if (status != 200)
 		snprintf(err, errlen, "GET %s: HTTP %ld", k->url, status);
 	else {

@@ -14,7 +14,7 @@
 #include "common/util/arch.h"
 #include "common/util/clock.h"
 #include "common/util/collector_list.h"
-#include "common/util/http_body.h"
+#include "common/util/http_client.h"
 #include "common/util/log.h"
 #include "common/util/regular_file.h"
 #include "common/util/secret.h"
@@ -22,59 +22,16 @@
 #define RETRY_AFTER_NS (60ULL * 1000000000ULL)
 #define MAX_QUEUE      256
 
-static CURL *new_request(const struct ep_upload_target *t, const char *base, const char *path,
-			 struct curl_slist **headers, struct ep_http_body *body)
+/* An answer is one line; a binary is sent in its own time, up to 5 min. */
+static struct ep_http_config http_config(const struct ep_upload_target *t)
 {
-	CURL *curl = curl_easy_init();
-	char *url = NULL;
-	if (!curl || asprintf(&url, "%s%s", base, path) < 0) {
-		curl_easy_cleanup(curl);
-		return NULL;
-	}
-	curl_easy_setopt(curl, CURLOPT_URL, url);
-	free(url);
-	*headers = NULL;
-	if (t->token) {
-		char auth[600];
-		snprintf(auth, sizeof(auth), "Authorization: Bearer %s", t->token);
-		*headers = curl_slist_append(*headers, auth);
-		explicit_bzero(auth, sizeof(auth));
-	}
-	*headers = curl_slist_append(*headers, "Content-Type: application/octet-stream");
-	curl_easy_setopt(curl, CURLOPT_HTTPHEADER, *headers);
-	curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
-	curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, 300000L);
-	curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, ep_http_body_write);
-	memset(body, 0, sizeof(*body));
-	body->max = 64 * 1024;
-	curl_easy_setopt(curl, CURLOPT_WRITEDATA, body);
-	if (t->ca_file)
-		curl_easy_setopt(curl, CURLOPT_CAINFO, t->ca_file);
-	if (t->cert_file)
-		curl_easy_setopt(curl, CURLOPT_SSLCERT, t->cert_file);
-	if (t->key_file)
-		curl_easy_setopt(curl, CURLOPT_SSLKEY, t->key_file);
-	return curl;
-}
-
-/* The HTTP status of one request (0: no answer, msg says why). */
-static long perform(CURL *curl, struct curl_slist *headers, struct ep_http_body *body, char *msg,
-		    size_t msglen)
-{
-	long status = 0;
-	CURLcode cc = curl_easy_perform(curl);
-	if (cc == CURLE_OK)
-		curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
-	else
-		snprintf(msg, msglen, "%s", curl_easy_strerror(cc));
-	if (cc == CURLE_OK)
-		snprintf(msg, msglen, "%s", body->data ? strtok(body->data, "\n") : "");
-	curl_slist_free_all(headers);
-	curl_easy_cleanup(curl);
-	free(body->data);
-	body->data = NULL;
-	return status;
+	return (struct ep_http_config){.token = t->token,
+				       .ca_file = t->ca_file,
+				       .cert_file = t->cert_file,
+				       .key_file = t->key_file,
+				       .connect_timeout_ms = 5000,
+				       .timeout_ms = 300000,
+				       .max_answer = 64 * 1024};
 }
 
 /* The file to send, at most max bytes: its descriptor and size, or -1
@@ -128,6 +85,41 @@ static size_t read_body(char *buf, size_t size, size_t n, void *arg)
 	return (size_t)got;
 }
 
+/* The HTTP status of one request to base + path, a POST of file's len
+ * bytes when file is not NULL, else a GET (0: no answer, msg says why;
+ * else msg is the answer's first line). */
+static long perform(const struct ep_upload_target *t, const char *base, const char *path,
+		    struct file_body *file, uint64_t len, char *msg, size_t msglen)
+{
+	/* no "Expect: 100-continue" wait before a body of over 1 MiB */
+	static const char *const post_headers[] = {"Content-Type: application/octet-stream",
+						   "Expect:", NULL};
+	struct ep_http_config c = http_config(t);
+	char *url = NULL;
+	CURL *curl = ep_http_open(&c);
+	if (!curl || asprintf(&url, "%s%s", base, path) < 0) {
+		curl_easy_cleanup(curl);
+		snprintf(msg, msglen, "out of memory");
+		return 0;
+	}
+	if (file) {
+		curl_easy_setopt(curl, CURLOPT_POST, 1L);
+		curl_easy_setopt(curl, CURLOPT_READFUNCTION, read_body);
+		curl_easy_setopt(curl, CURLOPT_READDATA, file);
+		curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+	}
+	struct ep_http_body body;
+	long status;
+	CURLcode cc =
+	    ep_http_perform(curl, &c, url, file ? post_headers : NULL, &body, &status, msg, msglen);
+	free(url);
+	curl_easy_cleanup(curl);
+	if (cc == CURLE_OK)
+		snprintf(msg, msglen, "%s", body.data ? strtok(body.data, "\n") : "");
+	free(body.data);
+	return cc == CURLE_OK ? status : 0;
+}
+
 /* ep_upload_file to the collector at base. */
 static enum ep_upload_result upload_to(const struct ep_upload_target *t, const char *base,
 				       const char *path, const char *build_id, const char *arch,
@@ -135,19 +127,12 @@ static enum ep_upload_result upload_to(const struct ep_upload_target *t, const c
 				       size_t msglen)
 {
 	bool trusted = strcmp(source, "upload") == 0;
-	struct curl_slist *headers;
-	struct ep_http_body body;
 	char *req = NULL;
 	if (build_id && *build_id) {
 		if (asprintf(&req, "/v1/images/%s", build_id) < 0)
 			return EP_UPLOAD_FAILED;
-		CURL *curl = new_request(t, base, req, &headers, &body);
+		long status = perform(t, base, req, NULL, 0, msg, msglen);
 		free(req);
-		if (!curl) {
-			snprintf(msg, msglen, "out of memory");
-			return EP_UPLOAD_FAILED;
-		}
-		long status = perform(curl, headers, &body, msg, msglen);
 		/* an agent's code is provisional there: an upload replaces it */
 		if (status == 200 && !(trusted && strstr(msg, ": kept, provisional"))) {
 			snprintf(msg, msglen, "the collector has %s already", build_id);
@@ -179,22 +164,9 @@ static enum ep_upload_result upload_to(const struct ep_upload_target *t, const c
 		return EP_UPLOAD_FAILED;
 	}
 	curl_free(esc_path);
-	CURL *curl = new_request(t, base, req, &headers, &body);
-	free(req);
-	if (!curl) {
-		close(fd);
-		snprintf(msg, msglen, "out of memory");
-		return EP_UPLOAD_FAILED;
-	}
 	struct file_body file = {.fd = fd, .left = len};
-	curl_easy_setopt(curl, CURLOPT_POST, 1L);
-	curl_easy_setopt(curl, CURLOPT_READFUNCTION, read_body);
-	curl_easy_setopt(curl, CURLOPT_READDATA, &file);
-	curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
-	/* no "Expect: 100-continue" wait before a body of over 1 MiB */
-	headers = curl_slist_append(headers, "Expect:");
-	curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
-	long status = perform(curl, headers, &body, msg, msglen);
+	long status = perform(t, base, req, &file, len, msg, msglen);
+	free(req);
 	close(fd);
 	if (file.error) {
 		snprintf(msg, msglen, "read: %s",

@@ -17,7 +17,7 @@
 #include "agent/stream/batch_split.h"
 #include "common/profile/pb_copy.h"
 #include "common/util/collector_list.h"
-#include "common/util/http_body.h"
+#include "common/util/http_client.h"
 #include "common/util/log.h"
 #include "common/util/secret.h"
 #include "common/util/u64map.h"
@@ -36,7 +36,7 @@ struct ep_streamer {
 	char agent_id[33];
 	char node[256];
 	char token[512];
-	bool has_token;
+	struct ep_http_config http; /* token: NULL without a token file */
 	struct ep_spool *spool;
 	uint64_t next_sequence;
 
@@ -115,30 +115,15 @@ static int on_progress(void *clientp, curl_off_t dltotal, curl_off_t dlnow, curl
 static enum send_result post_batch(struct ep_streamer *s, CURL *curl, const char *url,
 				   const uint8_t *data, size_t len, char *why, size_t whylen)
 {
-	/* an ingest answer is small; anything else is not ours */
-	struct ep_http_body body = {.max = 1u << 20};
-	struct curl_slist *headers = NULL;
-	char auth[600];
-	headers = curl_slist_append(headers, "Content-Type: application/x-protobuf");
-	headers = curl_slist_append(headers, "Content-Encoding: zstd");
-	if (s->has_token) {
-		snprintf(auth, sizeof(auth), "Authorization: Bearer %s", s->token);
-		headers = curl_slist_append(headers, auth);
-	}
-	curl_easy_setopt(curl, CURLOPT_URL, url);
-	curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+	static const char *const headers[] = {"Content-Type: application/x-protobuf",
+					      "Content-Encoding: zstd", NULL};
+	struct ep_http_body body;
+	long status;
 	curl_easy_setopt(curl, CURLOPT_POSTFIELDS, (const char *)data);
 	curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
-	curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, ep_http_body_write);
-	curl_easy_setopt(curl, CURLOPT_WRITEDATA, &body);
-	CURLcode cc = curl_easy_perform(curl);
-	curl_slist_free_all(headers);
-	long status = 0;
-	curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
-	enum send_result result = RETRY;
-	if (cc != CURLE_OK) {
-		snprintf(why, whylen, "%s", curl_easy_strerror(cc));
-	} else if (status == 200) {
+	CURLcode cc = ep_http_perform(curl, &s->http, url, headers, &body, &status, why, whylen);
+	enum send_result result = RETRY; /* why says it when cc is not CURLE_OK */
+	if (cc == CURLE_OK && status == 200) {
 		Edgeprof__V1__IngestResponse *resp =
 		    edgeprof__v1__ingest_response__unpack(NULL, body.len, (uint8_t *)body.data);
 		if (!resp) {
@@ -154,7 +139,7 @@ static enum send_result post_batch(struct ep_streamer *s, CURL *curl, const char
 			edgeprof__v1__ingest_response__free_unpacked(resp, NULL);
 			result = SENT;
 		}
-	} else {
+	} else if (cc == CURLE_OK) {
 		const char *text = body.data ? body.data : "";
 		snprintf(why, whylen, "HTTP %ld: %.200s", status, text);
 		why[strcspn(why, "\n")] = '\0';
@@ -215,28 +200,14 @@ static bool failed_over(struct ep_streamer *s, size_t at, unsigned *fails_in_row
 static void *sender_main(void *arg)
 {
 	struct ep_streamer *s = arg;
-	CURL *curl = curl_easy_init();
+	CURL *curl = ep_http_open(&s->http);
 	if (!curl) {
 		ep_error("cannot start the HTTP client for the collector");
 		return NULL;
 	}
-	curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, 3000L);
-	/* a collector that stops answering mid-request (link cut) is given up
-	 * on after 10 s of silence; the batch is resent, stored once */
-	curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, 60000L);
-	curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1L);
-	curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, 10L);
-	curl_easy_setopt(curl, CURLOPT_TCP_KEEPALIVE, 1L);
 	curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
 	curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, on_progress);
 	curl_easy_setopt(curl, CURLOPT_XFERINFODATA, s);
-	if (s->cfg.ca_file)
-		curl_easy_setopt(curl, CURLOPT_CAINFO, s->cfg.ca_file);
-	if (s->cfg.cert_file)
-		curl_easy_setopt(curl, CURLOPT_SSLCERT, s->cfg.cert_file);
-	if (s->cfg.key_file)
-		curl_easy_setopt(curl, CURLOPT_SSLKEY, s->cfg.key_file);
 	unsigned backoff = BACKOFF_START_MS;
 	unsigned backoff_max = s->cfg.backoff_max_ms ? s->cfg.backoff_max_ms : 30000;
 	unsigned fails_in_row = 0;
@@ -309,11 +280,6 @@ static void *sender_main(void *arg)
 	return NULL;
 }
 
-static void init_curl(void)
-{
-	curl_global_init(CURL_GLOBAL_DEFAULT);
-}
-
 static void free_urls(struct ep_streamer *s)
 {
 	size_t n = s->collectors ? ep_collector_list_count(s->collectors) : 0;
@@ -326,7 +292,6 @@ static void free_urls(struct ep_streamer *s)
 struct ep_streamer *ep_streamer_start(const struct ep_streamer_config *cfg, char *err,
 				      size_t errlen)
 {
-	static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 	struct ep_streamer *s = calloc(1, sizeof(*s));
 	if (!s) {
 		snprintf(err, errlen, "out of memory");
@@ -334,6 +299,16 @@ struct ep_streamer *ep_streamer_start(const struct ep_streamer_config *cfg, char
 	}
 	s->cfg = *cfg;
 	s->last_ok = SIZE_MAX;
+	/* a collector that stops answering mid-request (link cut) is given up
+	 * on after 10 s of silence; the batch is resent, stored once. An
+	 * ingest answer is small; anything more is not ours. */
+	s->http = (struct ep_http_config){.ca_file = cfg->ca_file,
+					  .cert_file = cfg->cert_file,
+					  .key_file = cfg->key_file,
+					  .connect_timeout_ms = 3000,
+					  .timeout_ms = 60000,
+					  .stall_s = 10,
+					  .max_answer = 1u << 20};
 	s->collectors = ep_collector_list_parse(cfg->collector, err, errlen);
 	if (!s->collectors) {
 		free(s);
@@ -354,7 +329,7 @@ struct ep_streamer *ep_streamer_start(const struct ep_streamer_config *cfg, char
 		if (ep_read_token_file(cfg->token_file, s->token, sizeof(s->token), err, errlen) !=
 		    0)
 			goto fail;
-		s->has_token = true;
+		s->http.token = s->token;
 	}
 	uint8_t raw[16];
 	if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw)) {
@@ -376,8 +351,6 @@ struct ep_streamer *ep_streamer_start(const struct ep_streamer_config *cfg, char
 	if (!s->spool)
 		goto fail;
 	s->next_sequence = 1;
-	/* curl_global_init is not thread-safe; once, before the first thread */
-	pthread_once(&curl_once, init_curl);
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->wake, NULL);
 	pthread_cond_init(&s->acked, NULL);

@@ -8,8 +8,10 @@ size_t ep_http_body_write(char *ptr, size_t size, size_t nmemb, void *userdata)
 {
 	struct ep_http_body *b = userdata;
 	size_t n = size * nmemb;
-	if (b->max && b->len + n > b->max)
+	if (b->max && b->len + n > b->max) {
+		b->over = true;
 		return 0;
+	}
 	char *d = realloc(b->data, b->len + n + 1);
 	if (!d)
 		return 0;
