@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "agent/aggregate/cycles_attr.h"
+#include "common/profile/merge.h"
 #include "common/profile/model.h"
 #include "common/util/u64map.h"
 
@@ -979,102 +980,56 @@ static Edgeprof__V1__BinaryProfile *build_binary(struct ep_aggregator *a, uint32
 
 /* ---- one profile from several aggregators ---- */
 
-static void sum_edge(void *into, const void *from)
+/* Binary index's counts summed over the aggregators that have any, by
+ * common/profile/merge (the one place profiles are summed), with no names
+ * yet; *counted: whether any counted branches or ranges. NULL when memory
+ * runs out. */
+static Edgeprof__V1__BinaryProfile *sum_counts(struct ep_aggregator *const *aggs, size_t n,
+					       uint32_t index, bool *counted)
 {
-	Edgeprof__V1__Edge *a = into;
-	const Edgeprof__V1__Edge *b = from;
-	a->count += b->count;
-	a->mispredicted += b->mispredicted;
-}
-
-static void sum_range(void *into, const void *from)
-{
-	Edgeprof__V1__Range *d = into;
-	const Edgeprof__V1__Range *r = from;
-	d->count += r->count;
-	d->cycles += r->cycles;
-	d->cycled_instructions += r->cycled_instructions;
-}
-
-static void sum_ip(void *into, const void *from)
-{
-	((Edgeprof__V1__IpCount *)into)->count += ((const Edgeprof__V1__IpCount *)from)->count;
-	((Edgeprof__V1__IpCount *)into)->cycles += ((const Edgeprof__V1__IpCount *)from)->cycles;
-}
-
-/* Merges src[0..ns), sorted by cmp, into *dst (sorted the same), summing
- * equal ones; src's items are moved or freed, src itself is left empty. */
-static int merge_sorted(void ***dst, size_t *nd, void **src, size_t *ns,
-			int (*cmp)(const void *, const void *), void (*sum)(void *, const void *))
-{
-	void **out = malloc((*nd + *ns + 1) * sizeof(*out));
-	if (!out)
-		return -1;
-	size_t i = 0, j = 0, k = 0;
-	while (i < *nd && j < *ns) {
-		int c = cmp(&(*dst)[i], &src[j]);
-		if (c < 0) {
-			out[k++] = (*dst)[i++];
-		} else if (c > 0) {
-			out[k++] = src[j++];
-		} else {
-			sum((*dst)[i], src[j]);
-			protobuf_c_message_free_unpacked(src[j++], NULL);
-			out[k++] = (*dst)[i++];
-		}
-	}
-	while (i < *nd)
-		out[k++] = (*dst)[i++];
-	while (j < *ns)
-		out[k++] = src[j++];
-	free(*dst);
-	*dst = out;
-	*nd = k;
-	*ns = 0;
-	return 0;
-}
-
-static int merge_counts(Edgeprof__V1__BinaryProfile *dst, Edgeprof__V1__BinaryProfile *src)
-{
-	dst->samples += src->samples;
-	if (merge_sorted((void ***)&dst->edges, &dst->n_edges, (void **)src->edges, &src->n_edges,
-			 ep_edge_cmp, sum_edge) ||
-	    merge_sorted((void ***)&dst->ranges, &dst->n_ranges, (void **)src->ranges,
-			 &src->n_ranges, ep_range_cmp, sum_range) ||
-	    merge_sorted((void ***)&dst->ips, &dst->n_ips, (void **)src->ips, &src->n_ips,
-			 ep_ip_cmp, sum_ip))
-		return -1;
-	return 0;
-}
-
-/* Binary index's counts summed over the aggregators that have any. */
-static Edgeprof__V1__BinaryProfile *build_merged_binary(struct ep_aggregator *const *aggs, size_t n,
-							uint32_t index)
-{
-	Edgeprof__V1__BinaryProfile *bp = new_binary_profile();
-	if (!bp)
-		return NULL;
-	bool counted = false;
-	int rc = 0;
+	struct ep_merge *m = ep_merge_new();
+	int rc = m ? 0 : -1;
+	*counted = false;
 	for (size_t i = 0; i < n && rc == 0; i++) {
 		struct ep_aggregator *a = aggs[i];
 		if (index >= a->nbins || !a->bins[index].active)
 			continue;
-		counted = counted || counted_any(&a->bins[index]);
+		*counted = *counted || counted_any(&a->bins[index]);
 		Edgeprof__V1__BinaryProfile *part = new_binary_profile();
 		rc = part ? collect_counts(a, index, part) : -1;
 		if (rc == 0)
-			rc = merge_counts(bp, part);
+			rc = ep_merge_add(m, 0, part, NULL);
 		if (part)
 			protobuf_c_message_free_unpacked(&part->base, NULL);
 	}
+	struct ep_merged out = {0};
+	if (rc == 0)
+		rc = ep_merge_build(m, &out);
+	ep_merge_free(m);
+	Edgeprof__V1__BinaryProfile *bp =
+	    rc == 0 && out.n == 1 ? ep_merged_take_profile(&out, 0) : NULL;
+	ep_merged_free(&out);
+	if (bp) {
+		/* the parts carry no names: finish_binary() gives them */
+		free(bp->build_id);
+		free(bp->arch);
+		bp->build_id = bp->arch = NULL;
+	}
+	return bp;
+}
+
+static Edgeprof__V1__BinaryProfile *build_merged_binary(struct ep_aggregator *const *aggs, size_t n,
+							uint32_t index)
+{
+	bool counted;
+	Edgeprof__V1__BinaryProfile *bp = sum_counts(aggs, n, index, &counted);
+	if (!bp)
+		return NULL;
 	/* the fall-throughs come from all the counts at once: a jump table's
 	 * targets seen by one aggregator split another's ranges too */
-	if (rc == 0)
-		rc = finish_binary(ep_binreg_at(aggs[0]->binaries, index),
-				   counted ? ep_decoder_cache_get(aggs[0]->decoders, index) : NULL,
-				   bp);
-	if (rc != 0) {
+	if (finish_binary(ep_binreg_at(aggs[0]->binaries, index),
+			  counted ? ep_decoder_cache_get(aggs[0]->decoders, index) : NULL,
+			  bp) != 0) {
 		protobuf_c_message_free_unpacked(&bp->base, NULL);
 		return NULL;
 	}

@@ -650,6 +650,13 @@ void ep_merged_free(struct ep_merged *out)
 	out->n = 0;
 }
 
+Edgeprof__V1__BinaryProfile *ep_merged_take_profile(struct ep_merged *out, size_t i)
+{
+	Edgeprof__V1__BinaryProfile *bp = out->slices[i].delta->profile;
+	out->slices[i].delta->profile = NULL;
+	return bp;
+}
+
 /* Stats is all uint64 counters: added through the descriptor, so a counter
  * added to the proto is summed without touching this. */
 void ep_stats_add(Edgeprof__V1__Stats *into, const Edgeprof__V1__Stats *delta)

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Sums binary profiles that come in pieces: the collector folds many
- * agents' batches into one set of rows per (time bucket, binary, label set)
- * before a single store write (pre-aggregation), and the agent folds its
- * per-interval deltas into the cumulative profile it writes with -o.
+ * Sums binary profiles that come in pieces, the one place profiles are
+ * summed: the collector folds many agents' batches into one set of rows
+ * per (time bucket, binary, label set) before a single store write
+ * (pre-aggregation), the agent folds its per-interval deltas into the
+ * cumulative profile it writes with -o and its label sets into one profile
+ * per binary, and import --jobs sums its threads' counts of each binary.
  * Edges are keyed by (from, to, taken, from_external, to_external), ranges
  * by (start, end), IPs by address; functions, segments and paths are kept
  * once per binary.
@@ -55,6 +57,9 @@ size_t ep_merge_slices(const struct ep_merge *m);
  * memory runs out. Release with ep_merged_free(). */
 int ep_merge_build(const struct ep_merge *m, struct ep_merged *out);
 void ep_merged_free(struct ep_merged *out);
+/* Moves slice i's profile out of out, to the caller (out still frees the
+ * rest of the slice). */
+Edgeprof__V1__BinaryProfile *ep_merged_take_profile(struct ep_merged *out, size_t i);
 
 /* Adds every counter of delta to into (the agent's running totals). */
 void ep_stats_add(Edgeprof__V1__Stats *into, const Edgeprof__V1__Stats *delta);
