@@ -101,22 +101,23 @@ static const char *const cut_names[NCUTS] = {"header_timeout", "per_address",	  
 					     "idle_timeout",   "token_per_address", "idle_evicted",
 					     "body_timeout",   "body_evicted"};
 
-enum route {
-	R_INGEST,
-	R_BINARIES,
-	R_PROFILE,
-	R_SESSIONS,
-	R_METRICS,
-	R_HEALTH,
-	R_IMAGES, /* binaries' code: uploads, and whether one is kept */
-	R_UI,	  /* the web UI's pages (collector/web) */
-	R_SIGNIN, /* the UI's sign-in with the token */
-	R_OTHER,
-	NROUTES
+/* edgeprof_http_requests_total{endpoint=...}: routes counted together */
+enum endpoint {
+	E_INGEST,
+	E_BINARIES,
+	E_PROFILE,
+	E_SESSIONS,
+	E_METRICS,
+	E_HEALTH,
+	E_IMAGES, /* binaries' code: uploads, and whether one is kept */
+	E_UI,	  /* the web UI's pages (collector/web) */
+	E_SIGNIN, /* the UI's sign-in with the token */
+	E_OTHER,  /* no route */
+	NENDPOINTS
 };
-static const char *const route_names[NROUTES] = {"ingest",  "binaries", "profile", "sessions",
-						 "metrics", "health",	"images",  "ui",
-						 "signin",  "other"};
+static const char *const endpoint_names[NENDPOINTS] = {"ingest",  "binaries", "profile", "sessions",
+						       "metrics", "health",   "images",	 "ui",
+						       "signin",  "other"};
 
 struct ep_server {
 	struct ep_server_config cfg;
@@ -130,7 +131,7 @@ struct ep_server {
 	bool has_upload_token;
 	char *cert_pem, *key_pem, *ca_pem;
 	unsigned port;
-	atomic_uint_fast64_t requests[NROUTES];
+	atomic_uint_fast64_t requests[NENDPOINTS];
 	atomic_uint_fast64_t unauthorized, forbidden, too_large_bodies, bad_encoding, cross_site;
 
 	/* admission (see struct ep_server_config) */
@@ -153,13 +154,49 @@ struct ep_server {
 	atomic_uint_fast64_t said_ns[2], unsaid[2];
 };
 
+struct route;
+
 struct request {
-	struct conn *k; /* its connection's admission entry; NULL: untracked */
+	const struct route *route; /* what serves it */
+	struct conn *k;		   /* its connection's admission entry; NULL: untracked */
 	uint8_t *body;
 	size_t len, cap; /* cap: held, counted in bodies_held */
 	size_t limit;	 /* body bytes accepted on this route */
 	size_t declared; /* Content-Length; 0: none (chunked) */
 	bool too_large;
+};
+
+/* Who may use a route (past the client certificate, when --client-ca asks
+ * for one, and the cross-site check, which every method but GET and HEAD
+ * passes first) */
+enum access {
+	OPEN,		 /* anyone */
+	TOKEN,		 /* the bearer token or the UI's cookie holding it; else 401 */
+	TOKEN_OR_UPLOAD, /* that, or the upload token (--upload-token-file); else 401 */
+	SIGNED_IN,	 /* like TOKEN, but a browser is sent to /signin instead */
+};
+
+/* What a route's request body may be */
+enum body {
+	NO_BODY,    /* none: a request with one is refused, 400 */
+	BATCH_BODY, /* up to --max-body */
+	IMAGE_BODY, /* up to --max-binary-mib (--max-body when no binaries are kept) */
+	FORM_BODY,  /* up to FORM_BODY_MAX: a form, the token at most */
+};
+#define FORM_BODY_MAX 4096
+
+typedef enum MHD_Result (*route_fn)(struct ep_server *s, struct MHD_Connection *c, const char *url,
+				    struct request *rq);
+
+/* One line of the route table (routes[], before on_request); the
+ * collector's endpoints in docs/collector.md are this table. */
+struct route {
+	const char *method; /* "GET" (HEAD too) or "POST" */
+	const char *path;   /* the whole path, or a prefix when it ends in '/' */
+	enum access access;
+	enum body body;
+	enum endpoint endpoint;
+	route_fn handle;
 };
 
 /* A PEM file's most: a system's whole CA bundle is ~200 KiB */
@@ -686,30 +723,6 @@ static void *watchdog_main(void *arg)
 	return NULL;
 }
 
-static enum route route_of(const char *url)
-{
-	if (strcmp(url, "/v1/ingest") == 0)
-		return R_INGEST;
-	if (strcmp(url, "/v1/binaries") == 0)
-		return R_BINARIES;
-	if (strcmp(url, "/v1/sessions") == 0 || strncmp(url, "/v1/sessions/", 13) == 0 ||
-	    strcmp(url, "/v1/nodes") == 0)
-		return R_SESSIONS;
-	if (strcmp(url, "/v1/profile") == 0)
-		return R_PROFILE;
-	if (strcmp(url, "/metrics") == 0)
-		return R_METRICS;
-	if (strcmp(url, "/healthz") == 0 || strcmp(url, "/readyz") == 0)
-		return R_HEALTH;
-	if (strcmp(url, "/v1/images") == 0 || strncmp(url, "/v1/images/", 11) == 0)
-		return R_IMAGES;
-	if (strcmp(url, "/signin") == 0 || strcmp(url, "/signout") == 0)
-		return R_SIGNIN;
-	if (ep_web_is_page(url))
-		return R_UI;
-	return R_OTHER;
-}
-
 static int parse_time_arg(struct MHD_Connection *c, const char *name, int64_t *out)
 {
 	const char *v = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, name);
@@ -728,7 +741,8 @@ static const char *query_arg(void *ctx, const char *name)
 	return MHD_lookup_connection_value(ctx, MHD_GET_ARGUMENT_KIND, name);
 }
 
-static enum MHD_Result handle_query(struct ep_server *s, struct MHD_Connection *c, enum route r)
+/* GET /v1/binaries (binaries true) or /v1/profile */
+static enum MHD_Result handle_query(struct ep_server *s, struct MHD_Connection *c, bool binaries)
 {
 	struct ep_store_filter f = {0};
 	f.build_id = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "build_id");
@@ -750,7 +764,7 @@ static enum MHD_Result handle_query(struct ep_server *s, struct MHD_Connection *
 	struct ep_store_page page;
 	if (ep_api_page(&s->cfg.api, query_arg, c, &page, &resp) != 0)
 		return respond(c, resp.status, resp.content_type, resp.body, resp.len);
-	if (r == R_BINARIES)
+	if (binaries)
 		ep_api_binaries(s->store, &f, &page, &resp);
 	else
 		ep_api_profile(s->store, &f, &page,
@@ -878,9 +892,9 @@ static void metrics_sessions(struct ep_server *s, FILE *m)
 /* requests, connections and bodies */
 static void metrics_http(struct ep_server *s, FILE *m)
 {
-	for (int i = 0; i < NROUTES; i++)
+	for (int i = 0; i < NENDPOINTS; i++)
 		fprintf(m, "edgeprof_http_requests_total{endpoint=\"%s\"} %" PRIu64 "\n",
-			route_names[i], (uint64_t)atomic_load(&s->requests[i]));
+			endpoint_names[i], (uint64_t)atomic_load(&s->requests[i]));
 	fprintf(m, "# HELP edgeprof_http_connections_closed_total Connections the collector "
 		   "closed: header not complete in time, too many from one address without the "
 		   "token, oldest without the token closed to make room; with the token: idle "
@@ -919,8 +933,11 @@ static void metrics_http(struct ep_server *s, FILE *m)
 		open - untrusted, untrusted);
 }
 
-static enum MHD_Result handle_metrics(struct ep_server *s, struct MHD_Connection *c)
+static enum MHD_Result handle_metrics(struct ep_server *s, struct MHD_Connection *c,
+				      const char *url, struct request *rq)
 {
+	(void)url;
+	(void)rq;
 	char *body = NULL;
 	size_t len = 0;
 	FILE *m = open_memstream(&body, &len);
@@ -935,9 +952,10 @@ static enum MHD_Result handle_metrics(struct ep_server *s, struct MHD_Connection
 	return respond(c, 200, "text/plain; version=0.0.4", body, len);
 }
 
-static enum MHD_Result handle_ingest(struct ep_server *s, struct MHD_Connection *c,
+static enum MHD_Result handle_ingest(struct ep_server *s, struct MHD_Connection *c, const char *url,
 				     struct request *rq)
 {
+	(void)url;
 	if (rq->too_large) {
 		atomic_fetch_add(&s->too_large_bodies, 1);
 		return respond_text(c, 413, "body larger than %zu bytes\n", s->cfg.max_body);
@@ -1030,35 +1048,58 @@ static int parse_duration_ms(const char *v, uint64_t *out)
 	return 0;
 }
 
-static enum MHD_Result handle_sessions(struct ep_server *s, struct MHD_Connection *c,
-				       const char *url, bool post)
+static enum MHD_Result no_sessions(struct MHD_Connection *c)
 {
+	return respond_text(c, 404, "this collector runs no on-demand sessions\n");
+}
+
+/* GET /v1/nodes */
+static enum MHD_Result handle_nodes(struct ep_server *s, struct MHD_Connection *c, const char *url,
+				    struct request *rq)
+{
+	(void)url;
+	(void)rq;
 	if (!s->sessions)
-		return respond_text(c, 404, "this collector runs no on-demand sessions\n");
-	if (strcmp(url, "/v1/nodes") == 0) {
-		struct ep_api_response bad = {0};
-		struct ep_store_page page;
-		if (ep_api_page(&s->cfg.api, query_arg, c, &page, &bad) != 0)
-			return respond(c, bad.status, bad.content_type, bad.body, bad.len);
-		size_t len = 0;
-		char *body = ep_sessions_nodes_page_json(s->sessions, page.after, page.limit, &len);
-		return body ? respond(c, 200, "application/json", body, len)
-			    : respond_text(c, 500, "out of memory\n");
-	}
-	const char *format = arg(c, "format");
+		return no_sessions(c);
+	struct ep_api_response bad = {0};
+	struct ep_store_page page;
+	if (ep_api_page(&s->cfg.api, query_arg, c, &page, &bad) != 0)
+		return respond(c, bad.status, bad.content_type, bad.body, bad.len);
+	size_t len = 0;
+	char *body = ep_sessions_nodes_page_json(s->sessions, page.after, page.limit, &len);
+	return body ? respond(c, 200, "application/json", body, len)
+		    : respond_text(c, 500, "out of memory\n");
+}
+
+/* GET /v1/sessions/ID */
+static enum MHD_Result handle_session_get(struct ep_server *s, struct MHD_Connection *c,
+					  const char *url, struct request *rq)
+{
+	(void)rq;
+	if (!s->sessions)
+		return no_sessions(c);
+	const char *id = url + strlen("/v1/sessions/");
 	struct ep_api_response resp = {0};
 	char why[512] = "";
-	if (!post) {
-		Edgeprof__V1__Session *got =
-		    ep_sessions_get(s->sessions, url + 13, why, sizeof(why));
-		if (!got)
-			return why[0] ? respond_text(c, 503, "%s\n", why)
-				      : respond_text(c, 404, "session %s: no such session\n",
-						     url + 13);
-		ep_api_session(got, format, 200, &resp);
-		ep_store_free_session(got);
-		return respond(c, resp.status, resp.content_type, resp.body, resp.len);
-	}
+	Edgeprof__V1__Session *got = ep_sessions_get(s->sessions, id, why, sizeof(why));
+	if (!got)
+		return why[0] ? respond_text(c, 503, "%s\n", why)
+			      : respond_text(c, 404, "session %s: no such session\n", id);
+	ep_api_session(got, arg(c, "format"), 200, &resp);
+	ep_store_free_session(got);
+	return respond(c, resp.status, resp.content_type, resp.body, resp.len);
+}
+
+/* POST /v1/sessions?pid=|container_id=|cgroup=|pod=&duration_s=... */
+static enum MHD_Result handle_session_new(struct ep_server *s, struct MHD_Connection *c,
+					  const char *url, struct request *rq)
+{
+	(void)url;
+	(void)rq;
+	if (!s->sessions)
+		return no_sessions(c);
+	struct ep_api_response resp = {0};
+	char why[512] = "";
 	Edgeprof__V1__Session req = EDGEPROF__V1__SESSION__INIT;
 	req.container_id = (char *)arg(c, "container_id");
 	req.cgroup = (char *)arg(c, "cgroup");
@@ -1095,32 +1136,44 @@ static enum MHD_Result handle_sessions(struct ep_server *s, struct MHD_Connectio
 		return respond_retry(c, 429, ep_sessions_retry_s(s->sessions), false, "%s\n", why);
 	if (status != 0)
 		return respond_text(c, (unsigned)status, "%s\n", why);
-	ep_api_session(created, format, 201, &resp);
+	ep_api_session(created, arg(c, "format"), 201, &resp);
 	ep_store_free_session(created);
 	return respond(c, resp.status, resp.content_type, resp.body, resp.len);
 }
 
-/* POST /v1/images?build_id=&path=&source= with the ELF file as body;
- * GET /v1/images/ID: 200 when its code is kept, 404 when not. */
-static enum MHD_Result handle_images(struct ep_server *s, struct MHD_Connection *c, const char *url,
-				     struct request *rq, bool post)
+static enum MHD_Result no_binaries(struct MHD_Connection *c)
 {
+	return respond_text(c, 404, "this collector keeps no binaries\n");
+}
+
+/* GET /v1/images/ID: 200 when its code is kept, 404 when not. */
+static enum MHD_Result handle_image_has(struct ep_server *s, struct MHD_Connection *c,
+					const char *url, struct request *rq)
+{
+	(void)rq;
 	if (!s->cfg.binaries)
-		return respond_text(c, 404, "this collector keeps no binaries\n");
+		return no_binaries(c);
+	const char *id = url + strlen("/v1/images/");
 	char msg[512];
-	if (!post) {
-		if (strncmp(url, "/v1/images/", 11) != 0)
-			return respond_text(c, 404, "%s: no such endpoint\n", url);
-		if (ep_build_id_check(url + 11, msg, sizeof(msg)) != 0)
-			return respond_text(c, 400, "%s\n", msg);
-		int r = ep_binaries_has(s->cfg.binaries, url + 11, msg, sizeof(msg));
-		if (r < 0)
-			return respond_text(c, 503, "store: %s\n", msg);
-		/* `edgeprof upload` sends code in place of a provisional image */
-		return r ? respond_text(c, 200, "%s: kept, %s\n", url + 11,
-					r == EP_IMAGE_TRUSTED ? "trusted" : "provisional")
-			 : respond_text(c, 404, "%s: not here\n", url + 11);
-	}
+	if (ep_build_id_check(id, msg, sizeof(msg)) != 0)
+		return respond_text(c, 400, "%s\n", msg);
+	int r = ep_binaries_has(s->cfg.binaries, id, msg, sizeof(msg));
+	if (r < 0)
+		return respond_text(c, 503, "store: %s\n", msg);
+	/* `edgeprof upload` sends code in place of a provisional image */
+	return r ? respond_text(c, 200, "%s: kept, %s\n", id,
+				r == EP_IMAGE_TRUSTED ? "trusted" : "provisional")
+		 : respond_text(c, 404, "%s: not here\n", id);
+}
+
+/* POST /v1/images?build_id=&path=&source= with the ELF file as body */
+static enum MHD_Result handle_image_upload(struct ep_server *s, struct MHD_Connection *c,
+					   const char *url, struct request *rq)
+{
+	(void)url;
+	if (!s->cfg.binaries)
+		return no_binaries(c);
+	char msg[512];
 	if (rq->too_large) {
 		ep_binaries_count(s->cfg.binaries, EP_IMAGE_TOO_LARGE);
 		return respond_text(c, 413, "body larger than %zu bytes (--max-binary-mib)\n",
@@ -1191,25 +1244,41 @@ static enum MHD_Result respond_web(struct MHD_Connection *c, struct ep_api_respo
 	return rc;
 }
 
-/* GET /signin: the form; POST /signin: token=... (form body, so it is
- * never in a URL or a log), checked, kept in an HttpOnly cookie;
- * /signout: the cookie dropped. */
-static enum MHD_Result handle_signin(struct ep_server *s, struct MHD_Connection *c, const char *url,
-				     struct request *rq, bool post)
+/* /signout (GET or POST): the cookie dropped */
+static enum MHD_Result handle_signout(struct ep_server *s, struct MHD_Connection *c,
+				      const char *url, struct request *rq)
 {
+	(void)url;
+	(void)rq;
+	struct ep_api_response resp = {0};
+	char cookie[256];
+	snprintf(cookie, sizeof(cookie),
+		 EP_WEB_COOKIE "=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0%s",
+		 s->cert_pem ? "; Secure" : "");
+	ep_web_redirect("/signin", &resp);
+	return respond_web(c, &resp, cookie, "/signin");
+}
+
+/* GET /signin: the form */
+static enum MHD_Result handle_signin_form(struct ep_server *s, struct MHD_Connection *c,
+					  const char *url, struct request *rq)
+{
+	(void)url;
+	(void)rq;
+	struct ep_api_response resp = {0};
+	ep_web_signin_page(s->has_token, NULL, &resp);
+	return respond_web(c, &resp, NULL, NULL);
+}
+
+/* POST /signin: token=... (a form body, so it is never in a URL or a
+ * log), checked, kept in an HttpOnly cookie */
+static enum MHD_Result handle_signin(struct ep_server *s, struct MHD_Connection *c, const char *url,
+				     struct request *rq)
+{
+	(void)url;
 	struct ep_api_response resp = {0};
 	const char *secure = s->cert_pem ? "; Secure" : "";
 	char cookie[1024];
-	if (strcmp(url, "/signout") == 0) {
-		snprintf(cookie, sizeof(cookie),
-			 EP_WEB_COOKIE "=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0%s", secure);
-		ep_web_redirect("/signin", &resp);
-		return respond_web(c, &resp, cookie, "/signin");
-	}
-	if (!post) {
-		ep_web_signin_page(s->has_token, NULL, &resp);
-		return respond_web(c, &resp, NULL, NULL);
-	}
 	char given[sizeof(s->token)];
 	if (!s->has_token ||
 	    !ep_web_form_value((const char *)rq->body, rq->len, "token", given, sizeof(given)) ||
@@ -1228,30 +1297,70 @@ static enum MHD_Result handle_signin(struct ep_server *s, struct MHD_Connection 
 	return rc;
 }
 
-static enum MHD_Result handle_ui(struct ep_server *s, struct MHD_Connection *c, const char *url,
-				 struct request *rq, bool post)
+static struct ep_web_ctx web_ctx(const struct ep_server *s)
 {
+	return (struct ep_web_ctx){.store = s->store,
+				   .binaries = s->cfg.binaries,
+				   .sessions = s->sessions,
+				   .signed_in = s->has_token};
+}
+
+/* GET of one of the UI's pages */
+static enum MHD_Result handle_page(struct ep_server *s, struct MHD_Connection *c, const char *url,
+				   struct request *rq)
+{
+	(void)rq;
 	struct ep_api_response resp = {0};
-	if (!authorized(s, c) && !ep_web_is_public(url)) {
-		ep_web_redirect("/signin", &resp);
-		return respond_web(c, &resp, NULL, "/signin");
-	}
-	struct ep_web_ctx w = {.store = s->store,
-			       .binaries = s->cfg.binaries,
-			       .sessions = s->sessions,
-			       .signed_in = s->has_token};
-	if (ep_web_is_form(url)) {
-		if (!post)
-			return respond_text(c, 405, "%s: a form, POSTed\n", url);
-		char location[512];
-		ep_web_form(&w, url, (const char *)rq->body, rq->len, &resp, location,
-			    sizeof(location));
-		return respond_web(c, &resp, NULL, location[0] ? location : NULL);
-	}
-	if (post)
-		return respond_text(c, 405, "%s: method POST not allowed\n", url);
+	struct ep_web_ctx w = web_ctx(s);
 	ep_web_page(&w, url, web_arg, c, &resp);
 	return respond_web(c, &resp, NULL, NULL);
+}
+
+/* POST of one of the UI's forms */
+static enum MHD_Result handle_form(struct ep_server *s, struct MHD_Connection *c, const char *url,
+				   struct request *rq)
+{
+	struct ep_api_response resp = {0};
+	struct ep_web_ctx w = web_ctx(s);
+	char location[512];
+	ep_web_form(&w, url, (const char *)rq->body, rq->len, &resp, location, sizeof(location));
+	return respond_web(c, &resp, NULL, location[0] ? location : NULL);
+}
+
+static enum MHD_Result handle_binaries(struct ep_server *s, struct MHD_Connection *c,
+				       const char *url, struct request *rq)
+{
+	(void)url;
+	(void)rq;
+	return handle_query(s, c, true);
+}
+
+static enum MHD_Result handle_profile(struct ep_server *s, struct MHD_Connection *c,
+				      const char *url, struct request *rq)
+{
+	(void)url;
+	(void)rq;
+	return handle_query(s, c, false);
+}
+
+static enum MHD_Result handle_healthz(struct ep_server *s, struct MHD_Connection *c,
+				      const char *url, struct request *rq)
+{
+	(void)s;
+	(void)url;
+	(void)rq;
+	return respond_text(c, 200, "ok\n");
+}
+
+static enum MHD_Result handle_readyz(struct ep_server *s, struct MHD_Connection *c, const char *url,
+				     struct request *rq)
+{
+	(void)url;
+	(void)rq;
+	char err[512];
+	if (ep_store_has_batch(s->store, "readyz", 0, err, sizeof(err)) < 0)
+		return respond_text(c, 503, "store: %s\n", err);
+	return respond_text(c, 200, "ok\n");
 }
 
 /* Bodies' buffers are mapped, not malloc'd: unmapped, their memory goes
@@ -1294,17 +1403,45 @@ static bool body_room(struct ep_server *s, struct request *rq, size_t want)
 	return true;
 }
 
+/* The bytes of body rt takes */
+static size_t body_limit(const struct ep_server *s, const struct route *rt)
+{
+	switch (rt->body) {
+	case NO_BODY:
+		return 0;
+	case FORM_BODY:
+		return FORM_BODY_MAX;
+	case IMAGE_BODY:
+		if (s->cfg.binaries)
+			return ep_binaries_max_file(s->cfg.binaries);
+		break;
+	case BATCH_BODY:
+		break;
+	}
+	return s->cfg.max_body;
+}
+
 /* The header is in: the body's declared size checked against the bounds
  * before any of it is read, its first room taken. */
 static enum MHD_Result begin_body(struct ep_server *s, struct MHD_Connection *c, const char *method,
-				  bool post, size_t limit, void **con_cls)
+				  const struct route *rt, void **con_cls)
 {
 	const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
 	const char *te = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Transfer-Encoding");
 	unsigned long long declared = cl ? strtoull(cl, NULL, 10) : 0;
 	bool has_body = declared > 0 || te;
-	if (has_body && !post)
+	size_t limit = body_limit(s, rt);
+	if (has_body && rt->body == NO_BODY)
 		return respond_text(c, 400, "a %s request carries no body here\n", method);
+	if (declared > limit) {
+		bool image = rt->body == IMAGE_BODY && s->cfg.binaries;
+		if (image)
+			ep_binaries_count(s->cfg.binaries, EP_IMAGE_TOO_LARGE);
+		else
+			atomic_fetch_add(&s->too_large_bodies, 1);
+		return respond_text(c, 413, "body larger than %zu bytes%s\n", limit,
+				    image ? " (--max-binary-mib)" : "");
+	}
 	if (declared > s->cfg.max_bodies) {
 		atomic_fetch_add(&s->too_large_bodies, 1);
 		return respond_text(c, 413,
@@ -1315,6 +1452,7 @@ static enum MHD_Result begin_body(struct ep_server *s, struct MHD_Connection *c,
 	struct request *rq = calloc(1, sizeof(*rq));
 	if (!rq)
 		return MHD_NO;
+	rq->route = rt;
 	rq->k = conn_of(c);
 	rq->limit = limit;
 	rq->declared = (size_t)declared;
@@ -1380,6 +1518,124 @@ static enum MHD_Result take_body(struct ep_server *s, struct request *rq, const 
 	return MHD_YES;
 }
 
+/* Every endpoint: the one place that says who may use it, with what body,
+ * and what serves it (docs/collector.md's endpoint table is this one;
+ * tests/integration/test_routes.sh holds them to each other). */
+static const struct route routes[] = {
+    {"POST", "/v1/ingest", TOKEN, BATCH_BODY, E_INGEST, handle_ingest},
+    {"GET", "/v1/binaries", TOKEN, NO_BODY, E_BINARIES, handle_binaries},
+    {"GET", "/v1/profile", TOKEN, NO_BODY, E_PROFILE, handle_profile},
+    {"POST", "/v1/sessions", TOKEN, NO_BODY, E_SESSIONS, handle_session_new},
+    {"GET", "/v1/sessions/", TOKEN, NO_BODY, E_SESSIONS, handle_session_get},
+    {"GET", "/v1/nodes", TOKEN, NO_BODY, E_SESSIONS, handle_nodes},
+    {"POST", "/v1/images", TOKEN_OR_UPLOAD, IMAGE_BODY, E_IMAGES, handle_image_upload},
+    {"GET", "/v1/images/", TOKEN_OR_UPLOAD, NO_BODY, E_IMAGES, handle_image_has},
+    {"GET", "/metrics", OPEN, NO_BODY, E_METRICS, handle_metrics},
+    {"GET", "/healthz", OPEN, NO_BODY, E_HEALTH, handle_healthz},
+    {"GET", "/readyz", OPEN, NO_BODY, E_HEALTH, handle_readyz},
+    {"GET", "/signin", OPEN, NO_BODY, E_SIGNIN, handle_signin_form},
+    {"POST", "/signin", OPEN, FORM_BODY, E_SIGNIN, handle_signin},
+    {"GET", "/signout", OPEN, NO_BODY, E_SIGNIN, handle_signout},
+    {"POST", "/signout", OPEN, FORM_BODY, E_SIGNIN, handle_signout},
+    {"GET", "/", SIGNED_IN, NO_BODY, E_UI, handle_page},
+    {"GET", "/binary", SIGNED_IN, NO_BODY, E_UI, handle_page},
+    {"GET", "/function", SIGNED_IN, NO_BODY, E_UI, handle_page},
+    {"GET", "/diff", SIGNED_IN, NO_BODY, E_UI, handle_page},
+    {"GET", "/fleet", SIGNED_IN, NO_BODY, E_UI, handle_page},
+    {"POST", "/fleet/start", SIGNED_IN, FORM_BODY, E_UI, handle_form},
+    {"GET", "/ui/style.css", OPEN, NO_BODY, E_UI, handle_page},
+};
+
+static bool path_matches(const struct route *rt, const char *url)
+{
+	size_t n = strlen(rt->path);
+	return rt->path[n - 1] == '/' && n > 1 ? strncmp(url, rt->path, n) == 0
+					       : strcmp(url, rt->path) == 0;
+}
+
+/* The route for method and url, or NULL; *at: a route of url's path
+ * whatever the method (NULL: no such path). */
+static const struct route *route_of(const char *method, const char *url, const struct route **at)
+{
+	bool get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+	*at = NULL;
+	for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
+		const struct route *rt = &routes[i];
+		if (!path_matches(rt, url))
+			continue;
+		if (!*at)
+			*at = rt;
+		if (strcmp(rt->method, method) == 0 || (get && strcmp(rt->method, "GET") == 0))
+			return rt;
+	}
+	return NULL;
+}
+
+/* Refused before anything else is read: a browser's request from another
+ * site, a client without the certificate asked for. */
+static bool refused_early(struct ep_server *s, struct MHD_Connection *c, const char *method,
+			  const char *url, enum MHD_Result *answer)
+{
+	bool safe = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+	const char *origin = NULL;
+	if (!safe && cross_site(c, &origin)) {
+		atomic_fetch_add(&s->cross_site, 1);
+		say_limited(s, SAID_CROSS_SITE, "%s %s from another site (Origin %.200s) refused",
+			    method, url, origin ? origin : "not sent");
+		*answer = respond_text(c, 403,
+				       "%s %s: cross-site request refused (Origin %.200s): "
+				       "this collector takes requests that change state only "
+				       "from its own pages or from clients that are not browsers\n",
+				       method, url, origin ? origin : "not sent");
+		return true;
+	}
+	if (!client_certified(s, c)) {
+		atomic_fetch_add(&s->forbidden, 1);
+		*answer = respond_text(c, 403,
+				       "a client certificate signed by the collector's "
+				       "client CA is required\n");
+		return true;
+	}
+	return false;
+}
+
+/* The first call for a request: its header only. Refused before reading
+ * any body, or its body's room taken. */
+static enum MHD_Result on_header(struct ep_server *s, struct MHD_Connection *c, const char *url,
+				 const char *method, void **con_cls)
+{
+	const struct route *at;
+	const struct route *rt = route_of(method, url, &at);
+	atomic_fetch_add(&s->requests[at ? at->endpoint : E_OTHER], 1);
+	enum MHD_Result answer;
+	if (refused_early(s, c, method, url, &answer))
+		return answer;
+	enum access access = at ? at->access : OPEN;
+	bool allowed = authorized(s, c);
+	/* the upload token opens /v1/images and nothing else */
+	bool uploader = access == TOKEN_OR_UPLOAD && upload_token_shown(s, c);
+	header_complete(s, c, (s->has_token && allowed) || uploader);
+	if ((access == TOKEN || access == TOKEN_OR_UPLOAD) && !allowed && !uploader) {
+		atomic_fetch_add(&s->unauthorized, 1);
+		return respond_text(c, 401, "missing or wrong bearer token\n");
+	}
+	if (over_token_quota(c))
+		return respond_retry(c, 429, 1, true,
+				     "too many connections with the token from this address: "
+				     "at most %u, none of them idle (--max-token-conns)\n",
+				     s->cfg.max_token_conns);
+	if (!at)
+		return respond_text(c, 404, "%s: no such endpoint\n", url);
+	if (access == SIGNED_IN && !allowed) {
+		struct ep_api_response resp = {0};
+		ep_web_redirect("/signin", &resp);
+		return respond_web(c, &resp, NULL, "/signin");
+	}
+	if (!rt)
+		return respond_text(c, 405, "%s: method %s not allowed\n", url, method);
+	return begin_body(s, c, method, rt, con_cls);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
 				  const char *method, const char *version, const char *upload,
 				  size_t *upload_size, void **con_cls)
@@ -1387,108 +1643,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	(void)version;
 	struct ep_server *s = cls;
 	struct request *rq = *con_cls;
-	enum route r = route_of(url);
-	if (!rq) {
-		/* first call: headers only; refuse before reading any body */
-		atomic_fetch_add(&s->requests[r], 1);
-		bool safe = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
-		const char *origin = NULL;
-		if (!safe && cross_site(c, &origin)) {
-			atomic_fetch_add(&s->cross_site, 1);
-			say_limited(s, SAID_CROSS_SITE,
-				    "%s %s from another site (Origin %.200s) refused", method, url,
-				    origin ? origin : "not sent");
-			return respond_text(
-			    c, 403,
-			    "%s %s: cross-site request refused (Origin %.200s): "
-			    "this collector takes requests that change state only "
-			    "from its own pages or from clients that are not browsers\n",
-			    method, url, origin ? origin : "not sent");
-		}
-		if (!client_certified(s, c)) {
-			atomic_fetch_add(&s->forbidden, 1);
-			return respond_text(c, 403,
-					    "a client certificate signed by the collector's "
-					    "client CA is required\n");
-		}
-		/* the upload token opens /v1/images and nothing else */
-		bool uploader = r == R_IMAGES && upload_token_shown(s, c);
-		header_complete(s, c, (s->has_token && authorized(s, c)) || uploader);
-		if (r == R_INGEST || r == R_BINARIES || r == R_PROFILE || r == R_SESSIONS ||
-		    r == R_IMAGES) {
-			if (!authorized(s, c) && !uploader) {
-				atomic_fetch_add(&s->unauthorized, 1);
-				return respond_text(c, 401, "missing or wrong bearer token\n");
-			}
-		}
-		if (over_token_quota(c))
-			return respond_retry(
-			    c, 429, 1, true,
-			    "too many connections with the token from this address: "
-			    "at most %u, none of them idle (--max-token-conns)\n",
-			    s->cfg.max_token_conns);
-		bool post = strcmp(method, "POST") == 0;
-		if (r == R_OTHER)
-			return respond_text(c, 404, "%s: no such endpoint\n", url);
-		bool post_route = r == R_INGEST ||
-				  (r == R_SESSIONS && strcmp(url, "/v1/sessions") == 0) ||
-				  (r == R_IMAGES && strcmp(url, "/v1/images") == 0);
-		/* sign-in: GET the form, POST the token; the UI's forms are POSTed */
-		bool either = r == R_SIGNIN || (r == R_UI && ep_web_is_form(url));
-		if (!either && post_route != post)
-			return respond_text(c, 405, "%s: method %s not allowed\n", url, method);
-		/* uploads are binaries: their own, larger limit */
-		size_t limit = r == R_IMAGES && s->cfg.binaries
-				   ? ep_binaries_max_file(s->cfg.binaries)
-			       : r == R_SIGNIN || r == R_UI ? 4096
-							    : s->cfg.max_body;
-		if (post) {
-			const char *cl =
-			    MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
-			if (cl && strtoull(cl, NULL, 10) > limit) {
-				bool image = r == R_IMAGES && s->cfg.binaries;
-				if (image)
-					ep_binaries_count(s->cfg.binaries, EP_IMAGE_TOO_LARGE);
-				else
-					atomic_fetch_add(&s->too_large_bodies, 1);
-				return respond_text(c, 413, "body larger than %zu bytes%s\n", limit,
-						    image ? " (--max-binary-mib)" : "");
-			}
-		}
-		return begin_body(s, c, method, post, limit, con_cls);
-	}
+	if (!rq)
+		return on_header(s, c, url, method, con_cls);
 	if (*upload_size) {
 		size_t n = *upload_size;
 		*upload_size = 0;
 		return take_body(s, rq, upload, n);
 	}
 	body_arrived(s, rq->k, 0, true);
-	switch (r) {
-	case R_INGEST:
-		return handle_ingest(s, c, rq);
-	case R_BINARIES:
-	case R_PROFILE:
-		return handle_query(s, c, r);
-	case R_SESSIONS:
-		return handle_sessions(s, c, url, strcmp(method, "POST") == 0);
-	case R_METRICS:
-		return handle_metrics(s, c);
-	case R_IMAGES:
-		return handle_images(s, c, url, rq, strcmp(method, "POST") == 0);
-	case R_SIGNIN:
-		return handle_signin(s, c, url, rq, strcmp(method, "POST") == 0);
-	case R_UI:
-		return handle_ui(s, c, url, rq, strcmp(method, "POST") == 0);
-	case R_HEALTH:
-		if (strcmp(url, "/readyz") == 0) {
-			char err[512];
-			if (ep_store_has_batch(s->store, "readyz", 0, err, sizeof(err)) < 0)
-				return respond_text(c, 503, "store: %s\n", err);
-		}
-		return respond_text(c, 200, "ok\n");
-	default:
-		return respond_text(c, 404, "%s: no such endpoint\n", url);
-	}
+	return rq->route->handle(s, c, url, rq);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,

@@ -10,24 +10,6 @@
 
 #include "collector/web/web_internal.h"
 
-bool ep_web_is_page(const char *url)
-{
-	return strcmp(url, "/") == 0 || strcmp(url, "/binary") == 0 ||
-	       strcmp(url, "/function") == 0 || strcmp(url, "/fleet") == 0 ||
-	       strcmp(url, "/diff") == 0 || strcmp(url, "/ui/style.css") == 0 ||
-	       ep_web_is_form(url);
-}
-
-bool ep_web_is_form(const char *url)
-{
-	return strcmp(url, "/fleet/start") == 0;
-}
-
-bool ep_web_is_public(const char *url)
-{
-	return strcmp(url, "/ui/style.css") == 0;
-}
-
 /* Length of the valid UTF-8 sequence at s, 0 when none starts there. */
 static size_t utf8_len(const unsigned char *s)
 {

@@ -41,17 +41,10 @@ struct ep_web_ctx {
 /* A query argument of the request (NULL when absent). */
 typedef const char *(*ep_web_arg_fn)(void *ctx, const char *name);
 
-/* url is one of the UI's pages or assets */
-bool ep_web_is_page(const char *url);
-/* url is served without the token (the style sheet) */
-bool ep_web_is_public(const char *url);
-
 /* The page at url (a GET), always answered: 200, or 400/404/503 with a
  * page saying why. */
 void ep_web_page(const struct ep_web_ctx *w, const char *url, ep_web_arg_fn arg, void *argctx,
 		 struct ep_api_response *r);
-/* url takes a form POSTed (application/x-www-form-urlencoded) */
-bool ep_web_is_form(const char *url);
 /* A form POSTed to url: a 303 to location[loclen] when it went through,
  * else a page saying why (400, 404, 409, 503). */
 void ep_web_form(const struct ep_web_ctx *w, const char *url, const char *body, size_t len,
