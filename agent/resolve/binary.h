@@ -14,20 +14,11 @@
 #include <sys/stat.h>
 
 #include "common/decode/code_segment.h"
+#include "common/elf/elf_symbols.h"
 #include "common/util/arch.h"
 
 struct ep_binary;
 struct ep_binary_registry;
-
-struct ep_symbol {
-	const char *name; /* a PLT entry is "SYM@PLT", as BOLT names it */
-	uint64_t start;	  /* ELF virtual address */
-	uint64_t size;
-	/* 0 for a global function; for an STB_LOCAL one the N of the name
-	 * "NAME/N" that BOLT gives it (locals of that name counted in address
-	 * order, RewriteInstance::discoverFileObjects) */
-	uint32_t local_index;
-};
 
 struct ep_binary_registry *ep_binreg_new(void);
 void ep_binreg_free(struct ep_binary_registry *reg);

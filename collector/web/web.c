@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "collector/web/web_internal.h"
+#include "common/elf/elf_symbols.h"
 
 /* Length of the valid UTF-8 sequence at s, 0 when none starts there. */
 static size_t utf8_len(const unsigned char *s)
@@ -207,16 +208,24 @@ const Edgeprof__V1__Function *ep_web_function_at(const Edgeprof__V1__BinaryProfi
 	return i < 0 ? NULL : bp->functions[i];
 }
 
+void ep_web_function_name(FILE *out, const char *name, uint32_t local_index)
+{
+	char buf[4096];
+	ep_web_text(out, ep_symbol_name(name, local_index, buf, sizeof(buf)));
+}
+
 const char *ep_web_where(const Edgeprof__V1__BinaryProfile *bp, uint64_t addr, char *buf,
 			 size_t len)
 {
 	const Edgeprof__V1__Function *f = ep_web_function_at(bp, addr);
-	if (!f)
+	if (!f) {
 		snprintf(buf, len, "0x%llx", (unsigned long long)addr);
-	else if (addr == f->start)
-		snprintf(buf, len, "%s", f->name);
-	else
-		snprintf(buf, len, "%s+0x%llx", f->name, (unsigned long long)(addr - f->start));
+		return buf;
+	}
+	ep_symbol_name(f->name, f->local_index, buf, len);
+	size_t n = strlen(buf);
+	if (addr != f->start)
+		snprintf(buf + n, len - n, "+0x%llx", (unsigned long long)(addr - f->start));
 	return buf;
 }
 

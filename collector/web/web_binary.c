@@ -160,14 +160,14 @@ static void functions_table(FILE *out, const Edgeprof__V1__BinaryProfile *bp, co
 		shown++;
 		double share = total_branches ? (double)r->branches / (double)total_branches : 0.0;
 		fputs("<tr class=\"function\" data-name=\"", out);
-		ep_web_text(out, r->f->name);
+		ep_web_function_name(out, r->f->name, r->f->local_index);
 		fprintf(out,
 			"\" data-branches=\"%llu\" data-samples=\"%llu\" data-time=\"%llu\"><td "
 			"class=\"fn\">",
 			(unsigned long long)r->branches, (unsigned long long)r->samples,
 			(unsigned long long)ep_cpi_time(&r->cpi));
 		function_link(out, bp->build_id, r->f->start, f);
-		ep_web_text(out, r->f->name);
+		ep_web_function_name(out, r->f->name, r->f->local_index);
 		fputs("</a></td><td class=\"num\">", out);
 		ep_web_count(out, r->branches);
 		fputs("</td><td class=\"num share\">", out);

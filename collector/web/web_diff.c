@@ -5,7 +5,8 @@
  * branches got hotter or colder, for regression hunting. Two profiles are
  * sampled at different rates over different times, so they are compared by
  * share: a function's branch executions over all of its binary's. Functions
- * are matched by name (two builds move code); branches by address, so only
+ * are matched by name, NAME/N for a local (two builds move code, as BOLT
+ * matches them); branches by address, so only
  * when both sides are the same build-id.
  */
 #include <math.h>
@@ -20,6 +21,7 @@
 
 struct fn_share {
 	const char *name;
+	uint32_t local_index; /* BOLT's NAME/N */
 	uint64_t start_new;
 	double now, before; /* shares, 0..1 */
 	bool in_new, in_base;
@@ -35,7 +37,10 @@ static int by_change(const void *a, const void *b)
 {
 	const struct fn_share *x = a, *y = b;
 	double dx = fabs(x->now - x->before), dy = fabs(y->now - y->before);
-	return dx < dy ? 1 : dx > dy ? -1 : strcmp(x->name, y->name);
+	if (dx != dy)
+		return dx < dy ? 1 : -1;
+	int c = strcmp(x->name, y->name);
+	return c ? c : (x->local_index > y->local_index) - (x->local_index < y->local_index);
 }
 
 static int by_site_change(const void *a, const void *b)
@@ -54,7 +59,7 @@ static uint64_t total_branches(const Edgeprof__V1__BinaryProfile *bp)
 	return t;
 }
 
-/* Adds bp's functions' shares to rows[*n] (matched by name), side 0 new, 1 base. */
+/* Adds bp's functions' shares to rows[*n] (matched by name and N), side 0 new, 1 base. */
 static void add_functions(struct fn_share *rows, size_t *n, const Edgeprof__V1__BinaryProfile *bp,
 			  int side)
 {
@@ -72,13 +77,14 @@ static void add_functions(struct fn_share *rows, size_t *n, const Edgeprof__V1__
 		if (!per[i])
 			continue;
 		const char *name = bp->functions[i]->name;
+		uint32_t local = bp->functions[i]->local_index;
 		struct fn_share *r = NULL;
 		for (size_t j = 0; j < *n && !r; j++)
-			if (strcmp(rows[j].name, name) == 0)
+			if (rows[j].local_index == local && strcmp(rows[j].name, name) == 0)
 				r = &rows[j];
 		if (!r) {
 			r = &rows[(*n)++];
-			*r = (struct fn_share){.name = name};
+			*r = (struct fn_share){.name = name, .local_index = local};
 		}
 		double share = total ? per[i] / (double)total : 0.0;
 		if (side == 0) {
@@ -130,7 +136,7 @@ static void functions_diff(FILE *out, const Edgeprof__V1__BinaryProfile *a,
 	for (size_t i = 0; i < n && i < TOP; i++) {
 		const struct fn_share *r = &rows[i];
 		fputs("<tr class=\"fn-diff\" data-name=\"", out);
-		ep_web_text(out, r->name);
+		ep_web_function_name(out, r->name, r->local_index);
 		fprintf(out, "\" data-now=\"%.6f\" data-before=\"%.6f\"><td class=\"fn\">", r->now,
 			r->before);
 		if (r->in_new) {
@@ -140,7 +146,7 @@ static void functions_diff(FILE *out, const Edgeprof__V1__BinaryProfile *a,
 			ep_web_filter_args(out, f);
 			fputs("\">", out);
 		}
-		ep_web_text(out, r->name);
+		ep_web_function_name(out, r->name, r->local_index);
 		fputs(r->in_new ? "</a>" : "", out);
 		if (!r->in_base)
 			fputs(" <span class=\"hotter\">new</span>", out);

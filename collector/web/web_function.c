@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "collector/web/web_internal.h"
+#include "common/elf/elf_symbols.h"
 #include "common/profile/model.h"
 #include "common/profile/profile_file.h"
 #include "common/util/sat.h"
@@ -622,19 +623,20 @@ out:
 	return svg;
 }
 
-/* The name of the function at addr: the profile's, else the image's. */
+/* The name of the function at addr (NAME/N for a local, as profiles name
+ * it) into buf: the profile's, else the image's; NULL when none. */
 static const char *name_at(const Edgeprof__V1__BinaryProfile *bp, struct ep_binary_code *code,
-			   uint64_t addr, uint64_t *start)
+			   uint64_t addr, uint64_t *start, char *buf, size_t len)
 {
 	const Edgeprof__V1__Function *f = ep_web_function_at(bp, addr);
 	if (f) {
 		*start = f->start;
-		return f->name;
+		return ep_symbol_name(f->name, f->local_index, buf, len);
 	}
 	const Edgeprof__V1__ImageSymbol *s = code ? ep_binary_code_symbol_at(code, addr) : NULL;
 	if (s) {
 		*start = s->start;
-		return s->name;
+		return ep_symbol_name(s->name, s->local_index, buf, len);
 	}
 	return NULL;
 }
@@ -682,11 +684,12 @@ static void disassembly(FILE *out, const struct cfg *c, const Edgeprof__V1__Bina
 		fputs("</span></td><td class=\"mono\">", out);
 		ep_web_text(out, in->text);
 		uint64_t fstart = 0;
-		const char *callee = (in->kind == EP_BRANCH_CALL || in->kind == EP_BRANCH_JUMP) &&
-					     in->target &&
-					     (in->target < c->start || in->target >= c->end)
-					 ? name_at(bp, code, in->target, &fstart)
-					 : NULL;
+		char cname[1024];
+		const char *callee =
+		    (in->kind == EP_BRANCH_CALL || in->kind == EP_BRANCH_JUMP) && in->target &&
+			    (in->target < c->start || in->target >= c->end)
+			? name_at(bp, code, in->target, &fstart, cname, sizeof(cname))
+			: NULL;
 		if (callee) {
 			fputs(" <span class=\"sym\">&lt;", out);
 			ep_web_text(out, callee);
@@ -792,16 +795,17 @@ int ep_web_function_page(FILE *out, const struct ep_web_ctx *w, ep_web_arg_fn ar
 	}
 	uint64_t start = addr, size = 0;
 	const char *name = NULL;
+	char namebuf[4096];
 	const Edgeprof__V1__Function *fn = ep_web_function_at(bp, addr);
 	const Edgeprof__V1__ImageSymbol *sym = code ? ep_binary_code_symbol_at(code, addr) : NULL;
 	if (fn) {
 		start = fn->start;
 		size = fn->size;
-		name = fn->name;
+		name = ep_symbol_name(fn->name, fn->local_index, namebuf, sizeof(namebuf));
 	} else if (sym) {
 		start = sym->start;
 		size = sym->size;
-		name = sym->name;
+		name = ep_symbol_name(sym->name, sym->local_index, namebuf, sizeof(namebuf));
 	}
 	if (!name) {
 		ep_binary_code_release(code);

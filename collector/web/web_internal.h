@@ -34,6 +34,9 @@ void ep_web_filter_args(FILE *out, const struct ep_store_filter *f);
 long ep_web_function_index(const Edgeprof__V1__BinaryProfile *bp, uint64_t addr);
 const Edgeprof__V1__Function *ep_web_function_at(const Edgeprof__V1__BinaryProfile *bp,
 						 uint64_t addr);
+/* A function's name as the agent's profiles, the fdata export and BOLT
+ * write it (ep_symbol_name: NAME/N for a local), as HTML text. */
+void ep_web_function_name(FILE *out, const char *name, uint32_t local_index);
 /* "name+0x12" (or "0x401234" outside every function) into buf */
 const char *ep_web_where(const Edgeprof__V1__BinaryProfile *bp, uint64_t addr, char *buf,
 			 size_t len);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "common/elf/elf_note.h"
+#include "common/elf/elf_symbols.h"
 #include "common/util/arch.h"
 #include "common/util/log.h"
 
@@ -165,78 +166,40 @@ oom:
 	return -1;
 }
 
-static int cmp_sym(const void *a, const void *b)
+/* The functions (common/elf/elf_symbols.h: named as the agent names
+ * them), as many as the budget holds, the image's copy of each charged
+ * with them. */
+static int read_symbols(Elf *elf, struct ep_elf_budget *budget, Edgeprof__V1__BinaryImage *img)
 {
-	const Edgeprof__V1__ImageSymbol *x = *(Edgeprof__V1__ImageSymbol *const *)a;
-	const Edgeprof__V1__ImageSymbol *y = *(Edgeprof__V1__ImageSymbol *const *)b;
-	if (x->start != y->start)
-		return x->start < y->start ? -1 : 1;
-	return strcmp(x->name, y->name);
-}
-
-/* What one kept symbol costs: its message, its pointer, its name. */
-static uint64_t symbol_cost(const char *name)
-{
-	return sizeof(Edgeprof__V1__ImageSymbol) + sizeof(Edgeprof__V1__ImageSymbol *) +
-	       strlen(name) + 1;
-}
-
-/* Function symbols of the first table of type (SHT_SYMTAB, SHT_DYNSYM), as
- * many as the budget holds. */
-static int read_symbols(Elf *elf, unsigned type, struct ep_elf_budget *budget,
-			Edgeprof__V1__BinaryImage *img)
-{
-	Elf_Scn *scn = NULL;
-	while ((scn = elf_nextscn(elf, scn))) {
-		GElf_Shdr sh;
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type != type || sh.sh_entsize == 0)
-			continue;
-		Elf_Data *d = ep_elf_section_data(budget, elf, scn);
-		if (!d)
-			continue;
-		size_t count = d->d_size / sh.sh_entsize, cap = 0;
-		for (size_t i = 0; i < count; i++) {
-			GElf_Sym sym;
-			if (!gelf_getsym(d, (int)i, &sym))
-				continue;
-			int t = GELF_ST_TYPE(sym.st_info);
-			if ((t != STT_FUNC && t != STT_GNU_IFUNC) || sym.st_shndx == SHN_UNDEF ||
-			    sym.st_value == 0)
-				continue;
-			const char *name = ep_elf_strptr(budget, elf, sh.sh_link, sym.st_name);
-			if (!name)
-				name = "";
-			budget->wanted++;
-			if (!ep_elf_charge(budget, symbol_cost(name))) {
-				budget->dropped++;
-				continue;
-			}
-			if (img->n_symbols == cap) {
-				cap = cap ? 2 * cap : 256;
-				Edgeprof__V1__ImageSymbol **v =
-				    realloc(img->symbols, cap * sizeof(*v));
-				if (!v)
-					return -1;
-				img->symbols = v;
-			}
-			Edgeprof__V1__ImageSymbol *s = malloc(sizeof(*s));
-			char *copy = strdup(name);
-			if (!s || !copy) {
-				free(s);
-				free(copy);
-				return -1;
-			}
-			edgeprof__v1__image_symbol__init(s);
-			s->name = copy;
-			s->start = sym.st_value;
-			s->size = sym.st_size;
-			img->symbols[img->n_symbols++] = s;
+	static const struct ep_elf_symbol_copy copy = {
+	    .per_symbol = sizeof(Edgeprof__V1__ImageSymbol) + sizeof(Edgeprof__V1__ImageSymbol *),
+	    .names = true};
+	struct ep_elf_symtab t;
+	if (ep_elf_symtab_read(elf, budget, &copy, &t) != 0)
+		return -1;
+	int rc = -1;
+	img->symbols = calloc(t.n ? t.n : 1, sizeof(*img->symbols));
+	if (!img->symbols)
+		goto out;
+	for (size_t i = 0; i < t.n; i++) {
+		Edgeprof__V1__ImageSymbol *s = malloc(sizeof(*s));
+		char *name = strdup(t.syms[i].name);
+		if (!s || !name) {
+			free(s);
+			free(name);
+			goto out;
 		}
-		if (img->n_symbols > 1)
-			qsort(img->symbols, img->n_symbols, sizeof(*img->symbols), cmp_sym);
-		return 0;
+		edgeprof__v1__image_symbol__init(s);
+		s->name = name;
+		s->start = t.syms[i].start;
+		s->size = t.syms[i].size;
+		s->local_index = t.syms[i].local_index;
+		img->symbols[img->n_symbols++] = s;
 	}
-	return 0;
+	rc = 0;
+out:
+	ep_elf_symtab_free(&t);
+	return rc;
 }
 
 /* What of the file's tables the budget left out, for the note. */
@@ -349,8 +312,7 @@ Edgeprof__V1__BinaryImage *ep_elf_image_read_limited(const uint8_t *file, size_t
 	img->file_size = len;
 	if (read_code(elf, nphdr, file, len, lim, img, err, errlen) != 0)
 		goto fail;
-	if (read_symbols(elf, SHT_SYMTAB, &budget, img) != 0 ||
-	    (img->n_symbols == 0 && read_symbols(elf, SHT_DYNSYM, &budget, img) != 0)) {
+	if (read_symbols(elf, &budget, img) != 0) {
 		snprintf(err, errlen, "out of memory reading symbols");
 		goto fail;
 	}

@@ -2,9 +2,10 @@
 /*
  * An ELF file held in memory, checked and reduced to what the collector
  * needs to draw a binary's code (proto/binaries.proto BinaryImage): its
- * build-id (GNU note), arch, executable PT_LOAD segments' bytes and function
- * symbols (.symtab, else .dynsym). Files come from outside (uploads), so
- * every offset and size is checked against the file before it is read.
+ * build-id (GNU note), arch, executable PT_LOAD segments' bytes and
+ * functions, named as the agent names them (common/elf/elf_symbols.h:
+ * NAME/N locals, SYM@PLT). Files come from outside (uploads), so every
+ * offset and size is checked against the file before it is read.
  */
 #ifndef EP_ELF_IMAGE_H
 #define EP_ELF_IMAGE_H

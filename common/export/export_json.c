@@ -9,7 +9,8 @@
  * field of their proto message under its proto name, read from the
  * descriptor so a field added to the proto shows up here untouched.
  * Branches are sorted by from, to, taken; ranges by start, end; ips and
- * functions by address: the same profile always gives the same bytes.
+ * functions by address: the same profile always gives the same bytes. A
+ * local function carries "local_index" N (BOLT's and the UI's NAME/N).
  * Paths are bytes on Linux: invalid UTF-8 becomes U+FFFD so the document
  * stays valid JSON. With an instruction mix (export --insn-mix) each range
  * and each profile also carries "insn_mix" (export_mix.c). Ranges with cycles
@@ -166,7 +167,11 @@ static int json_binary(FILE *out, const Edgeprof__V1__BinaryProfile *bp,
 		ep_json_string(out, fx.f[i]->name);
 		fputs(", \"start\": ", out);
 		json_hex(out, fx.f[i]->start);
-		fprintf(out, ", \"size\": %" PRIu64 "}", fx.f[i]->size);
+		fprintf(out, ", \"size\": %" PRIu64, fx.f[i]->size);
+		/* BOLT's NAME/N, as fdata and the UI name a local */
+		if (fx.f[i]->local_index)
+			fprintf(out, ", \"local_index\": %" PRIu32, fx.f[i]->local_index);
+		fputc('}', out);
 	}
 	fputc(']', out);
 	if (ep_cpi_json_binary(out, bp, &fx) != 0)

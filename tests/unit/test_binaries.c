@@ -20,21 +20,6 @@
 
 #define PROPELLER_ID "572ac72487ae1966"
 
-static uint8_t *slurp(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	assert_non_null(f);
-	fseek(f, 0, SEEK_END);
-	long n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	uint8_t *buf = malloc((size_t)n + 1);
-	assert_non_null(buf);
-	assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
-	fclose(f);
-	*len = (size_t)n;
-	return buf;
-}
-
 static const Edgeprof__V1__ImageSymbol *symbol_named(const Edgeprof__V1__BinaryImage *img,
 						     const char *name)
 {
@@ -48,7 +33,7 @@ static void test_image_of_a_binary(void **state)
 {
 	(void)state;
 	size_t len;
-	uint8_t *elf = slurp(ep_test_fixture("propeller_sample_1.bin"), &len);
+	uint8_t *elf = ep_test_slurp(ep_test_fixture("propeller_sample_1.bin"), &len);
 	char err[256];
 	Edgeprof__V1__BinaryImage *img = ep_elf_image_read(elf, len, "p1.bin", err, sizeof(err));
 	assert_non_null(img);
@@ -92,12 +77,12 @@ static void test_image_refusals(void **state)
 	assert_null(ep_elf_image_read(NULL, 0, NULL, err, sizeof(err)));
 	assert_string_equal(err, "not an ELF file");
 	size_t len;
-	uint8_t *elf = slurp(ep_test_fixture("test.binary"), &len);
+	uint8_t *elf = ep_test_slurp(ep_test_fixture("test.binary"), &len);
 	assert_null(ep_elf_image_read(elf, len, NULL, err, sizeof(err)));
 	assert_non_null(strstr(err, "no GNU build-id note"));
 	free(elf);
 	/* cut short: the headers are there, the code is not */
-	elf = slurp(ep_test_fixture("propeller_sample_1.bin"), &len);
+	elf = ep_test_slurp(ep_test_fixture("propeller_sample_1.bin"), &len);
 	assert_null(ep_elf_image_read(elf, 0x900, NULL, err, sizeof(err)));
 	assert_non_null(strstr(err, "past the end of the file"));
 	/* code placed so that it would end past 2^64 (a fuzzed file made the
@@ -119,7 +104,7 @@ static void test_image_refusals(void **state)
 	assert_null(ep_elf_image_read(elf, len, NULL, err, sizeof(err)));
 	assert_non_null(strstr(err, "ends past 2^64"));
 	free(elf);
-	elf = slurp(ep_test_fixture("propeller_sample_1.bin"), &len);
+	elf = ep_test_slurp(ep_test_fixture("propeller_sample_1.bin"), &len);
 	/* another machine */
 	elf[18] = 0x28; /* e_machine = EM_ARM (and ELFCLASS64: refused as a machine) */
 	elf[19] = 0;
@@ -127,7 +112,7 @@ static void test_image_refusals(void **state)
 	assert_non_null(strstr(err, "only x86_64 and aarch64"));
 	free(elf);
 	/* an object file has no program headers */
-	elf = slurp("build/rel/common/elf/elf_image.o", &len);
+	elf = ep_test_slurp("build/rel/common/elf/elf_image.o", &len);
 	assert_null(ep_elf_image_read(elf, len, NULL, err, sizeof(err)));
 	assert_non_null(strstr(err, "no program headers"));
 	free(elf);
@@ -200,7 +185,7 @@ static void test_store_images(void **state)
  * made int3 (what a container can have its agent send, issue 32 item 7). */
 static uint8_t *planted_copy(size_t *len)
 {
-	uint8_t *elf = slurp(ep_test_fixture("propeller_sample_1.bin"), len);
+	uint8_t *elf = ep_test_slurp(ep_test_fixture("propeller_sample_1.bin"), len);
 	Elf64_Ehdr eh;
 	memcpy(&eh, elf, sizeof(eh));
 	for (size_t i = 0; i < eh.e_phnum; i++) {
@@ -222,7 +207,7 @@ static uint8_t *planted_copy(size_t *len)
 static uint8_t *long_names_copy(size_t *len, size_t name_len)
 {
 	size_t n;
-	uint8_t *elf = slurp(ep_test_fixture("propeller_sample_1.bin"), &n);
+	uint8_t *elf = ep_test_slurp(ep_test_fixture("propeller_sample_1.bin"), &n);
 	uint8_t *out = malloc(n + name_len + 2);
 	assert_non_null(out);
 	memcpy(out, elf, n);
@@ -286,7 +271,7 @@ static void test_uploads(void **state)
 	char path[4096], msg[512], err[256], spec[4200];
 	struct ep_store *s = temp_store(path, sizeof(path), spec, sizeof(spec));
 	size_t len;
-	uint8_t *elf = slurp(ep_test_fixture("propeller_sample_1.bin"), &len);
+	uint8_t *elf = ep_test_slurp(ep_test_fixture("propeller_sample_1.bin"), &len);
 	struct ep_binaries *b = ep_binaries_new(s, 0);
 	assert_non_null(b);
 	assert_int_equal(ep_binaries_has(b, PROPELLER_ID, err, sizeof(err)), 0);
@@ -395,7 +380,7 @@ static void test_upload_replaces_planted_code(void **state)
 	char path[4096], msg[512], err[256], spec[4200];
 	struct ep_store *s = temp_store(path, sizeof(path), spec, sizeof(spec));
 	size_t len, plen;
-	uint8_t *elf = slurp(ep_test_fixture("propeller_sample_1.bin"), &len);
+	uint8_t *elf = ep_test_slurp(ep_test_fixture("propeller_sample_1.bin"), &len);
 	uint8_t *planted = planted_copy(&plen);
 	struct ep_binaries *b = ep_binaries_new(s, 0);
 	assert_int_equal(

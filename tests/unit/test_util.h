@@ -35,6 +35,22 @@ static inline const char *ep_test_fixture(const char *name)
 	return p;
 }
 
+/* The whole file at path (malloc'd, one byte spare), its size in *len. */
+static inline uint8_t *ep_test_slurp(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	assert_non_null(f);
+	fseek(f, 0, SEEK_END);
+	long n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	uint8_t *buf = malloc((size_t)n + 1);
+	assert_non_null(buf);
+	assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
+	fclose(f);
+	*len = (size_t)n;
+	return buf;
+}
+
 /* The length of url's server part: before its parameters ('?') and the
  * slashes ahead of them. */
 static inline int ep_test_url_server_len(const char *url)
