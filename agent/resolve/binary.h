@@ -2,8 +2,13 @@
 /*
  * Resolve stage, part 1: the profiled binaries on disk. Opens ELF files with
  * libelf, reads their build-id, loadable segments (file offset <-> virtual
- * address), executable code and symbols. A registry finds the file for a
- * mapping seen at run time: by build-id first, by path otherwise.
+ * address), executable code and functions (common/elf/elf_symbols.h, as the
+ * collector reads them). A registry finds the file for a mapping seen at
+ * run time: by build-id first, by path otherwise.
+ *
+ * binary.c reads one file, binary_registry.c finds and counts them,
+ * binary_evict.c forgets the ones no longer needed (binary_internal.h is
+ * what they share).
  */
 #ifndef EP_BINARY_H
 #define EP_BINARY_H
@@ -14,6 +19,7 @@
 #include <sys/stat.h>
 
 #include "common/decode/code_segment.h"
+#include "common/elf/elf_note.h"
 #include "common/elf/elf_symbols.h"
 #include "common/util/arch.h"
 
@@ -196,8 +202,5 @@ const struct ep_addr_range *ep_binary_data_in_code(const struct ep_binary *bin, 
  * entries) containing vaddr, or NULL. A size-0 symbol runs to the next
  * symbol or the end of its section, whichever comes first. */
 const struct ep_symbol *ep_binary_symbol_at(const struct ep_binary *bin, uint64_t vaddr);
-
-/* Hex helpers shared by everything that prints build-ids. */
-void ep_build_id_to_hex(const uint8_t *id, size_t len, char *out /* 2*len+1 */);
 
 #endif

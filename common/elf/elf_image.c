@@ -80,8 +80,7 @@ static bool read_build_id(Elf *elf, size_t nphdr, size_t len, struct ep_elf_budg
 	size_t n;
 	if (!ep_elf_build_id(elf, nphdr, len, budget, id, &n))
 		return false;
-	for (size_t i = 0; i < n; i++)
-		snprintf(hex + 2 * i, 3, "%02x", id[i]);
+	ep_build_id_to_hex(id, n, hex);
 	return true;
 }
 

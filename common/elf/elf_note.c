@@ -42,3 +42,13 @@ bool ep_elf_build_id(Elf *elf, size_t nphdr, uint64_t file_len, struct ep_elf_bu
 	}
 	return false;
 }
+
+void ep_build_id_to_hex(const uint8_t *id, size_t len, char *out)
+{
+	static const char digits[] = "0123456789abcdef";
+	for (size_t i = 0; i < len; i++) {
+		out[2 * i] = digits[id[i] >> 4];
+		out[2 * i + 1] = digits[id[i] & 15];
+	}
+	out[2 * len] = '\0';
+}

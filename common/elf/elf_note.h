@@ -23,4 +23,7 @@
 bool ep_elf_build_id(Elf *elf, size_t nphdr, uint64_t file_len, struct ep_elf_budget *budget,
 		     uint8_t out[EP_ELF_BUILD_ID_MAX], size_t *len);
 
+/* A build-id as everything prints it: lowercase hex, 2 * len + 1 bytes. */
+void ep_build_id_to_hex(const uint8_t *id, size_t len, char *out);
+
 #endif
