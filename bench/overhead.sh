@@ -9,7 +9,6 @@
 #   agent_cpu_pct_of_core      the agent's own CPU while the workload runs, from
 #                              BENCH_OVERHEAD_SETTLE_S (2) after it started sampling
 #   agent_cpu_us_per_sample    the same per sample taken
-#   interrupts_per_sample      overflows of the sampling event per sample (agent's log)
 #   workload_slowdown_pct_agent_cycles, agent_cycles_cpu_pct_of_core  the same with
 #                              agent --cycles at its default rate (a second event
 #                              per CPU: cpu-clock where there is no cycles event)
@@ -112,12 +111,10 @@ for r in $(seq "$rounds"); do
 		stop_sampler
 		if [ "$m" = agent:1 ]; then
 			rate=$(sed -n 's/.*sampling cost: \([0-9.]*\) samples\/s per CPU.*/\1/p' "$tmp/s.err")
-			ips=$(sed -n 's/.* \([0-9.]*\) overflows (interrupts) per sample.*/\1/p' "$tmp/s.err")
 			wall=$(echo "($w1 - $w0) / 1000000000" | bc -l)
 			agent_cpu+="$(echo "$a1 - $a0" | bc -l) "
 			agent_wall+="$wall "
 			agent_rate+="${rate:-0} "
-			agent_ips+="${ips:-0} "
 		elif [ "$m" = agentc:1 ]; then
 			agentc_cpu+="$(echo "$a1 - $a0" | bc -l) "
 			agentc_wall+="$(echo "($w1 - $w0) / 1000000000" | bc -l) "
@@ -142,7 +139,6 @@ if [ "$(echo "$rate > 0" | bc)" -eq 1 ]; then
 	printf 'agent_cpu_us_per_sample: %.2f\n' \
 		"$(echo "$cpu_s * 1000000 / ($rate * $ncpus * $wall_s)" | bc -l)"
 fi
-echo "interrupts_per_sample: $(median <<<"$agent_ips")"
 printf 'workload_slowdown_pct_agent_cycles: %.2f\n' "$(slowdown agentc:1)"
 printf 'agent_cycles_cpu_pct_of_core: %.3f\n' \
 	"$(echo "$(median <<<"$agentc_cpu") / $(median <<<"$agentc_wall") * 100" | bc -l)"

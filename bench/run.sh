@@ -320,7 +320,6 @@ fi
 # --- what sampling costs a busy program: the agent against perf record ----------
 bench/overhead.sh "$build"
 bench/agent_cpu.sh "$build"
-bench/period_schemes.sh "$build"
 bench/emulator.sh "$build"
 
 # --- accuracy: ours against the peers' method and ablations ---------------------

@@ -24,21 +24,14 @@ const volatile bool want_kernel = false;
 /* the perf events' branch filter is calls and returns (agent --mode calls) */
 const volatile bool calls_only = false;
 /*
- * The randomized period (SPEC step 1). By default (steps = 1) every overflow
- * is a sample: one interrupt per sample. The agent draws each CPU's period
- * from [P - D, P + D] and re-arms the event with it (PERF_EVENT_IOC_PERIOD,
+ * The randomized period (SPEC step 1): every overflow is a sample, one
+ * interrupt per sample. The agent draws each CPU's period from
+ * [P - D, P + D] and re-arms the event with it (PERF_EVENT_IOC_PERIOD,
  * which also restarts the count) at every drain, at moments unrelated to
  * the program: samples never lock onto a loop for longer than one drain,
  * and the phase is new after each. The kernel cannot change a running
- * event's period from BPF. With steps > 1 (agent --steps K) the event
- * overflows every prime `step` and the program samples every n-th overflow,
- * n drawn from [steps - steps_jitter, steps + steps_jitter] per CPU: the
- * jitter within a drain at the cost of K interrupts per sample. The
- * emulator models both exactly (record --emulate --period-scheme), and the
- * uniformity of each is measured there (README, "Cost on the node").
+ * event's period from BPF.
  */
-const volatile __u32 steps = 1;
-const volatile __u32 steps_jitter = 0;
 
 #define EP_MAX_CGROUPS 64
 #define EP_MAX_CPUS    1024
@@ -112,7 +105,6 @@ enum ep_bpf_counter {
 	EP_BPF_KERNEL,
 	EP_BPF_RESERVE_FAILED,
 	EP_BPF_BRANCH_READ_FAILED,
-	EP_BPF_BETWEEN_SAMPLES, /* overflows the countdown let pass */
 	EP_BPF_PROC_RESERVE_FAILED,
 	EP_BPF_MMAP_EXEC, /* executable file mappings of watched processes */
 	EP_BPF_CYCLES_SEEN,
@@ -135,45 +127,6 @@ static __always_inline void count(__u32 which)
 	__u64 *c = bpf_map_lookup_elem(&counters, &which);
 	if (c)
 		(*c)++;
-}
-
-struct countdown {
-	__u32 left;  /* overflows until the next sample */
-	__u32 drawn; /* what was drawn for the current interval */
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct countdown);
-} countdown SEC(".maps");
-
-/* false between samples; at a sample, *elapsed gets the overflows since the
- * previous one on this CPU (0 for the CPU's first: unknown) and the next
- * interval is drawn. */
-static __always_inline bool sample_now(__u32 *elapsed)
-{
-	if (steps <= 1) {
-		*elapsed = 1;
-		return true;
-	}
-	__u32 zero = 0;
-	struct countdown *c = bpf_map_lookup_elem(&countdown, &zero);
-	*elapsed = 0;
-	if (!c)
-		return true;
-	if (c->left > 1) {
-		c->left--;
-		return false;
-	}
-	*elapsed = c->drawn;
-	__u32 n = steps;
-	if (steps_jitter)
-		n = steps - steps_jitter + bpf_get_prandom_u32() % (2 * steps_jitter + 1);
-	c->left = n;
-	c->drawn = n;
-	return true;
 }
 
 static __always_inline bool wanted_cgroup(void)
@@ -214,11 +167,6 @@ SEC("perf_event")
 int on_overflow(struct bpf_perf_event_data *ctx)
 {
 	count(EP_BPF_SEEN);
-	__u32 overflows;
-	if (!sample_now(&overflows)) {
-		count(EP_BPF_BETWEEN_SAMPLES);
-		return 0;
-	}
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32;
 	if (!wanted(tgid)) {
@@ -243,7 +191,7 @@ int on_overflow(struct bpf_perf_event_data *ctx)
 	rec->ip = ip;
 	/* events since this CPU's previous sample (the period the event is
 	 * armed with now: re-arming restarts the count) */
-	rec->period = overflows * armed_period(&cpu_period, rec->cpu, ctx->sample_period);
+	rec->period = armed_period(&cpu_period, rec->cpu, ctx->sample_period);
 	rec->hw_index = 0;
 	rec->flags = kernel ? EP_SAMPLE_IP_KERNEL : 0;
 	long n = bpf_read_branch_records(ctx, rec->entries, sizeof(rec->entries), 0);
@@ -276,7 +224,7 @@ int on_overflow(struct bpf_perf_event_data *ctx)
  * one IP sample standing for its period of cycles at its address (SPEC,
  * fine-grained CPI). Every overflow is a sample: the agent draws each CPU's
  * period from [P - D, P + D] and re-arms it at every drain, as it does the
- * branch event's (steps = 1). The same filters as the branch samples.
+ * branch event's. The same filters as the branch samples.
  */
 SEC("perf_event")
 int on_cycles(struct bpf_perf_event_data *ctx)

@@ -133,7 +133,7 @@ static void agent_usage(FILE *out)
 		"         [--interval S] [--event branches|taken|rHEX] [--period P]\n"
 		"         [--mode edges|calls] (calls: call-graph mode, the branch\n"
 		"          stack keeps calls and returns only)\n"
-		"         [--jitter D] [--steps K] [--drain-ms MS] [--ring-kib N]\n"
+		"         [--jitter D] [--drain-ms MS] [--ring-kib N]\n"
 		"         [--ip-hz HZ] [--kernel] [--watch-mmaps] (libraries mapped later\n"
 		"          found at once, by a probe on every system call)\n"
 		"         [--cycles [--cycles-period N]] (cycles per range: IP samples every\n"
@@ -174,7 +174,6 @@ static int parse_options(int argc, char **argv, struct agent_options *o,
 	    EP_OPTION("ip-hz", 0, EP_OPT_UINT, &live->ip_hz, .min = 1, .max = most),
 	    EP_OPTION("jitter", 0, EP_OPT_U64, &live->jitter, .max = most,
 		      .given = &o->daemon.jitter_given),
-	    EP_OPTION("steps", 0, EP_OPT_UINT, &live->steps, .min = 1, .max = most),
 	    EP_OPTION("drain-ms", 0, EP_OPT_UINT, &live->drain_ms, .min = 1, .max = 10000),
 	    EP_OPTION("ring-kib", 0, EP_OPT_UINT, &live->ring_kib, .min = 1,
 		      .max = EP_RING_MAX_KIB),

@@ -45,10 +45,6 @@ static void usage(FILE *out)
 	    "  --chop C           branches counted per sample (default N; 0 = whole stack);\n"
 	    "                     with --event taken, taken branches, each with the\n"
 	    "                     not-taken ones before it (default N-1)\n"
-	    "  --period-scheme S  how the live agent draws periods, modelled exactly: sample\n"
-	    "                     (default: a new period at every sample), steps:K (K\n"
-	    "                     overflows of a prime step per sample), rearm:E (one period\n"
-	    "                     until the agent re-arms the event, every ~E events)\n"
 	    "  --seed S           random seed: the same seed gives the same profile\n"
 	    "  --exact-out F      also write every edge's exact count (JSON export schema)\n"
 	    "  --exact-profile F  the same as a profile file (report --insn-mix reads it)\n"
@@ -74,25 +70,6 @@ static int parse_mode(void *calls_only, const char *arg, char *err, size_t errle
 	return 0;
 }
 
-/* --period-scheme sample|steps:K|rearm:E, as the plugin's argument */
-static int parse_scheme(void *scheme, const char *arg, char *err, size_t errlen)
-{
-	unsigned long long v = 0;
-	char word[8];
-	char *out = scheme;
-	if (strcmp(arg, "sample") == 0) {
-		out[0] = '\0';
-		return 0;
-	}
-	if (sscanf(arg, "%7[a-z]:%llu", word, &v) == 2 && v >= 1 &&
-	    (strcmp(word, "steps") == 0 || strcmp(word, "rearm") == 0)) {
-		snprintf(out, EP_EMU_SCHEME_MAX, "%s=%llu", word, v);
-		return 0;
-	}
-	snprintf(err, errlen, "'%s' is not sample, steps:K or rearm:E", arg);
-	return -1;
-}
-
 static const char *const events[] = {"branches", "taken", "instructions", NULL};
 
 /* The options into o; the index of the program to run, or a negative
@@ -111,7 +88,6 @@ static int parse_options(int argc, char **argv, struct record_opts *o)
 		      .given = &o->jitter_given),
 	    EP_OPTION("lbr", 0, EP_OPT_UINT, &o->emu.lbr, .max = any),
 	    EP_OPTION("chop", 0, EP_OPT_UINT, &o->chop, .max = any, .given = &o->chop_given),
-	    EP_OPTION("period-scheme", 0, EP_OPT_CALL, o->emu.scheme, .call = parse_scheme),
 	    EP_OPTION("seed", 0, EP_OPT_UINT, &o->emu.seed, .max = any),
 	    EP_OPTION("exact-out", 0, EP_OPT_OUTPUT, &o->exact_out),
 	    EP_OPTION("exact-profile", 0, EP_OPT_OUTPUT, &o->exact_profile),

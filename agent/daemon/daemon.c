@@ -149,13 +149,14 @@ static int loop(struct daemon *d)
 	return 0;
 }
 
-/* What the sampling cost and achieved, against what was asked: overflows
- * (interrupts) per sample, the rate reached per CPU, the agent's wake-ups. */
+/* What the sampling cost and achieved, against what was asked: the rate
+ * reached per CPU (an overflow, one interrupt, per sample), the agent's
+ * wake-ups. */
 static void log_cost(const struct daemon *d, const struct ep_live_counters *lc)
 {
 	double s = (double)(ep_mono_ns() - d->start_ns) / 1e9;
 	unsigned ncpus = ep_live_cpus(d->live);
-	uint64_t samples = lc->seen - lc->between_samples;
+	uint64_t samples = lc->seen;
 	if (s <= 0 || !ncpus || !samples)
 		return;
 	const struct ep_live_config *cfg = &d->cfg->live;
@@ -165,12 +166,11 @@ static void log_cost(const struct daemon *d, const struct ep_live_counters *lc)
 			 (unsigned long long)cfg->period);
 	else
 		snprintf(asked, sizeof(asked), "asked %u", cfg->ip_hz);
-	ep_info("sampling cost: %.0f samples/s per CPU (%s), %.2f overflows (interrupts) per "
-		"sample, %llu drains in %.1f s (%llu woken early by the kernel, %llu of them for "
-		"execs), %llu periods drawn",
-		(double)samples / s / ncpus, asked, (double)lc->seen / (double)samples,
-		(unsigned long long)lc->drains, s, (unsigned long long)lc->early_wakeups,
-		(unsigned long long)lc->exec_wakeups, (unsigned long long)lc->rearms);
+	ep_info("sampling cost: %.0f samples/s per CPU (%s), %llu drains in %.1f s (%llu woken "
+		"early by the kernel, %llu of them for execs), %llu periods drawn",
+		(double)samples / s / ncpus, asked, (unsigned long long)lc->drains, s,
+		(unsigned long long)lc->early_wakeups, (unsigned long long)lc->exec_wakeups,
+		(unsigned long long)lc->rearms);
 }
 
 static void log_summary(const struct daemon *d, const struct ep_live_counters *lc)

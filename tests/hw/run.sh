@@ -26,14 +26,12 @@ fi
 [ "$rc" -eq 0 ] && ok "agent ran on the PMU" || { not_ok "agent ran on the PMU"; cat "$tmp/agent.err"; }
 cost=$(grep 'sampling cost:' "$tmp/agent.err")
 echo "# ${cost:-no sampling cost line}"
-read -r rate per < <(sed -n 's/.*sampling cost: \([0-9]*\) samples\/s per CPU.*, \([0-9.]*\) overflows (interrupts) per sample.*/\1 \2/p' <<<"$cost")
+rate=$(sed -n 's/.*sampling cost: \([0-9]*\) samples\/s per CPU.*/\1/p' <<<"$cost")
 # the agent samples every CPU but only the workload's is busy: per CPU the
 # rate is the busy one's divided by the CPUs; the check is on the busy one
 busy_rate=$(( ${rate:-0} * $(nproc) ))
 [ "$busy_rate" -ge 300 ] && [ "$busy_rate" -le 8000 ] && ok "default period: $busy_rate samples/s on the busy CPU (300-8000)" ||
 	not_ok "default period: $busy_rate samples/s on the busy CPU (300-8000)"
-python3 -c "import sys; sys.exit(not (0 < float('${per:-0}') <= 1.05))" && ok "one overflow (interrupt) per sample (${per:-?})" ||
-	not_ok "one overflow (interrupt) per sample (${per:-?})"
 "$ep" export "$tmp/live.prof" --format json -o "$tmp/live.json"
 with=$(jq .stats.samples_with_branches "$tmp/live.json")
 gaps=$(jq .stats.gaps "$tmp/live.json")

@@ -81,7 +81,7 @@ counters_map() { # PID: the id of that agent's counters map, from its descriptor
 	return 1
 }
 # EP_BPF_CYCLES_RESERVE_FAILED (bpf/edgeprof.bpf.c) over every CPU
-cycles_lost_now() { bpftool -j map lookup id "$1" key 13 0 0 0 | jq '[.formatted.values[].value] | add'; }
+cycles_lost_now() { bpftool -j map lookup id "$1" key 12 0 0 0 | jq '[.formatted.values[].value] | add'; }
 fastest=$(((6000000000 + max - 1) / max))
 "$EDGEPROF" agent --pid "$a" --duration 600 --cycles --cycles-period "$fastest" \
 	-o "$TEST_TMP/stall.prof" --log-level info 2>"$TEST_TMP/stall.err" &

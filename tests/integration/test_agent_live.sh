@@ -178,21 +178,15 @@ else
 	not_ok "cgroup filter: no writable cgroup v2 hierarchy to make a test cgroup in"
 fi
 
-# The randomized period (SPEC step 1), both ways the agent draws it; what
-# the samples report must have the mean, the range and a uniform law's
-# spread (uniform_period.py says how, re-armed periods included).
+# The randomized period (SPEC step 1) as the agent draws it; what the
+# samples report must have the mean, the range and a uniform law's spread
+# (uniform_period.py says how, re-armed periods included).
 uniform_draw() { # ERRFILE MIN_DRAWS [rearm]: mean, range and spread of P +- D
 	read -r p d < <(sed -n 's/.*cpu-clock every \([0-9]*\) +- \([0-9]*\) ns.*/\1 \2/p' "$1")
 	stats=$(sed -n 's/.*sampling periods: \(.*\)/\1/p' "$1")
 	echo "# asked: $p +- $d ns; measured: $stats"
 	python3 "$here/uniform_period.py" "$p" "$d" "$stats" "$2" "${3:-}" "$(nproc)"
 }
-# --steps 64: a countdown of 64 +- 16 overflows of a prime number of ns per
-# 1 ms sample (D a quarter of P), a new draw at every sample
-"$EDGEPROF" agent --pid "$a" --duration 3 --steps 64 --period 20000 --jitter 5000 \
-	-o "$TEST_TMP/per.prof" --log-level info 2>"$TEST_TMP/per.err"
-check "countdown period (--steps 64): mean, range and spread of a uniform draw" \
-	uniform_draw "$TEST_TMP/per.err" 1000000
 # the default: one overflow (interrupt) per sample, each CPU's period drawn
 # again at every drain (every 20 ms here: ~150 draws per CPU)
 "$EDGEPROF" agent --pid "$a" --duration 3 --drain-ms 20 --period 20000 --jitter 5000 \
@@ -200,10 +194,7 @@ check "countdown period (--steps 64): mean, range and spread of a uniform draw" 
 drawn=$(sed -n 's/.*, \([0-9]*\) periods drawn.*/\1/p' "$TEST_TMP/rearm.err")
 check "re-armed period: ${drawn:-0} periods drawn, mean, range and spread of a uniform draw" \
 	uniform_draw "$TEST_TMP/rearm.err" "${drawn:-0}" rearm
-cost=$(grep 'sampling cost:' "$TEST_TMP/rearm.err")
-echo "# $cost"
-check "re-armed period: one overflow (interrupt) per sample" \
-	grep -q ' 1\.00 overflows (interrupts) per sample' <<<"$cost"
+echo "# $(grep 'sampling cost:' "$TEST_TMP/rearm.err")"
 # One wake-up per drain, not per sample: at the default 200 ms drains a
 # 3 s whole-machine run at 4 kHz per CPU takes ~24,000 samples in ~15
 # drains; the kernel wakes the agent early only for an exec or a half-full

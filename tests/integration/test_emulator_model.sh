@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The LBR emulator's fast path (per-event specialized callbacks, events
 # counted down in one decrement and brought up to date only where one
-# samples or re-arms, per-vCPU indirect-branch tables) writes exactly what
+# samples, per-vCPU indirect-branch tables) writes exactly what
 # the plain model writes (model=reference: every event through the period
 # logic one by one, indirect branches counted in the blocks' maps under the
 # lock): the same samples (time, ip, every branch entry), the same exact
-# counts and totals, for every event, period scheme and filter, on the
-# workloads of tests/ and on one whose branches signals cut short, built for
+# counts and totals, for every event and filter, on the workloads of
+# tests/ and on one whose branches signals cut short, built for
 # x86_64 and for aarch64 (qemu-aarch64: BRBE's typed entries). The
 # emulator is the ground truth of the accuracy measurements: a faster
 # plugin must not change one count.
@@ -66,7 +66,7 @@ same libc_calls "$base" "$w/libc_calls" 10
 same aliasing "$base" "$w/aliasing" 50000
 same signals "$base" "$w/signals" 300
 for opts in event=taken event=instructions filter=calls event=taken,filter=calls \
-	event=instructions,filter=calls lbr=8 steps=4 rearm=20000 event=instructions,rearm=50000; do
+	event=instructions,filter=calls lbr=8; do
 	same "interp.${opts//,/+}" "$base,$opts" "$w/interp" 30000
 	same "signals.${opts//,/+}" "$base,$opts" "$w/signals" 300
 done
@@ -78,7 +78,7 @@ for name in interp libc_calls signals; do
 	aarch64-linux-gnu-gcc -O1 -g -o "$w/a64_$name" "$here/../workloads/$name.c"
 done
 same a64_libc_calls "$base,lbr=64" "$w/a64_libc_calls" 10
-for opts in lbr=64 event=taken event=instructions filter=calls rearm=20000; do
+for opts in lbr=64 event=taken event=instructions filter=calls; do
 	same "a64_interp.${opts//,/+}" "$base,$opts" "$w/a64_interp" 30000
 	same "a64_signals.${opts//,/+}" "$base,$opts" "$w/a64_signals" 300
 done

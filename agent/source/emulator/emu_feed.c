@@ -453,9 +453,9 @@ static int run_emulated(const struct ep_emu_config *cfg, bool aarch64, char *con
 	}
 	char plugin_arg[PATH_MAX * 2 + 200];
 	snprintf(plugin_arg, sizeof(plugin_arg),
-		 "%s,out=%s,event=%s,period=%u,jitter=%u,lbr=%u,seed=%u,filter=%s%s%s", plugin,
-		 stream, cfg->event, cfg->period, cfg->jitter, cfg->lbr, cfg->seed,
-		 cfg->calls_only ? "calls" : "any", cfg->scheme[0] ? "," : "", cfg->scheme);
+		 "%s,out=%s,event=%s,period=%u,jitter=%u,lbr=%u,seed=%u,filter=%s", plugin, stream,
+		 cfg->event, cfg->period, cfg->jitter, cfg->lbr, cfg->seed,
+		 cfg->calls_only ? "calls" : "any");
 	size_t nargs = 0;
 	while (cmd[nargs])
 		nargs++;

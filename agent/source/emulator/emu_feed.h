@@ -14,16 +14,11 @@
 #include "agent/source/emulator/emu_reader.h"
 #include "profile.pb-c.h"
 
-#define EP_EMU_SCHEME_MAX 32
-
 /* What the plugin samples (its arguments). */
 struct ep_emu_config {
 	const char *event; /* branches | taken | instructions */
 	unsigned period, jitter, lbr, seed;
 	bool calls_only; /* the record keeps calls and returns only */
-	/* the plugin's period scheme argument ("steps=K", "rearm=E"), or "" for
-	 * a new period at every sample */
-	char scheme[EP_EMU_SCHEME_MAX];
 	/* also write the run as a `perf record -b` file there (NULL: none) */
 	const char *perf_data;
 };

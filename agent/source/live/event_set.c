@@ -11,42 +11,11 @@
 #include <unistd.h>
 
 #include "common/util/log.h"
-#include "common/util/prime.h"
 
-/* Splits the period into `steps` overflows of a prime step: the BPF
- * program's countdown then draws how many overflows make each sample's
- * period (see bpf/edgeprof.bpf.c). */
-void ep_period_plan_make(struct ep_period_plan *p, uint64_t period, uint64_t jitter, unsigned steps)
+void ep_period_plan_make(struct ep_period_plan *p, uint64_t period, uint64_t jitter)
 {
-	*p = (struct ep_period_plan){.rearm = steps <= 1};
-	if (p->rearm) {
-		p->period = period ? period : 1;
-		p->jitter = jitter < p->period ? jitter : p->period - 1;
-		p->step = p->period;
-		p->steps = 1;
-		return;
-	}
-	if (steps > period)
-		steps = period < 2 ? 1 : (unsigned)period;
-	uint64_t step = period / steps;
-	while (step > 2 && !ep_is_prime(step))
-		step--;
-	p->step = step ? step : 1;
-	p->steps = (uint32_t)((period + p->step / 2) / p->step);
-	p->steps_jitter = (uint32_t)((jitter + p->step / 2) / p->step);
-	if (p->steps_jitter >= p->steps)
-		p->steps_jitter = p->steps - 1;
-}
-
-void ep_period_plan_mean(const struct ep_period_plan *p, uint64_t *mean, uint64_t *jitter)
-{
-	if (p->rearm) {
-		*mean = p->period;
-		*jitter = p->jitter;
-		return;
-	}
-	*mean = (uint64_t)p->steps * p->step;
-	*jitter = (uint64_t)p->steps_jitter * p->step;
+	p->period = period ? period : 1;
+	p->jitter = jitter < p->period ? jitter : p->period - 1;
 }
 
 /* xorshift64*: the periods need no secrecy, only independence from the
@@ -61,8 +30,6 @@ static uint64_t next_random(uint64_t *s)
 
 uint64_t ep_period_draw(const struct ep_period_plan *p, uint64_t *rng)
 {
-	if (!p->rearm)
-		return p->step;
 	if (!p->jitter)
 		return p->period;
 	return p->period - p->jitter + next_random(rng) % (2 * p->jitter + 1);
@@ -130,7 +97,7 @@ bool ep_event_set_open_on(const struct ep_event_set *s, int cpu)
 
 void ep_event_set_rearm(struct ep_event_set *s, uint64_t *rng)
 {
-	if (!s->plan.rearm || !s->plan.jitter)
+	if (!s->plan.jitter)
 		return;
 	for (int cpu = 0; cpu < EP_LIVE_MAX_CPUS; cpu++) {
 		if (s->fds[cpu] < 0)

@@ -18,22 +18,15 @@
 struct bpf_link;
 struct bpf_program;
 
-/* How a period of P +- D events is drawn. rearm (steps <= 1): every
- * overflow is a sample, each CPU's period drawn from [P - D, P + D] when its
- * event opens and again at every drain (PERF_EVENT_IOC_PERIOD). Otherwise
- * the event overflows every prime `step` and the BPF program samples every
- * n-th overflow, n drawn from [steps - steps_jitter, steps + steps_jitter]. */
+/* How a period of P +- D events is drawn: every overflow is a sample, each
+ * CPU's period drawn from [P - D, P + D] when its event opens and again at
+ * every drain (PERF_EVENT_IOC_PERIOD). */
 struct ep_period_plan {
-	bool rearm;
-	uint64_t period, jitter; /* rearm */
-	uint64_t step;		 /* the period the event is opened with when !rearm */
-	uint32_t steps, steps_jitter;
+	uint64_t period, jitter;
 };
 
-void ep_period_plan_make(struct ep_period_plan *p, uint64_t period, uint64_t jitter,
-			 unsigned steps);
-/* The mean period and its half-width, in events: quantized to whole steps. */
-void ep_period_plan_mean(const struct ep_period_plan *p, uint64_t *mean, uint64_t *jitter);
+/* period at least 1, jitter below it */
+void ep_period_plan_make(struct ep_period_plan *p, uint64_t period, uint64_t jitter);
 /* One CPU's period until its next re-arm (rng: xorshift64* state, not 0). */
 uint64_t ep_period_draw(const struct ep_period_plan *p, uint64_t *rng);
 

@@ -34,7 +34,6 @@ enum {
 	C_KERNEL,
 	C_RESERVE_FAILED,
 	C_BRANCH_FAILED,
-	C_BETWEEN,
 	C_PROC_RESERVE_FAILED,
 	C_MMAP_EXEC,
 	C_CYCLES_SEEN,
@@ -254,17 +253,18 @@ static void rescan_cpus(struct ep_live *l)
 
 void ep_live_period(const struct ep_live *l, uint64_t *mean, uint64_t *jitter)
 {
-	ep_period_plan_mean(&l->branch.plan, mean, jitter);
+	*mean = l->branch.plan.period;
+	*jitter = l->branch.plan.jitter;
 }
 
-/* cpu-clock counts nanoseconds: the step is a time */
-static void clock_attr(struct perf_event_attr *a, uint64_t step_ns)
+/* cpu-clock counts nanoseconds: the period is a time */
+static void clock_attr(struct perf_event_attr *a, uint64_t period_ns)
 {
 	memset(a, 0, sizeof(*a));
 	a->size = sizeof(*a);
 	a->type = PERF_TYPE_SOFTWARE;
 	a->config = PERF_COUNT_SW_CPU_CLOCK;
-	a->sample_period = step_ns;
+	a->sample_period = period_ns;
 	a->sample_type = PERF_SAMPLE_IP;
 }
 
@@ -445,8 +445,8 @@ static int try_branch_stacks(struct ep_live *l, const struct ep_live_config *cfg
 	long fd;
 	for (int precise = l->event.precise_ip;; precise--) {
 		l->event.precise_ip = (uint8_t)precise;
-		ep_pmu_branch_attr(&l->branch.attr, &l->event, l->branch.plan.step, cfg->calls_only,
-				   cfg->want_kernel);
+		ep_pmu_branch_attr(&l->branch.attr, &l->event, l->branch.plan.period,
+				   cfg->calls_only, cfg->want_kernel);
 		fd = perf_event_open(&l->branch.attr, first_online_cpu(l));
 		if (fd >= 0 || precise == 0 || (errno != EINVAL && errno != EOPNOTSUPP))
 			break;
@@ -463,8 +463,8 @@ static void plan_ip_sampling(struct ep_live *l, const struct ep_live_config *cfg
 {
 	uint64_t period_ns = 1000000000ULL / (cfg->ip_hz ? cfg->ip_hz : 1);
 	uint64_t jitter_ns = cfg->jitter ? cfg->jitter * period_ns / cfg->period : 0;
-	ep_period_plan_make(&l->branch.plan, period_ns, jitter_ns, cfg->steps);
-	clock_attr(&l->branch.attr, l->branch.plan.step);
+	ep_period_plan_make(&l->branch.plan, period_ns, jitter_ns);
+	clock_attr(&l->branch.attr, l->branch.plan.period);
 }
 
 /* Interrupts per second per CPU the kernel allows (it may lower this
@@ -503,10 +503,9 @@ static int check_period(const char *option, uint64_t period, uint64_t min, const
 }
 
 /* What was asked against what the kernel allows (common/util/
- * sampling_limits.h): the branch period, the IP rate and the interrupts a
- * countdown of steps takes, whichever mode runs. 0, or -1 with the reason. */
-static int check_rates(const struct ep_live *l, const struct ep_live_config *cfg, char *err,
-		       size_t errlen)
+ * sampling_limits.h): the branch period and the IP rate. 0, or -1 with the
+ * reason. */
+static int check_rates(const struct ep_live_config *cfg, char *err, size_t errlen)
 {
 	uint64_t max = kernel_max_sample_rate();
 	const char *limit = "the kernel's perf_event_max_sample_rate";
@@ -518,19 +517,6 @@ static int check_rates(const struct ep_live *l, const struct ep_live_config *cfg
 			 limit, (unsigned long long)max);
 		return -1;
 	}
-	/* a countdown of K steps interrupts K times per sample */
-	const struct ep_period_plan *plan = &l->branch.plan;
-	uint64_t per_s = l->branch_stacks
-			     ? (EP_CPU_BRANCHES_PER_S_MAX + plan->step - 1) / plan->step
-			     : 1000000000ULL / plan->step;
-	if (plan->steps > 1 && per_s > max) {
-		snprintf(err, errlen,
-			 "--steps %u: %llu interrupts per second per CPU (one per %llu %s), over "
-			 "%s (%llu)",
-			 plan->steps, (unsigned long long)per_s, (unsigned long long)plan->step,
-			 l->branch_stacks ? "branches" : "ns", limit, (unsigned long long)max);
-		return -1;
-	}
 	if (cfg->cycles &&
 	    check_period("--cycles-period", cfg->cycles_period, ep_cycles_period_min(max), "cycles",
 			 "running 6e9 cycles", max, err, errlen) < 0)
@@ -538,8 +524,8 @@ static int check_rates(const struct ep_live *l, const struct ep_live_config *cfg
 	return 0;
 }
 
-/* Which event: the branch stack where the PMU has one, else cpu-clock; the
- * period split into steps, and the operators' line saying so. */
+/* Which event: the branch stack where the PMU has one, else cpu-clock; its
+ * period, and the operators' line saying so. */
 static int choose_event(struct ep_live *l, const struct ep_live_config *cfg, char *err,
 			size_t errlen)
 {
@@ -547,23 +533,18 @@ static int choose_event(struct ep_live *l, const struct ep_live_config *cfg, cha
 	if (ep_pmu_branch_event(vendor, cfg->event ? cfg->event : "branches", &l->event, err,
 				errlen) != 0)
 		return -1;
-	ep_period_plan_make(&l->branch.plan, cfg->period, cfg->jitter, cfg->steps);
+	ep_period_plan_make(&l->branch.plan, cfg->period, cfg->jitter);
 	int branch_errno = try_branch_stacks(l, cfg);
 	l->branch_stacks = branch_errno == 0;
 	if (!l->branch_stacks)
 		plan_ip_sampling(l, cfg);
-	if (check_rates(l, cfg, err, errlen) != 0)
+	if (check_rates(cfg, err, errlen) != 0)
 		return -1;
 	uint64_t mean, jitter;
 	ep_live_period(l, &mean, &jitter);
 	char how[96];
-	if (l->branch.plan.rearm)
-		snprintf(how, sizeof(how),
-			 "one overflow per sample, the period drawn again every %u ms",
-			 cfg->drain_ms);
-	else
-		snprintf(how, sizeof(how), "%u overflows of %llu per sample", l->branch.plan.steps,
-			 (unsigned long long)l->branch.plan.step);
+	snprintf(how, sizeof(how), "one overflow per sample, the period drawn again every %u ms",
+		 cfg->drain_ms);
 	if (l->branch_stacks)
 		snprintf(l->mode, sizeof(l->mode),
 			 "branch stacks on %s (%s PMU, precise_ip %u), every %llu +- %llu events "
@@ -623,7 +604,7 @@ static void choose_cycles(struct ep_live *l, const struct ep_live_config *cfg)
 		period = period * 1000 / mhz;
 		jitter = jitter * 1000 / mhz;
 	}
-	ep_period_plan_make(&s->plan, period, jitter, 1);
+	ep_period_plan_make(&s->plan, period, jitter);
 	if (hw_errno)
 		clock_attr(&s->attr, s->plan.period);
 	l->cycles.period = s->plan.period;
@@ -664,8 +645,6 @@ static int load_program(struct ep_live *l, const struct ep_live_config *cfg, cha
 	l->skel->rodata->ncgroups = (uint32_t)cfg->ncgroups;
 	l->skel->rodata->want_kernel = cfg->want_kernel;
 	l->skel->rodata->calls_only = cfg->calls_only && l->branch_stacks;
-	l->skel->rodata->steps = l->branch.plan.steps;
-	l->skel->rodata->steps_jitter = l->branch.plan.steps_jitter;
 	double rate = l->branch_stacks ? 2e9 / (double)(cfg->period ? cfg->period : 1)
 				       : (double)(cfg->ip_hz ? cfg->ip_hz : 1);
 	unsigned drain_ms = cfg->drain_ms ? cfg->drain_ms : 100;
@@ -977,7 +956,6 @@ void ep_live_counters(const struct ep_live *l, struct ep_live_counters *out)
 	out->kernel = sums[C_KERNEL];
 	out->reserve_failed = sums[C_RESERVE_FAILED];
 	out->branch_read_failed = sums[C_BRANCH_FAILED];
-	out->between_samples = sums[C_BETWEEN];
 	out->proc_reserve_failed = sums[C_PROC_RESERVE_FAILED];
 	out->mmap_exec = sums[C_MMAP_EXEC];
 	out->mmap_events = l->mmap_events;

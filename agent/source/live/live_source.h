@@ -26,10 +26,6 @@ struct ep_live_config {
 	uint64_t period;   /* events between samples (branch-stack mode) */
 	uint64_t jitter;   /* each period drawn from [period - jitter, period + jitter] */
 	unsigned ip_hz;	   /* samples per second per CPU (IP-only fallback) */
-	/* overflows per sample: 1 (0 too, the default) re-arms each CPU's event
-	 * with a random period at every drain; K > 1 counts down K +- jitter
-	 * overflows of a prime step per sample (K interrupts per sample) */
-	unsigned steps;
 	bool want_kernel;
 	bool calls_only; /* call-graph mode: branch stacks keep calls and returns only */
 	/* executable mmaps reported at once (dlopen) by a probe on every system
@@ -67,7 +63,6 @@ struct ep_live_counters {
 	uint64_t kernel;	 /* kernel samples, not asked for */
 	uint64_t reserve_failed; /* ring buffer full: samples dropped */
 	uint64_t branch_read_failed;
-	uint64_t between_samples;     /* overflows the randomized countdown let pass */
 	uint64_t proc_events;	      /* exec/fork/exit records drained */
 	uint64_t proc_reserve_failed; /* process events lost: their buffer was full */
 	uint64_t received;	      /* records the agent drained */
@@ -108,7 +103,7 @@ bool ep_live_counts_taken_only(const struct ep_live *live);
  * allows (see common/util/sampling_limits.h); ep_live_open() refuses less. */
 uint64_t ep_live_period_min(void);
 /* The period actually used, mean and half-width, in events (branches) or,
- * IP-only, nanoseconds of cpu-clock: quantized to whole steps. */
+ * IP-only, nanoseconds of cpu-clock. */
 void ep_live_period(const struct ep_live *live, uint64_t *mean, uint64_t *jitter);
 unsigned ep_live_cpus(const struct ep_live *live);
 

@@ -11,7 +11,7 @@
  *
  * Arguments (qemu -plugin lbr.so,ARG=VALUE,...): out=PATH, period=P,
  * jitter=D, lbr=N, seed=S, event=branches|taken|instructions, filter=any|calls,
- * steps=K or rearm=E (the period scheme), model=fast|reference.
+ * model=fast|reference.
  *
  * Guests: x86_64 (an LBR: the entries carry no branch type, as Intel's
  * legacy LBR and perf without PERF_SAMPLE_BRANCH_TYPE_SAVE give none) and
@@ -25,7 +25,7 @@
  * functions specialized per event and filter (on_block_fast), that decides
  * the branch with two compares against the previous block's precomputed
  * fall-through and target, counts the event with one decrement (the period
- * logic runs only for the event that samples or re-arms), writes the ring
+ * logic runs only for the event that samples), writes the ring
  * with no division, counts indirect branches in the vCPU's own table, and
  * takes no lock. on_block_reference is the same model written plainly, one
  * step per event; model=reference runs it, and the tests hold the fast path
@@ -45,7 +45,6 @@
 #include "agent/source/emulator/emu_stream.h"
 #include "agent/source/emulator/qemu_plugin_api.h"
 #include "common/decode/branch_class.h"
-#include "common/util/prime.h"
 #include "common/util/u64map.h"
 
 EP_QEMU_PLUGIN_EXPORT int qemu_plugin_version = 1;
@@ -104,7 +103,7 @@ struct vcpu {
 	/* What every block reads and writes. The events counted since the
 	 * period's state below was last brought up to date are until_set -
 	 * until: until is how many more events can pass before one that
-	 * re-arms or samples, so the common event is one compare and one
+	 * samples, so the common event is one compare and one
 	 * subtraction and the period's logic runs only for the events that
 	 * do something (count_event_due). */
 	struct block *prev;
@@ -120,10 +119,8 @@ struct vcpu {
 	struct indirect_slot *indirect; /* open addressing, power-of-two size */
 	unsigned indirect_shift;	/* 64 - log2(size): the hash's top bits */
 	size_t indirect_cap, indirect_used;
-	/* the period's state */
+	/* the period's state: events until the next sample */
 	uint64_t countdown;
-	uint64_t period;     /* scheme=rearm: the period until the next re-arm */
-	uint64_t rearm_left; /* scheme=rearm: events until the agent's next drain */
 	uint64_t rng;
 	uint64_t events;
 	/* model=reference keeps the ring its own way */
@@ -135,17 +132,7 @@ struct vcpu {
 static struct {
 	int fd;
 	enum event event;
-	uint64_t period, jitter;
-	/* How the live agent randomizes the period, modelled exactly (see
-	 * bpf/edgeprof.bpf.c): SCHEME_SAMPLE draws a new period at every sample
-	 * (the ideal); SCHEME_STEPS overflows every `step` (a prime near
-	 * period/steps) and samples after a random number of overflows;
-	 * SCHEME_REARM keeps one period, drawn at random, until the agent's next
-	 * drain re-arms the event (PERF_EVENT_IOC_PERIOD restarts the count),
-	 * every `rearm` events on average, at a random moment. */
-	enum { SCHEME_SAMPLE, SCHEME_STEPS, SCHEME_REARM } scheme;
-	uint64_t steps, step, steps_jitter;
-	uint64_t rearm;
+	uint64_t period, jitter; /* each sample's period drawn from [P - D, P + D] */
 	unsigned lbr;
 	bool aarch64;	 /* the guest: aarch64 (BRBE's record), else x86_64 (LBR's) */
 	bool calls_only; /* filter=calls: the record keeps calls and returns only */
@@ -200,38 +187,6 @@ static uint64_t draw_period(struct vcpu *v)
 	if (st.jitter == 0)
 		return st.period;
 	return st.period - st.jitter + rng_next(&v->rng) % (2 * st.jitter + 1);
-}
-
-static uint64_t next_period(struct vcpu *v)
-{
-	switch (st.scheme) {
-	case SCHEME_STEPS: {
-		uint64_t n = st.steps;
-		if (st.steps_jitter)
-			n = st.steps - st.steps_jitter +
-			    rng_next(&v->rng) % (2 * st.steps_jitter + 1);
-		return n * st.step;
-	}
-	case SCHEME_REARM:
-		return v->period;
-	case SCHEME_SAMPLE:
-		break;
-	}
-	return draw_period(v);
-}
-
-/* scheme=rearm: the agent drains at moments unrelated to the program,
- * uniformly within [rearm/2, 3*rearm/2] events apart; the new period
- * counts from the re-arm, whatever was left of the old one */
-static void maybe_rearm(struct vcpu *v, uint64_t n)
-{
-	if (v->rearm_left > n) {
-		v->rearm_left -= n;
-		return;
-	}
-	v->rearm_left = st.rearm / 2 + rng_next(&v->rng) % (st.rearm + 1);
-	v->period = draw_period(v);
-	v->countdown = v->period;
 }
 
 /* /proc/self/maps in one buffer (NUL-terminated), or NULL */
@@ -433,26 +388,21 @@ static void emit_sample(struct vcpu *v, unsigned vcpu_index, uint64_t ip)
 static void count_event(struct vcpu *v, unsigned vcpu_index, uint64_t n, uint64_t ip)
 {
 	v->events += n;
-	if (st.scheme == SCHEME_REARM)
-		maybe_rearm(v, n);
 	if (v->countdown > n) {
 		v->countdown -= n;
 		return;
 	}
 	emit_sample(v, vcpu_index, ip);
-	v->countdown = next_period(v);
+	v->countdown = draw_period(v);
 }
 
-/* How many events can pass before one that re-arms or samples. */
+/* How many events can pass before one that samples. */
 static void arm_until(struct vcpu *v)
 {
-	uint64_t u = v->countdown;
-	if (st.scheme == SCHEME_REARM && v->rearm_left < u)
-		u = v->rearm_left;
-	v->until = v->until_set = u;
+	v->until = v->until_set = v->countdown;
 }
 
-/* The fast path's event that reaches a re-arm or a sample: the events
+/* The fast path's event that reaches a sample: the events
  * before it changed nothing but the counts, so they are applied at once,
  * then this one goes through count_event() like every event of the plain
  * model. */
@@ -462,8 +412,6 @@ static __attribute__((noinline)) void count_event_due(struct vcpu *v, unsigned v
 	uint64_t passed = v->until_set - v->until;
 	v->events += passed;
 	v->countdown -= passed;
-	if (st.scheme == SCHEME_REARM)
-		v->rearm_left -= passed;
 	count_event(v, vcpu_index, n, ip);
 	arm_until(v);
 }
@@ -606,8 +554,8 @@ static inline __attribute__((always_inline)) void branch_to(struct vcpu *v, stru
 		count_one(v, vcpu_index, to);
 }
 
-/* event=instructions, a block whose instructions reach a re-arm or a
- * sample: counted before its branch-in, as in the plain model */
+/* event=instructions, a block whose instructions reach a sample:
+ * counted before its branch-in, as in the plain model */
 static __attribute__((noinline)) void instructions_due(struct vcpu *v, struct block *p,
 						       struct block *b, unsigned vcpu_index,
 						       bool calls_only)
@@ -959,12 +907,6 @@ EP_QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_in
 			ok = parse_u64(v, &st.period) && st.period > 0;
 		} else if (klen == 6 && strncmp(a, "jitter", 6) == 0) {
 			ok = parse_u64(v, &st.jitter);
-		} else if (klen == 5 && strncmp(a, "steps", 5) == 0) {
-			ok = parse_u64(v, &st.steps) && st.steps >= 1;
-			st.scheme = SCHEME_STEPS;
-		} else if (klen == 5 && strncmp(a, "rearm", 5) == 0) {
-			ok = parse_u64(v, &st.rearm) && st.rearm >= 2;
-			st.scheme = SCHEME_REARM;
 		} else if (klen == 3 && strncmp(a, "lbr", 3) == 0) {
 			ok = parse_u64(v, &lbr) && lbr >= 1 && lbr <= MAX_LBR;
 		} else if (klen == 4 && strncmp(a, "seed", 4) == 0) {
@@ -1005,16 +947,6 @@ EP_QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_in
 	    [EVENT_INSTRUCTIONS] = {on_block_instructions, on_block_instructions_calls},
 	};
 	st.on_block = st.reference ? on_block_reference : fast[st.event][st.calls_only];
-	if (st.scheme == SCHEME_STEPS) {
-		/* as the live agent plans it (agent/source/live) */
-		st.step = st.period / st.steps ? st.period / st.steps : 1;
-		while (st.step > 2 && !ep_is_prime(st.step))
-			st.step--;
-		st.steps = (st.period + st.step / 2) / st.step;
-		st.steps_jitter = (st.jitter + st.step / 2) / st.step;
-		if (st.steps_jitter >= st.steps)
-			st.steps_jitter = st.steps - 1;
-	}
 	st.fd = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (st.fd < 0) {
 		fprintf(stderr, "edgeprof-lbr: %s: %s\n", out, strerror(errno));
@@ -1029,13 +961,11 @@ EP_QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_in
 		v->indirect = no_slots;
 		v->indirect_shift = 63;
 		v->rng = st.seed * 0x100000001b3ULL + i;
-		v->period = draw_period(v);
-		v->rearm_left = st.rearm;
 		/* the first sample at a uniform phase of its period, as a counter
 		 * enabled at a moment unrelated to the program: with a fixed
 		 * period (jitter 0, the peers' way) the seed would otherwise change
 		 * nothing, and every recording of a program would be the same draw */
-		v->countdown = 1 + rng_next(&v->rng) % next_period(v);
+		v->countdown = 1 + rng_next(&v->rng) % draw_period(v);
 		arm_until(v);
 	}
 	qemu_plugin_register_vcpu_tb_trans_cb(id, on_translate);
