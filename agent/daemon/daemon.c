@@ -25,19 +25,7 @@ struct daemon {
 	uint64_t start_ns;
 	struct ep_binary_registry *reg;
 	struct ep_binreg_proc_failures failures_said; /* as of the last summary line */
-	uint64_t gone_added; /* processes gone, already counted in the pipeline */
 };
-
-/* Processes that exited before their maps (or then their binaries) were
- * read, since the last look, into the next counts (Stats.processes_gone). */
-static void count_gone(struct daemon *d)
-{
-	struct ep_binreg_proc_failures f;
-	ep_binreg_proc_failures(d->reg, &f);
-	uint64_t gone = d->feed.unresolved_pids + f.gone;
-	ep_pipeline_add_gone(d->feed.pipeline, gone - d->gone_added);
-	d->gone_added = gone;
-}
 
 /* Binaries of live processes that could not be opened since the last
  * interval: one line for all of them, never one per process (an exec storm
@@ -136,7 +124,6 @@ static int loop(struct daemon *d)
 		if (emit) {
 			ep_process_label_pending(&d->labeller);
 			count_lost(d, &lc);
-			count_gone(d);
 			say_proc_failures(d);
 			ep_sink_emit(d->sink, d->feed.pipeline);
 			last_write = now;
@@ -181,7 +168,7 @@ static void log_summary(const struct daemon *d, const struct ep_live_counters *l
 		d->sink->output ? d->sink->output : "agent", (unsigned long long)lc->received,
 		(unsigned long long)lc->filtered, (unsigned long long)lc->kernel,
 		(unsigned long long)lc->reserve_failed, (unsigned long long)lc->proc_events,
-		(unsigned long long)lc->proc_reserve_failed, (unsigned long long)d->gone_added,
+		(unsigned long long)lc->proc_reserve_failed, (unsigned long long)d->feed.gone,
 		ep_pipeline_processes(d->feed.pipeline), (unsigned long long)d->feed.forgotten);
 	const uint64_t *r = d->feed.maps_reads;
 	ep_info("process maps read: %llu at exec, %llu at a first sample, %llu again for an "
@@ -233,7 +220,6 @@ static int finish(struct daemon *d)
 	ep_live_feed_poll(&d->feed, d->live, 0);
 	struct ep_live_counters lc;
 	count_lost(d, &lc);
-	count_gone(d);
 	int rc = ep_sink_emit(d->sink, d->feed.pipeline) != 0 ? 1 : 0;
 	say_proc_failures(d);
 	log_summary(d, &lc);

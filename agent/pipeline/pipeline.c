@@ -17,49 +17,39 @@ struct noted_build_id {
 struct ep_pipeline {
 	struct ep_pipeline_config cfg;
 	struct ep_binary_registry *binaries;
-	struct ep_procmap *procmap;
+	struct ep_process_table *procs; /* every process's mappings, set, pending counts */
 	/* one per binary, shared by reconstruct and every label set's aggregator */
 	struct ep_decoder_cache *decoders;
 	struct ep_reconstructor *reconstructor;
 	struct ep_aggregator *aggregator; /* the unlabelled set's, sets[0] */
 	bool branches_seen, lazy_code;	  /* see ep_pipeline_sample() */
 	/* Label sets (containers): counts kept apart per set, each with its
-	 * own aggregator; pid -> set index, absent = 0 (unlabelled). A set no
-	 * process uses any more is freed once its counts were taken. */
+	 * own aggregator; a process's record says its set (0: unlabelled). A
+	 * set no process uses any more is freed once its counts were taken.
+	 * Only processes sampled since the reconstructor's last flush can
+	 * have pending counts, which go to the process's set of the moment
+	 * they are flushed; others change sets without a flush, the common
+	 * case on a busy node: a container's short processes fork and exit
+	 * hundreds of times a second, and each flush walks the whole entry
+	 * memo. */
 	struct label_set {
 		Edgeprof__V1__Labels labels;
 		struct ep_aggregator *agg;
-		uint32_t pids;
 	} * sets[EP_MAX_LABEL_SETS];
-	size_t nsets; /* slots in use, holes included */
-	/* pid -> its set, with PID_RETIRING when the process is gone but still
-	 * has counts pending in the reconstructor */
-	struct ep_u64map pid_set;
-	/* The pids with samples since the reconstructor's last flush: only
-	 * they can have pending counts, which go to the pid's set of the
-	 * moment they are flushed. A pid's set may change without a flush
-	 * when it is not here, which is the common case on a busy node: a
-	 * container's short processes fork and exit hundreds of times a
-	 * second, and each flush walks the whole entry memo. */
-	struct ep_u64map sampled_pids;
-	uint32_t last_sampled_pid; /* sampled_pids holds it, when valid */
-	bool last_sampled_valid;
-	/* sampled_pids lost one (no memory): any pid may have pending counts */
-	bool sampled_untracked;
+	size_t nsets;				   /* slots in use, holes included */
 	uint64_t retired_branches, retired_ranges; /* of freed sets */
 	uint64_t unlabelled_overflow;		   /* pids left unlabelled: too many sets */
 	struct ep_trace trace;
 	struct ep_spans spans;
-	/* the sample IPs' last mapping: most fall in the one before */
+	/* the sample IPs' last mapping: most fall in the one before. Valid
+	 * while the process's mappings keep the generation it was filled
+	 * under (unique to one process's mappings at one time). */
 	struct ip_cache {
 		bool valid;
-		uint32_t pid, bin;
-		/* pid's mappings' generation when it was filled, and the procmap's
-		 * changes when that was last checked (unmoved: still valid) */
-		uint64_t generation, changes, start, end;
+		uint32_t bin;
+		uint64_t generation, start, end;
 		int64_t bias;
 	} ip_cache;
-	const uint64_t *changes; /* the procmap's */
 	struct ep_chop_stats chop_stats;
 	unsigned max_entries;
 	uint64_t lost;
@@ -159,86 +149,45 @@ static size_t set_for(struct ep_pipeline *p, const Edgeprof__V1__Labels *l)
 	return i;
 }
 
-#define PID_RETIRING	 (1ULL << 32)
-#define SAMPLED_PIDS_MAX 4096
-
 static size_t set_of_pid(const struct ep_pipeline *p, uint32_t pid)
 {
 	if (p->nsets == 1)
 		return 0;
-	const uint64_t *s = ep_u64map_get(&p->pid_set, pid);
-	return s ? (size_t)(uint32_t)*s : 0;
+	const struct ep_process *pr = ep_process_of_counts(p->procs, pid);
+	return pr ? pr->set : 0;
 }
 
-static void unmap_pid(struct ep_pipeline *p, uint32_t pid)
-{
-	const uint64_t *s = ep_u64map_get(&p->pid_set, pid);
-	if (!s)
-		return;
-	p->sets[(uint32_t)*s]->pids--;
-	ep_u64map_remove(&p->pid_set, pid);
-}
-
-/* Hands the reconstructor's pending counts to the sets of their pids, then
- * lets the gone pids go (PID_RETIRING: each is one sampled since the last
- * flush, which is why it stayed). */
+/* Hands the reconstructor's pending counts to the sets of their processes,
+ * then lets the gone ones go (each was kept for that: sampled since the
+ * last flush). */
 static void flush_counts(struct ep_pipeline *p)
 {
 	ep_reconstructor_flush(p->reconstructor);
-	for (size_t i = 0; i < p->sampled_pids.capacity; i++) {
-		if (!p->sampled_pids.used[i])
-			continue;
-		uint32_t pid = (uint32_t)p->sampled_pids.keys[i];
-		const uint64_t *s = ep_u64map_get(&p->pid_set, pid);
-		if (s && (*s & PID_RETIRING))
-			unmap_pid(p, pid);
-	}
-	ep_u64map_clear(&p->sampled_pids);
-	p->last_sampled_valid = false;
-	p->sampled_untracked = false;
+	ep_process_flushed(p->procs);
 }
 
-/* Whether pid may have counts pending in the reconstructor. */
-static bool sampled_since_flush(const struct ep_pipeline *p, uint32_t pid)
+/* The process of a sample with branch entries, noted as one that may
+ * have counts pending. NULL when it cannot be made (no memory): its counts
+ * go to the unlabelled set, which is then its set. */
+static struct ep_process *sampled_process(struct ep_pipeline *p, uint32_t pid)
 {
-	return p->sampled_untracked || ep_u64map_get(&p->sampled_pids, pid) != NULL;
-}
-
-static void note_sampled_pid(struct ep_pipeline *p, uint32_t pid)
-{
-	if (p->last_sampled_valid && pid == p->last_sampled_pid)
-		return;
-	/* an agent that only writes a file never takes deltas: a flush is
-	 * cheap next to that many pids' samples */
-	if (p->sampled_pids.count >= SAMPLED_PIDS_MAX)
+	struct ep_process *pr = ep_process_get(p->procs, pid);
+	if (pr && !ep_process_mark_sampled(p->procs, pr)) {
 		flush_counts(p);
-	if (!ep_u64map_upsert(&p->sampled_pids, pid, NULL)) {
-		p->sampled_untracked = true;
-		return;
+		ep_process_mark_sampled(p->procs, pr);
 	}
-	p->last_sampled_pid = pid;
-	p->last_sampled_valid = true;
+	return pr;
 }
 
-static void assign_pid(struct ep_pipeline *p, uint32_t pid, size_t set)
+/* pr's counts go to set from now on: what it counted so far belongs to
+ * its old set. */
+static void assign(struct ep_pipeline *p, struct ep_process *pr, size_t set)
 {
-	const uint64_t *s = ep_u64map_get(&p->pid_set, pid);
-	if (s && *s == set)
+	if (pr->set == set)
 		return;
-	if (!s && set == 0)
-		return;
-	/* what pid counted so far belongs to its old set (a retiring pid is
-	 * always one with pending counts: it is used again) */
-	if (sampled_since_flush(p, pid))
+	if (pr->sampled)
 		flush_counts(p);
-	unmap_pid(p, pid);
-	if (set == 0)
-		return;
-	uint64_t *slot = ep_u64map_upsert(&p->pid_set, pid, NULL);
-	if (!slot)
-		return;
-	*slot = set;
-	p->sets[set]->pids++;
+	pr->set = (uint32_t)set;
 }
 
 void ep_pipeline_label_pid(struct ep_pipeline *p, uint32_t pid, const Edgeprof__V1__Labels *labels)
@@ -246,7 +195,10 @@ void ep_pipeline_label_pid(struct ep_pipeline *p, uint32_t pid, const Edgeprof__
 	size_t set = set_for(p, labels);
 	if (set == 0 && labels && !labels_empty(labels))
 		p->unlabelled_overflow++;
-	assign_pid(p, pid, set);
+	struct ep_process *pr =
+	    set ? ep_process_get(p->procs, pid) : ep_process_find(p->procs, pid);
+	if (pr)
+		assign(p, pr, set);
 }
 
 size_t ep_pipeline_label_sets(const struct ep_pipeline *p)
@@ -264,7 +216,7 @@ static void mark_binaries(void *ctx, uint8_t *in_use, size_t n)
 {
 	struct ep_pipeline *p = ctx;
 	flush_counts(p);
-	ep_procmap_mark_binaries(p->procmap, in_use, n);
+	ep_process_mark_binaries(p->procs, in_use, n);
 	for (size_t i = 0; i < p->nsets; i++)
 		if (p->sets[i])
 			ep_aggregator_mark_binaries(p->sets[i]->agg, in_use, n);
@@ -307,11 +259,9 @@ struct ep_pipeline *ep_pipeline_new(const struct ep_pipeline_config *cfg,
 	p->cfg = *cfg;
 	p->binaries = binaries;
 	edgeprof__v1__stats__init(&p->sent);
-	p->procmap = ep_procmap_new();
-	p->changes = p->procmap ? ep_procmap_changes(p->procmap) : NULL;
+	p->procs = ep_process_table_new();
 	p->decoders = ep_decoder_cache_new(binaries);
-	p->reconstructor =
-	    p->procmap && p->decoders ? ep_reconstructor_new(p->procmap, p->decoders) : NULL;
+	p->reconstructor = p->procs && p->decoders ? ep_reconstructor_new(p->decoders) : NULL;
 	p->aggregator =
 	    p->reconstructor ? ep_aggregator_new(p->decoders, binaries, cfg->range_mode) : NULL;
 	p->sets[0] = p->aggregator ? calloc(1, sizeof(*p->sets[0])) : NULL;
@@ -337,12 +287,10 @@ void ep_pipeline_free(struct ep_pipeline *p)
 	for (size_t i = 1; i < p->nsets; i++)
 		free_set(p->sets[i]);
 	free(p->sets[0]);
-	ep_u64map_free(&p->pid_set);
-	ep_u64map_free(&p->sampled_pids);
 	ep_aggregator_free(p->aggregator);
 	ep_reconstructor_free(p->reconstructor);
 	ep_decoder_cache_free(p->decoders);
-	ep_procmap_free(p->procmap);
+	ep_process_table_free(p->procs);
 	ep_trace_free(&p->trace);
 	for (size_t i = 0; i < p->nnoted; i++)
 		free(p->noted[i].path);
@@ -398,14 +346,14 @@ void ep_pipeline_mmap(struct ep_pipeline *p, uint32_t pid, uint64_t start, uint6
 		}
 	}
 	struct ep_binary *bin = ep_binreg_lookup(p->binaries, path, build_id, build_id_len);
-	ep_procmap_add(p->procmap, pid, start, len, pgoff, bin);
+	ep_process_map(p->procs, pid, start, len, pgoff, bin, false);
 }
 
 void ep_pipeline_mmap_at(struct ep_pipeline *p, uint32_t pid, uint64_t start, uint64_t len,
 			 uint64_t pgoff, const char *path, const char *open_path)
 {
 	struct ep_binary *bin = ep_binreg_lookup_at(p->binaries, path, open_path, NULL, 0);
-	ep_procmap_add(p->procmap, pid, start, len, pgoff, bin);
+	ep_process_map(p->procs, pid, start, len, pgoff, bin, false);
 }
 
 bool ep_pipeline_mmap_known(struct ep_pipeline *p, uint32_t pid, uint64_t start, uint64_t len,
@@ -413,58 +361,58 @@ bool ep_pipeline_mmap_known(struct ep_pipeline *p, uint32_t pid, uint64_t start,
 {
 	struct ep_binary *bin = ep_binreg_known(p->binaries, path, st);
 	if (bin)
-		ep_procmap_add(p->procmap, pid, start, len, pgoff, bin);
+		ep_process_map(p->procs, pid, start, len, pgoff, bin, false);
 	return bin != NULL;
 }
 
 void ep_pipeline_mmap_anon(struct ep_pipeline *p, uint32_t pid, uint64_t start, uint64_t len)
 {
-	ep_procmap_add_anon(p->procmap, pid, start, len);
+	ep_process_map(p->procs, pid, start, len, 0, NULL, true);
 }
 
 void ep_pipeline_fork(struct ep_pipeline *p, uint32_t child_pid, uint32_t parent_pid)
 {
-	ep_procmap_fork(p->procmap, child_pid, parent_pid);
-	/* a child runs in its parent's cgroup until moved */
-	assign_pid(p, child_pid, set_of_pid(p, parent_pid));
+	/* a reused pid's pending counts go to its old set (the child takes
+	 * its parent's) */
+	const struct ep_process *was = ep_process_of_counts(p->procs, child_pid);
+	if (was && was->sampled && child_pid != parent_pid && was->set != set_of_pid(p, parent_pid))
+		flush_counts(p);
+	ep_process_fork(p->procs, child_pid, parent_pid);
 }
 
 void ep_pipeline_exec(struct ep_pipeline *p, uint32_t pid)
 {
-	ep_procmap_exec(p->procmap, pid);
+	ep_process_exec(p->procs, pid);
 }
 
 void ep_pipeline_exit(struct ep_pipeline *p, uint32_t pid)
 {
-	ep_procmap_exit(p->procmap, pid);
+	/* kept: samples taken before the exit can still be on their way (a
+	 * recording's time order, another ring buffer); ep_pipeline_forget()
+	 * drops a process once that cannot happen any more */
+	(void)p;
+	(void)pid;
 }
 
 void ep_pipeline_forget(struct ep_pipeline *p, uint32_t pid)
 {
-	ep_procmap_forget(p->procmap, pid);
-	uint64_t *s = ep_u64map_get(&p->pid_set, pid);
-	if (!s)
-		return;
-	if (ep_u64map_get(&p->sampled_pids, pid)) {
-		/* its pending counts are still its set's: it leaves the set at
-		 * the next flush, which the streamer makes anyway */
-		*s |= PID_RETIRING;
-		return;
-	}
-	if (p->sampled_untracked)
-		flush_counts(p);
-	unmap_pid(p, pid);
+	ep_process_forget(p->procs, pid);
 }
 
 size_t ep_pipeline_processes(const struct ep_pipeline *p)
 {
-	return ep_procmap_processes(p->procmap);
+	return ep_process_count(p->procs);
+}
+
+struct ep_process_table *ep_pipeline_process_table(struct ep_pipeline *p)
+{
+	return p->procs;
 }
 
 enum ep_resolve_status ep_pipeline_resolve(struct ep_pipeline *p, uint32_t pid, uint64_t addr,
 					   struct ep_resolved *out)
 {
-	return ep_procmap_resolve(p->procmap, pid, addr, out);
+	return ep_process_resolve(p->procs, pid, addr, out);
 }
 
 void ep_pipeline_add_gone(struct ep_pipeline *p, uint64_t gone)
@@ -521,32 +469,25 @@ void ep_pipeline_skip_sample(struct ep_pipeline *p, const struct ep_sample_recor
 	note_stack(p, rec);
 }
 
-/* Whether c's process's mappings are still those it was filled under:
- * other processes' changes leave it valid. */
-static inline bool ip_cache_current(struct ep_pipeline *p, struct ip_cache *c)
-{
-	if (c->changes == *p->changes)
-		return true;
-	if (ep_procmap_generation(p->procmap, c->pid) != c->generation)
-		return false;
-	c->changes = *p->changes;
-	return true;
-}
-
-/* A user-mode IP of pid as binary and address, through the last mapping
- * resolved (most IPs fall in it): false when in no known binary. */
-/* status: why not, when it returns false (NULL: not wanted) */
-static bool resolve_ip(struct ep_pipeline *p, uint32_t pid, uint64_t ip, uint32_t *bin,
+/* A user-mode IP of pr (NULL: not known) as binary and address, through
+ * the last mapping resolved (most IPs fall in it): false when in no known
+ * binary, with why in *status (NULL: not wanted). */
+static bool resolve_ip(struct ep_pipeline *p, struct ep_process *pr, uint64_t ip, uint32_t *bin,
 		       uint64_t *vaddr, enum ep_resolve_status *status)
 {
 	struct ip_cache *c = &p->ip_cache;
-	if (c->valid && c->pid == pid && ip >= c->start && ip < c->end && ip_cache_current(p, c)) {
+	if (!pr) {
+		if (status)
+			*status = EP_RESOLVE_NO_PROCESS;
+		return false;
+	}
+	if (c->valid && c->generation == pr->generation && ip >= c->start && ip < c->end) {
 		*bin = c->bin;
 		*vaddr = (uint64_t)((int64_t)ip + c->bias);
 		return true;
 	}
 	struct ep_resolved res;
-	enum ep_resolve_status st = ep_procmap_resolve(p->procmap, pid, ip, &res);
+	enum ep_resolve_status st = ep_mappings_resolve(&pr->maps, ip, &res);
 	if (status)
 		*status = st;
 	if (st != EP_RESOLVE_OK)
@@ -554,9 +495,7 @@ static bool resolve_ip(struct ep_pipeline *p, uint32_t pid, uint64_t ip, uint32_
 	*bin = ep_binary_index(res.bin);
 	*vaddr = res.vaddr;
 	*c = (struct ip_cache){.valid = res.map_end > res.map_start,
-			       .pid = pid,
-			       .generation = ep_procmap_generation(p->procmap, pid),
-			       .changes = *p->changes,
+			       .generation = pr->generation,
 			       .start = res.map_start,
 			       .end = res.map_end,
 			       .bias = res.vaddr_bias,
@@ -564,15 +503,21 @@ static bool resolve_ip(struct ep_pipeline *p, uint32_t pid, uint64_t ip, uint32_
 	return true;
 }
 
+/* The label set a process's counts go to now. */
+static inline struct ep_aggregator *aggregator_of(const struct ep_pipeline *p,
+						  const struct ep_process *pr)
+{
+	return p->sets[pr && p->nsets > 1 ? pr->set : 0]->agg;
+}
+
 void ep_pipeline_cycles_sample(struct ep_pipeline *p, const struct ep_cycles_record *rec)
 {
 	p->cycles_samples++;
 	uint32_t bin;
 	uint64_t vaddr;
-	if (!(rec->flags & EP_SAMPLE_IP_KERNEL) &&
-	    resolve_ip(p, rec->pid, rec->ip, &bin, &vaddr, NULL))
-		ep_aggregate_cycles_ip(p->sets[set_of_pid(p, rec->pid)]->agg, bin, vaddr,
-				       rec->period);
+	struct ep_process *pr = ep_process_find(p->procs, rec->pid);
+	if (!(rec->flags & EP_SAMPLE_IP_KERNEL) && resolve_ip(p, pr, rec->ip, &bin, &vaddr, NULL))
+		ep_aggregate_cycles_ip(aggregator_of(p, pr), bin, vaddr, rec->period);
 	else
 		p->cycles_unresolved++;
 }
@@ -590,15 +535,16 @@ void ep_pipeline_set_cycles(struct ep_pipeline *p, const struct ep_pipeline_cycl
 void ep_pipeline_sample(struct ep_pipeline *p, const struct ep_sample_record *rec)
 {
 	note_stack(p, rec);
-	if (rec->nr_entries) /* pending counts come from branch entries only */
-		note_sampled_pid(p, rec->pid);
-	struct ep_aggregator *agg = p->sets[set_of_pid(p, rec->pid)]->agg;
+	/* pending counts come from branch entries only */
+	struct ep_process *pr =
+	    rec->nr_entries ? sampled_process(p, rec->pid) : ep_process_find(p->procs, rec->pid);
+	struct ep_aggregator *agg = aggregator_of(p, pr);
 	uint32_t bin;
 	uint64_t vaddr;
 	enum ep_resolve_status st = EP_RESOLVE_OK;
 	if (rec->flags & EP_SAMPLE_IP_KERNEL)
 		p->ip_kernel++;
-	else if (resolve_ip(p, rec->pid, rec->ip, &bin, &vaddr, &st))
+	else if (resolve_ip(p, pr, rec->ip, &bin, &vaddr, &st))
 		ep_aggregate_sample_ip(agg, bin, vaddr);
 	else if (st == EP_RESOLVE_ANON_CODE)
 		p->ip_jit++;
@@ -607,12 +553,12 @@ void ep_pipeline_sample(struct ep_pipeline *p, const struct ep_sample_record *re
 	unsigned chop = ep_pipeline_chop_used(p);
 	if (p->cfg.chop_taken && chop) {
 		/* the one-pass counting chops in branches: the trace is built whole */
-		ep_reconstruct(p->reconstructor, rec, &p->trace);
+		ep_reconstruct(p->reconstructor, rec, pr, &p->trace);
 		size_t first = ep_chop_taken(&p->trace, chop, &p->chop_stats);
 		ep_aggregate_trace(agg, &p->trace, first, true);
 		return;
 	}
-	if (ep_reconstruct_counted(p->reconstructor, rec, chop, &p->spans)) {
+	if (ep_reconstruct_counted(p->reconstructor, rec, pr, chop, &p->spans)) {
 		/* ep_chop()'s stats for what it would have kept */
 		size_t kept = p->spans.branches;
 		p->chop_stats.branches_kept += kept;
@@ -621,7 +567,7 @@ void ep_pipeline_sample(struct ep_pipeline *p, const struct ep_sample_record *re
 		ep_aggregate_spans(agg, &p->spans, chop == 0);
 		return;
 	}
-	ep_reconstruct(p->reconstructor, rec, &p->trace);
+	ep_reconstruct(p->reconstructor, rec, pr, &p->trace);
 	size_t first = ep_chop(&p->trace, chop, &p->chop_stats);
 	ep_aggregate_trace(agg, &p->trace, first, chop == 0);
 }
@@ -912,6 +858,11 @@ static void stats_delta(Edgeprof__V1__Stats *now, Edgeprof__V1__Stats *sent)
 	}
 }
 
+static void mark_set(void *ctx, struct ep_process *pr)
+{
+	((uint8_t *)ctx)[pr->set] = 1;
+}
+
 Edgeprof__V1__Profile *ep_pipeline_take_delta(struct ep_pipeline *p)
 {
 	Edgeprof__V1__Profile *prof = profile_of(p, true);
@@ -919,12 +870,14 @@ Edgeprof__V1__Profile *ep_pipeline_take_delta(struct ep_pipeline *p)
 		return NULL;
 	stats_delta(prof->stats, &p->sent);
 	ep_aggregator_reset(p->aggregator);
+	uint8_t used[EP_MAX_LABEL_SETS] = {0};
+	ep_process_each(p->procs, mark_set, used);
 	for (size_t i = 1; i < p->nsets; i++) {
 		struct label_set *set = p->sets[i];
 		if (!set)
 			continue;
 		ep_aggregator_reset(set->agg);
-		if (set->pids == 0) {
+		if (!used[i]) {
 			/* its counts were just taken and no process runs there */
 			p->retired_branches += ep_aggregator_branches(set->agg);
 			p->retired_ranges += ep_aggregator_ranges(set->agg);

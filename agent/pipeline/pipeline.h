@@ -14,9 +14,9 @@
 #include "agent/aggregate/aggregate.h"
 #include "agent/chop/chop.h"
 #include "agent/decode/decoder_cache.h"
+#include "agent/process/process.h"
 #include "agent/reconstruct/reconstruct.h"
 #include "agent/resolve/binary.h"
-#include "agent/resolve/procmap.h"
 #include "profile.pb-c.h"
 
 #define EP_CHOP_AUTO (-1)
@@ -66,6 +66,8 @@ bool ep_pipeline_mmap_known(struct ep_pipeline *p, uint32_t pid, uint64_t start,
 void ep_pipeline_mmap_anon(struct ep_pipeline *p, uint32_t pid, uint64_t start, uint64_t len);
 void ep_pipeline_fork(struct ep_pipeline *p, uint32_t child_pid, uint32_t parent_pid);
 void ep_pipeline_exec(struct ep_pipeline *p, uint32_t pid);
+/* The process ended. Samples may still arrive after it in a recording, so
+ * its mappings stay until its pid is used again (or it is forgotten). */
 void ep_pipeline_exit(struct ep_pipeline *p, uint32_t pid);
 /* Where pid's counts go from now on: the set with these labels (a
  * container), kept apart in the deltas; NULL or empty labels: the
@@ -78,6 +80,9 @@ size_t ep_pipeline_label_sets(const struct ep_pipeline *p);
  * arrive (the live agent: a while after the exit event). */
 void ep_pipeline_forget(struct ep_pipeline *p, uint32_t pid);
 size_t ep_pipeline_processes(const struct ep_pipeline *p);
+/* The processes the pipeline counts through: the live source's feed keeps
+ * its /proc reading and forgetting there. */
+struct ep_process_table *ep_pipeline_process_table(struct ep_pipeline *p);
 
 void ep_pipeline_sample(struct ep_pipeline *p, const struct ep_sample_record *rec);
 /* A sample another pipeline counts (a recording read by several threads,

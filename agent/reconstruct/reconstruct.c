@@ -29,7 +29,6 @@ struct ep_reconstructor {
 	uint32_t memo_mask;
 	uint64_t memo_computed; /* entries computed into it since it was made */
 	uint64_t memo_grow_at;	/* memo_computed that makes it grow (0: none yet) */
-	struct ep_procmap *procmap;
 	struct ep_decoder_cache *decoders;
 	bool append_trigger;
 	bool calls_only; /* entries are calls and returns: no straight lines between them */
@@ -47,12 +46,11 @@ struct ep_reconstructor {
 	 * last one so most resolutions are two compares and an add. */
 	bool cache_valid;
 	uint32_t cache_pid;
-	uint64_t cache_generation; /* cache_pid's in the procmap, when it was filled */
-	/* gen_pid's generation, asked of the procmap when its changes were
-	 * gen_changes: asked again only once they move (or the pid does) */
-	uint64_t gen, gen_changes;
-	uint32_t gen_pid;
-	const uint64_t *changes; /* the procmap's */
+	uint64_t cache_generation; /* cache_pid's mappings', when it was filled */
+	/* The sampled process (NULL: not known): its mappings resolve the
+	 * sample's entries, under its generation gen. */
+	struct ep_process *proc;
+	uint64_t gen;
 	uint32_t cache_bin;
 	struct ep_decoder *cache_dec;
 	struct ep_resolved cache;
@@ -67,15 +65,11 @@ struct endpoint {
 	enum ep_resolve_status status;
 };
 
-struct ep_reconstructor *ep_reconstructor_new(struct ep_procmap *procmap,
-					      struct ep_decoder_cache *decoders)
+struct ep_reconstructor *ep_reconstructor_new(struct ep_decoder_cache *decoders)
 {
 	struct ep_reconstructor *r = calloc(1, sizeof(*r));
 	if (!r)
 		return NULL;
-	r->procmap = procmap;
-	r->changes = ep_procmap_changes(procmap);
-	r->gen_changes = UINT64_MAX; /* never reached: nothing asked yet */
 	r->decoders = decoders;
 	r->append_trigger = true;
 	return r;
@@ -140,15 +134,13 @@ const struct ep_reconstruct_stats *ep_reconstructor_stats(struct ep_reconstructo
 	return &r->stats;
 }
 
-/* The generation of pid's mappings, which the sample's remembered entries
- * and the resolution cache must have been made under: in r->gen. */
-static inline uint64_t sample_generation(struct ep_reconstructor *r, uint32_t pid)
+/* The generation of the sampled process's mappings, which the sample's
+ * remembered entries and the resolution cache must have been made under:
+ * in r->gen. */
+static inline uint64_t sample_process(struct ep_reconstructor *r, struct ep_process *proc)
 {
-	if (r->gen_pid != pid || r->gen_changes != *r->changes) {
-		r->gen = ep_procmap_generation(r->procmap, pid);
-		r->gen_pid = pid;
-		r->gen_changes = *r->changes;
-	}
+	r->proc = proc;
+	r->gen = proc ? proc->generation : 0;
 	return r->gen;
 }
 
@@ -156,7 +148,10 @@ static void __attribute__((noinline))
 resolve_slow(struct ep_reconstructor *r, uint32_t pid, uint64_t addr, struct endpoint *ep)
 {
 	struct ep_resolved res;
-	ep->status = ep_procmap_resolve(r->procmap, pid, addr, &res);
+	if (r->proc)
+		ep->status = ep_mappings_resolve(&r->proc->maps, addr, &res);
+	else
+		ep->status = ep_addr_is_kernel(addr) ? EP_RESOLVE_KERNEL : EP_RESOLVE_NO_PROCESS;
 	if (ep->status != EP_RESOLVE_OK) {
 		ep->bin = EP_NO_BIN;
 		ep->dec = NULL;
@@ -262,7 +257,7 @@ static bool kind_is_direct(uint8_t kind)
 /*
  * What one branch entry does, given the previous entry's target: the gap
  * before it, the taken branch, the stats it moves. It depends only on the
- * process's mappings (pid, procmap generation) and the three runtime
+ * process's mappings (pid, mappings generation) and the three runtime
  * addresses (previous target, source, target), so it is remembered under
  * them: stacks repeat heavily, and a remembered entry costs one probe
  * instead of two resolutions, a walk lookup and the site checks.
@@ -577,7 +572,7 @@ static void append_trigger(struct ep_reconstructor *r, const struct ep_sample_re
 }
 
 size_t ep_reconstruct(struct ep_reconstructor *r, const struct ep_sample_record *rec,
-		      struct ep_trace *t)
+		      struct ep_process *proc, struct ep_trace *t)
 {
 	struct ep_reconstruct_stats *st = &r->stats;
 	t->n = 0;
@@ -619,7 +614,7 @@ size_t ep_reconstruct(struct ep_reconstructor *r, const struct ep_sample_record 
 	bool have_prev = false;
 	if (!calls_only)
 		memo_ready(r);
-	uint64_t generation = sample_generation(r, rec->pid);
+	uint64_t generation = sample_process(r, proc);
 
 	for (uint32_t k = nr; k-- > newest;) {
 		const struct ep_branch_entry *e = &rec->entries[k];
@@ -838,7 +833,7 @@ lookup_entries(const struct ep_reconstructor *r, const struct ep_branch_entry *e
 }
 
 bool ep_reconstruct_counted(struct ep_reconstructor *r, const struct ep_sample_record *rec,
-			    unsigned chop, struct ep_spans *out)
+			    struct ep_process *proc, unsigned chop, struct ep_spans *out)
 {
 	out->n = 0;
 	out->branches = 0;
@@ -860,7 +855,7 @@ bool ep_reconstruct_counted(struct ep_reconstructor *r, const struct ep_sample_r
 	uint32_t newest = nr >= 2 && e[0].from == e[1].from && e[0].to == e[1].to &&
 			  e[0].from - e[0].to > EP_DUPLICATE_LOOP_LIMIT;
 	uint64_t ctx = memo_ctx(rec->pid, true), oldest_ctx = memo_ctx(rec->pid, false);
-	uint64_t gen = sample_generation(r, rec->pid);
+	uint64_t gen = sample_process(r, proc);
 	/* every entry remembered first: counting changes the memo entries */
 	struct entry_memo *ms[EP_MAX_BRANCH_ENTRIES];
 	if (!lookup_entries(r, e, newest, nr, ctx, oldest_ctx, gen, ms)) {

@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #include "agent/decode/decoder_cache.h"
-#include "agent/resolve/procmap.h"
+#include "agent/process/process.h"
 #include "bpf/edgeprof_record.h"
 #include "common/decode/decoder.h"
 
@@ -74,10 +74,9 @@ struct ep_reconstruct_stats {
 
 struct ep_reconstructor;
 
-/* procmap and decoders are borrowed: the pipeline owns them (aggregate
- * reads the same decoders' sites and ranges). */
-struct ep_reconstructor *ep_reconstructor_new(struct ep_procmap *procmap,
-					      struct ep_decoder_cache *decoders);
+/* decoders is borrowed: the pipeline owns them (aggregate reads the same
+ * decoders' sites and ranges). */
+struct ep_reconstructor *ep_reconstructor_new(struct ep_decoder_cache *decoders);
 void ep_reconstructor_free(struct ep_reconstructor *r);
 
 /* Whether to extend traces to the sample IP for branch-counting events
@@ -90,9 +89,12 @@ void ep_reconstructor_set_append_trigger(struct ep_reconstructor *r, bool append
 void ep_reconstructor_set_calls_only(struct ep_reconstructor *r, bool calls_only);
 
 /* Fills trace with the sample's full branch trace. Returns the number of
- * branches (0 for a sample without a usable stack). */
+ * branches (0 for a sample without a usable stack). proc: the sampled
+ * process, whose mappings its entries resolve through (the resolve stage,
+ * agent/resolve/mappings.h), remembered under its generation; NULL when
+ * it is not known (its entries then resolve to nothing). */
 size_t ep_reconstruct(struct ep_reconstructor *r, const struct ep_sample_record *rec,
-		      struct ep_trace *trace);
+		      struct ep_process *proc, struct ep_trace *trace);
 
 /* Debugging and oracle tests: called for every gap with its runtime ends,
  * the binary and ELF addresses when both ends resolved to one binary
@@ -163,7 +165,7 @@ void ep_reconstructor_flush(struct ep_reconstructor *r);
  * that cannot be remembered): then nothing of it was counted.
  */
 bool ep_reconstruct_counted(struct ep_reconstructor *r, const struct ep_sample_record *rec,
-			    unsigned chop, struct ep_spans *out);
+			    struct ep_process *proc, unsigned chop, struct ep_spans *out);
 
 void ep_trace_free(struct ep_trace *trace);
 

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libFuzzer target over the /proc/PID/maps parser the live agent runs on
- * every process the machine starts (ep_maps_next_exec, agent/resolve/procmap.h).
+ * the processes whose maps it reads (ep_maps_next_exec,
+ * agent/source/live/proc_maps.h).
  * The input is the text as read, without a terminating NUL (the agent's
  * buffer has none past what read() returned), so a read past its end is an
  * ASan report. Invariants: every entry is a non-empty range, its path lies
@@ -11,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/resolve/procmap.h"
+#include "agent/source/live/proc_maps.h"
 #include "tests/fuzz/fuzz_util.h"
 
 #define FAIL(...) EP_FUZZ_FAIL("fuzz_proc_maps", __VA_ARGS__)

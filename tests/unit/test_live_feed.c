@@ -1,16 +1,19 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* A live process's mappings as the agent reads them at exec: asked of the
- * kernel (PROCMAP_QUERY, Linux 6.11) or read from the maps text, the same
- * addresses resolve the same way, code of no file included. */
+/* A live process's mappings as the agent reads them: asked of the kernel
+ * (PROCMAP_QUERY, Linux 6.11) or read from the maps text, the same
+ * addresses resolve the same way, code of no file included; when they are
+ * read. */
 #include "test_util.h"
 
 #include <elf.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include "agent/pipeline/pipeline.h"
+#include "agent/process/process.h"
 #include "agent/source/live/live_feed.h"
 #include "bpf/edgeprof_record.h"
 #include "common/profile/profile_file.h"
@@ -30,13 +33,13 @@ static void test_query_and_text_agree(void **state)
 	struct ep_live_feed query, text;
 	ep_live_feed_init(&query, ep_pipeline_new(&cfg, reg), NULL);
 	ep_live_feed_init(&text, ep_pipeline_new(&cfg, reg), NULL);
-	text.maps_text = true;
+	text.maps.text = true;
 	void *jit = mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	assert_true(jit != MAP_FAILED);
 	uint32_t pid = (uint32_t)getpid();
 	ep_live_feed_read_maps(&query, pid);
 	ep_live_feed_read_maps(&text, pid);
-	if (query.maps_text)
+	if (query.maps.text)
 		print_message("this kernel has no PROCMAP_QUERY: both read the text\n");
 	const uint64_t addrs[] = {(uint64_t)(uintptr_t)in_this_binary, (uint64_t)(uintptr_t)strlen,
 				  (uint64_t)(uintptr_t)mmap, (uint64_t)(uintptr_t)jit + 16};
@@ -78,8 +81,14 @@ static void test_gone_process(void **state)
 	struct ep_live_feed f;
 	ep_live_feed_init(&f, ep_pipeline_new(&cfg, reg), NULL);
 	ep_live_feed_read_maps(&f, 0x7ffffffe); /* above pid_max's limit */
-	assert_int_equal(f.unresolved_pids, 1);
+	assert_int_equal(f.gone, 1);
 	assert_int_equal(f.maps_reads[EP_MAPS_AT_EXEC], 0);
+	Edgeprof__V1__Profile *prof = ep_pipeline_profile(f.pipeline);
+	assert_non_null(prof);
+	assert_int_equal(prof->stats->processes_gone, 1);
+	ep_profile_free(prof);
+	/* and forgotten like one whose exit was seen */
+	assert_true(ep_process_find(f.procs, 0x7ffffffe)->exit_ns != 0);
 	ep_live_feed_free(&f);
 	ep_binreg_free(reg);
 }
@@ -116,6 +125,7 @@ static void test_code_mapped_after_the_exec_read_resolves_at_once(void **state)
 	struct ep_proc_record exec = {.type = EP_PROC_EXEC, .pid = pid, .time_ns = ep_mono_ns()};
 	ep_live_feed_process_event(&f, &exec);
 	assert_int_equal(f.maps_reads[EP_MAPS_AT_EXEC], 1);
+	uint64_t read_at = ep_process_find(f.procs, pid)->maps_read_ns;
 
 	/* a library mapped after that read, the way ld.so maps one: its
 	 * executable segment's code at its file offset */
@@ -140,7 +150,7 @@ static void test_code_mapped_after_the_exec_read_resolves_at_once(void **state)
 
 	/* taken before the exec's read: no reason to read again */
 	struct ep_sample_record early = ip_sample(pid, (uint64_t)(uintptr_t)(map + code));
-	early.time_ns = exec.time_ns - 1;
+	early.time_ns = read_at - 1;
 	ep_live_feed_sample(&f, &early);
 	assert_int_equal(f.maps_reads[EP_MAPS_AFTER_EXEC], 0);
 	for (int i = 0; i < 10; i++) {
@@ -176,12 +186,88 @@ static void test_code_mapped_after_the_exec_read_resolves_at_once(void **state)
 	ep_binreg_free(reg);
 }
 
+/* The maps lines the kernel writes (show_map_vma): only executable ones
+ * come back, files with their path (a space inside kept, " (deleted)" cut
+ * and said), anonymous code and [vdso] with theirs; a last line without its
+ * newline (a read cut short) is not trusted. */
+static void test_maps_text_parsed_in_place(void **state)
+{
+	(void)state;
+	char text[] = "555555554000-555555556000 r--p 00000000 fd:01 1048602                    "
+		      "/usr/bin/cat\n"
+		      "555555556000-55555555a000 r-xp 00002000 fd:01 1048602                    "
+		      "/usr/bin/cat\n"
+		      "7ffff7dd0000-7ffff7f45000 r-xp 00028000 fd:01 1050002                    "
+		      "/opt/my app/lib x.so (deleted)\n"
+		      "7ffff7f45000-7ffff7f60000 rwxp 00000000 00:00 0 \n"
+		      "garbage line\n"
+		      "7ffff7fc1000-7ffff7fc3000 r-xp 00000000 00:00 0                          "
+		      "[vdso]\n"
+		      "7ffff7fc3000-7ffff7fc4000 r-xp 00000000 fd:01 1050003                    "
+		      "/cut/short";
+	size_t pos = 0, len = strlen(text);
+	struct ep_maps_entry m;
+	assert_true(ep_maps_next_exec(text, len, &pos, &m));
+	assert_int_equal(m.start, 0x555555556000ULL);
+	assert_int_equal(m.end, 0x55555555a000ULL);
+	assert_int_equal(m.offset, 0x2000);
+	assert_string_equal(m.path, "/usr/bin/cat");
+	assert_false(m.deleted);
+	assert_true(ep_maps_next_exec(text, len, &pos, &m));
+	assert_int_equal(m.offset, 0x28000);
+	assert_string_equal(m.path, "/opt/my app/lib x.so");
+	assert_true(m.deleted);
+	assert_true(ep_maps_next_exec(text, len, &pos, &m));
+	assert_int_equal(m.start, 0x7ffff7f45000ULL);
+	assert_string_equal(m.path, "");
+	assert_true(ep_maps_next_exec(text, len, &pos, &m));
+	assert_string_equal(m.path, "[vdso]");
+	assert_false(ep_maps_next_exec(text, len, &pos, &m));
+}
+
+/* Our own maps, read whole, against sscanf's reading of the same text: the
+ * same executable mappings, in the same order. */
+static void test_maps_of_this_process(void **state)
+{
+	(void)state;
+	static char text[1 << 20], copy[1 << 20];
+	FILE *f = fopen("/proc/self/maps", "r");
+	assert_non_null(f);
+	size_t len = fread(text, 1, sizeof(text) - 1, f);
+	fclose(f);
+	memcpy(copy, text, len);
+	copy[len] = '\0';
+	size_t pos = 0, n = 0;
+	struct ep_maps_entry m;
+	char *save = NULL, *line = strtok_r(copy, "\n", &save);
+	while (ep_maps_next_exec(text, len, &pos, &m)) {
+		unsigned long long start, end, offset;
+		char perms[8];
+		int at = 0;
+		for (; line; line = strtok_r(NULL, "\n", &save))
+			if (sscanf(line, "%llx-%llx %7s %llx %*s %*s %n", &start, &end, perms,
+				   &offset, &at) == 4 &&
+			    perms[2] == 'x')
+				break;
+		assert_non_null(line);
+		assert_int_equal(m.start, start);
+		assert_int_equal(m.end, end);
+		assert_int_equal(m.offset, offset);
+		assert_string_equal(m.path, line + at);
+		line = strtok_r(NULL, "\n", &save);
+		n++;
+	}
+	assert_true(n >= 2); /* this program and libc at least */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_query_and_text_agree),
 	    cmocka_unit_test(test_gone_process),
 	    cmocka_unit_test(test_code_mapped_after_the_exec_read_resolves_at_once),
+	    cmocka_unit_test(test_maps_text_parsed_in_place),
+	    cmocka_unit_test(test_maps_of_this_process),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -35,6 +35,12 @@ static struct ep_pipeline *new_pipeline(struct ep_binary_registry *reg, uint32_t
 	return p;
 }
 
+/* The sampled process, as the pipeline hands it to the reconstructor. */
+static struct ep_process *process_of(struct ep_pipeline *p, const struct ep_sample_record *rec)
+{
+	return ep_process_find(ep_pipeline_process_table(p), rec->pid);
+}
+
 /* The same sample twice in a row: the second time every entry is
  * remembered, and the trace is the same, branch for branch. */
 static void test_remembered_entries_give_the_same_trace(void **state)
@@ -48,8 +54,8 @@ static void test_remembered_entries_give_the_same_trace(void **state)
 	struct ep_trace a = {0}, b = {0};
 	size_t branches = 0;
 	for (size_t i = 0; i < s.n; i++) {
-		size_t na = ep_reconstruct(r, &s.recs[i], &a);
-		size_t nb = ep_reconstruct(r, &s.recs[i], &b);
+		size_t na = ep_reconstruct(r, &s.recs[i], process_of(p, &s.recs[i]), &a);
+		size_t nb = ep_reconstruct(r, &s.recs[i], process_of(p, &s.recs[i]), &b);
 		assert_int_equal(na, nb);
 		assert_int_equal(a.last_cut, b.last_cut);
 		for (size_t k = 0; k < na; k++) {
@@ -88,16 +94,16 @@ static void test_new_mappings_are_not_answered_from_memory(void **state)
 	struct ep_reconstructor *r = ep_pipeline_reconstructor(p);
 	const struct ep_reconstruct_stats *st = ep_reconstructor_stats(r);
 	struct ep_trace t = {0};
-	size_t before = ep_reconstruct(r, rec, &t);
+	size_t before = ep_reconstruct(r, rec, process_of(p, rec), &t);
 	assert_true(before > 10);
 	uint64_t unresolved = st->branch_entries_unresolved;
 	ep_pipeline_exec(p, rec->pid);
-	assert_int_equal(ep_reconstruct(r, rec, &t), 0);
+	assert_int_equal(ep_reconstruct(r, rec, process_of(p, rec), &t), 0);
 	assert_true(st->branch_entries_unresolved >= unresolved + rec->nr_entries - 1);
 	/* mapped again: resolved again, the same trace length */
 	ep_pipeline_mmap(p, rec->pid, 0x400000, 0x100000, 0, ep_test_fixture("test.binary"), NULL,
 			 0);
-	assert_int_equal(ep_reconstruct(r, rec, &t), before);
+	assert_int_equal(ep_reconstruct(r, rec, process_of(p, rec), &t), before);
 	ep_trace_free(&t);
 	ep_pipeline_free(p);
 	ep_binreg_free(reg);

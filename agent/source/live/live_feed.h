@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The live source's adapter: its samples and process events (exec, fork,
- * exit, mmap) into a pipeline. The BPF program reports no mappings made
- * before the agent started, so each process's mappings are read from /proc
- * at its first sample or exec, and again when its addresses stop resolving;
- * an exited process is forgotten a while later. The perf.data source's
- * counterpart is agent/source/perf_data/perf_data_feed.h.
+ * exit, mmap) into a pipeline, and the policy of reading /proc. The BPF
+ * program reports no mappings made before the agent started, so each
+ * process's mappings are read from /proc at its first sample or exec, and
+ * again when its addresses stop resolving; an exited process is forgotten
+ * a while later. What the policy goes by is
+ * in each process's record (agent/process/process.h). The perf.data
+ * source's counterpart is agent/source/perf_data/perf_data_feed.h.
  */
 #ifndef EP_LIVE_FEED_H
 #define EP_LIVE_FEED_H
@@ -14,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/util/u64map.h"
+#include "agent/source/live/proc_maps.h"
 
 struct ep_live;
 struct ep_pipeline;
@@ -22,6 +24,7 @@ struct ep_proc_record;
 struct ep_sample_record;
 struct ep_cycles_record;
 struct ep_process_labeller;
+struct ep_process_table;
 
 /* The sampling periods as the samples report them. */
 struct ep_period_stats {
@@ -31,42 +34,30 @@ struct ep_period_stats {
 
 /* Why a process's maps were read. */
 enum ep_maps_read {
-	EP_MAPS_AT_EXEC,
+	EP_MAPS_AT_EXEC,	 /* a new program's first sample: not at the exec itself */
 	EP_MAPS_AT_FIRST_SAMPLE, /* a process running before the agent, or unseen */
 	EP_MAPS_UNRESOLVED,	 /* a sample in no known mapping, at most once a second */
 	EP_MAPS_AT_MMAP,	 /* --watch-mmaps: new code mapped */
-	/* a sample taken after the exec's read, in none of its mappings:
-	 * ld.so mapped the libraries since (a few per exec) */
+	/* a sample taken after the maps read of an exec, in none of its
+	 * mappings: ld.so mapped the libraries since (a few per exec) */
 	EP_MAPS_AFTER_EXEC,
 	EP_MAPS_READ_KINDS
 };
 
 struct ep_live_feed {
-	struct ep_pipeline *pipeline; /* owned */
+	struct ep_pipeline *pipeline;	/* owned */
+	struct ep_process_table *procs; /* the pipeline's: what the policy reads and notes */
 	/* NULL: processes are not labelled one by one (an on-demand session's
 	 * counts carry the session's labels, not each process's container) */
 	struct ep_process_labeller *labeller;
 	struct ep_period_stats periods;
 	struct ep_period_stats cycles_periods; /* agent --cycles: the cycles event's */
-	struct ep_u64map maps_read;	       /* pid -> monotonic ns the last /proc read began */
-	/* pid -> reads left that a sample in no known mapping may ask for at
-	 * once, without the once-a-second bound: set at exec */
-	struct ep_u64map prompt_reads;
-	uint64_t unresolved_pids; /* processes gone before their maps were read */
-	uint64_t maps_reads[EP_MAPS_READ_KINDS];
-	char *maps_buf; /* the last maps text read, kept for the next */
-	size_t maps_cap;
+	struct ep_proc_maps maps;
 	bool no_map_files; /* without CAP_CHECKPOINT_RESTORE: /proc/PID/root only */
-	bool maps_text;	   /* a kernel without PROCMAP_QUERY: the maps text is read */
-	/* exited processes, forgotten a while later (their last samples may
-	 * still be in the other ring buffer): FIFO of pids by exit time, and
-	 * pid -> exit time to tell a reused pid from the one that exited */
-	struct ep_live_exit {
-		uint32_t pid;
-		uint64_t at;
-	} * exits;
-	size_t exits_head, exits_n, exits_cap;
-	struct ep_u64map exited;
+	/* processes gone before their maps were read, and binaries not opened
+	 * because their process had exited (Stats.processes_gone) */
+	uint64_t gone;
+	uint64_t maps_reads[EP_MAPS_READ_KINDS];
 	uint64_t forgotten;
 };
 
@@ -83,7 +74,7 @@ int ep_live_feed_poll(struct ep_live_feed *f, struct ep_live *live, int timeout_
  * the processes alive, not by all the machine ever ran. */
 void ep_live_feed_forget_exited(struct ep_live_feed *f);
 /* Reads pid's executable mappings into the pipeline now, as an exec does
- * (tests compare the two ways of reading them: f->maps_text). */
+ * (tests compare the two ways of reading them: f->maps.text). */
 void ep_live_feed_read_maps(struct ep_live_feed *f, uint32_t pid);
 /* A process event and a sample, as the live source hands them to the feed
  * (tests drive the feed with them). */
@@ -93,7 +84,7 @@ void ep_live_feed_cycles(struct ep_live_feed *f, const struct ep_cycles_record *
 /* One info line on the sampling periods seen, when there are some (and
  * one on the cycles event's). */
 void ep_live_feed_log_periods(const struct ep_live_feed *f);
-/* The process tables and the pipeline. */
+/* The buffers and the pipeline. */
 void ep_live_feed_free(struct ep_live_feed *f);
 
 #endif
