@@ -590,11 +590,6 @@ void ep_streamer_counters(struct ep_streamer *s, struct ep_stream_counters *out)
 	ep_spool_counters(s->spool, &out->spool);
 }
 
-const char *ep_streamer_agent_id(const struct ep_streamer *s)
-{
-	return s->agent_id;
-}
-
 struct ep_collector_list *ep_streamer_collectors(struct ep_streamer *s)
 {
 	return s->collectors;

@@ -88,7 +88,6 @@ int ep_streamer_report_session(struct ep_streamer *s, const Edgeprof__V1__Sessio
  * frees, each element with edgeprof__v1__profile_session__free_unpacked().
  * Returns how many. */
 size_t ep_streamer_take_sessions(struct ep_streamer *s, Edgeprof__V1__ProfileSession ***out);
-const char *ep_streamer_agent_id(const struct ep_streamer *s);
 /* The collectors it sends to, for the binary uploader to share which one
  * answers (borrowed: lives as long as s). */
 struct ep_collector_list *ep_streamer_collectors(struct ep_streamer *s);

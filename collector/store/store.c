@@ -34,11 +34,6 @@ void ep_store_close(struct ep_store *s)
 	s->ops->close(s);
 }
 
-const char *ep_store_kind(const struct ep_store *s)
-{
-	return s->ops->kind;
-}
-
 /* Every call ends here: the backend lets go of what it holds between calls
  * (SQLite: a statement left on a row keeps its read open, and an open read
  * pins the WAL, which then grows with every write). */

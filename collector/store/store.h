@@ -81,8 +81,6 @@ struct ep_store_filter {
  * missing. */
 struct ep_store *ep_store_open(const char *spec, char *err, size_t errlen);
 void ep_store_close(struct ep_store *s);
-/* "sqlite" or "clickhouse" */
-const char *ep_store_kind(const struct ep_store *s);
 /* True when the store needs each slice to come from one batch (batch >= 0):
  * its rows carry the batch they came from (ClickHouse, where that is how a
  * resend is recognised without transactions). False: slices may be merged

@@ -19,11 +19,6 @@ void ep_log_set_level(enum ep_log_level level)
 	current_level = level;
 }
 
-enum ep_log_level ep_log_get_level(void)
-{
-	return current_level;
-}
-
 int ep_log_parse_level(const char *name)
 {
 	static const char *const names[] = {"error", "warn", "info", "debug"};

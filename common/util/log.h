@@ -9,7 +9,6 @@
 enum ep_log_level { EP_LOG_ERROR = 0, EP_LOG_WARN, EP_LOG_INFO, EP_LOG_DEBUG };
 
 void ep_log_set_level(enum ep_log_level level);
-enum ep_log_level ep_log_get_level(void);
 /* Parses "error|warn|info|debug"; returns -1 on anything else. */
 int ep_log_parse_level(const char *name);
 

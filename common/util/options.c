@@ -35,28 +35,6 @@ int ep_parse_uint(const char *s, unsigned min, unsigned max, unsigned *out)
 	return 0;
 }
 
-int ep_parse_seconds(const char *s, unsigned min_s, unsigned max_s, unsigned *out)
-{
-	char *end;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno || end == s || s[0] == '-')
-		return -1;
-	unsigned long long unit = 1;
-	if (*end == 'm')
-		unit = 60;
-	else if (*end == 'h')
-		unit = 3600;
-	else if (*end != 's' && *end != '\0')
-		return -1;
-	if (*end && end[1])
-		return -1;
-	if (v > max_s / unit || v * unit < min_s)
-		return -1;
-	*out = (unsigned)(v * unit);
-	return 0;
-}
-
 static void common_usage(FILE *out)
 {
 	fprintf(out, "  --log-level L     error|warn|info (default)|debug\n"

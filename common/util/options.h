@@ -90,8 +90,5 @@ static inline int ep_options_exit_code(int parsed)
 /* A decimal number in [min, max]; 0, or -1 for anything else. */
 int ep_parse_uint(const char *s, unsigned min, unsigned max, unsigned *out);
 int ep_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out);
-/* A duration: a number of seconds, or with a unit s, m or h ("90", "30s",
- * "2m"); in [min_s, max_s]. 0, or -1. */
-int ep_parse_seconds(const char *s, unsigned min_s, unsigned max_s, unsigned *out);
 
 #endif

@@ -90,11 +90,6 @@ void ep_event_set_detach_all(struct ep_event_set *s)
 		ep_event_set_detach(s, cpu);
 }
 
-bool ep_event_set_open_on(const struct ep_event_set *s, int cpu)
-{
-	return s->fds[cpu] >= 0;
-}
-
 void ep_event_set_rearm(struct ep_event_set *s, uint64_t *rng)
 {
 	if (!s->plan.jitter)

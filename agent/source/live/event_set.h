@@ -50,7 +50,6 @@ void ep_event_set_init(struct ep_event_set *s, const char *what);
 int ep_event_set_attach(struct ep_event_set *s, int cpu, uint64_t *rng, char *err, size_t errlen);
 void ep_event_set_detach(struct ep_event_set *s, int cpu);
 void ep_event_set_detach_all(struct ep_event_set *s);
-bool ep_event_set_open_on(const struct ep_event_set *s, int cpu);
 /* Every open CPU's event gets a new random period, counted from now (the
  * ioctl restarts the count). A refused re-arm is warned about once. */
 void ep_event_set_rearm(struct ep_event_set *s, uint64_t *rng);
