@@ -63,30 +63,11 @@ bool ep_binary_is_pie(const struct ep_binary *bin)
 	return bin->pie;
 }
 
-/* Reads exactly n bytes at offset: the number read (n, or fewer where
- * the file failed: errno, 0 when it ended first). */
-static size_t read_full(int fd, void *buf, size_t n, uint64_t offset)
-{
-	size_t got = 0;
-	while (got < n) {
-		ssize_t r = pread(fd, (uint8_t *)buf + got, n - got, (off_t)(offset + got));
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0) {
-			if (r == 0)
-				errno = 0;
-			break;
-		}
-		got += (size_t)r;
-	}
-	return got;
-}
-
 /* Reads exactly n bytes at offset, or fails saying why. */
 static int read_at(int fd, const char *path, uint8_t *buf, size_t n, uint64_t offset, char *err,
 		   size_t errlen)
 {
-	size_t got = read_full(fd, buf, n, offset);
+	size_t got = ep_pread_full(fd, buf, n, offset);
 	if (got == n)
 		return 0;
 	snprintf(err, errlen, "%s: read failed at byte %llu: %s", path,
@@ -235,7 +216,7 @@ static bool is_pie_dynamic(Elf *elf, struct ep_elf_budget *budget, bool has_inte
 /* ep_elf_read_fn over a descriptor (ctx: the int) */
 static bool fd_read(void *ctx, uint64_t off, void *buf, size_t len)
 {
-	return read_full(*(const int *)ctx, buf, len, off) == len;
+	return ep_pread_full(*(const int *)ctx, buf, len, off) == len;
 }
 
 static double mib(uint64_t bytes)

@@ -18,6 +18,7 @@
 #include "common/elf/elf_image.h"
 #include "common/util/arch.h"
 #include "common/util/log.h"
+#include "common/util/regular_file.h"
 
 #define CACHE_SLOTS 4
 #define MISSES	    64	/* build-ids debuginfod did not have, remembered */
@@ -432,15 +433,7 @@ static int from_debuginfod(struct ep_binaries *b, const char *build_id)
 			 (long long)st.st_size, b->max_file);
 	} else if (fd >= 0 && S_ISREG(st.st_mode)) {
 		uint8_t *bytes = malloc(st.st_size ? (size_t)st.st_size : 1);
-		size_t got = 0;
-		while (bytes && got < (size_t)st.st_size) {
-			ssize_t n = pread(fd, bytes + got, (size_t)st.st_size - got, (off_t)got);
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n <= 0)
-				break;
-			got += (size_t)n;
-		}
+		size_t got = bytes ? ep_pread_full(fd, bytes, (size_t)st.st_size, 0) : 0;
 		if (bytes && got == (size_t)st.st_size) {
 			struct ep_image_claim claim = {
 			    .build_id = build_id, .path = path, .source = EP_IMAGE_FROM_DEBUGINFOD};

@@ -56,3 +56,20 @@ int ep_open_regular(const char *path, char *why, size_t whylen)
 	}
 	return fd;
 }
+
+size_t ep_pread_full(int fd, void *buf, size_t n, uint64_t offset)
+{
+	size_t got = 0;
+	while (got < n) {
+		ssize_t r = pread(fd, (uint8_t *)buf + got, n - got, (off_t)(offset + got));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			if (r == 0)
+				errno = 0;
+			break;
+		}
+		got += (size_t)r;
+	}
+	return got;
+}

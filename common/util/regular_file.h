@@ -11,6 +11,7 @@
 #define EP_REGULAR_FILE_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 /* A read-only descriptor (O_CLOEXEC) of path, or -1 with why saying what is
@@ -21,5 +22,10 @@ int ep_open_regular(const char *path, char *why, size_t whylen);
 /* "a FIFO", "a directory", "a symbolic link", ...: what st_mode says a file
  * is, for messages. */
 const char *ep_file_kind(mode_t mode);
+
+/* Reads n bytes at offset of fd, again where a read stops short or is
+ * interrupted: how many were read (n, or fewer with errno saying why, 0
+ * when the file ended first). */
+size_t ep_pread_full(int fd, void *buf, size_t n, uint64_t offset);
 
 #endif
