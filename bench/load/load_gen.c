@@ -535,168 +535,228 @@ static unsigned parse_uint(const char *opt, const char *v, unsigned min)
 	return (unsigned)n;
 }
 
-int main(int argc, char **argv)
+/* The options into o; the index of the first template directory. */
+static int parse_args(int argc, char **argv, struct opts *o)
 {
-	struct opts o = {.agents = 500,
-			 .seconds = 180,
-			 .interval_ms = 1000,
-			 .per_batch = 8,
-			 .builds = 64,
-			 .prefix = "load"};
 	int i = 1;
 	for (; i < argc && argv[i][0] == '-'; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		if (!v)
 			usage();
 		if (strcmp(a, "--collector") == 0)
-			o.collector = v;
+			o->collector = v;
 		else if (strcmp(a, "--token-file") == 0)
-			o.token_file = v;
+			o->token_file = v;
 		else if (strcmp(a, "--agents") == 0)
-			o.agents = parse_uint(a, v, 1);
+			o->agents = parse_uint(a, v, 1);
 		else if (strcmp(a, "--seconds") == 0)
-			o.seconds = parse_uint(a, v, 1);
+			o->seconds = parse_uint(a, v, 1);
 		else if (strcmp(a, "--interval-ms") == 0)
-			o.interval_ms = parse_uint(a, v, 0);
+			o->interval_ms = parse_uint(a, v, 0);
 		else if (strcmp(a, "--binaries-per-batch") == 0)
-			o.per_batch = parse_uint(a, v, 1);
+			o->per_batch = parse_uint(a, v, 1);
 		else if (strcmp(a, "--builds") == 0)
-			o.builds = parse_uint(a, v, 1);
+			o->builds = parse_uint(a, v, 1);
 		else if (strcmp(a, "--collector-pid") == 0)
-			o.collector_pid = (long)parse_uint(a, v, 1);
+			o->collector_pid = (long)parse_uint(a, v, 1);
 		else if (strcmp(a, "--store-pid") == 0)
-			o.store_pid = (long)parse_uint(a, v, 1);
+			o->store_pid = (long)parse_uint(a, v, 1);
 		else if (strcmp(a, "--prefix") == 0)
-			o.prefix = v;
+			o->prefix = v;
 		else
 			usage();
 		i++;
 	}
-	if (!o.collector || i == argc)
+	if (!o->collector || i == argc)
 		usage();
-	if (o.token_file) {
-		FILE *f = fopen(o.token_file, "r");
+	if (o->token_file) {
+		FILE *f = fopen(o->token_file, "r");
 		if (!f || !fgets(token, sizeof(token), f)) {
 			fprintf(stderr, "load_gen: --token-file %s: cannot read it\n",
-				o.token_file);
+				o->token_file);
 			exit(2);
 		}
 		fclose(f);
 		token[strcspn(token, "\r\n")] = '\0';
 	}
-	for (; i < argc; i++) {
-		if (npools == MAX_POOLS) {
-			fprintf(stderr, "load_gen: at most %d template directories\n", MAX_POOLS);
-			exit(2);
-		}
-		if (load_pool(&pools[npools++], argv[i]) != 0)
-			exit(2);
-	}
-	sent = xcalloc(norigs * o.builds, sizeof(*sent));
-	curl_global_init(CURL_GLOBAL_DEFAULT);
-	CURLM *multi = curl_multi_init();
-	curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, (long)o.agents + 16);
-	char url[1024], auth[600];
-	snprintf(url, sizeof(url), "%s/v1/ingest", o.collector);
-	snprintf(auth, sizeof(auth), "Authorization: Bearer %s", token);
-	struct agent *agents = xcalloc(o.agents, sizeof(*agents));
-	uint64_t run_id = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
-	double t0 = now_s();
-	for (unsigned k = 0; k < o.agents; k++) {
-		struct agent *a = &agents[k];
-		a->index = k;
-		a->pool = &pools[k % npools];
-		a->seq = 1;
-		snprintf(a->agent_id, sizeof(a->agent_id), "load-%016" PRIx64 "-%u", run_id, k);
-		snprintf(a->node, sizeof(a->node), "load-node-%u", k);
-		/* a node of its own: its own source address on loopback */
-		snprintf(a->iface, sizeof(a->iface), "host!127.1.%u.%u", (k / 250) % 250,
-			 k % 250 + 1);
-		for (unsigned c = 0; c < CONTAINERS; c++)
-			snprintf(a->containers[c], sizeof(a->containers[c]), "%016" PRIx64 "%08x",
-				 run_id, k * CONTAINERS + c);
-		a->keys = xcalloc(o.per_batch, sizeof(*a->keys));
-		a->parts = xcalloc(o.per_batch, sizeof(*a->parts));
-		a->h = curl_easy_init();
-		a->headers = curl_slist_append(NULL, "Content-Type: application/x-protobuf");
-		a->headers = curl_slist_append(a->headers, "Content-Encoding: zstd");
-		if (token[0])
-			a->headers = curl_slist_append(a->headers, auth);
-		curl_easy_setopt(a->h, CURLOPT_URL, url);
-		curl_easy_setopt(a->h, CURLOPT_HTTPHEADER, a->headers);
-		curl_easy_setopt(a->h, CURLOPT_INTERFACE, a->iface);
-		curl_easy_setopt(a->h, CURLOPT_WRITEFUNCTION, on_answer);
-		curl_easy_setopt(a->h, CURLOPT_WRITEDATA, a);
-		curl_easy_setopt(a->h, CURLOPT_PRIVATE, a);
-		curl_easy_setopt(a->h, CURLOPT_NOSIGNAL, 1L);
-		curl_easy_setopt(a->h, CURLOPT_TIMEOUT_MS, 120000L);
-		curl_easy_setopt(a->h, CURLOPT_TCP_KEEPALIVE, 1L);
-		/* the fleet does not start in step */
-		a->next_at = t0 + (double)(next_random() % (o.interval_ms + 1)) / 1000.0;
-		make_batch(a, &o);
-	}
+	return i;
+}
 
-	uint64_t stored0 = metric_value(&o, "edgeprof_ingest_batches_total{result=\"stored\"}");
-	uint64_t commits0 = metric_value(&o, "edgeprof_store_commits_total");
+/* Agent k: its names, its handle to url, its first batch. */
+static void start_agent(struct agent *a, unsigned k, const struct opts *o, uint64_t run_id,
+			const char *url, double t0)
+{
+	char auth[600];
+	snprintf(auth, sizeof(auth), "Authorization: Bearer %s", token);
+	a->index = k;
+	a->pool = &pools[k % npools];
+	a->seq = 1;
+	snprintf(a->agent_id, sizeof(a->agent_id), "load-%016" PRIx64 "-%u", run_id, k);
+	snprintf(a->node, sizeof(a->node), "load-node-%u", k);
+	/* a node of its own: its own source address on loopback */
+	snprintf(a->iface, sizeof(a->iface), "host!127.1.%u.%u", (k / 250) % 250, k % 250 + 1);
+	for (unsigned c = 0; c < CONTAINERS; c++)
+		snprintf(a->containers[c], sizeof(a->containers[c]), "%016" PRIx64 "%08x", run_id,
+			 k * CONTAINERS + c);
+	a->keys = xcalloc(o->per_batch, sizeof(*a->keys));
+	a->parts = xcalloc(o->per_batch, sizeof(*a->parts));
+	a->h = curl_easy_init();
+	a->headers = curl_slist_append(NULL, "Content-Type: application/x-protobuf");
+	a->headers = curl_slist_append(a->headers, "Content-Encoding: zstd");
+	if (token[0])
+		a->headers = curl_slist_append(a->headers, auth);
+	curl_easy_setopt(a->h, CURLOPT_URL, url);
+	curl_easy_setopt(a->h, CURLOPT_HTTPHEADER, a->headers);
+	curl_easy_setopt(a->h, CURLOPT_INTERFACE, a->iface);
+	curl_easy_setopt(a->h, CURLOPT_WRITEFUNCTION, on_answer);
+	curl_easy_setopt(a->h, CURLOPT_WRITEDATA, a);
+	curl_easy_setopt(a->h, CURLOPT_PRIVATE, a);
+	curl_easy_setopt(a->h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(a->h, CURLOPT_TIMEOUT_MS, 120000L);
+	curl_easy_setopt(a->h, CURLOPT_TCP_KEEPALIVE, 1L);
+	/* the fleet does not start in step */
+	a->next_at = t0 + (double)(next_random() % (o->interval_ms + 1)) / 1000.0;
+	make_batch(a, o);
+}
+
+/* What the agents' run counted, and the collector's RSS along it. */
+struct run {
+	double t0, last_ack;
+	bool stopping;
+	unsigned inflight;
+	uint64_t acked, acked_dup, edges_acked, http_errors, answer_503, transport_errors, unacked,
+	    bytes_posted, bytes_acked;
+	long rss[MAX_RSS_SAMPLES];
+	double rss_at[MAX_RSS_SAMPLES]; /* seconds from t0 */
+	size_t nrss;
+};
+
+static void sample_rss(const struct opts *o, struct run *r, double now)
+{
+	if (!o->collector_pid || r->nrss == MAX_RSS_SAMPLES)
+		return;
+	r->rss[r->nrss] = rss_kib(o->collector_pid);
+	r->rss_at[r->nrss++] = now - r->t0;
+}
+
+/* The collector's counters (/metrics) an ingest run moves. */
+struct collector_counts {
+	uint64_t stored, commits, rows_in[3], rows_written;
+	double commit_s;
+};
+
+static const char *const row_kinds[] = {"edges", "ranges", "ips"};
+
+static void read_counts(const struct opts *o, struct collector_counts *c)
+{
+	char name[80];
+	c->stored = metric_value(o, "edgeprof_ingest_batches_total{result=\"stored\"}");
+	c->commits = metric_value(o, "edgeprof_store_commits_total");
 	/* rows in, rows out: what the capacity model (bench/capacity) scales from */
-	static const char *const row_kinds[] = {"edges", "ranges", "ips"};
-	uint64_t rows_total = 0, rows_in[3], rows_written0;
-	char row_metric[80];
 	for (size_t k = 0; k < 3; k++) {
-		snprintf(row_metric, sizeof(row_metric), "edgeprof_ingest_rows_total{kind=\"%s\"}",
+		snprintf(name, sizeof(name), "edgeprof_ingest_rows_total{kind=\"%s\"}",
 			 row_kinds[k]);
-		rows_in[k] = metric_value(&o, row_metric);
+		c->rows_in[k] = metric_value(o, name);
 	}
-	rows_written0 = metric_value(&o, "edgeprof_store_rows_written_total");
-	double commit_s0 = metric_double(&o, "edgeprof_store_commit_seconds_total");
-	long rss_samples[MAX_RSS_SAMPLES];
-	double rss_times[MAX_RSS_SAMPLES];
-	size_t nrss = 0;
-	double cpu0 = o.collector_pid ? cpu_seconds(o.collector_pid) : 0;
-	double store_cpu0 = o.store_pid ? cpu_seconds(o.store_pid) : 0;
-	if (o.collector_pid) {
-		rss_samples[nrss] = rss_kib(o.collector_pid);
-		rss_times[nrss++] = 0;
+	c->rows_written = metric_value(o, "edgeprof_store_rows_written_total");
+	c->commit_s = metric_double(o, "edgeprof_store_commit_seconds_total");
+}
+
+/* a's batch answered (or not): counted, and its next batch planned */
+static void on_done(struct agent *a, CURLcode cc, const struct opts *o, struct run *r)
+{
+	double done = now_s();
+	long status = 0;
+	curl_easy_getinfo(a->h, CURLINFO_RESPONSE_CODE, &status);
+	Edgeprof__V1__IngestResponse *resp =
+	    cc == CURLE_OK && status == 200
+		? edgeprof__v1__ingest_response__unpack(NULL, a->answer_len, (uint8_t *)a->answer)
+		: NULL;
+	if (!resp) {
+		if (cc != CURLE_OK)
+			r->transport_errors++;
+		else if (status == 503)
+			r->answer_503++;
+		else
+			r->http_errors++;
+		if ((cc != CURLE_OK ? 0 : status) / 100 == 4) {
+			/* refused for good: the generator is wrong */
+			a->answer[a->answer_len] = '\0';
+			fprintf(stderr, "load_gen: agent %u: HTTP %ld: %s\n", a->index, status,
+				a->answer);
+			r->unacked++;
+			a->resend = false;
+			a->next_at = 1e300;
+			return;
+		}
+		a->resend = true;
+		a->next_at = done + RETRY_MS / 1000.0;
+		return;
 	}
-	double next_rss = t0 + RSS_EVERY_S, end = t0 + o.seconds;
-	uint64_t acked = 0, acked_dup = 0, edges_acked = 0, http_errors = 0, answer_503 = 0,
-		 transport_errors = 0, unacked = 0, bytes_posted = 0, bytes_acked = 0;
-	unsigned inflight = 0;
-	double last_ack = t0;
-	bool stopping = false;
+	add_latency(done - a->sent_at);
+	if (resp->status == EDGEPROF__V1__INGEST_RESPONSE__STATUS__DUPLICATE)
+		r->acked_dup++;
+	else
+		r->acked++;
+	edgeprof__v1__ingest_response__free_unpacked(resp, NULL);
+	for (size_t k = 0; k < a->nkeys; k++) {
+		struct totals *t = &sent[a->keys[k]];
+		t->samples += a->parts[k].samples;
+		t->edges += a->parts[k].edges;
+		t->ranges += a->parts[k].ranges;
+		t->ips += a->parts[k].ips;
+	}
+	r->edges_acked += a->edges_in_batch;
+	r->bytes_acked += a->len;
+	r->last_ack = done;
+	a->resend = false;
+	a->seq++;
+	double pause = (double)o->interval_ms / 1000.0;
+	a->next_at = done + pause * (0.5 + (double)(next_random() % 1001) / 1000.0);
+	if (!r->stopping)
+		make_batch(a, o);
+}
+
+/* Posts every batch that is due; the earliest time one falls due after,
+ * at most 50 ms from now. False once stopping and nothing is left. */
+static bool post_due(struct agent *agents, const struct opts *o, CURLM *multi, struct run *r,
+		     double now, double *wake)
+{
+	*wake = now + 0.05;
+	unsigned resends = 0;
+	for (unsigned k = 0; k < o->agents; k++) {
+		struct agent *a = &agents[k];
+		if (a->inflight || (!a->resend && r->stopping))
+			continue;
+		if (now >= a->next_at) {
+			start_post(a, multi, now);
+			r->bytes_posted += a->len;
+			r->inflight++;
+		} else if (a->next_at < *wake) {
+			*wake = a->next_at;
+		}
+		resends += a->resend && !a->inflight;
+	}
+	return !(r->stopping && r->inflight == 0 && resends == 0);
+}
+
+/* The agents post for o->seconds, then finish what is under way. */
+static void run_agents(struct agent *agents, const struct opts *o, CURLM *multi, struct run *r)
+{
+	double next_rss = r->t0 + RSS_EVERY_S, end = r->t0 + o->seconds, wake;
 	for (;;) {
 		double now = now_s();
-		if (!stopping && now >= end)
-			stopping = true;
-		if (o.collector_pid && now >= next_rss && nrss < MAX_RSS_SAMPLES) {
-			rss_samples[nrss] = rss_kib(o.collector_pid);
-			rss_times[nrss++] = now - t0;
+		if (!r->stopping && now >= end)
+			r->stopping = true;
+		if (now >= next_rss) {
+			sample_rss(o, r, now);
 			next_rss += RSS_EVERY_S;
 		}
-		double wake = now + 0.05;
-		for (unsigned k = 0; k < o.agents; k++) {
-			struct agent *a = &agents[k];
-			if (a->inflight)
-				continue;
-			if (!a->resend && stopping)
-				continue;
-			if (now >= a->next_at) {
-				start_post(a, multi, now);
-				bytes_posted += a->len;
-				inflight++;
-			} else if (a->next_at < wake) {
-				wake = a->next_at;
-			}
-		}
-		unsigned resends = 0;
-		for (unsigned k = 0; k < o.agents; k++)
-			resends += agents[k].resend && !agents[k].inflight;
-		if (stopping && inflight == 0 && resends == 0)
+		if (!post_due(agents, o, multi, r, now, &wake))
 			break;
-		int running;
+		int running, left;
 		curl_multi_perform(multi, &running);
 		CURLMsg *msg;
-		int left;
 		while ((msg = curl_multi_info_read(multi, &left))) {
 			if (msg->msg != CURLMSG_DONE)
 				continue;
@@ -705,98 +765,43 @@ int main(int argc, char **argv)
 			CURLcode cc = msg->data.result;
 			curl_multi_remove_handle(multi, a->h);
 			a->inflight = false;
-			inflight--;
-			double done = now_s();
-			long status = 0;
-			curl_easy_getinfo(a->h, CURLINFO_RESPONSE_CODE, &status);
-			Edgeprof__V1__IngestResponse *r =
-			    cc == CURLE_OK && status == 200
-				? edgeprof__v1__ingest_response__unpack(NULL, a->answer_len,
-									(uint8_t *)a->answer)
-				: NULL;
-			if (r) {
-				add_latency(done - a->sent_at);
-				if (r->status == EDGEPROF__V1__INGEST_RESPONSE__STATUS__DUPLICATE)
-					acked_dup++;
-				else
-					acked++;
-				edgeprof__v1__ingest_response__free_unpacked(r, NULL);
-				for (size_t k = 0; k < a->nkeys; k++) {
-					struct totals *t = &sent[a->keys[k]];
-					t->samples += a->parts[k].samples;
-					t->edges += a->parts[k].edges;
-					t->ranges += a->parts[k].ranges;
-					t->ips += a->parts[k].ips;
-				}
-				edges_acked += a->edges_in_batch;
-				bytes_acked += a->len;
-				last_ack = done;
-				a->resend = false;
-				a->seq++;
-				double pause = (double)o.interval_ms / 1000.0;
-				a->next_at =
-				    done + pause * (0.5 + (double)(next_random() % 1001) / 1000.0);
-				if (!stopping)
-					make_batch(a, &o);
-			} else {
-				if (cc != CURLE_OK)
-					transport_errors++;
-				else if (status == 503)
-					answer_503++;
-				else
-					http_errors++;
-				if ((cc != CURLE_OK ? 0 : status) / 100 == 4) {
-					/* refused for good: the generator is wrong */
-					a->answer[a->answer_len] = '\0';
-					fprintf(stderr, "load_gen: agent %u: HTTP %ld: %s\n",
-						a->index, status, a->answer);
-					unacked++;
-					a->resend = false;
-					a->next_at = 1e300;
-					continue;
-				}
-				a->resend = true;
-				a->next_at = done + RETRY_MS / 1000.0;
-			}
+			r->inflight--;
+			on_done(a, cc, o, r);
 		}
 		double timeout = wake - now_s();
 		int ms = timeout <= 0 ? 0 : (int)(timeout * 1000.0) + 1;
 		curl_multi_poll(multi, NULL, 0, ms > 50 ? 50 : ms, NULL);
 	}
-	double wall = last_ack - t0;
-	if (o.collector_pid && nrss < MAX_RSS_SAMPLES) {
-		rss_samples[nrss] = rss_kib(o.collector_pid);
-		rss_times[nrss++] = now_s() - t0;
-	}
-	double cpu = o.collector_pid ? cpu_seconds(o.collector_pid) - cpu0 : 0;
-	/* before the read-back below, whose queries are not ingest's cost */
-	double store_cpu = o.store_pid ? cpu_seconds(o.store_pid) - store_cpu0 : 0;
+}
 
-	/* read the store back */
-	uint64_t stored =
-	    metric_value(&o, "edgeprof_ingest_batches_total{result=\"stored\"}") - stored0;
-	uint64_t commits = metric_value(&o, "edgeprof_store_commits_total") - commits0;
-	double commit_s = metric_double(&o, "edgeprof_store_commit_seconds_total") - commit_s0;
-	for (size_t k = 0; k < 3; k++) {
-		snprintf(row_metric, sizeof(row_metric), "edgeprof_ingest_rows_total{kind=\"%s\"}",
-			 row_kinds[k]);
-		rows_in[k] = metric_value(&o, row_metric) - rows_in[k];
-		rows_total += rows_in[k];
-	}
-	uint64_t rows_written =
-	    metric_value(&o, "edgeprof_store_rows_written_total") - rows_written0;
-	struct totals want = {0}, got = {0};
-	size_t mismatched = 0, builds_seen = 0;
-	for (size_t key = 0; key < norigs * o.builds; key++) {
+/* The store read back against what was acknowledged. */
+struct check {
+	struct totals want, got;
+	size_t mismatched, builds_seen, listed;
+	uint64_t listed_samples;
+};
+
+static void add_totals(struct totals *to, const struct totals *t)
+{
+	to->samples += t->samples;
+	to->edges += t->edges;
+	to->ranges += t->ranges;
+	to->ips += t->ips;
+}
+
+/* Each build-id's profile against its acknowledged sums. */
+static void compare_profiles(const struct opts *o, struct check *c)
+{
+	for (size_t key = 0; key < norigs * o->builds; key++) {
 		struct totals *w = &sent[key];
 		if (!w->samples && !w->edges && !w->ranges && !w->ips)
 			continue;
-		builds_seen++;
+		c->builds_seen++;
 		char id[64], path[256];
-		build_id_of(key, o.builds, id, sizeof(id));
+		build_id_of(key, o->builds, id, sizeof(id));
 		snprintf(path, sizeof(path), "/v1/profile?build_id=%s&format=proto", id);
 		struct fetched f;
-		long status = http_get(&o, path, &f);
+		long status = http_get(o, path, &f);
 		struct totals g = {0};
 		Edgeprof__V1__Profile *p =
 		    status == 200 ? edgeprof__v1__profile__unpack(NULL, f.len, (uint8_t *)f.data)
@@ -810,7 +815,7 @@ int main(int argc, char **argv)
 		}
 		free(f.data);
 		if (memcmp(&g, w, sizeof(g)) != 0) {
-			mismatched++;
+			c->mismatched++;
 			fprintf(stderr,
 				"load_gen: build-id %s: stored samples %" PRIu64 " edges %" PRIu64
 				" ranges %" PRIu64 " ips %" PRIu64 ", sent %" PRIu64 " / %" PRIu64
@@ -818,32 +823,28 @@ int main(int argc, char **argv)
 				id, g.samples, g.edges, g.ranges, g.ips, w->samples, w->edges,
 				w->ranges, w->ips);
 		}
-		want.samples += w->samples;
-		want.edges += w->edges;
-		want.ranges += w->ranges;
-		want.ips += w->ips;
-		got.samples += g.samples;
-		got.edges += g.edges;
-		got.ranges += g.ranges;
-		got.ips += g.ips;
+		add_totals(&c->want, w);
+		add_totals(&c->got, &g);
 	}
-	/* no binary the agents did not send, no samples beside theirs */
-	uint64_t listed_samples = 0;
-	size_t listed = 0;
+}
+
+/* /v1/binaries: no binary the agents did not send, no samples beside
+ * theirs. A page at a time (the collector bounds each answer), "next" its
+ * last build-id (hex: nothing to escape). */
+static void list_binaries(const struct opts *o, struct check *c)
+{
 	struct fetched f;
-	/* a page at a time (the collector bounds each answer), "next" its
-	 * last build-id (hex: nothing to escape) */
 	char path[256] = "/v1/binaries?limit=1000";
-	for (bool more = true; more && http_get(&o, path, &f) == 200 && f.data;) {
+	for (bool more = true; more && http_get(o, path, &f) == 200 && f.data;) {
 		json_object *root = json_tokener_parse(f.data), *arr, *next;
 		more = false;
 		if (root && json_object_object_get_ex(root, "binaries", &arr)) {
 			size_t n = json_object_array_length(arr);
-			listed += n;
+			c->listed += n;
 			for (size_t k = 0; k < n; k++) {
 				json_object *s, *b = json_object_array_get_idx(arr, k);
 				if (json_object_object_get_ex(b, "samples", &s))
-					listed_samples += (uint64_t)json_object_get_int64(s);
+					c->listed_samples += (uint64_t)json_object_get_int64(s);
 			}
 		}
 		if (root && json_object_object_get_ex(root, "next", &next) &&
@@ -857,74 +858,85 @@ int main(int argc, char **argv)
 		f.data = NULL;
 	}
 	free(f.data);
+}
 
-	qsort(lat, nlat, sizeof(*lat), cmp_double);
-	const char *px = o.prefix;
-	printf("%s_agents: %u\n", px, o.agents);
+/* The run's rates, answers and the collector's counts (d: moved by it). */
+static void print_run(const struct opts *o, const struct run *r, const struct collector_counts *d)
+{
+	const char *px = o->prefix;
+	double wall = r->last_ack - r->t0;
+	uint64_t acks = r->acked + r->acked_dup;
+	uint64_t rows = d->rows_in[0] + d->rows_in[1] + d->rows_in[2];
+	printf("%s_agents: %u\n", px, o->agents);
 	printf("%s_seconds: %.1f\n", px, wall);
-	printf("%s_batches_acked: %" PRIu64 "\n", px, acked + acked_dup);
-	printf("%s_batches_per_s: %.1f\n", px, wall > 0 ? (double)(acked + acked_dup) / wall : 0);
-	printf("%s_edges_per_s: %.0f\n", px, wall > 0 ? (double)edges_acked / wall : 0);
+	printf("%s_batches_acked: %" PRIu64 "\n", px, acks);
+	printf("%s_batches_per_s: %.1f\n", px, wall > 0 ? (double)acks / wall : 0);
+	printf("%s_edges_per_s: %.0f\n", px, wall > 0 ? (double)r->edges_acked / wall : 0);
 	/* the compressed bodies as posted, retries included: bytes on the wire */
-	printf("%s_bytes_posted: %" PRIu64 "\n", px, bytes_posted);
-	printf("%s_bytes_per_batch: %.0f\n", px,
-	       acked + acked_dup ? (double)bytes_acked / (double)(acked + acked_dup) : 0);
+	printf("%s_bytes_posted: %" PRIu64 "\n", px, r->bytes_posted);
+	printf("%s_bytes_per_batch: %.0f\n", px, acks ? (double)r->bytes_acked / (double)acks : 0);
 	printf("%s_rows_received: %" PRIu64 " (edges %" PRIu64 ", ranges %" PRIu64 ", ips %" PRIu64
 	       ")\n",
-	       px, rows_total, rows_in[0], rows_in[1], rows_in[2]);
-	printf("%s_rows_written: %" PRIu64 "\n", px, rows_written);
+	       px, rows, d->rows_in[0], d->rows_in[1], d->rows_in[2]);
+	printf("%s_rows_written: %" PRIu64 "\n", px, d->rows_written);
 	printf("%s_answer_p50_ms: %.1f\n", px, percentile(0.50) * 1000.0);
 	printf("%s_answer_p99_ms: %.1f\n", px, percentile(0.99) * 1000.0);
 	printf("%s_answer_max_ms: %.1f\n", px, nlat ? lat[nlat - 1] * 1000.0 : 0);
-	printf("%s_answers_503: %" PRIu64 "\n", px, answer_503);
-	printf("%s_store_commits: %" PRIu64 "\n", px, commits);
+	printf("%s_answers_503: %" PRIu64 "\n", px, r->answer_503);
+	printf("%s_store_commits: %" PRIu64 "\n", px, d->commits);
 	printf("%s_store_commit_ms_mean: %.1f\n", px,
-	       commits ? commit_s * 1000.0 / (double)commits : 0);
-	printf("%s_batches_per_commit: %.1f\n", px, commits ? (double)stored / (double)commits : 0);
-	printf("%s_errors: %" PRIu64 "\n", px, http_errors + transport_errors + unacked);
-	printf("%s_duplicates_acked: %" PRIu64 "\n", px, acked_dup);
+	       d->commits ? d->commit_s * 1000.0 / (double)d->commits : 0);
+	printf("%s_batches_per_commit: %.1f\n", px,
+	       d->commits ? (double)d->stored / (double)d->commits : 0);
+	printf("%s_errors: %" PRIu64 "\n", px, r->http_errors + r->transport_errors + r->unacked);
+	printf("%s_duplicates_acked: %" PRIu64 "\n", px, r->acked_dup);
 	/* every acknowledged batch stored once: the collector's own count of new
 	 * batches against the acknowledgements (a duplicate answer is a resend
 	 * of one already counted) */
-	printf("%s_batches_lost: %" PRIu64 "\n", px, acked > stored ? acked - stored : 0);
-	printf("%s_batches_doubled: %" PRIu64 "\n", px, stored > acked ? stored - acked : 0);
-	bool match = mismatched == 0 && memcmp(&want, &got, sizeof(want)) == 0 &&
-		     listed == builds_seen && listed_samples == want.samples;
-	printf("%s_build_ids: %zu (listed %zu)\n", px, builds_seen, listed);
-	printf("%s_samples_sent: %" PRIu64 "\n", px, want.samples);
-	printf("%s_samples_stored: %" PRIu64 "\n", px, got.samples);
-	printf("%s_edge_count_sent: %" PRIu64 "\n", px, want.edges);
-	printf("%s_edge_count_stored: %" PRIu64 "\n", px, got.edges);
-	printf("%s_totals_match: %d\n", px, match ? 1 : 0);
-	if (o.collector_pid && nrss) {
-		printf("%s_collector_rss_kib_start: %ld\n", px, rss_samples[0]);
-		printf("%s_collector_rss_kib_middle: %ld\n", px, rss_samples[nrss / 2]);
-		printf("%s_collector_rss_kib_end: %ld\n", px, rss_samples[nrss - 1]);
+	printf("%s_batches_lost: %" PRIu64 "\n", px,
+	       r->acked > d->stored ? r->acked - d->stored : 0);
+	printf("%s_batches_doubled: %" PRIu64 "\n", px,
+	       d->stored > r->acked ? d->stored - r->acked : 0);
+}
+
+/* The collector's RSS along the run and the CPU it and the store took. */
+static void print_resources(const struct opts *o, const struct run *r, double cpu, double store_cpu)
+{
+	const char *px = o->prefix;
+	if (o->collector_pid && r->nrss) {
+		printf("%s_collector_rss_kib_start: %ld\n", px, r->rss[0]);
+		printf("%s_collector_rss_kib_middle: %ld\n", px, r->rss[r->nrss / 2]);
+		printf("%s_collector_rss_kib_end: %ld\n", px, r->rss[r->nrss - 1]);
 		long max = 0;
 		/* least squares over the second half (after warm-up) */
 		double sx = 0, sy = 0, sxx = 0, sxy = 0, nn = 0;
-		for (size_t k = 0; k < nrss; k++) {
-			if (rss_samples[k] > max)
-				max = rss_samples[k];
-			if (k < nrss / 2)
+		for (size_t k = 0; k < r->nrss; k++) {
+			if (r->rss[k] > max)
+				max = r->rss[k];
+			if (k < r->nrss / 2)
 				continue;
-			sx += rss_times[k];
-			sy += (double)rss_samples[k];
-			sxx += rss_times[k] * rss_times[k];
-			sxy += rss_times[k] * (double)rss_samples[k];
+			sx += r->rss_at[k];
+			sy += (double)r->rss[k];
+			sxx += r->rss_at[k] * r->rss_at[k];
+			sxy += r->rss_at[k] * (double)r->rss[k];
 			nn++;
 		}
 		double den = nn * sxx - sx * sx;
+		uint64_t acks = r->acked + r->acked_dup;
 		printf("%s_collector_rss_kib_max: %ld\n", px, max);
 		printf("%s_collector_rss_kib_per_min_second_half: %.1f\n", px,
 		       den > 0 ? (nn * sxy - sx * sy) / den * 60.0 : 0.0);
 		printf("%s_collector_cpu_s: %.3f\n", px, cpu);
 		printf("%s_collector_cpu_s_per_1k_batches: %.3f\n", px,
-		       acked + acked_dup ? cpu * 1000.0 / (double)(acked + acked_dup) : 0);
+		       acks ? cpu * 1000.0 / (double)acks : 0);
 	}
-	if (o.store_pid)
+	if (o->store_pid)
 		printf("%s_store_server_cpu_s: %.3f\n", px, store_cpu);
-	for (unsigned k = 0; k < o.agents; k++) {
+}
+
+static void free_all(struct agent *agents, const struct opts *o, CURLM *multi)
+{
+	for (unsigned k = 0; k < o->agents; k++) {
 		curl_slist_free_all(agents[k].headers);
 		curl_easy_cleanup(agents[k].h);
 		free(agents[k].body);
@@ -946,5 +958,75 @@ int main(int argc, char **argv)
 	free(origs);
 	free(sent);
 	free(lat);
-	return match && unacked == 0 && stored == acked ? 0 : 1;
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o = {.agents = 500,
+			 .seconds = 180,
+			 .interval_ms = 1000,
+			 .per_batch = 8,
+			 .builds = 64,
+			 .prefix = "load"};
+	for (int i = parse_args(argc, argv, &o); i < argc; i++) {
+		if (npools == MAX_POOLS) {
+			fprintf(stderr, "load_gen: at most %d template directories\n", MAX_POOLS);
+			exit(2);
+		}
+		if (load_pool(&pools[npools++], argv[i]) != 0)
+			exit(2);
+	}
+	sent = xcalloc(norigs * o.builds, sizeof(*sent));
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+	CURLM *multi = curl_multi_init();
+	curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, (long)o.agents + 16);
+	char url[1024];
+	snprintf(url, sizeof(url), "%s/v1/ingest", o.collector);
+	struct agent *agents = xcalloc(o.agents, sizeof(*agents));
+	uint64_t run_id = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+	struct run *r = xcalloc(1, sizeof(*r));
+	r->t0 = r->last_ack = now_s();
+	for (unsigned k = 0; k < o.agents; k++)
+		start_agent(&agents[k], k, &o, run_id, url, r->t0);
+
+	struct collector_counts before, after;
+	read_counts(&o, &before);
+	double cpu0 = o.collector_pid ? cpu_seconds(o.collector_pid) : 0;
+	double store_cpu0 = o.store_pid ? cpu_seconds(o.store_pid) : 0;
+	sample_rss(&o, r, r->t0);
+	run_agents(agents, &o, multi, r);
+	sample_rss(&o, r, now_s());
+	double cpu = o.collector_pid ? cpu_seconds(o.collector_pid) - cpu0 : 0;
+	/* before the read-back below, whose queries are not ingest's cost */
+	double store_cpu = o.store_pid ? cpu_seconds(o.store_pid) - store_cpu0 : 0;
+
+	read_counts(&o, &after);
+	struct collector_counts moved = {
+	    .stored = after.stored - before.stored,
+	    .commits = after.commits - before.commits,
+	    .rows_written = after.rows_written - before.rows_written,
+	    .commit_s = after.commit_s - before.commit_s,
+	};
+	for (size_t k = 0; k < 3; k++)
+		moved.rows_in[k] = after.rows_in[k] - before.rows_in[k];
+	struct check c = {0};
+	compare_profiles(&o, &c);
+	list_binaries(&o, &c);
+
+	qsort(lat, nlat, sizeof(*lat), cmp_double);
+	print_run(&o, r, &moved);
+	const char *px = o.prefix;
+	bool match = c.mismatched == 0 && memcmp(&c.want, &c.got, sizeof(c.want)) == 0 &&
+		     c.listed == c.builds_seen && c.listed_samples == c.want.samples;
+	printf("%s_build_ids: %zu (listed %zu)\n", px, c.builds_seen, c.listed);
+	printf("%s_samples_sent: %" PRIu64 "\n", px, c.want.samples);
+	printf("%s_samples_stored: %" PRIu64 "\n", px, c.got.samples);
+	printf("%s_edge_count_sent: %" PRIu64 "\n", px, c.want.edges);
+	printf("%s_edge_count_stored: %" PRIu64 "\n", px, c.got.edges);
+	printf("%s_totals_match: %d\n", px, match ? 1 : 0);
+	print_resources(&o, r, cpu, store_cpu);
+	bool ok = match && r->unacked == 0 && moved.stored == r->acked;
+	free(r);
+	free_all(agents, &o, multi);
+	return ok ? 0 : 1;
 }
