@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "common/elf/elf_image.h"
+#include "common/elf/elf_symbols.h"
 #include "common/util/arch.h"
 #include "common/util/log.h"
 #include "common/util/regular_file.h"
@@ -30,6 +31,7 @@ struct cached {
 	char build_id[129];
 	Edgeprof__V1__BinaryImage *img;
 	struct ep_code_segment *segs;
+	struct ep_elf_symtab syms; /* over img's symbols, as the agent's */
 	unsigned refs;
 	bool cached; /* in a slot (else freed at its last release) */
 	uint64_t used;
@@ -83,6 +85,7 @@ static void entry_free(struct cached *e)
 		return;
 	ep_elf_image_free(e->img);
 	free(e->segs);
+	ep_elf_symtab_free(&e->syms);
 	free(e);
 }
 
@@ -493,11 +496,21 @@ static struct cached *load(struct ep_binaries *b, const char *build_id, char *er
 		return NULL;
 	}
 	e->segs = calloc(e->img->n_code, sizeof(*e->segs));
-	if (!e->segs) {
+	struct ep_symbol *syms = malloc((e->img->n_symbols + 1) * sizeof(*syms));
+	if (!e->segs || !syms) {
+		free(syms);
 		entry_free(e);
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
+	for (size_t i = 0; i < e->img->n_symbols; i++) {
+		const Edgeprof__V1__ImageSymbol *s = e->img->symbols[i];
+		syms[i] = (struct ep_symbol){.name = s->name,
+					     .start = s->start,
+					     .size = s->size,
+					     .local_index = s->local_index};
+	}
+	ep_elf_symtab_of(syms, e->img->n_symbols, &e->syms);
 	for (size_t i = 0; i < e->img->n_code; i++)
 		e->segs[i] = (struct ep_code_segment){.vaddr = e->img->code[i]->vaddr,
 						      .bytes = e->img->code[i]->bytes.data,
@@ -652,26 +665,7 @@ struct ep_decoder *ep_binary_code_decoder(struct ep_binary_code *c)
 	return c->decoder;
 }
 
-const Edgeprof__V1__ImageSymbol *ep_binary_code_symbol_at(const struct ep_binary_code *c,
-							  uint64_t vaddr)
+const struct ep_symbol *ep_binary_code_symbol_at(const struct ep_binary_code *c, uint64_t vaddr)
 {
-	const Edgeprof__V1__BinaryImage *img = c->entry->img;
-	size_t lo = 0, hi = img->n_symbols; /* first symbol starting after vaddr */
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-		if (img->symbols[mid]->start <= vaddr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	if (lo == 0)
-		return NULL;
-	/* aliases share a start: any of them may carry the size */
-	uint64_t start = img->symbols[lo - 1]->start;
-	for (size_t i = lo; i > 0 && img->symbols[i - 1]->start == start; i--) {
-		const Edgeprof__V1__ImageSymbol *s = img->symbols[i - 1];
-		if (vaddr - s->start < s->size || (s->size == 0 && vaddr == s->start))
-			return s;
-	}
-	return NULL;
+	return ep_elf_symtab_at(&c->entry->syms, vaddr);
 }

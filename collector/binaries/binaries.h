@@ -29,6 +29,7 @@
 #include "binaries.pb-c.h"
 #include "collector/store/store.h"
 #include "common/decode/decoder.h"
+#include "common/elf/elf_symbols.h"
 
 /* The largest ELF file taken, and the largest image kept of one: at most
  * about four times this is held while one is decoded and stored (the body,
@@ -120,9 +121,8 @@ const Edgeprof__V1__BinaryImage *ep_binary_code_image(const struct ep_binary_cod
 /* False when the code is an agent's (provisional): pages say so. */
 bool ep_binary_code_trusted(const struct ep_binary_code *c);
 struct ep_decoder *ep_binary_code_decoder(struct ep_binary_code *c);
-/* The function symbol containing vaddr (a size-0 symbol: at vaddr only),
- * or NULL. */
-const Edgeprof__V1__ImageSymbol *ep_binary_code_symbol_at(const struct ep_binary_code *c,
-							  uint64_t vaddr);
+/* The function containing vaddr, or NULL: found as the agent finds it
+ * (ep_elf_symtab_at), so the UI names it as the profiles do. */
+const struct ep_symbol *ep_binary_code_symbol_at(const struct ep_binary_code *c, uint64_t vaddr);
 
 #endif

@@ -633,7 +633,7 @@ static const char *name_at(const Edgeprof__V1__BinaryProfile *bp, struct ep_bina
 		*start = f->start;
 		return ep_symbol_name(f->name, f->local_index, buf, len);
 	}
-	const Edgeprof__V1__ImageSymbol *s = code ? ep_binary_code_symbol_at(code, addr) : NULL;
+	const struct ep_symbol *s = code ? ep_binary_code_symbol_at(code, addr) : NULL;
 	if (s) {
 		*start = s->start;
 		return ep_symbol_name(s->name, s->local_index, buf, len);
@@ -797,7 +797,7 @@ int ep_web_function_page(FILE *out, const struct ep_web_ctx *w, ep_web_arg_fn ar
 	const char *name = NULL;
 	char namebuf[4096];
 	const Edgeprof__V1__Function *fn = ep_web_function_at(bp, addr);
-	const Edgeprof__V1__ImageSymbol *sym = code ? ep_binary_code_symbol_at(code, addr) : NULL;
+	const struct ep_symbol *sym = code ? ep_binary_code_symbol_at(code, addr) : NULL;
 	if (fn) {
 		start = fn->start;
 		size = fn->size;

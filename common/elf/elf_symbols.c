@@ -52,17 +52,50 @@ int ep_elf_sym_add_plt(struct ep_elf_sym_builder *b, const char *prefix, const c
 	return 0;
 }
 
+/* Entries that start with their struct ep_symbol (a raw one too). */
 static int cmp_sym(const void *pa, const void *pb)
 {
-	const struct ep_elf_raw_sym *a = pa, *b = pb;
-	if (a->s.start != b->s.start)
-		return a->s.start < b->s.start ? -1 : 1;
+	const struct ep_symbol *a = pa, *b = pb;
+	if (a->start != b->start)
+		return a->start < b->start ? -1 : 1;
 	/* prefer the sized symbol when two share an address */
-	if (a->s.size != b->s.size)
-		return a->s.size > b->s.size ? -1 : 1;
+	if (a->size != b->size)
+		return a->size > b->size ? -1 : 1;
 	/* then a global over a local alias: BOLT registers both names, and a
 	 * global's needs no numbering that could go wrong */
-	return (a->s.local_index != 0) - (b->s.local_index != 0);
+	return (a->local_index != 0) - (b->local_index != 0);
+}
+
+/* Sorts the n entries of stride bytes at base (each starting with its
+ * struct ep_symbol) and keeps the first of each address (.symtab and
+ * .dynsym name the same function); returns how many are left. */
+static size_t one_per_address(void *base, size_t n, size_t stride)
+{
+	char *v = base;
+	if (n > 1)
+		qsort(v, n, stride, cmp_sym);
+	size_t out = 0;
+	for (size_t i = 0; i < n; i++) {
+		const struct ep_symbol *s = (const struct ep_symbol *)(v + i * stride);
+		if (out > 0 &&
+		    ((const struct ep_symbol *)(v + (out - 1) * stride))->start == s->start)
+			continue;
+		if (out != i)
+			memcpy(v + out * stride, s, stride);
+		out++;
+	}
+	return out;
+}
+
+/* Hand-written assembly often has size-0 symbols: one runs to the next
+ * symbol (next_start) so its code still gets a name, but never past its
+ * section (UINT64_MAX: not known): _init (size 0, in .init) would
+ * otherwise swallow .plt. */
+static void size_unsized(struct ep_symbol *s, uint64_t next_start, uint64_t section_end)
+{
+	uint64_t end = next_start < section_end ? next_start : section_end;
+	if (s->size == 0 && end != UINT64_MAX && end > s->start)
+		s->size = end - s->start;
 }
 
 /* A local symbol in BOLT's order, for NameResolver::uniquify's counter. */
@@ -207,26 +240,10 @@ static void walk_tables(struct sym_pass *p)
 static int keep(struct ep_elf_sym_builder *b, struct ep_elf_symtab *t)
 {
 	struct ep_elf_raw_sym *raw = b->raw;
-	if (b->n > 1)
-		qsort(raw, b->n, sizeof(*raw), cmp_sym);
-	size_t out = 0;
-	for (size_t i = 0; i < b->n; i++) {
-		if (out > 0 && raw[out - 1].s.start == raw[i].s.start)
-			continue; /* .symtab and .dynsym name the same function */
-		raw[out++] = raw[i];
-	}
-	/* Hand-written assembly often has size-0 symbols: let them run to the
-	 * next symbol so their code still gets a name, but never past their
-	 * section: _init (size 0, in .init) would otherwise swallow .plt. */
-	for (size_t i = 0; i < out; i++) {
-		if (raw[i].s.size != 0)
-			continue;
-		uint64_t end = raw[i].section_end;
-		if (i + 1 < out && raw[i + 1].s.start < end)
-			end = raw[i + 1].s.start;
-		if (end != UINT64_MAX && end > raw[i].s.start)
-			raw[i].s.size = end - raw[i].s.start;
-	}
+	size_t out = one_per_address(raw, b->n, sizeof(*raw));
+	for (size_t i = 0; i < out; i++)
+		size_unsized(&raw[i].s, i + 1 < out ? raw[i + 1].s.start : UINT64_MAX,
+			     raw[i].section_end);
 	t->syms = calloc(out ? out : 1, sizeof(*t->syms));
 	if (!t->syms)
 		return -1;
@@ -279,6 +296,16 @@ out:
 	if (rc != 0)
 		ep_elf_symtab_free(out);
 	return rc;
+}
+
+void ep_elf_symtab_of(struct ep_symbol *syms, size_t n, struct ep_elf_symtab *out)
+{
+	n = one_per_address(syms, n, sizeof(*syms));
+	*out = (struct ep_elf_symtab){.syms = syms, .n = n, .bytes = n * sizeof(*syms)};
+	for (size_t i = 0; i < n; i++) {
+		size_unsized(&syms[i], i + 1 < n ? syms[i + 1].start : UINT64_MAX, UINT64_MAX);
+		out->bytes += strlen(syms[i].name) + 1;
+	}
 }
 
 void ep_elf_symtab_free(struct ep_elf_symtab *t)

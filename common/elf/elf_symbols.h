@@ -59,6 +59,14 @@ int ep_elf_symtab_read(Elf *elf, struct ep_elf_budget *budget,
 		       const struct ep_elf_symbol_copy *copy, struct ep_elf_symtab *out);
 void ep_elf_symtab_free(struct ep_elf_symtab *t);
 
+/* A table over functions whose names another holder keeps (the
+ * collector's stored images): syms (malloc'd, n of them, any order,
+ * aliases and size-0 ones as images stored before this reader have them)
+ * becomes out's, sorted, one per address and sized as ep_elf_symtab_read
+ * keeps them (a size-0 one up to the next: its section is not known
+ * here), so ep_elf_symtab_at answers for it as for the file. */
+void ep_elf_symtab_of(struct ep_symbol *syms, size_t n, struct ep_elf_symtab *out);
+
 /* The function containing vaddr, or NULL. */
 const struct ep_symbol *ep_elf_symtab_at(const struct ep_elf_symtab *t, uint64_t vaddr);
 

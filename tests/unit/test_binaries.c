@@ -349,7 +349,7 @@ static void test_uploads(void **state)
 	assert_non_null(c2);
 	assert_ptr_equal(ep_binary_code_image(c), ep_binary_code_image(c2));
 	assert_string_equal(ep_binary_code_image(c)->source, "agent");
-	const Edgeprof__V1__ImageSymbol *sym = ep_binary_code_symbol_at(c, 0x1921);
+	const struct ep_symbol *sym = ep_binary_code_symbol_at(c, 0x1921);
 	assert_non_null(sym);
 	assert_string_equal(sym->name, "main");
 	assert_null(ep_binary_code_symbol_at(c, 0x10));

@@ -23,7 +23,7 @@
 static const char *collector_name(struct ep_binary_code *code, uint64_t addr, uint64_t *start,
 				  char *buf, size_t len)
 {
-	const Edgeprof__V1__ImageSymbol *s = ep_binary_code_symbol_at(code, addr);
+	const struct ep_symbol *s = ep_binary_code_symbol_at(code, addr);
 	*start = s ? s->start : 0;
 	buf[0] = '\0';
 	return s ? ep_symbol_name(s->name, s->local_index, buf, len) : "";
@@ -148,9 +148,33 @@ static void test_pie_with_plt_and_locals(void **state)
 	rmdir(dir);
 }
 
+/* An image stored before the one reader (aliases, size-0 symbols) is
+ * looked up by the collector as the reader would have kept it. */
+static void test_table_over_old_image(void **state)
+{
+	(void)state;
+	struct ep_symbol *v = malloc(4 * sizeof(*v));
+	assert_non_null(v);
+	v[0] = (struct ep_symbol){.name = "b", .start = 0x20};
+	v[1] = (struct ep_symbol){.name = "a", .start = 0x10, .size = 16, .local_index = 1};
+	v[2] = (struct ep_symbol){.name = "c", .start = 0x40, .size = 8};
+	v[3] = (struct ep_symbol){.name = "a_alias", .start = 0x10, .size = 16};
+	struct ep_elf_symtab t;
+	ep_elf_symtab_of(v, 4, &t);
+	assert_int_equal(t.n, 3);
+	assert_string_equal(ep_elf_symtab_at(&t, 0x1f)->name, "a_alias"); /* the global */
+	assert_string_equal(ep_elf_symtab_at(&t, 0x3f)->name, "b");	  /* up to c */
+	assert_int_equal(ep_elf_symtab_at(&t, 0x20)->size, 0x20);
+	assert_string_equal(ep_elf_symtab_at(&t, 0x47)->name, "c");
+	assert_null(ep_elf_symtab_at(&t, 0x48));
+	assert_null(ep_elf_symtab_at(&t, 0xf));
+	ep_elf_symtab_free(&t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_table_over_old_image),
 	    cmocka_unit_test(test_fixture),
 	    cmocka_unit_test(test_system_binary),
 	    cmocka_unit_test(test_pie_with_plt_and_locals),
