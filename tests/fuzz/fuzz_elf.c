@@ -9,7 +9,10 @@
  * code segment, looks up every branch site met and walks the straight
  * lines between them. Invariants: a site found is at the address asked,
  * a symbol found starts at or before the address asked, every string and
- * byte range handed out is readable whole.
+ * byte range handed out is readable whole. The same bytes go to the
+ * collector's reader of uploads (common/elf/elf_image.h), which reads
+ * functions with the same code: refused with a reason, or its functions
+ * one per address in address order.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -18,6 +21,7 @@
 #include "agent/decode/decoder_cache.h"
 #include "agent/resolve/binary.h"
 #include "common/decode/decoder.h"
+#include "common/elf/elf_image.h"
 #include "common/util/log.h"
 #include "tests/fuzz/fuzz_util.h"
 
@@ -122,8 +126,27 @@ static void check_binary(struct ep_binary_registry *reg, struct ep_binary *bin)
 	ep_decoder_cache_free(dc);
 }
 
+static void check_image(const uint8_t *data, size_t size)
+{
+	struct ep_elf_limits lim;
+	ep_elf_limits_default(&lim, "--max-binary-mib", "--max-image-symbols-mib");
+	char note[384], err[512] = "";
+	Edgeprof__V1__BinaryImage *img = ep_elf_image_read_limited(data, size, "fuzz", &lim, note,
+								   sizeof(note), err, sizeof(err));
+	if (!img) {
+		if (!err[0])
+			FAIL("image refused without a reason");
+		return;
+	}
+	for (size_t i = 1; i < img->n_symbols; i++)
+		if (img->symbols[i - 1]->start >= img->symbols[i]->start)
+			FAIL("image functions %zu and %zu out of order", i - 1, i);
+	ep_elf_image_free(img);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+	check_image(data, size);
 	const char *path = ep_fuzz_file(data, size);
 	struct ep_binary_registry *reg = ep_binreg_new();
 	if (!reg)
