@@ -88,16 +88,7 @@ static int fail(struct reader *r, uint64_t offset, const char *fmt, ...)
 
 static int read_at(struct reader *r, uint64_t offset, void *buf, size_t len)
 {
-	size_t got = 0;
-	while (got < len) {
-		ssize_t n = pread(r->fd, (char *)buf + got, len - got, (off_t)(offset + got));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		got += (size_t)n;
-	}
-	return 0;
+	return ep_pread_full(r->fd, buf, len, offset) == len ? 0 : -1;
 }
 
 /* [offset, offset + len) of the file; NULL past EOF. */
