@@ -38,9 +38,15 @@ GEN_H    := $(PROTO_H) $(BPF_SKEL)
 # The LBR emulator plugin is loaded by QEMU, not linked into edgeprof.
 PLUGIN_SRCS := $(wildcard agent/source/emulator/plugin/*.c) common/decode/decoder_x86.c \
 	       common/decode/decoder_arm64.c common/util/u64map.c
-# One library holds every folder; the folders' include rules (README, Layout)
-# are checked by tests/integration/test_layout.sh.
-LIB_SRCS   := $(filter-out cli/main.c agent/source/emulator/plugin/%,$(shell find common agent collector cli -name '*.c' | sort))
+# One static library per top folder, linked in dependency order (cli, agent,
+# collector, common) and each checked to link alone against the layers below
+# it (scripts/check_layers.sh): the linker, not only the include rules
+# (tests/layout), refuses a call the wrong way (common into agent, agent into
+# collector). The protobuf code is common's: every layer reads the messages.
+LAYERS     := cli agent collector common
+$(foreach l,$(LAYERS),$(eval $(l)_SRCS := $(filter-out cli/main.c agent/source/emulator/plugin/%,\
+	$(shell find $(l) -name '*.c' | sort))))
+LIB_SRCS   := $(foreach l,$(LAYERS),$($(l)_SRCS))
 MAIN_SRC   := cli/main.c
 TEST_SRCS  := $(sort $(wildcard tests/unit/test_*.c))
 # includes are written from the repository root: "common/decode/decoder.h"
@@ -60,7 +66,8 @@ define flavour
 $(1)_DIR   := $(BUILD)/$(2)
 $(1)_OBJS  := $$(patsubst %.c,$$($(1)_DIR)/%.o,$$(LIB_SRCS)) \
               $$(patsubst $(GEN)/%.c,$$($(1)_DIR)/gen/%.o,$$(PROTO_C))
-$(1)_LIB   := $$($(1)_DIR)/libedgeprof.a
+# the archives in link order
+$(1)_LIBS  := $$(foreach l,$(LAYERS),$$($(1)_DIR)/lib$$(l).a)
 $(1)_TESTS := $$(patsubst tests/unit/%.c,$$($(1)_DIR)/tests/%,$$(TEST_SRCS))
 
 $$($(1)_DIR)/%.o: %.c $$(GEN_H) | $$($(1)_DIR)
@@ -73,15 +80,20 @@ $$($(1)_DIR)/gen/%.o: $(GEN)/%.c $$(PROTO_H)
 	@echo "  CC      $$@"
 	$$(Q)$$(CC) -std=c11 $$(CFLAGS) $(3) $(4) $$(INCLUDES) -c $$< -o $$@
 
-$$($(1)_LIB): $$($(1)_OBJS)
+$$($(1)_DIR)/libcli.a: $$(patsubst %.c,$$($(1)_DIR)/%.o,$$(cli_SRCS))
+$$($(1)_DIR)/libagent.a: $$(patsubst %.c,$$($(1)_DIR)/%.o,$$(agent_SRCS))
+$$($(1)_DIR)/libcollector.a: $$(patsubst %.c,$$($(1)_DIR)/%.o,$$(collector_SRCS))
+$$($(1)_DIR)/libcommon.a: $$(patsubst %.c,$$($(1)_DIR)/%.o,$$(common_SRCS)) \
+	$$(patsubst $(GEN)/%.c,$$($(1)_DIR)/gen/%.o,$$(PROTO_C))
+$$($(1)_LIBS):
 	@rm -f $$@
 	@echo "  AR      $$@"
 	$$(Q)ar rcs $$@ $$^
 
-$$($(1)_DIR)/tests/%: tests/unit/%.c $$($(1)_LIB) tests/unit/test_util.h tests/unit/test_samples.h
+$$($(1)_DIR)/tests/%: tests/unit/%.c $$($(1)_LIBS) tests/unit/test_util.h tests/unit/test_samples.h
 	@mkdir -p $$(dir $$@)
 	@echo "  LD      $$@"
-	$$(Q)$$(CC) $$(STD_FLAGS) $$(CFLAGS) $(3) $$(DEPFLAGS) $$(INCLUDES) $$< $$($(1)_LIB) -lcmocka $$(LDLIBS) $(3) -o $$@
+	$$(Q)$$(CC) $$(STD_FLAGS) $$(CFLAGS) $(3) $$(DEPFLAGS) $$(INCLUDES) $$< $$($(1)_LIBS) -lcmocka $$(LDLIBS) $(3) -o $$@
 
 $$($(1)_DIR):
 	@mkdir -p $$@
@@ -124,13 +136,25 @@ $(GEN)/%.pb-c.c $(GEN)/%.pb-c.h: proto/%.proto $(PROTOS)
 	@mkdir -p $(GEN)
 	protoc-c --c_out=$(GEN) --proto_path=proto $<
 
-$(BUILD)/edgeprof: $(MAIN_SRC) $(REL_LIB)
+$(BUILD)/edgeprof: $(MAIN_SRC) $(REL_LIBS) $(REL_DIR)/layers.ok
 	@echo "  LD      $@"
-	$(Q)$(CC) $(STD_FLAGS) $(CFLAGS) $(LTO_LINK) $(INCLUDES) $< $(REL_LIB) $(LDLIBS) -o $@
+	$(Q)$(CC) $(STD_FLAGS) $(CFLAGS) $(LTO_LINK) $(INCLUDES) $< $(REL_LIBS) $(LDLIBS) -o $@
 
-$(BUILD)/edgeprof-asan: $(MAIN_SRC) $(SAN_LIB)
+$(BUILD)/edgeprof-asan: $(MAIN_SRC) $(SAN_LIBS)
 	@echo "  LD      $@"
-	$(Q)$(CC) $(STD_FLAGS) $(CFLAGS) $(SAN_FLAGS) $(INCLUDES) $< $(SAN_LIB) $(LDLIBS) $(SAN_FLAGS) -o $@
+	$(Q)$(CC) $(STD_FLAGS) $(CFLAGS) $(SAN_FLAGS) $(INCLUDES) $< $(SAN_LIBS) $(LDLIBS) $(SAN_FLAGS) -o $@
+
+# each layer linked whole against the ones below it only (scripts/check_layers.sh)
+CHECK_LAYERS = CC="$(CC)" LDLIBS="$(LDLIBS)" scripts/check_layers.sh
+$(REL_DIR)/layers.ok: $(REL_LIBS) scripts/check_layers.sh
+	@echo "  LAYERS  $(REL_DIR)"
+	$(Q)$(CHECK_LAYERS) $(REL_DIR)
+	@touch $@
+# the same on the libraries in LAYERS_DIR (tests/integration/test_layout.sh)
+LAYERS_DIR ?= $(REL_DIR)
+.PHONY: check-layers
+check-layers:
+	$(Q)$(CHECK_LAYERS) $(LAYERS_DIR)
 
 # Installs missing Debian packages (apt-get) on a fresh Debian 12 machine.
 deps:
@@ -151,10 +175,10 @@ run: deps
 BENCH_SRCS := $(sort $(wildcard bench/*.c))
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
 
-$(BUILD)/bench/%: bench/%.c $(REL_LIB)
+$(BUILD)/bench/%: bench/%.c $(REL_LIBS)
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
-	$(Q)$(CC) $(STD_FLAGS) $(CFLAGS) $(INCLUDES) $< $(REL_LIB) $(LDLIBS) -o $@
+	$(Q)$(CC) $(STD_FLAGS) $(CFLAGS) $(INCLUDES) $< $(REL_LIBS) $(LDLIBS) -o $@
 
 bench: deps
 	@$(MAKE) --no-print-directory all $(BENCH_BINS)
@@ -163,10 +187,10 @@ bench: deps
 # Load (issue 12 part 2, bench/load/run.sh): LOAD_AGENTS (500) agents post real batches to one
 # collector on loopback for LOAD_S (180) seconds, SQLite then ClickHouse (LOAD_STORES).
 LOAD_GEN := $(BUILD)/bench-load/load_gen
-$(LOAD_GEN): bench/load/load_gen.c $(REL_LIB)
+$(LOAD_GEN): bench/load/load_gen.c $(REL_LIBS)
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
-	$(Q)$(CC) $(STD_FLAGS) $(CFLAGS) $(INCLUDES) $< $(REL_LIB) $(LDLIBS) -o $@
+	$(Q)$(CC) $(STD_FLAGS) $(CFLAGS) $(INCLUDES) $< $(REL_LIBS) $(LDLIBS) -o $@
 
 # Soak (issue 12 part 3, bench/soak/run.sh): agent and collector (ASan builds) for SOAK_S
 # (1800) seconds with churn; RSS and descriptors every 10 s, slopes, exact accounting. Root.

@@ -28,4 +28,40 @@ mkdir -p "$bad/bench"
 out=$(python3 tests/layout/check_layout.py "$bad" 2>&1)
 check "the checker names a bench function over 120 lines" \
 	grep -q 'bench/long_bench.c:1: long_bench_main is 135 lines' <<<"$out"
+
+# The linker holds the layers apart too: one library per top folder, each
+# linked whole against only the layers below it (scripts/check_layers.sh, run
+# before build/edgeprof is linked). A common/ object that calls into agent/,
+# declaring the function itself so that no include shows it, is refused.
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=$(dirname "$EDGEPROF")
+layers=$TEST_TMP/layers
+mkdir -p "$layers"
+if ! cp "$build"/rel/lib{cli,agent,collector,common}.a "$layers"/ 2>/dev/null; then
+	not_ok "the layers' libraries are built ($build/rel/lib{cli,agent,collector,common}.a)"
+	finish
+fi
+check_layers() {
+	make -s --no-print-directory -C "$root" BUILD="$build" LAYERS_DIR="$layers" check-layers 2>&1
+}
+check "the libraries as built link layer by layer" check_layers
+cat >"$TEST_TMP/wrong_way.c" <<'EOF'
+struct ep_streamer;
+void ep_streamer_free(struct ep_streamer *s);
+void ep_common_wrong_way(void) { ep_streamer_free(0); }
+EOF
+cc -c -o "$TEST_TMP/wrong_way.o" "$TEST_TMP/wrong_way.c"
+ar rs "$layers/libcommon.a" "$TEST_TMP/wrong_way.o" 2>/dev/null
+out=$(check_layers)
+rc=$?
+echo "$out" | sed 's/^/# /'
+check "a common/ object calling an agent/ function does not link" test "$rc" -ne 0
+names_both() {
+	grep -q 'libcommon.a calls outside' <<<"$out" &&
+		grep -q 'undefined reference to .ep_streamer_free' <<<"$out"
+}
+check "  the refusal names libcommon.a and ep_streamer_free" names_both
+cp "$TEST_TMP/wrong_way.c" "$bad/common/util/wrong_way.c"
+check "  which the include rules cannot see" \
+	bash -c "! python3 tests/layout/check_layout.py '$bad' | grep -q wrong_way"
 finish
