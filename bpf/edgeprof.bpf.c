@@ -112,6 +112,7 @@ enum ep_bpf_counter {
 	EP_BPF_CYCLES_FILTERED,
 	EP_BPF_CYCLES_KERNEL,
 	EP_BPF_CYCLES_RESERVE_FAILED, /* the cycles ring was full: samples lost */
+	EP_BPF_FIRST_SAMPLES,	      /* new programs' first samples: each woke the agent */
 	EP_BPF_COUNTERS,
 };
 
@@ -163,6 +164,30 @@ static __always_inline __u64 wake_flag(void *ring, __u64 size)
 	return BPF_RB_NO_WAKEUP;
 }
 
+/* Processes that exec'd and have not been sampled since. The agent reads
+ * a program's maps at its first sample, not at its exec: most programs a
+ * node starts are never sampled, and an exec then costs the agent nothing
+ * (no wake-up, no read). A short-lived one may be gone by the next drain,
+ * so its first sample wakes the agent at once, and its maps are read while
+ * it lives (by then ld.so has mapped its libraries too). LRU: a program
+ * never sampled ages out. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 8192);
+	__type(key, __u32);
+	__type(value, __u8);
+} unsampled SEC(".maps");
+
+/* wake_flag, and at once for a new program's first sample. */
+static __always_inline __u64 sample_wake_flag(void *ring, __u64 size, __u32 tgid)
+{
+	if (bpf_map_delete_elem(&unsampled, &tgid) == 0) {
+		count(EP_BPF_FIRST_SAMPLES);
+		return BPF_RB_FORCE_WAKEUP;
+	}
+	return wake_flag(ring, size);
+}
+
 SEC("perf_event")
 int on_overflow(struct bpf_perf_event_data *ctx)
 {
@@ -211,7 +236,7 @@ int on_overflow(struct bpf_perf_event_data *ctx)
 		     (__u64)rec->nr_entries * sizeof(struct ep_branch_entry);
 	if (size > sizeof(*rec))
 		size = sizeof(*rec);
-	if (bpf_ringbuf_output(&samples, rec, size, wake_flag(&samples, size)) != 0) {
+	if (bpf_ringbuf_output(&samples, rec, size, sample_wake_flag(&samples, size, tgid)) != 0) {
 		count(EP_BPF_RESERVE_FAILED);
 		return 0;
 	}
@@ -242,7 +267,7 @@ int on_cycles(struct bpf_perf_event_data *ctx)
 		count(EP_BPF_CYCLES_KERNEL);
 		return 0;
 	}
-	__u64 wake = wake_flag(&cycles, sizeof(struct ep_cycles_record));
+	__u64 wake = sample_wake_flag(&cycles, sizeof(struct ep_cycles_record), tgid);
 	struct ep_cycles_record *r = bpf_ringbuf_reserve(&cycles, sizeof(*r), 0);
 	if (!r) {
 		count(EP_BPF_CYCLES_RESERVE_FAILED);
@@ -261,10 +286,8 @@ int on_cycles(struct bpf_perf_event_data *ctx)
 	return 0;
 }
 
-/* Only an exec wakes the agent at once, forced: it reads the new program's
- * maps while the process lives (a short-lived one may be gone by the next
- * drain); the default, adaptive wake-up would not come, since the fork
- * before it is still unread. Forks, exits and mmaps wait for the drain. */
+/* Process events wait for the drain (a new program's first sample wakes
+ * the agent: sample_wake_flag), unless their ring is past half full. */
 static __always_inline void proc_event(__u32 type, __u32 pid, __u32 ppid)
 {
 	struct ep_proc_record *r = bpf_ringbuf_reserve(&procs, sizeof(*r), 0);
@@ -278,7 +301,7 @@ static __always_inline void proc_event(__u32 type, __u32 pid, __u32 ppid)
 	r->pad = 0;
 	r->time_ns = bpf_ktime_get_ns();
 	r->cgroup_id = bpf_get_current_cgroup_id();
-	bpf_ringbuf_submit(r, type == EP_PROC_EXEC ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
+	bpf_ringbuf_submit(r, wake_flag(&procs, sizeof(*r)));
 }
 
 SEC("tp_btf/sched_process_exec")
@@ -288,8 +311,26 @@ int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 	 * reads the maps of the processes it samples, not of every exec on
 	 * the node */
 	__u32 tgid = BPF_CORE_READ(p, tgid);
-	if (wanted(tgid))
-		proc_event(EP_PROC_EXEC, tgid, 0);
+	if (!wanted(tgid))
+		return 0;
+	__u8 one = 1;
+	bpf_map_update_elem(&unsampled, &tgid, &one, BPF_ANY);
+	proc_event(EP_PROC_EXEC, tgid, 0);
+	return 0;
+}
+
+/* A process moved between cgroups (cgroup.procs or tasks written, of any
+ * hierarchy: on a hybrid host a v1 one tells containers apart). Until
+ * then a process is where its parent was at the fork, and a new program
+ * takes its parent's labels without a read of /proc/PID/cgroup. */
+SEC("tp_btf/cgroup_attach_task")
+int BPF_PROG(on_cgroup_move, struct cgroup *dst, const char *path, struct task_struct *task,
+	     bool threadgroup)
+{
+	__u32 tgid = BPF_CORE_READ(task, tgid);
+	if (tgid != 0 && tgid != agent_tgid &&
+	    (!filter_pids || bpf_map_lookup_elem(&target_pids, &tgid)))
+		proc_event(EP_PROC_CGROUP, tgid, 0);
 	return 0;
 }
 

@@ -98,6 +98,9 @@ struct ep_cycles_record {
 /* pid is mapping a file executable (dlopen, a JIT's file): sent when the
  * mmap call starts, before the mapping exists */
 #define EP_PROC_MMAP 4
+/* pid (one of its threads) was moved to another cgroup, of any hierarchy:
+ * the cgroups it inherited at its fork tell its labels no more */
+#define EP_PROC_CGROUP 5
 
 struct ep_proc_record {
 	__u32 type;

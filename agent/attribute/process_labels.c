@@ -110,28 +110,31 @@ static void remember(struct ep_process_labeller *l, uint64_t id, const char *con
 	l->cgroups[l->ncgroups++] = (struct ep_cgroup_seen){.path = path, .ref = *ref};
 }
 
-/* true when the process is labelled for good (or gone), false when its
- * container's pod is not known yet */
-static bool label_once(struct ep_process_labeller *l, uint32_t pid, uint64_t cgroup_id)
+enum labelled { LABELS_PENDING, LABELS_FOR_GOOD, LABELS_GONE };
+
+/* LABELS_FOR_GOOD, LABELS_PENDING when its container's pod is not known
+ * yet, LABELS_GONE when the process is (nothing labelled) */
+static enum labelled label_once(struct ep_process_labeller *l, uint32_t pid, uint64_t cgroup_id)
 {
 	const uint64_t *seen = cgroup_id ? ep_u64map_get(&l->cgroup_index, cgroup_id) : NULL;
 	if (seen) {
 		const struct ep_cgroup_seen *c = &l->cgroups[*seen];
 		l->cgroup_hits++;
 		if (c->path)
-			return label_container(l, pid, c->path, &c->ref);
+			return label_container(l, pid, c->path, &c->ref) ? LABELS_FOR_GOOD
+									 : LABELS_PENDING;
 		ep_pipeline_label_pid(l->pipeline, pid, NULL);
-		return true;
+		return LABELS_FOR_GOOD;
 	}
 	char path[64], text[4096], cgroup[PATH_MAX];
 	snprintf(path, sizeof(path), "/proc/%u/cgroup", pid);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return true;
+		return LABELS_GONE;
 	ssize_t n = read(fd, text, sizeof(text) - 1);
 	close(fd);
 	if (n < 0)
-		return true;
+		return LABELS_GONE;
 	text[n] = '\0';
 	l->cgroup_reads++;
 	struct ep_container_ref ref = {0};
@@ -141,20 +144,22 @@ static bool label_once(struct ep_process_labeller *l, uint32_t pid, uint64_t cgr
 		remember(l, cgroup_id, container ? cgroup : NULL, &ref);
 	if (!container) {
 		ep_pipeline_label_pid(l->pipeline, pid, NULL);
-		return true;
+		return LABELS_FOR_GOOD;
 	}
-	return label_container(l, pid, cgroup, &ref);
+	return label_container(l, pid, cgroup, &ref) ? LABELS_FOR_GOOD : LABELS_PENDING;
 }
 
-void ep_process_label(struct ep_process_labeller *l, uint32_t pid, uint64_t cgroup_id)
+bool ep_process_label(struct ep_process_labeller *l, uint32_t pid, uint64_t cgroup_id)
 {
-	if (label_once(l, pid, cgroup_id))
-		return;
+	enum labelled got = label_once(l, pid, cgroup_id);
+	if (got != LABELS_PENDING)
+		return got == LABELS_FOR_GOOD;
 	for (size_t i = 0; i < l->npending; i++)
 		if (l->pending[i].pid == pid)
-			return;
+			return false;
 	if (l->npending < EP_POD_PENDING_MAX)
 		l->pending[l->npending++] = (struct ep_pod_pending){pid, ep_mono_ns()};
+	return false;
 }
 
 void ep_process_label_pending(struct ep_process_labeller *l)
@@ -162,7 +167,7 @@ void ep_process_label_pending(struct ep_process_labeller *l)
 	uint64_t now = ep_mono_ns();
 	for (size_t i = 0; i < l->npending;) {
 		if (now - l->pending[i].since > POD_PENDING_NS ||
-		    label_once(l, l->pending[i].pid, 0))
+		    label_once(l, l->pending[i].pid, 0) != LABELS_PENDING)
 			l->pending[i] = l->pending[--l->npending];
 		else
 			i++;

@@ -10,6 +10,7 @@
 #define EP_PROCESS_LABELS_H
 
 #include <limits.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -54,8 +55,9 @@ void ep_process_labeller_free(struct ep_process_labeller *l);
 /* Labels the process now; one whose container's pod is not listed yet is
  * kept and looked at again by ep_process_label_pending. cgroup_id: the
  * cgroup the process was seen in (0: unknown), so a process of a cgroup
- * seen before costs no read of /proc. */
-void ep_process_label(struct ep_process_labeller *l, uint32_t pid, uint64_t cgroup_id);
+ * seen before costs no read of /proc. true when labelled for good; false
+ * when its pod is still awaited, or it is gone (nothing labelled). */
+bool ep_process_label(struct ep_process_labeller *l, uint32_t pid, uint64_t cgroup_id);
 /* At each interval: the processes whose pods were not known yet. */
 void ep_process_label_pending(struct ep_process_labeller *l);
 

@@ -154,9 +154,9 @@ static void log_cost(const struct daemon *d, const struct ep_live_counters *lc)
 	else
 		snprintf(asked, sizeof(asked), "asked %u", cfg->ip_hz);
 	ep_info("sampling cost: %.0f samples/s per CPU (%s), %llu drains in %.1f s (%llu woken "
-		"early by the kernel, %llu of them for execs), %llu periods drawn",
+		"early by the kernel, %llu new programs' first samples), %llu periods drawn",
 		(double)samples / s / ncpus, asked, (unsigned long long)lc->drains, s,
-		(unsigned long long)lc->early_wakeups, (unsigned long long)lc->exec_wakeups,
+		(unsigned long long)lc->early_wakeups, (unsigned long long)lc->first_sample_wakeups,
 		(unsigned long long)lc->rearms);
 }
 
@@ -171,9 +171,9 @@ static void log_summary(const struct daemon *d, const struct ep_live_counters *l
 		(unsigned long long)lc->proc_reserve_failed, (unsigned long long)d->feed.gone,
 		ep_pipeline_processes(d->feed.pipeline), (unsigned long long)d->feed.forgotten);
 	const uint64_t *r = d->feed.maps_reads;
-	ep_info("process maps read: %llu at exec, %llu at a first sample, %llu again for an "
-		"address in none of them (%llu of them at once after an exec), %llu after "
-		"executable mmaps",
+	ep_info("process maps read: %llu at a new program's first sample, %llu at a first "
+		"sample of a process running before, %llu again for an address in none of them "
+		"(%llu of them at once after an exec), %llu after executable mmaps",
 		(unsigned long long)r[EP_MAPS_AT_EXEC],
 		(unsigned long long)r[EP_MAPS_AT_FIRST_SAMPLE],
 		(unsigned long long)(r[EP_MAPS_UNRESOLVED] + r[EP_MAPS_AFTER_EXEC]),

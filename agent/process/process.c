@@ -101,8 +101,10 @@ struct ep_process *ep_process_get(struct ep_process_table *t, uint32_t pid)
 {
 	struct ep_process *p = lookup(t, pid);
 	if (p) {
-		if (p->retiring)
+		if (p->retiring) {
 			start(t, p);
+			p->labelled = false;
+		}
 		return p;
 	}
 	p = calloc(1, sizeof(*p));
@@ -141,6 +143,8 @@ struct ep_process *ep_process_fork(struct ep_process_table *t, uint32_t child_pi
 	start(t, child);
 	const struct ep_process *parent = lookup(t, parent_pid);
 	child->set = parent ? parent->set : 0;
+	child->labelled = parent && parent->labelled;
+	child->cgroup_id = parent ? parent->cgroup_id : 0;
 	if (parent && !parent->retiring) {
 		ep_mappings_copy(&child->maps, &parent->maps);
 		child->maps_read_ns = parent->maps_read_ns;

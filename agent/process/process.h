@@ -33,13 +33,17 @@ struct ep_process {
 	/* monotonic ns the last read of its maps from /proc began; 0: none
 	 * since it started or exec'd */
 	uint64_t maps_read_ns;
-	uint64_t exit_ns; /* monotonic ns its exit was seen; 0: running */
+	uint64_t exit_ns;   /* monotonic ns its exit was seen; 0: running */
+	uint64_t cgroup_id; /* the cgroup (v2) it was last seen in; 0: none yet */
 	uint32_t pid;
 	uint32_t set;	      /* where its counts go: the pipeline's label set, 0 unlabelled */
 	uint8_t rereads_left; /* maps reads its samples may still ask for at once (exec) */
 	bool execd;	      /* exec'd since it was made: a new program */
-	bool sampled;	      /* since the last flush: it may have counts pending */
-	bool retiring;	      /* forgotten, but kept until that flush for its set */
+	/* its labels are its cgroups' as they are, for good: a child forked
+	 * from it has them too, until it is seen moved to another cgroup */
+	bool labelled;
+	bool sampled;  /* since the last flush: it may have counts pending */
+	bool retiring; /* forgotten, but kept until that flush for its set */
 };
 
 struct ep_process_table;
@@ -59,7 +63,8 @@ struct ep_process *ep_process_of_counts(struct ep_process_table *t, uint32_t pid
 /* A mapping of pid's, as ep_mappings_add (the process is made if new). */
 void ep_process_map(struct ep_process_table *t, uint32_t pid, uint64_t start, uint64_t len,
 		    uint64_t pgoff, struct ep_binary *bin, bool anon);
-/* The child starts with a copy of the parent's mappings, known as of now. */
+/* The child starts with a copy of the parent's mappings (as of when the
+ * parent's were read), its label set and its labels. */
 struct ep_process *ep_process_fork(struct ep_process_table *t, uint32_t child_pid,
 				   uint32_t parent_pid);
 /* exec replaced the address space: no mappings until they are read (the

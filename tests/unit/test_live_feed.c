@@ -10,8 +10,11 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "agent/attribute/process_labels.h"
 #include "agent/pipeline/pipeline.h"
 #include "agent/process/process.h"
 #include "agent/source/live/live_feed.h"
@@ -109,11 +112,12 @@ static uint64_t samples_of(Edgeprof__V1__Profile *prof, const char *build_id)
 	return n;
 }
 
-/* The exec's maps read comes before ld.so maps the libraries: a sample
- * taken after it, in code mapped since, has the maps read again at once
- * (not a second later, when a short program is gone), a bounded number of
- * times however many samples land in no mapping. */
-static void test_code_mapped_after_the_exec_read_resolves_at_once(void **state)
+/* An exec costs no read: a new program's maps are read at its first
+ * sample. A sample taken after that read, in code mapped since (a library
+ * dlopen()ed), has the maps read again at once (not a second later, when
+ * a short program is gone), a bounded number of times however many
+ * samples land in no mapping. */
+static void test_exec_costs_no_read_and_new_code_resolves_at_once(void **state)
 {
 	(void)state;
 	struct ep_binary_registry *reg = ep_binreg_new();
@@ -124,7 +128,11 @@ static void test_code_mapped_after_the_exec_read_resolves_at_once(void **state)
 	uint32_t pid = (uint32_t)getpid();
 	struct ep_proc_record exec = {.type = EP_PROC_EXEC, .pid = pid, .time_ns = ep_mono_ns()};
 	ep_live_feed_process_event(&f, &exec);
+	assert_int_equal(f.maps_reads[EP_MAPS_AT_EXEC], 0);
+	struct ep_sample_record first = ip_sample(pid, (uint64_t)(uintptr_t)in_this_binary);
+	ep_live_feed_sample(&f, &first);
 	assert_int_equal(f.maps_reads[EP_MAPS_AT_EXEC], 1);
+	assert_int_equal(f.maps_reads[EP_MAPS_AT_FIRST_SAMPLE], 0);
 	uint64_t read_at = ep_process_find(f.procs, pid)->maps_read_ns;
 
 	/* a library mapped after that read, the way ld.so maps one: its
@@ -148,7 +156,7 @@ static void test_code_mapped_after_the_exec_read_resolves_at_once(void **state)
 	assert_true(map != MAP_FAILED);
 	close(fd);
 
-	/* taken before the exec's read: no reason to read again */
+	/* taken before that read: no reason to read again */
 	struct ep_sample_record early = ip_sample(pid, (uint64_t)(uintptr_t)(map + code));
 	early.time_ns = read_at - 1;
 	ep_live_feed_sample(&f, &early);
@@ -158,7 +166,7 @@ static void test_code_mapped_after_the_exec_read_resolves_at_once(void **state)
 		ep_live_feed_sample(&f, &rec);
 	}
 	/* one read (the once-a-second one instead when this machine took more
-	 * than a second since the exec's read) */
+	 * than a second since the first read) */
 	assert_int_equal(f.maps_reads[EP_MAPS_AFTER_EXEC] + f.maps_reads[EP_MAPS_UNRESOLVED], 1);
 	Edgeprof__V1__Profile *prof = ep_pipeline_profile(f.pipeline);
 	assert_non_null(prof);
@@ -167,7 +175,8 @@ static void test_code_mapped_after_the_exec_read_resolves_at_once(void **state)
 	assert_int_equal(ep_binreg_add_file(r2, lib, err, sizeof(err)), 0);
 	const char *id = ep_binary_build_id_hex(ep_binreg_at(r2, 0));
 	/* the ten taken after the read (and the early one, had the
-	 * once-a-second read come for it) */
+	 * once-a-second read come for it); the first sample is in this test's
+	 * own binary */
 	uint64_t resolved = samples_of(prof, id);
 	assert_true(resolved == 10 || resolved == 11);
 	ep_profile_free(prof);
@@ -212,6 +221,8 @@ static void test_maps_text_parsed_in_place(void **state)
 	assert_int_equal(m.end, 0x55555555a000ULL);
 	assert_int_equal(m.offset, 0x2000);
 	assert_string_equal(m.path, "/usr/bin/cat");
+	assert_int_equal(m.dev, makedev(0xfd, 0x01));
+	assert_int_equal(m.ino, 1048602);
 	assert_false(m.deleted);
 	assert_true(ep_maps_next_exec(text, len, &pos, &m));
 	assert_int_equal(m.offset, 0x28000);
@@ -220,6 +231,7 @@ static void test_maps_text_parsed_in_place(void **state)
 	assert_true(ep_maps_next_exec(text, len, &pos, &m));
 	assert_int_equal(m.start, 0x7ffff7f45000ULL);
 	assert_string_equal(m.path, "");
+	assert_int_equal(m.ino, 0);
 	assert_true(ep_maps_next_exec(text, len, &pos, &m));
 	assert_string_equal(m.path, "[vdso]");
 	assert_false(ep_maps_next_exec(text, len, &pos, &m));
@@ -241,18 +253,21 @@ static void test_maps_of_this_process(void **state)
 	struct ep_maps_entry m;
 	char *save = NULL, *line = strtok_r(copy, "\n", &save);
 	while (ep_maps_next_exec(text, len, &pos, &m)) {
-		unsigned long long start, end, offset;
+		unsigned long long start, end, offset, ino;
+		unsigned major, minor;
 		char perms[8];
 		int at = 0;
 		for (; line; line = strtok_r(NULL, "\n", &save))
-			if (sscanf(line, "%llx-%llx %7s %llx %*s %*s %n", &start, &end, perms,
-				   &offset, &at) == 4 &&
+			if (sscanf(line, "%llx-%llx %7s %llx %x:%x %llu %n", &start, &end, perms,
+				   &offset, &major, &minor, &ino, &at) == 7 &&
 			    perms[2] == 'x')
 				break;
 		assert_non_null(line);
 		assert_int_equal(m.start, start);
 		assert_int_equal(m.end, end);
 		assert_int_equal(m.offset, offset);
+		assert_int_equal(m.dev, makedev(major, minor));
+		assert_int_equal(m.ino, ino);
 		assert_string_equal(m.path, line + at);
 		line = strtok_r(NULL, "\n", &save);
 		n++;
@@ -260,12 +275,108 @@ static void test_maps_of_this_process(void **state)
 	assert_true(n >= 2); /* this program and libc at least */
 }
 
+/* A new program takes its parent's labels while it stays where it was
+ * forked: the parent is labelled at its fork (one read of
+ * /proc/PID/cgroup), and its children's first samples read none. A child
+ * seen moved (a cgroup move, or another cgroup (v2) at its exec) is
+ * labelled on its own, and so is every one where moves are not seen. */
+static void test_children_take_their_parents_labels_until_moved(void **state)
+{
+	(void)state;
+	struct ep_binary_registry *reg = ep_binreg_new();
+	struct ep_pipeline_config cfg;
+	ep_pipeline_config_default(&cfg);
+	struct ep_process_labeller l;
+	struct ep_live_feed f;
+	ep_live_feed_init(&f, ep_pipeline_new(&cfg, reg), &l);
+	ep_process_labeller_init(&l, f.pipeline, NULL);
+	f.sees_cgroup_moves = true;
+	uint32_t parent = (uint32_t)getppid(), child = (uint32_t)getpid();
+	/* program: the events of one fork and exec (cgroup ids made up: none
+	 * is remembered, each label is a read), then a sample */
+	struct {
+		uint32_t type;
+		uint64_t cgroup;
+	} runs[][3] = {
+	    {{EP_PROC_FORK, 77}, {EP_PROC_EXEC, 77}, {0, 77}},		    /* stays */
+	    {{EP_PROC_FORK, 77}, {EP_PROC_CGROUP, 77}, {EP_PROC_EXEC, 77}}, /* moved */
+	    {{EP_PROC_FORK, 77}, {EP_PROC_EXEC, 78}, {0, 78}},		    /* made elsewhere */
+	};
+	const uint64_t reads[] = {1, 2, 3};
+	for (size_t r = 0; r < 3; r++) {
+		for (size_t e = 0; e < 3 && runs[r][e].type; e++) {
+			struct ep_proc_record rec = {.type = runs[r][e].type,
+						     .pid = child,
+						     .ppid = parent,
+						     .time_ns = ep_mono_ns(),
+						     .cgroup_id = runs[r][e].cgroup};
+			ep_live_feed_process_event(&f, &rec);
+		}
+		struct ep_sample_record s = ip_sample(child, (uint64_t)(uintptr_t)in_this_binary);
+		s.cgroup_id = runs[r][2].type ? runs[r][2].cgroup : runs[r][1].cgroup;
+		ep_live_feed_sample(&f, &s);
+		assert_int_equal(l.cgroup_reads, reads[r]);
+		assert_true(ep_process_find(f.procs, child)->labelled);
+		ep_process_forget(f.procs, child);
+	}
+	/* without moves seen, every new program is labelled on its own */
+	f.sees_cgroup_moves = false;
+	struct ep_proc_record fork = {
+	    .type = EP_PROC_FORK, .pid = child, .ppid = parent, .cgroup_id = 77};
+	ep_live_feed_process_event(&f, &fork);
+	struct ep_sample_record s = ip_sample(child, (uint64_t)(uintptr_t)in_this_binary);
+	s.cgroup_id = 77;
+	ep_live_feed_sample(&f, &s);
+	assert_int_equal(l.cgroup_reads, 4);
+	ep_live_feed_free(&f);
+	ep_process_labeller_free(&l);
+	ep_binreg_free(reg);
+}
+
+/* A mapped file's stat() is taken once a second at most, by the (device,
+ * inode) the kernel names it by: a second read of the same program's maps
+ * within the second takes none, one later takes it again. */
+static void test_a_known_file_costs_no_stat_for_a_second(void **state)
+{
+	(void)state;
+	struct ep_binary_registry *reg = ep_binreg_new();
+	struct ep_pipeline_config cfg;
+	ep_pipeline_config_default(&cfg);
+	struct ep_live_feed f;
+	ep_live_feed_init(&f, ep_pipeline_new(&cfg, reg), NULL);
+	struct stat exe;
+	assert_int_equal(stat("/proc/self/exe", &exe), 0);
+	uint32_t pid = (uint32_t)getpid();
+	ep_live_feed_read_maps(&f, pid);
+	assert_non_null(f.stats);
+	const struct ep_stat_memo *memo = NULL;
+	for (size_t i = 0; i < EP_STAT_MEMOS && !memo; i++)
+		if (f.stats[i].ino && f.stats[i].st.st_ino == exe.st_ino &&
+		    f.stats[i].st.st_dev == exe.st_dev)
+			memo = &f.stats[i];
+	assert_non_null(memo);
+	uint64_t at = memo->at;
+	ep_live_feed_read_maps(&f, pid);
+	assert_int_equal(memo->at, at);
+	((struct ep_stat_memo *)memo)->at -= 2000000000ULL;
+	ep_live_feed_read_maps(&f, pid);
+	assert_true(memo->at > at);
+	struct ep_resolved r;
+	assert_int_equal(
+	    ep_pipeline_resolve(f.pipeline, pid, (uint64_t)(uintptr_t)in_this_binary, &r),
+	    EP_RESOLVE_OK);
+	ep_live_feed_free(&f);
+	ep_binreg_free(reg);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_query_and_text_agree),
 	    cmocka_unit_test(test_gone_process),
-	    cmocka_unit_test(test_code_mapped_after_the_exec_read_resolves_at_once),
+	    cmocka_unit_test(test_exec_costs_no_read_and_new_code_resolves_at_once),
+	    cmocka_unit_test(test_children_take_their_parents_labels_until_moved),
+	    cmocka_unit_test(test_a_known_file_costs_no_stat_for_a_second),
 	    cmocka_unit_test(test_maps_text_parsed_in_place),
 	    cmocka_unit_test(test_maps_of_this_process),
 	};

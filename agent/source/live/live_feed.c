@@ -18,20 +18,23 @@
 #include "agent/source/live/live_source.h"
 #include "common/util/clock.h"
 #include "common/util/log.h"
+#include "common/util/u64map.h"
 
 /* a process whose addresses do not resolve gets its maps re-read, at most
  * this often: new libraries appear, but /proc is not free */
 #define MAPS_REREAD_NS 1000000000ULL
-/* Reads a sample may ask for at once after an exec, when it was taken
- * after the last read and its address is in none of the mappings: the
- * exec's read comes before ld.so maps the libraries, so without them a new
- * program's library samples went unresolved until the once-a-second
- * re-read (a compiler's whole run, often). Bounded: an address that no
- * read finds costs at most this many. */
+/* Reads a sample may ask for at once after a new program's first read,
+ * when it was taken after that read and its address is in none of the
+ * mappings: a library mapped since (dlopen, or ld.so's own when the first
+ * sample came before it was done) went unresolved until the once-a-second
+ * re-read, a compiler's whole run often. Bounded: an address that no read
+ * finds costs at most this many. */
 #define PROMPT_READS_AFTER_EXEC 4
 /* an exited process's mappings are dropped this long after its exit event:
  * far longer than a drain interval, so its last samples still resolve */
 #define FORGET_AFTER_NS 2000000000ULL
+/* how long a mapped file's stat() is taken for its (device, inode) */
+#define STAT_FRESH_NS 1000000000ULL
 
 void ep_live_feed_init(struct ep_live_feed *f, struct ep_pipeline *pipeline,
 		       struct ep_process_labeller *labeller)
@@ -46,6 +49,47 @@ struct reading {
 	uint32_t pid;
 };
 
+/* The stat() of the file m maps, as the registry knows files (device,
+ * inode, size, mtime): taken again at most once a second per file the
+ * kernel names by (device, inode), so a library every new program maps
+ * costs no system call per program. A file rewritten in place (the same
+ * inode) is taken for new within that second. NULL when the file cannot
+ * be stat()ed. */
+static const struct stat *stat_mapped(struct ep_live_feed *f, const struct ep_maps_entry *m,
+				      const char *file)
+{
+	struct ep_stat_memo *s = NULL;
+	if (m->ino && (f->stats || (f->stats = calloc(EP_STAT_MEMOS, sizeof(*f->stats))))) {
+		/* two places a file may be in: the older of them is taken */
+		size_t h = ep_hash_u64(m->dev * 31 + m->ino) % EP_STAT_MEMOS;
+		struct ep_stat_memo *a = &f->stats[h], *b = &f->stats[(h + 1) % EP_STAT_MEMOS];
+		uint64_t now = ep_mono_ns();
+		if (a->ino == m->ino && a->dev == m->dev)
+			s = a;
+		else if (b->ino == m->ino && b->dev == m->dev)
+			s = b;
+		if (s && now - s->at < STAT_FRESH_NS)
+			return &s->st;
+		if (!s)
+			s = a->at <= b->at ? a : b;
+		s->at = now;
+	}
+	struct stat st;
+	if (stat(file, &st) != 0) {
+		if (s)
+			s->ino = 0;
+		return NULL;
+	}
+	if (!s) {
+		f->last_stat = st;
+		return &f->last_stat;
+	}
+	s->dev = m->dev;
+	s->ino = m->ino;
+	s->st = st;
+	return &s->st;
+}
+
 /* One executable file mapping. The file is opened through
  * /proc/PID/map_files/START-END: the very file mapped, even when it has
  * since been deleted or replaced on disk (an upgrade under a running
@@ -53,18 +97,18 @@ struct reading {
  * (CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE) /proc/PID/root/PATH is the
  * fallback, and deleted files are skipped. The registry knows files by
  * identity (device, inode, size, mtime), so a library mapped by a thousand
- * processes is read once, and each later mapping of it costs one stat(). */
+ * processes is read once. */
 static void add_file_mapping(struct ep_live_feed *f, uint32_t pid, const struct ep_maps_entry *m)
 {
 	char file[PATH_MAX + 64];
-	struct stat st;
+	const struct stat *st;
 	uint64_t len = m->end - m->start;
 	if (!f->no_map_files) {
 		snprintf(file, sizeof(file), "/proc/%u/map_files/%llx-%llx", pid,
 			 (unsigned long long)m->start, (unsigned long long)m->end);
-		if (stat(file, &st) == 0) {
+		if ((st = stat_mapped(f, m, file))) {
 			if (!ep_pipeline_mmap_known(f->pipeline, pid, m->start, len, m->offset,
-						    m->path, &st))
+						    m->path, st))
 				ep_pipeline_mmap_at(f->pipeline, pid, m->start, len, m->offset,
 						    m->path, file);
 			return;
@@ -75,8 +119,8 @@ static void add_file_mapping(struct ep_live_feed *f, uint32_t pid, const struct 
 	if (m->deleted)
 		return;
 	snprintf(file, sizeof(file), "/proc/%u/root%s", pid, m->path);
-	if (stat(file, &st) != 0 ||
-	    !ep_pipeline_mmap_known(f->pipeline, pid, m->start, len, m->offset, m->path, &st))
+	if (!(st = stat_mapped(f, m, file)) ||
+	    !ep_pipeline_mmap_known(f->pipeline, pid, m->start, len, m->offset, m->path, st))
 		ep_pipeline_mmap_at(f->pipeline, pid, m->start, len, m->offset, m->path, file);
 }
 
@@ -133,28 +177,63 @@ void ep_live_feed_forget_exited(struct ep_live_feed *f)
 		f->forgotten += ep_process_forget_exited(f->procs, now - FORGET_AFTER_NS);
 }
 
+/* The process is in cgroup (v2) id: its labels are not its parent's any
+ * more when that is another one (a runtime moved it, or made it in its
+ * cgroup: clone3's CLONE_INTO_CGROUP, of which no move is seen). */
+static void seen_in(struct ep_process *pr, uint64_t id)
+{
+	if (pr->cgroup_id != id) {
+		pr->cgroup_id = id;
+		pr->labelled = false;
+	}
+}
+
+/* A process that forks, labelled then if it is not yet: its children have
+ * its labels while they stay where they were forked, so a host with v1
+ * hierarchies reads /proc/PID/cgroup once per parent, not once per new
+ * program. */
+static void label_parent(struct ep_live_feed *f, uint32_t pid, uint64_t cgroup_id)
+{
+	if (!f->labeller || !f->sees_cgroup_moves)
+		return;
+	struct ep_process *pr = ep_process_get(f->procs, pid);
+	if (!pr || pr->exit_ns)
+		return;
+	seen_in(pr, cgroup_id);
+	if (!pr->labelled)
+		pr->labelled = ep_process_label(f->labeller, pid, cgroup_id);
+}
+
 /* exec, fork and exit as they happen: a forked child starts with its
- * parent's mappings, an exec'd process gets its new ones read at once (a
- * short-lived program may be gone by its first sample's turn). */
+ * parent's mappings; a new program has its own read at its first sample
+ * (most programs a node starts are never sampled, and by then ld.so has
+ * mapped its libraries), which the BPF program makes wake the agent at
+ * once: a short-lived one is read while it lives. */
 static void on_process_event(void *ctx, const struct ep_proc_record *rec)
 {
 	struct ep_live_feed *f = ctx;
 	struct ep_process *pr;
 	switch (rec->type) {
 	case EP_PROC_FORK:
+		if (rec->pid != rec->ppid)
+			label_parent(f, rec->ppid, rec->cgroup_id);
 		ep_pipeline_fork(f->pipeline, rec->pid, rec->ppid);
+		pr = ep_process_find(f->procs, rec->pid);
+		if (pr) /* the parent's, where the child starts */
+			seen_in(pr, rec->cgroup_id);
 		break;
 	case EP_PROC_EXEC:
 		ep_pipeline_exec(f->pipeline, rec->pid);
 		pr = ep_process_find(f->procs, rec->pid);
-		if (!pr)
-			break;
-		pr->rereads_left = PROMPT_READS_AFTER_EXEC;
-		/* runtimes move a container's first process into its cgroup
-		 * between fork and exec: look again */
-		if (f->labeller)
-			ep_process_label(f->labeller, rec->pid, rec->cgroup_id);
-		read_maps(f, pr, EP_MAPS_AT_EXEC);
+		if (pr) {
+			pr->rereads_left = PROMPT_READS_AFTER_EXEC;
+			seen_in(pr, rec->cgroup_id);
+		}
+		break;
+	case EP_PROC_CGROUP:
+		pr = ep_process_find(f->procs, rec->pid);
+		if (pr)
+			pr->labelled = false;
 		break;
 	case EP_PROC_EXIT:
 		ep_process_exit(f->procs, rec->pid, ep_mono_ns());
@@ -197,8 +276,14 @@ static void know_maps(struct ep_live_feed *f, uint32_t pid, uint64_t cgroup_id, 
 	if (!pr)
 		return;
 	if (!pr->maps_read_ns) {
-		if (f->labeller)
-			ep_process_label(f->labeller, pid, cgroup_id);
+		/* Labelled where it runs now (runtimes move a container's first
+		 * process into its cgroup between fork and exec), unless it is
+		 * where its parent was when labelled: no move of it was seen, and
+		 * it is in the same cgroup (v2). On a host with v1 hierarchies
+		 * that spares a read of /proc/PID/cgroup per program. */
+		seen_in(pr, cgroup_id);
+		if (f->labeller && !(f->sees_cgroup_moves && pr->labelled))
+			pr->labelled = ep_process_label(f->labeller, pid, cgroup_id);
 		read_maps(f, pr, pr->execd ? EP_MAPS_AT_EXEC : EP_MAPS_AT_FIRST_SAMPLE);
 		return;
 	}
@@ -252,6 +337,7 @@ void ep_live_feed_cycles(struct ep_live_feed *f, const struct ep_cycles_record *
 
 void ep_live_feed_attach(struct ep_live_feed *f, struct ep_live *live)
 {
+	f->sees_cgroup_moves = ep_live_sees_cgroup_moves(live);
 	ep_live_on_process_events(live, on_process_event, f);
 	ep_live_on_cycles(live, on_cycles, f);
 }
@@ -308,6 +394,7 @@ void ep_live_feed_log_periods(const struct ep_live_feed *f)
 
 void ep_live_feed_free(struct ep_live_feed *f)
 {
+	free(f->stats);
 	ep_proc_maps_free(&f->maps);
 	ep_pipeline_free(f->pipeline);
 }

@@ -2,10 +2,10 @@
 /*
  * The live source's adapter: its samples and process events (exec, fork,
  * exit, mmap) into a pipeline, and the policy of reading /proc. The BPF
- * program reports no mappings made before the agent started, so each
- * process's mappings are read from /proc at its first sample or exec, and
- * again when its addresses stop resolving; an exited process is forgotten
- * a while later. What the policy goes by is
+ * program reports no mappings, so a process's mappings are read from /proc
+ * at its first sample (most processes a node starts are never sampled: an
+ * exec costs no read), and again when its addresses stop resolving; an
+ * exited process is forgotten a while later. What the policy goes by is
  * in each process's record (agent/process/process.h). The perf.data
  * source's counterpart is agent/source/perf_data/perf_data_feed.h.
  */
@@ -15,6 +15,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include <sys/stat.h>
 
 #include "agent/source/live/proc_maps.h"
 
@@ -32,14 +34,18 @@ struct ep_period_stats {
 	double sum, sumsq;
 };
 
+/* mapped files whose stat() is remembered at once: the libraries of most
+ * programs a node runs */
+#define EP_STAT_MEMOS 256
+
 /* Why a process's maps were read. */
 enum ep_maps_read {
 	EP_MAPS_AT_EXEC,	 /* a new program's first sample: not at the exec itself */
 	EP_MAPS_AT_FIRST_SAMPLE, /* a process running before the agent, or unseen */
 	EP_MAPS_UNRESOLVED,	 /* a sample in no known mapping, at most once a second */
 	EP_MAPS_AT_MMAP,	 /* --watch-mmaps: new code mapped */
-	/* a sample taken after the maps read of an exec, in none of its
-	 * mappings: ld.so mapped the libraries since (a few per exec) */
+	/* a sample taken after a new program's first read, in none of its
+	 * mappings: a library mapped since (dlopen, a few per exec) */
 	EP_MAPS_AFTER_EXEC,
 	EP_MAPS_READ_KINDS
 };
@@ -54,6 +60,16 @@ struct ep_live_feed {
 	struct ep_period_stats cycles_periods; /* agent --cycles: the cycles event's */
 	struct ep_proc_maps maps;
 	bool no_map_files; /* without CAP_CHECKPOINT_RESTORE: /proc/PID/root only */
+	/* moves between cgroups are seen: a new program not moved since its
+	 * fork has its parent's labels */
+	bool sees_cgroup_moves;
+	/* mapped files' stat() by (device, inode), EP_STAT_MEMOS of them
+	 * (made at the first), for a while (live_feed.c: stat_mapped) */
+	struct ep_stat_memo {
+		uint64_t dev, ino, at;
+		struct stat st;
+	} * stats;
+	struct stat last_stat; /* without the memos (no memory) */
 	/* processes gone before their maps were read, and binaries not opened
 	 * because their process had exited (Stats.processes_gone) */
 	uint64_t gone;
@@ -73,8 +89,9 @@ int ep_live_feed_poll(struct ep_live_feed *f, struct ep_live *live, int timeout_
 /* Drops the processes that exited long enough ago: memory stays bounded by
  * the processes alive, not by all the machine ever ran. */
 void ep_live_feed_forget_exited(struct ep_live_feed *f);
-/* Reads pid's executable mappings into the pipeline now, as an exec does
- * (tests compare the two ways of reading them: f->maps.text). */
+/* Reads pid's executable mappings into the pipeline now, as a new
+ * program's first sample does (tests compare the two ways of reading them:
+ * f->maps.text). */
 void ep_live_feed_read_maps(struct ep_live_feed *f, uint32_t pid);
 /* A process event and a sample, as the live source hands them to the feed
  * (tests drive the feed with them). */

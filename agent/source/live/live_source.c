@@ -41,6 +41,7 @@ enum {
 	C_CYCLES_FILTERED,
 	C_CYCLES_KERNEL,
 	C_CYCLES_RESERVE_FAILED,
+	C_FIRST_SAMPLES,
 	C_COUNT
 };
 
@@ -68,7 +69,7 @@ struct ep_live {
 	 * looks that failed (sysfs lists a CPU online before perf's hotplug
 	 * callback makes it usable, for seconds on a loaded machine) */
 	uint32_t attach_failures[MAX_CPUS];
-	struct bpf_link *proc_links[4];
+	struct bpf_link *proc_links[5];
 	ep_live_proc_cb proc_cb;
 	void *proc_ctx;
 	uint64_t proc_events;
@@ -83,7 +84,7 @@ struct ep_live {
 	struct ep_branch_event event;
 	uint64_t rng; /* the periods' draws (event_set.h) */
 	int epoll_fd; /* every ring: the agent sleeps until a drain is due */
-	uint64_t polls, early_wakeups, exec_wakeups;
+	uint64_t polls, early_wakeups;
 	uint64_t drain_ns, last_rearm_ns; /* periods are drawn once per drain interval */
 	char mode[480];
 	uint64_t received;
@@ -726,16 +727,24 @@ static int attach_cpus(struct ep_live *l, char *err, size_t errlen)
 static int attach_process_probes(struct ep_live *l, const struct ep_live_config *cfg, char *err,
 				 size_t errlen)
 {
-	struct bpf_program *proc_progs[4] = {l->skel->progs.on_exec, l->skel->progs.on_fork,
-					     l->skel->progs.on_exit, l->skel->progs.on_mmap};
+	struct bpf_program *proc_progs[5] = {l->skel->progs.on_exec, l->skel->progs.on_fork,
+					     l->skel->progs.on_exit, l->skel->progs.on_cgroup_move,
+					     l->skel->progs.on_mmap};
 	/* the mmap probe runs on every system call of the machine: measured
 	 * here (bench/run.sh, mmap_probe_ns_per_syscall) at ~0.7 us of BPF per
 	 * call and several times a cheap call's cost, so it is opt-in; without
 	 * it a library mapped later is found by the once-a-second maps re-read */
-	int nprogs = cfg->watch_mmaps ? 4 : 3;
+	int nprogs = cfg->watch_mmaps ? 5 : 4;
 	for (int i = 0; i < nprogs; i++) {
 		l->proc_links[i] = bpf_program__attach(proc_progs[i]);
 		if (!l->proc_links[i] && i == 3) {
+			/* still usable: each new program's cgroup is read */
+			ep_warn("cannot attach to the cgroup_attach_task tracepoint (%s): every "
+				"new program's cgroup is read from /proc",
+				strerror(errno));
+			continue;
+		}
+		if (!l->proc_links[i] && i == 4) {
 			/* still usable: unresolved addresses make the agent re-read */
 			ep_warn("cannot attach to the sys_enter tracepoint (%s): libraries mapped "
 				"later are found by a re-read of /proc/PID/maps at most once a "
@@ -818,7 +827,7 @@ fail:
 
 void ep_live_stop(struct ep_live *l)
 {
-	for (int i = 0; i < 4; i++) {
+	for (int i = 0; i < 5; i++) {
 		if (l->proc_links[i])
 			bpf_link__destroy(l->proc_links[i]);
 		l->proc_links[i] = NULL;
@@ -881,6 +890,11 @@ bool ep_live_counts_taken_only(const struct ep_live *l)
 	return l->branch_stacks && l->event.taken_only;
 }
 
+bool ep_live_sees_cgroup_moves(const struct ep_live *l)
+{
+	return l->proc_links[3] != NULL;
+}
+
 bool ep_live_has_branch_stacks(const struct ep_live *l)
 {
 	return l->branch_stacks;
@@ -916,12 +930,6 @@ int ep_live_poll(struct ep_live *l, int timeout_ms, ep_live_sample_cb cb, void *
 	l->polls++;
 	if (woken > 0)
 		l->early_wakeups++;
-	/* the process events' ring wakes the agent only for an exec */
-	for (int i = 0; i < woken; i++)
-		if (ev[i].data.u32 == 1) {
-			l->exec_wakeups++;
-			break;
-		}
 	/* process events first: a sample taken after an exec or an mmap then
 	 * finds it known, whichever buffer the kernel filled first */
 	int before = ring_buffer__consume(l->procs);
@@ -964,7 +972,7 @@ void ep_live_counters(const struct ep_live *l, struct ep_live_counters *out)
 	out->received = l->received;
 	out->drains = l->polls;
 	out->early_wakeups = l->early_wakeups;
-	out->exec_wakeups = l->exec_wakeups;
+	out->first_sample_wakeups = sums[C_FIRST_SAMPLES];
 	out->rearms = l->branch.rearms;
 	out->cycles_seen = sums[C_CYCLES_SEEN];
 	out->cycles_sent = sums[C_CYCLES_SENT];

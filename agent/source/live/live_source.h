@@ -70,9 +70,11 @@ struct ep_live_counters {
 	uint64_t mmap_events;	      /* of those, drained (part of proc_events) */
 	uint64_t mmap_rereads;	      /* handed on, one per process's next sample */
 	uint64_t drains;	      /* ep_live_poll calls */
-	uint64_t early_wakeups;	      /* of those, woken by the kernel (exec, ring half full) */
-	uint64_t exec_wakeups;	      /* of those, by an exec (its maps are read while it lives) */
-	uint64_t rearms;	      /* periods drawn again (one per CPU per drain) */
+	/* of those, woken by the kernel: a new program's first sample (its
+	 * maps are read while it lives), a ring half full */
+	uint64_t early_wakeups;
+	uint64_t first_sample_wakeups; /* new programs' first samples that woke the agent */
+	uint64_t rearms;	       /* periods drawn again (one per CPU per drain) */
 	/* agent --cycles: the cycles event's overflows and IP samples */
 	uint64_t cycles_seen, cycles_sent, cycles_filtered, cycles_kernel;
 	uint64_t cycles_reserve_failed; /* its ring buffer full: samples lost */
@@ -91,6 +93,8 @@ void ep_live_close(struct ep_live *live);
 /* One line for operators: what is being sampled and how. */
 const char *ep_live_mode(const struct ep_live *live);
 bool ep_live_has_branch_stacks(const struct ep_live *live);
+/* Processes moved between cgroups are reported (EP_PROC_CGROUP). */
+bool ep_live_sees_cgroup_moves(const struct ep_live *live);
 /* The event sampled: the PMU's name for it, or "cpu-clock" without one. */
 const char *ep_live_event(const struct ep_live *live);
 /* True when the event counts not-taken branches too, so traces may be

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 /* the longest maps text read: a process with ~500,000 mappings */
@@ -92,8 +93,12 @@ static int query_maps(uint32_t pid, void (*fn)(void *ctx, const struct ep_maps_e
 		addr = q.vma_end;
 		if (!q.vma_name_size)
 			name[0] = '\0';
-		struct ep_maps_entry m = {
-		    .start = q.vma_start, .end = q.vma_end, .offset = q.vma_offset, .path = name};
+		struct ep_maps_entry m = {.start = q.vma_start,
+					  .end = q.vma_end,
+					  .offset = q.vma_offset,
+					  .dev = makedev(q.dev_major, q.dev_minor),
+					  .ino = q.inode,
+					  .path = name};
 		size_t len = strlen(name);
 		if (name[0] == '/' && len > dlen && strcmp(name + len - dlen, deleted) == 0) {
 			name[len - dlen] = '\0';
@@ -180,11 +185,20 @@ bool ep_maps_next_exec(char *text, size_t len, size_t *pos, struct ep_maps_entry
 			continue;
 		while (p < end && *p == ' ')
 			p++;
-		p = skip_field(skip_field(p, end), end); /* device, inode */
+		uint64_t major, minor, ino = 0;
+		const char *q = p;
+		bool dev = parse_hex(q, end, &q, &major) && q < end && *q++ == ':' &&
+			   parse_hex(q, end, &q, &minor);
+		p = skip_field(p, end);
+		for (; p < end && *p >= '0' && *p <= '9' && ino < UINT64_MAX / 10; p++)
+			ino = ino * 10 + (uint64_t)(*p - '0');
+		p = skip_field(p, end);
 		*end = '\0';
 		out->start = start;
 		out->end = stop;
 		out->offset = offset;
+		out->dev = dev ? makedev(major, minor) : 0;
+		out->ino = dev ? ino : 0;
 		out->deleted = false;
 		if ((size_t)(end - p) > dlen && memcmp(end - dlen, deleted, dlen) == 0 &&
 		    *p == '/') {

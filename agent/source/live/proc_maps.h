@@ -15,8 +15,9 @@
 /* One executable mapping. */
 struct ep_maps_entry {
 	uint64_t start, end, offset;
-	const char *path; /* "/..." for a file, else "" or a pseudo name ("[vdso]") */
-	bool deleted;	  /* the file was deleted: " (deleted)" is cut off path */
+	uint64_t dev, ino; /* the file's, as the kernel names it (0: none) */
+	const char *path;  /* "/..." for a file, else "" or a pseudo name ("[vdso]") */
+	bool deleted;	   /* the file was deleted: " (deleted)" is cut off path */
 };
 
 struct ep_proc_maps {
