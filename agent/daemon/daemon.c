@@ -192,6 +192,10 @@ static void log_summary(const struct daemon *d, const struct ep_live_counters *l
 	ep_info("process cgroups: %llu read from /proc, %llu known by their cgroup id",
 		(unsigned long long)d->labeller.cgroup_reads,
 		(unsigned long long)d->labeller.cgroup_hits);
+	ep_info("executable mmaps: %llu events, %llu maps re-reads (one per process's next "
+		"sample), %zu still pending",
+		(unsigned long long)lc->mmap_events, (unsigned long long)r[EP_MAPS_AT_MMAP],
+		ep_live_feed_mmaps_pending(&d->feed));
 	ep_live_feed_log_periods(&d->feed);
 	log_cost(d, lc);
 	if (lc->reserve_failed)

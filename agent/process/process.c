@@ -92,7 +92,7 @@ static void start(struct ep_process_table *t, struct ep_process *p)
 	}
 	ep_mappings_clear(&p->maps);
 	p->generation = ++t->changes;
-	p->maps_read_ns = p->exit_ns = 0;
+	p->maps_read_ns = p->exit_ns = p->mmap_ns = 0;
 	p->rereads_left = 0;
 	p->execd = false;
 }
@@ -181,6 +181,7 @@ void ep_process_exit(struct ep_process_table *t, uint32_t pid, uint64_t at_ns)
 		t->exits_head = 0;
 	}
 	p->exit_ns = at_ns ? at_ns : 1;
+	p->mmap_ns = 0; /* a process gone needs no maps */
 	t->exits[(t->exits_head + t->exits_n++) % t->exits_cap] =
 	    (struct exit_note){pid, p->exit_ns};
 }

@@ -35,6 +35,9 @@ struct ep_process {
 	uint64_t maps_read_ns;
 	uint64_t exit_ns;   /* monotonic ns its exit was seen; 0: running */
 	uint64_t cgroup_id; /* the cgroup (v2) it was last seen in; 0: none yet */
+	/* monotonic ns of an executable mmap its maps were not read after
+	 * (--watch-mmaps: a dlopen); 0: none */
+	uint64_t mmap_ns;
 	uint32_t pid;
 	uint32_t set;	      /* where its counts go: the pipeline's label set, 0 unlabelled */
 	uint8_t rereads_left; /* maps reads its samples may still ask for at once (exec) */

@@ -369,6 +369,40 @@ static void test_a_known_file_costs_no_stat_for_a_second(void **state)
 	ep_binreg_free(reg);
 }
 
+/* --watch-mmaps: an executable mmap is noted in its process's record and
+ * its maps read again at its first sample taken after it, once; one of a
+ * process whose maps were never read waits for its first read. */
+static void test_an_executable_mmap_is_read_at_the_next_sample(void **state)
+{
+	(void)state;
+	struct ep_binary_registry *reg = ep_binreg_new();
+	struct ep_pipeline_config cfg;
+	ep_pipeline_config_default(&cfg);
+	struct ep_live_feed f;
+	ep_live_feed_init(&f, ep_pipeline_new(&cfg, reg), NULL);
+	uint32_t pid = (uint32_t)getpid();
+	struct ep_proc_record mmap_ev = {.type = EP_PROC_MMAP, .pid = pid, .time_ns = ep_mono_ns()};
+	ep_live_feed_process_event(&f, &mmap_ev);
+	assert_int_equal(ep_live_feed_mmaps_pending(&f), 0);
+	struct ep_sample_record s = ip_sample(pid, (uint64_t)(uintptr_t)in_this_binary);
+	ep_live_feed_sample(&f, &s);
+	assert_int_equal(f.maps_reads[EP_MAPS_AT_FIRST_SAMPLE], 1);
+	mmap_ev.time_ns = ep_mono_ns();
+	ep_live_feed_process_event(&f, &mmap_ev);
+	assert_int_equal(ep_live_feed_mmaps_pending(&f), 1);
+	s.time_ns = mmap_ev.time_ns - 1; /* taken before it */
+	ep_live_feed_sample(&f, &s);
+	assert_int_equal(f.maps_reads[EP_MAPS_AT_MMAP], 0);
+	for (int i = 0; i < 3; i++) {
+		s = ip_sample(pid, (uint64_t)(uintptr_t)in_this_binary);
+		ep_live_feed_sample(&f, &s);
+	}
+	assert_int_equal(f.maps_reads[EP_MAPS_AT_MMAP], 1);
+	assert_int_equal(ep_live_feed_mmaps_pending(&f), 0);
+	ep_live_feed_free(&f);
+	ep_binreg_free(reg);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -377,6 +411,7 @@ int main(void)
 	    cmocka_unit_test(test_exec_costs_no_read_and_new_code_resolves_at_once),
 	    cmocka_unit_test(test_children_take_their_parents_labels_until_moved),
 	    cmocka_unit_test(test_a_known_file_costs_no_stat_for_a_second),
+	    cmocka_unit_test(test_an_executable_mmap_is_read_at_the_next_sample),
 	    cmocka_unit_test(test_maps_text_parsed_in_place),
 	    cmocka_unit_test(test_maps_of_this_process),
 	};

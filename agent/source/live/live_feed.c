@@ -148,6 +148,8 @@ static void read_maps(struct ep_live_feed *f, struct ep_process *pr, enum ep_map
 	int read = ep_proc_maps_read(&f->maps, pr->pid, add_mapping, &r);
 	pr->maps_read_ns = began;
 	pr->execd = false;
+	if (pr->mmap_ns <= began)
+		pr->mmap_ns = 0;
 	ep_binreg_proc_failures(reg, &now);
 	uint64_t gone = now.gone - was.gone;
 	if (read) {
@@ -239,14 +241,14 @@ static void on_process_event(void *ctx, const struct ep_proc_record *rec)
 		ep_process_exit(f->procs, rec->pid, ep_mono_ns());
 		break;
 	case EP_PROC_MMAP:
-		/* new code mapped (dlopen), handed on at the process's next
-		 * sample: read its maps again. A process whose maps were not read
-		 * yet gets them read whole at its first sample anyway. */
+		/* new code mapped (dlopen): its maps are read again at its next
+		 * sample (the mapping does not exist yet: the probe runs as the
+		 * call starts, and a burst of mappings costs one read). A process
+		 * whose maps were not read yet gets them read whole at its first
+		 * sample anyway. */
 		pr = ep_process_find(f->procs, rec->pid);
-		if (!pr || !pr->maps_read_ns)
-			break;
-		read_maps(f, pr, EP_MAPS_AT_MMAP);
-		ep_debug("pid %u mapped executable code: its maps read again", rec->pid);
+		if (pr && pr->maps_read_ns && rec->time_ns > pr->mmap_ns)
+			pr->mmap_ns = rec->time_ns;
 		break;
 	default:
 		break;
@@ -285,6 +287,11 @@ static void know_maps(struct ep_live_feed *f, uint32_t pid, uint64_t cgroup_id, 
 		if (f->labeller && !(f->sees_cgroup_moves && pr->labelled))
 			pr->labelled = ep_process_label(f->labeller, pid, cgroup_id);
 		read_maps(f, pr, pr->execd ? EP_MAPS_AT_EXEC : EP_MAPS_AT_FIRST_SAMPLE);
+		return;
+	}
+	if (pr->mmap_ns && time_ns >= pr->mmap_ns) {
+		read_maps(f, pr, EP_MAPS_AT_MMAP);
+		ep_debug("pid %u mapped executable code: its maps read again", pid);
 		return;
 	}
 	if (kernel)
@@ -384,6 +391,19 @@ static void log_periods(const char *what, const struct ep_period_stats *ps)
 	ep_info("%s: n=%llu mean=%.0f min=%llu max=%llu stddev=%.0f", what,
 		(unsigned long long)ps->n, mean, (unsigned long long)ps->min,
 		(unsigned long long)ps->max, var > 0 ? sqrt(var) : 0.0);
+}
+
+static void count_pending(void *ctx, struct ep_process *pr)
+{
+	*(size_t *)ctx += pr->mmap_ns != 0;
+}
+
+size_t ep_live_feed_mmaps_pending(const struct ep_live_feed *f)
+{
+	size_t n = 0;
+	if (f->procs)
+		ep_process_each(f->procs, count_pending, &n);
+	return n;
 }
 
 void ep_live_feed_log_periods(const struct ep_live_feed *f)

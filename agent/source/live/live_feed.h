@@ -98,6 +98,9 @@ void ep_live_feed_read_maps(struct ep_live_feed *f, uint32_t pid);
 void ep_live_feed_process_event(struct ep_live_feed *f, const struct ep_proc_record *rec);
 void ep_live_feed_sample(struct ep_live_feed *f, const struct ep_sample_record *rec);
 void ep_live_feed_cycles(struct ep_live_feed *f, const struct ep_cycles_record *rec);
+/* Processes whose executable mmaps were seen, their maps not read again
+ * yet (--watch-mmaps: each at its next sample). */
+size_t ep_live_feed_mmaps_pending(const struct ep_live_feed *f);
 /* One info line on the sampling periods seen, when there are some (and
  * one on the cycles event's). */
 void ep_live_feed_log_periods(const struct ep_live_feed *f);

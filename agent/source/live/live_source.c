@@ -20,7 +20,6 @@
 #include "agent/source/live/pmu_event.h"
 #include "common/util/log.h"
 #include "common/util/sampling_limits.h"
-#include "common/util/u64map.h"
 #include "edgeprof_bpf.skel.h"
 
 #define MAX_CPUS EP_LIVE_MAX_CPUS
@@ -77,8 +76,7 @@ struct ep_live {
 	 * to proc_cb just before the first sample of that pid taken after it
 	 * (the event comes before the mapping exists, and a process mapping
 	 * 500 libraries at start gets one re-read, not 500) */
-	struct ep_u64map mmap_pending;
-	uint64_t mmap_events, mmap_delivered;
+	uint64_t mmap_events;
 	unsigned ncpus;
 	bool branch_stacks;
 	struct ep_branch_event event;
@@ -290,20 +288,7 @@ static int on_proc_record(void *ctx, void *data, size_t size)
 	if (size < sizeof(struct ep_proc_record))
 		return 0;
 	l->proc_events++;
-	if (rec->type == EP_PROC_MMAP) {
-		l->mmap_events++;
-		uint64_t *at = ep_u64map_upsert(&l->mmap_pending, rec->pid, NULL);
-		if (at) {
-			if (rec->time_ns > *at)
-				*at = rec->time_ns;
-			return 0;
-		}
-		/* out of memory: handed on now rather than lost */
-	} else if (rec->type == EP_PROC_EXIT || rec->type == EP_PROC_EXEC) {
-		/* a new program's maps are read whole at exec; a gone process
-		 * needs none */
-		ep_u64map_remove(&l->mmap_pending, rec->pid);
-	}
+	l->mmap_events += rec->type == EP_PROC_MMAP;
 	if (l->proc_cb)
 		l->proc_cb(l->proc_ctx, rec);
 	return 0;
@@ -317,22 +302,6 @@ void ep_live_on_process_events(struct ep_live *l, ep_live_proc_cb cb, void *ctx)
 
 /* Records carry only the branch entries there are: copied into a whole
  * record, checked against their size. */
-/* pid's executable mmap, if one is pending from before time_ns, handed on
- * before its sample (the cycles event's too): its maps are read again. */
-static void hand_on_mmap(struct ep_live *l, uint32_t pid, uint64_t time_ns)
-{
-	if (!l->mmap_pending.count)
-		return;
-	uint64_t *at = ep_u64map_get(&l->mmap_pending, pid);
-	if (!at || time_ns < *at)
-		return;
-	struct ep_proc_record m = {.type = EP_PROC_MMAP, .pid = pid, .time_ns = *at};
-	ep_u64map_remove(&l->mmap_pending, pid);
-	l->mmap_delivered++;
-	if (l->proc_cb)
-		l->proc_cb(l->proc_ctx, &m);
-}
-
 /* --cycles beside branch stacks: the first record with entries says
  * whether the hardware stamps them with cycles (Intel LBR since Skylake
  * does; AMD and older Intel do not). Where it does, those are the cycles
@@ -373,7 +342,6 @@ static int on_record(void *ctx, void *data, size_t size)
 		l->cpu_samples[l->rec.cpu]++;
 	if (l->cycles.pending && l->rec.nr_entries > 0)
 		decide_cycles(l, &l->rec);
-	hand_on_mmap(l, l->rec.pid, l->rec.time_ns);
 	if (l->cb)
 		l->cb(l->cb_ctx, &l->rec);
 	return 0;
@@ -391,7 +359,6 @@ static int on_cycles_record(void *ctx, void *data, size_t size)
 		l->cycles_held_back++;
 		return 0;
 	}
-	hand_on_mmap(l, rec.pid, rec.time_ns);
 	if (l->cycles_cb)
 		l->cycles_cb(l->cycles_ctx, &rec);
 	return 0;
@@ -841,11 +808,6 @@ void ep_live_close(struct ep_live *l)
 {
 	if (!l)
 		return;
-	if (l->rb && l->procs)
-		ep_info("executable mmaps: %llu events, %llu maps re-reads (one per process's next "
-			"sample), %llu still pending",
-			(unsigned long long)l->mmap_events, (unsigned long long)l->mmap_delivered,
-			(unsigned long long)l->mmap_pending.count);
 	if (l->rb && l->procs) {
 		/* per CPU, so a CPU that came back is seen sampled again */
 		char line[2048];
@@ -865,7 +827,6 @@ void ep_live_close(struct ep_live *l)
 	ring_buffer__free(l->cycles_rb);
 	if (l->epoll_fd >= 0)
 		close(l->epoll_fd);
-	ep_u64map_free(&l->mmap_pending);
 	ep_live_stop(l);
 	edgeprof_bpf__destroy(l->skel);
 	free(l);
@@ -967,7 +928,6 @@ void ep_live_counters(const struct ep_live *l, struct ep_live_counters *out)
 	out->proc_reserve_failed = sums[C_PROC_RESERVE_FAILED];
 	out->mmap_exec = sums[C_MMAP_EXEC];
 	out->mmap_events = l->mmap_events;
-	out->mmap_rereads = l->mmap_delivered;
 	out->proc_events = l->proc_events;
 	out->received = l->received;
 	out->drains = l->polls;

@@ -68,7 +68,6 @@ struct ep_live_counters {
 	uint64_t received;	      /* records the agent drained */
 	uint64_t mmap_exec;	      /* executable file mmaps of watched processes (kernel side) */
 	uint64_t mmap_events;	      /* of those, drained (part of proc_events) */
-	uint64_t mmap_rereads;	      /* handed on, one per process's next sample */
 	uint64_t drains;	      /* ep_live_poll calls */
 	/* of those, woken by the kernel: a new program's first sample (its
 	 * maps are read while it lives), a ring half full */
