@@ -8,6 +8,7 @@ tests need no protobuf module.
   label_sets_gen.py URL --label-sets N [--per-batch K] [--binaries M]
                     [--agent-id ID] [--token-file F] [--edges E] [--ips I] [--prefix P]
                     [--base B] [--agents A] [--node NAME] [--dump DIR]
+                    [--span MIN-MAX --concurrent C]
 
 Label set i (0 <= i < N) is container "<P>-<i>" (i zero-padded to 64
 characters, like a container id), pod "pod-<i>", namespace "ns-<i % 7>", cgroup
@@ -16,12 +17,24 @@ characters, like a container id), pod "pod-<i>", namespace "ns-<i % 7>", cgroup
 each (0 by default) and I sample IPs (--ips, 0).
 Prints "batches: B" and "seconds: S" when done; exits 1 on any answer but 200.
 --dump DIR writes the batches' bytes there instead of posting them.
+
+--span MIN-MAX: pod churn over time instead of one bucket. Label set i lives
+MIN to MAX consecutive minute buckets (its own length, spread evenly), the
+next one starting a little later, so that about C (--concurrent, 3,000) are
+alive in any minute: 1 M label sets of 30-60 minutes span ~10 days. Each
+minute is one batch (split past --per-batch) whose window ends in that
+minute, the last minute being now; label set i has 1 + i % 4 samples in each
+of its minutes. Prints "samples: S", "rows: R" (label sets' minutes) and
+"buckets: M" too.
 """
 import argparse
+import ctypes
+import http.client
 import os
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 
 
@@ -69,10 +82,10 @@ def ip_fields(n):
                     for f in (field_varint(1, 0x401000 + e) + b"\x10\x01" for e in range(n)))
 
 
-def delta(prefix, i, binaries, edges, base, ips=0):
+def delta(prefix, i, binaries, edges, base, ips=0, samples=1):
     m = i % binaries + base
     prof = [field_bytes(1, build_id(m)), field_bytes(2, "/usr/bin/app-%d" % m),
-            field_bytes(3, "x86_64"), field_varint(4, 1)]
+            field_bytes(3, "x86_64"), field_varint(4, samples)]
     prof.append(edge_fields(edges))
     prof.append(ip_fields(ips))
     return field_bytes(1, b"".join(prof)) + field_bytes(2, label_set(prefix, i))
@@ -106,6 +119,110 @@ def batch(agent_id, seq, deltas, samples, node="gen-node"):
     return head + b"".join(field_bytes(8, d) for d in deltas)
 
 
+class Zstd:
+    """libzstd through ctypes: one frame per batch, with the checksum and the
+    content size the agent writes, without a process per batch"""
+
+    def __init__(self):
+        self.lib = ctypes.CDLL("libzstd.so.1")
+        self.lib.ZSTD_createCCtx.restype = ctypes.c_void_p
+        self.lib.ZSTD_compressBound.restype = ctypes.c_size_t
+        self.lib.ZSTD_compressBound.argtypes = [ctypes.c_size_t]
+        self.lib.ZSTD_CCtx_setParameter.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
+        self.lib.ZSTD_compress2.restype = ctypes.c_size_t
+        self.lib.ZSTD_compress2.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
+                                            ctypes.c_char_p, ctypes.c_size_t]
+        self.lib.ZSTD_isError.argtypes = [ctypes.c_size_t]
+        self.cctx = self.lib.ZSTD_createCCtx()
+        self.lib.ZSTD_CCtx_setParameter(self.cctx, 100, 3)  # ZSTD_c_compressionLevel
+        self.lib.ZSTD_CCtx_setParameter(self.cctx, 201, 1)  # ZSTD_c_checksumFlag
+
+    def compress(self, data):
+        cap = self.lib.ZSTD_compressBound(len(data))
+        out = ctypes.create_string_buffer(cap)
+        n = self.lib.ZSTD_compress2(self.cctx, out, cap, data, len(data))
+        if self.lib.ZSTD_isError(n):
+            raise RuntimeError("zstd failed")
+        return out.raw[:n]
+
+
+class Poster:
+    """POSTs batches over one kept-alive connection"""
+
+    def __init__(self, url, token):
+        u = urllib.parse.urlsplit(url)
+        self.host, self.port, self.token = u.hostname, u.port or 80, token
+        self.conn = None
+
+    def post(self, seq, body):
+        headers = {"Content-Type": "application/x-protobuf", "Content-Encoding": "zstd"}
+        if self.token:
+            headers["Authorization"] = "Bearer " + self.token
+        for attempt in range(3):
+            try:
+                if self.conn is None:
+                    self.conn = http.client.HTTPConnection(self.host, self.port, timeout=300)
+                self.conn.request("POST", "/v1/ingest", body, headers)
+                r = self.conn.getresponse()
+                answer = r.read()
+            except (OSError, http.client.HTTPException):
+                self.conn = None
+                if attempt == 2:
+                    raise
+                continue
+            if r.status != 200:
+                print("batch %d: HTTP %d: %s" % (seq, r.status, answer[:300].decode(
+                    errors="replace")), file=sys.stderr)
+                sys.exit(1)
+            return
+
+
+def churn(a, token):
+    """--span: label sets that live MIN-MAX minutes each, C alive at once"""
+    lo, hi = (int(x) for x in a.span.split("-"))
+    n = a.label_sets
+    length = [lo + (i * 7919) % (hi - lo + 1) for i in range(n)]
+    minutes = max(1, sum(length) // a.concurrent)
+    start = [i * minutes // n for i in range(n)]
+    last = max(start[i] + length[i] for i in range(n))
+    now_min = int(time.time()) // 60
+    zstd, poster = Zstd(), Poster(a.url, token)
+    key8 = varint((8 << 3) | 2)
+    alive, cache, nxt = [], {}, 0
+    seq = samples = rows = 0
+    t0 = time.monotonic()
+    for m in range(last):
+        while nxt < n and start[nxt] <= m:
+            d = delta(a.prefix, nxt, a.binaries, a.edges, a.base, a.ips, 1 + nxt % 4)
+            cache[nxt] = key8 + varint(len(d)) + d
+            alive.append(nxt)
+            nxt += 1
+        ended = [i for i in alive if start[i] + length[i] <= m]
+        if ended:
+            for i in ended:
+                del cache[i]
+            alive = [i for i in alive if start[i] + length[i] > m]
+        end_ns = ((now_min - last + 1 + m) * 60 + 30) * 10**9
+        for first in range(0, len(alive), a.per_batch):
+            part = alive[first:first + a.per_batch]
+            seq += 1
+            s = sum(1 + i % 4 for i in part)
+            samples += s
+            rows += len(part)
+            agent = field_bytes(1, a.node) + field_bytes(2, a.agent_id) + field_bytes(3, "gen")
+            head = b"".join([
+                field_varint(1, 1), field_bytes(2, agent), field_varint(3, seq),
+                field_varint(4, end_ns - 10 * 10**9), field_varint(5, end_ns),
+                field_bytes(7, field_varint(1, s)),
+            ])
+            poster.post(seq, zstd.compress(head + b"".join(cache[i] for i in part)))
+    print("batches: %d" % seq)
+    print("samples: %d" % samples)
+    print("rows: %d" % rows)
+    print("buckets: %d" % last)
+    print("seconds: %.2f" % (time.monotonic() - t0))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("url")
@@ -122,11 +239,17 @@ def main():
     ap.add_argument("--node", default="gen-node")
     ap.add_argument("--agents", type=int, default=1,
                     help="the same batches from A agents (ID-0, ID-1, ... on NAME-0, NAME-1, ...)")
+    ap.add_argument("--span", help="MIN-MAX: minute buckets each label set lives (pod churn)")
+    ap.add_argument("--concurrent", type=int, default=3000,
+                    help="with --span: label sets alive in any one minute")
     a = ap.parse_args()
     token = None
     if a.token_file:
         with open(a.token_file) as f:
             token = f.read().strip()
+    if a.span:
+        churn(a, token)
+        return
     t0 = time.monotonic()
     seq = 0
     work = [(agent, first) for agent in range(a.agents)
