@@ -148,12 +148,28 @@ int ep_store_add_label_samples(Edgeprof__V1__BinaryInfo *b, uint64_t samples);
 int ep_store_labels_done(Edgeprof__V1__BinaryInfo *b, size_t n);
 
 /* For a backend that cannot summarise in its queries (SQLite): the label
- * sets of one binary, each a row of container_id, pod, namespace, cgroup,
- * process, session_id and its samples (column 6), in any order, summarised
- * for N = n in memory that does not grow with their number. */
+ * sets of one binary, each given once with its samples, in any order, as
+ * the ids its label values are interned to (0 stands for "", and equal
+ * ids for equal values), summarised for N = n in memory that does not
+ * grow with their number. text reads a value's text (malloc'd; NULL when
+ * it cannot); only what is listed, and what decides between label sets
+ * that tie, is read. */
+#define EP_LABEL_FIELDS 6 /* container_id, pod, namespace, cgroup, process, session_id */
+typedef char *(*ep_label_text_fn)(void *ctx, uint64_t id);
 struct ep_label_summary;
-struct ep_label_summary *ep_label_summary_new(size_t n);
-int ep_label_summary_add(struct ep_label_summary *sum, const struct ep_store_row *row);
+struct ep_label_summary *ep_label_summary_new(size_t n, ep_label_text_fn text, void *ctx);
+int ep_label_summary_add(struct ep_label_summary *sum, uint64_t label_set,
+			 const uint64_t ids[EP_LABEL_FIELDS], uint64_t samples);
+/* Once every label set is added: false when the n most sampled are known.
+ * True when more label sets (*tied) than there is room left for share the
+ * least samples among them (*samples): the *need of those that go first by
+ * their values (ep_store_labels_done's order) are then for the backend to
+ * give with ep_label_summary_tie, at least those, in any order, before
+ * finish. */
+bool ep_label_summary_ties(struct ep_label_summary *sum, uint64_t *samples, size_t *need,
+			   uint64_t *tied);
+int ep_label_summary_tie(struct ep_label_summary *sum, uint64_t label_set,
+			 const uint64_t ids[EP_LABEL_FIELDS]);
 /* Sets b's labels and dimensions (ep_store_labels_done); 0, or -1. */
 int ep_label_summary_finish(struct ep_label_summary *sum, Edgeprof__V1__BinaryInfo *b);
 void ep_label_summary_free(struct ep_label_summary *sum);

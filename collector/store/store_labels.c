@@ -8,12 +8,16 @@
  *
  * ClickHouse computes all of it in its queries (GROUP BY, LIMIT BY,
  * uniqExact). SQLite has no such aggregates and counting a million distinct
- * strings there takes a second per dimension, so its backend groups the
- * label sets in its query and streams them through ep_label_summary: exact
- * while a dimension has at most EXACT_VALUES(N) values, then estimated in a
- * fixed amount of memory (HyperLogLog for the distinct count, Space-Saving
- * for the most sampled, whose counts are then over by at most the sampled
- * total over its capacity), and said so (LabelDimension.exact).
+ * strings there takes a second per dimension, so its backend reads one row
+ * per label set (its rollup, label_totals) and streams them through
+ * ep_label_summary: exact while a dimension has at most EXACT_VALUES(N)
+ * values, then estimated in a fixed amount of memory (HyperLogLog for the
+ * distinct count, a count-min sketch for the most sampled, whose counts are
+ * then over by at most a small share of the total), and said so
+ * (LabelDimension.exact). The rows carry the label values as the integers
+ * SQLite interns them to: hashing and comparing integers, and reading only
+ * the texts of what is listed, is what makes a million label sets a fraction
+ * of a second.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -169,135 +173,87 @@ int ep_store_labels_done(Edgeprof__V1__BinaryInfo *b, size_t n)
 #define CMS_D 3
 #define CMS_W (1u << 14)
 
-struct entry {
-	char *value;
-	size_t cap; /* value's buffer */
-	uint64_t hash, count;
+/* A value of a dimension and its samples. */
+struct counted {
+	uint64_t id, count;
 };
 
-/* An open-addressing index by hash over entries: slot = entry + 1, 0 empty. */
-struct index {
-	size_t *slots;
-	size_t n; /* slots: twice the entries at most */
-};
-
-/* One dimension: its values counted exactly (table) while they are at most
- * cap; past that, every value's samples go to a count-min sketch and the
- * most sampled n by it are kept (top, a min-heap by count); a HyperLogLog
- * counts the distinct values all along. */
+/* One dimension: its values counted exactly (exact: id -> samples) while
+ * they are at most cap; past that, every value's samples go to a count-min
+ * sketch and the most sampled n by it are kept (top, a min-heap by count,
+ * pos: id -> its place + 1); a HyperLogLog counts the distinct values all
+ * along. */
 struct dim {
-	struct entry *table;
-	size_t ntable, cap;
-	struct index tindex;
+	struct ep_u64map exact;
+	size_t cap;
 	bool overflowed;
 	uint64_t *cms;
-	struct entry *top;
+	struct counted *top;
 	size_t ntop, topcap;
-	struct index topindex;
+	struct ep_u64map pos;
 	uint8_t hll[HLL_M];
+};
+
+/* A label set: its values' ids and, once read, their texts. */
+struct set {
+	uint64_t label_set, samples;
+	uint64_t ids[EP_LABEL_FIELDS];
+	char *text[EP_LABEL_FIELDS];
 };
 
 struct ep_label_summary {
 	size_t n;
+	ep_label_text_fn text;
+	void *ctx;
 	uint64_t sets;
-	struct labelled *top; /* min-heap of the n most sampled label sets */
+	/* the n most sampled label sets by samples alone (a min-heap; equal
+	 * samples by label_set): which of those tied at the least of them go
+	 * in is decided by their values, after (ep_label_summary_ties) */
+	struct set *top;
 	size_t ntop;
+	/* label sets seen per samples value, for the values at least the
+	 * least in top: how many tie with it */
+	struct ep_u64map per_samples;
+	/* the ties' decision: the need least by value of those with samples
+	 * tie_samples (a max-heap by value) */
+	bool ties_open;
+	uint64_t tie_samples;
+	size_t need;
+	struct set *ties;
+	size_t nties;
+	bool failed; /* a text could not be read */
 	struct dim dims[EP_STORE_NDIMS];
 };
 
-/* 8 bytes at a time, then splitmix's finaliser: the values are hashed for
- * every label set, a million of them in a listing. */
-static uint64_t hash_of(const char *s, size_t len)
-{
-	uint64_t h = 0x9e3779b97f4a7c15ULL ^ len;
-	for (; len >= 8; s += 8, len -= 8) {
-		uint64_t k;
-		memcpy(&k, s, 8);
-		h = (h ^ k) * 0xff51afd7ed558ccdULL;
-		h ^= h >> 32;
-	}
-	uint64_t k = 0;
-	memcpy(&k, s, len);
-	h = (h ^ k) * 0xc4ceb9fe1a85ec53ULL;
-	return ep_hash_u64(h);
-}
-
-static int index_init(struct index *x, size_t entries)
-{
-	x->n = 2 * (entries ? entries : 1);
-	x->slots = calloc(x->n, sizeof(*x->slots));
-	return x->slots ? 0 : -1;
-}
-
-/* The slot holding value, or the empty one where it would go. */
-static size_t index_find(const struct index *x, const struct entry *e, const char *value,
-			 uint64_t h)
-{
-	size_t i = h % x->n;
-	while (x->slots[i] &&
-	       (e[x->slots[i] - 1].hash != h || strcmp(e[x->slots[i] - 1].value, value) != 0))
-		i = (i + 1) % x->n;
-	return i;
-}
-
-/* Linear probing's deletion: the entries after the hole that belong before
- * it move up. */
-static void index_remove(struct index *x, const struct entry *e, size_t hole)
-{
-	x->slots[hole] = 0;
-	for (size_t i = (hole + 1) % x->n; x->slots[i]; i = (i + 1) % x->n) {
-		size_t home = e[x->slots[i] - 1].hash % x->n;
-		bool stays = hole <= i ? home > hole && home <= i : home > hole || home <= i;
-		if (stays)
-			continue;
-		x->slots[hole] = x->slots[i];
-		x->slots[i] = 0;
-		hole = i;
-	}
-}
-
-/* value into e's buffer, grown when it does not fit; 0, or -1. */
-static int entry_set(struct entry *e, const char *value, size_t len, uint64_t h, uint64_t count)
-{
-	if (!e->value || e->cap < len + 1) {
-		char *grown = realloc(e->value, len + 1);
-		if (!grown)
-			return -1;
-		e->value = grown;
-		e->cap = len + 1;
-	}
-	memcpy(e->value, value, len + 1);
-	e->hash = h;
-	e->count = count;
-	return 0;
-}
-
-struct ep_label_summary *ep_label_summary_new(size_t n)
+struct ep_label_summary *ep_label_summary_new(size_t n, ep_label_text_fn text, void *ctx)
 {
 	struct ep_label_summary *sum = calloc(1, sizeof(*sum));
 	if (!sum)
 		return NULL;
 	sum->n = n;
+	sum->text = text;
+	sum->ctx = ctx;
+	ep_u64map_init(&sum->per_samples);
 	sum->top = calloc(n + 1, sizeof(*sum->top));
-	bool ok = sum->top != NULL;
-	for (int k = 0; ok && k < EP_STORE_NDIMS; k++) {
-		struct dim *d = &sum->dims[k];
-		d->cap = EXACT_VALUES(n);
-		d->table = calloc(d->cap, sizeof(*d->table));
-		ok = d->table && index_init(&d->tindex, d->cap) == 0;
+	sum->ties = calloc(n + 1, sizeof(*sum->ties));
+	for (int k = 0; k < EP_STORE_NDIMS; k++) {
+		ep_u64map_init(&sum->dims[k].exact);
+		ep_u64map_init(&sum->dims[k].pos);
+		sum->dims[k].cap = EXACT_VALUES(n);
 	}
-	if (!ok) {
+	if (!sum->top || !sum->ties) {
 		ep_label_summary_free(sum);
 		return NULL;
 	}
 	return sum;
 }
 
-static void entries_free(struct entry *e, size_t n)
+static void set_texts_free(struct set *e)
 {
-	for (size_t i = 0; e && i < n; i++)
-		free(e[i].value);
-	free(e);
+	for (int i = 0; i < EP_LABEL_FIELDS; i++) {
+		free(e->text[i]);
+		e->text[i] = NULL;
+	}
 }
 
 void ep_label_summary_free(struct ep_label_summary *sum)
@@ -305,32 +261,44 @@ void ep_label_summary_free(struct ep_label_summary *sum)
 	if (!sum)
 		return;
 	for (size_t i = 0; i < sum->ntop; i++)
-		edgeprof__v1__labels__free_unpacked(sum->top[i].l, NULL);
+		set_texts_free(&sum->top[i]);
+	for (size_t i = 0; i < sum->nties; i++)
+		set_texts_free(&sum->ties[i]);
 	free(sum->top);
+	free(sum->ties);
+	ep_u64map_free(&sum->per_samples);
 	for (int k = 0; k < EP_STORE_NDIMS; k++) {
 		struct dim *d = &sum->dims[k];
-		entries_free(d->table, d->ntable);
-		free(d->tindex.slots);
+		ep_u64map_free(&d->exact);
+		ep_u64map_free(&d->pos);
 		free(d->cms);
-		entries_free(d->top, d->topcap);
-		free(d->topindex.slots);
+		free(d->top);
 	}
 	free(sum);
 }
 
-/* The top's min-heap by count; its index follows each move. */
-static void top_swap(struct dim *d, size_t a, size_t b)
+/* The text of value id (0 is ""); NULL when it cannot be read. */
+static char *value_text(struct ep_label_summary *sum, uint64_t id)
 {
-	size_t sa = index_find(&d->topindex, d->top, d->top[a].value, d->top[a].hash);
-	size_t sb = index_find(&d->topindex, d->top, d->top[b].value, d->top[b].hash);
-	struct entry t = d->top[a];
-	d->top[a] = d->top[b];
-	d->top[b] = t;
-	d->topindex.slots[sa] = b + 1;
-	d->topindex.slots[sb] = a + 1;
+	char *t = id ? sum->text(sum->ctx, id) : strdup("");
+	if (!t)
+		sum->failed = true;
+	return t;
 }
 
-static void top_sift_down(struct dim *d, size_t i)
+/* --- a dimension's values ------------------------------------------------ */
+
+/* The top's min-heap by count; pos follows each move. */
+static void vtop_swap(struct dim *d, size_t a, size_t b)
+{
+	struct counted t = d->top[a];
+	d->top[a] = d->top[b];
+	d->top[b] = t;
+	*ep_u64map_get(&d->pos, d->top[a].id) = a + 1;
+	*ep_u64map_get(&d->pos, d->top[b].id) = b + 1;
+}
+
+static void vtop_down(struct dim *d, size_t i)
 {
 	for (;;) {
 		size_t l = 2 * i + 1, r = l + 1, m = i;
@@ -340,15 +308,15 @@ static void top_sift_down(struct dim *d, size_t i)
 			m = r;
 		if (m == i)
 			return;
-		top_swap(d, i, m);
+		vtop_swap(d, i, m);
 		i = m;
 	}
 }
 
-static void top_sift_up(struct dim *d, size_t i)
+static void vtop_up(struct dim *d, size_t i)
 {
 	while (i > 0 && d->top[(i - 1) / 2].count > d->top[i].count) {
-		top_swap(d, i, (i - 1) / 2);
+		vtop_swap(d, i, (i - 1) / 2);
 		i = (i - 1) / 2;
 	}
 }
@@ -394,37 +362,38 @@ static uint64_t cms_add(struct dim *d, uint64_t h, uint64_t samples)
 	return est;
 }
 
-/* value's estimate is count: it joins the most sampled when it is among
+/* Value id's estimate is count: it joins the most sampled when it is among
  * them. 0, or -1. */
-static int top_offer(struct dim *d, const char *value, size_t len, uint64_t h, uint64_t count)
+static int vtop_offer(struct dim *d, uint64_t id, uint64_t count)
 {
 	/* most rows of a churning dimension end here: not above the least of
 	 * the top, so neither among them nor one of them that grew */
 	if (!d->topcap || (d->ntop == d->topcap && count <= d->top[0].count))
 		return 0;
-	size_t slot = index_find(&d->topindex, d->top, value, h);
-	if (d->topindex.slots[slot]) {
-		size_t i = d->topindex.slots[slot] - 1;
+	uint64_t *at = ep_u64map_get(&d->pos, id);
+	if (at) {
+		size_t i = *at - 1;
 		d->top[i].count = count;
-		top_sift_down(d, i);
+		vtop_down(d, i);
 		return 0;
 	}
+	size_t i;
 	if (d->ntop < d->topcap) {
-		size_t i = d->ntop++;
-		if (entry_set(&d->top[i], value, len, h, count) != 0)
-			return -1;
-		d->topindex.slots[slot] = i + 1;
-		top_sift_up(d, i);
-		return 0;
+		i = d->ntop++;
+	} else {
+		ep_u64map_remove(&d->pos, d->top[0].id);
+		i = 0;
 	}
-	if (count <= d->top[0].count)
-		return 0;
-	index_remove(&d->topindex, d->top,
-		     index_find(&d->topindex, d->top, d->top[0].value, d->top[0].hash));
-	if (entry_set(&d->top[0], value, len, h, count) != 0)
+	d->top[i] = (struct counted){id, count};
+	bool inserted;
+	uint64_t *slot = ep_u64map_upsert(&d->pos, id, &inserted);
+	if (!slot)
 		return -1;
-	d->topindex.slots[index_find(&d->topindex, d->top, value, h)] = 1;
-	top_sift_down(d, 0);
+	*slot = i + 1;
+	if (i)
+		vtop_up(d, i);
+	else
+		vtop_down(d, 0);
 	return 0;
 }
 
@@ -435,163 +404,268 @@ static int overflow(struct dim *d, size_t n)
 	d->topcap = n;
 	d->cms = calloc((size_t)CMS_D * CMS_W, sizeof(*d->cms));
 	d->top = calloc(n ? n : 1, sizeof(*d->top));
-	if (!d->cms || !d->top || index_init(&d->topindex, n) != 0)
+	if (!d->cms || !d->top)
 		return -1;
-	for (size_t i = 0; i < d->ntable; i++) {
-		struct entry *e = &d->table[i];
-		if (top_offer(d, e->value, strlen(e->value), e->hash,
-			      cms_add(d, e->hash, e->count)) != 0)
+	for (size_t i = 0; i < d->exact.capacity; i++)
+		if (d->exact.used[i] &&
+		    vtop_offer(d, d->exact.keys[i],
+			       cms_add(d, ep_hash_u64(d->exact.keys[i]), d->exact.values[i])) != 0)
 			return -1;
-	}
-	entries_free(d->table, d->ntable);
-	d->table = NULL;
-	d->ntable = 0;
-	free(d->tindex.slots);
-	d->tindex.slots = NULL;
+	ep_u64map_free(&d->exact);
 	return 0;
 }
 
-static int dim_add(struct dim *d, size_t n, const char *value, uint64_t samples)
+static int dim_add(struct dim *d, size_t n, uint64_t id, uint64_t samples)
 {
-	size_t len = strlen(value);
-	uint64_t h = hash_of(value, len);
+	uint64_t h = ep_hash_u64(id);
 	hll_add(d, h);
 	if (d->overflowed)
-		return top_offer(d, value, len, h, cms_add(d, h, samples));
-	size_t slot = index_find(&d->tindex, d->table, value, h);
-	if (d->tindex.slots[slot]) {
-		ep_add_sat(&d->table[d->tindex.slots[slot] - 1].count, samples);
+		return vtop_offer(d, id, cms_add(d, h, samples));
+	uint64_t *c = ep_u64map_get(&d->exact, id);
+	if (c) {
+		ep_add_sat(c, samples);
 		return 0;
 	}
-	if (d->ntable == d->cap) {
+	if (d->exact.count == d->cap) {
 		if (overflow(d, n) != 0)
 			return -1;
-		return top_offer(d, value, len, h, cms_add(d, h, samples));
+		return vtop_offer(d, id, cms_add(d, h, samples));
 	}
-	size_t i = d->ntable++;
-	if (entry_set(&d->table[i], value, len, h, samples) != 0)
+	bool inserted;
+	if (!(c = ep_u64map_upsert(&d->exact, id, &inserted)))
 		return -1;
-	d->tindex.slots[slot] = i + 1;
+	*c = samples;
 	return 0;
 }
 
-static Edgeprof__V1__Labels *labels_copy(const struct ep_store_row *row)
-{
-	Edgeprof__V1__Labels *l = malloc(sizeof(*l));
-	if (!l)
-		return NULL;
-	edgeprof__v1__labels__init(l);
-	char **f[6] = {&l->container_id, &l->pod,     &l->namespace_,
-		       &l->cgroup,	 &l->process, &l->session_id};
-	bool ok = true;
-	for (int i = 0; i < 6; i++) {
-		const char *t = row->text(row->ctx, i);
-		*f[i] = t ? strdup(t) : NULL;
-		ok = ok && *f[i];
-	}
-	if (!ok) {
-		for (int i = 0; i < 6; i++)
-			free(*f[i]);
-		free(l);
-		return NULL;
-	}
-	return l;
-}
+/* --- the most sampled label sets ----------------------------------------- */
 
-/* The top's min-heap, by more_sampled reversed: the root is the one to go. */
-static bool top_less(const struct labelled *a, const struct labelled *b)
+/* top's order: fewer samples first, then the later label set */
+static bool set_below(const struct set *a, const struct set *b)
 {
-	return more_sampled(a->samples, a->l, b->samples, b->l) > 0;
+	if (a->samples != b->samples)
+		return a->samples < b->samples;
+	return a->label_set > b->label_set;
 }
 
 static void top_down(struct ep_label_summary *sum, size_t i)
 {
 	for (;;) {
 		size_t l = 2 * i + 1, r = l + 1, m = i;
-		if (l < sum->ntop && top_less(&sum->top[l], &sum->top[m]))
+		if (l < sum->ntop && set_below(&sum->top[l], &sum->top[m]))
 			m = l;
-		if (r < sum->ntop && top_less(&sum->top[r], &sum->top[m]))
+		if (r < sum->ntop && set_below(&sum->top[r], &sum->top[m]))
 			m = r;
 		if (m == i)
 			return;
-		struct labelled t = sum->top[i];
+		struct set t = sum->top[i];
 		sum->top[i] = sum->top[m];
 		sum->top[m] = t;
 		i = m;
 	}
 }
 
-int ep_label_summary_add(struct ep_label_summary *sum, const struct ep_store_row *row)
+/* Forgets the counts of samples values below the least in top: there are
+ * at most n others (those in top). */
+static void per_samples_trim(struct ep_label_summary *sum)
 {
-	uint64_t samples = row->number(row->ctx, 6);
+	struct ep_u64map *m = &sum->per_samples;
+	if (m->count <= 2 * sum->n + 16)
+		return;
+	uint64_t least = sum->top[0].samples;
+	for (size_t i = 0; i < m->capacity; i++)
+		if (m->used[i] && m->keys[i] < least && ep_u64map_remove(m, m->keys[i]))
+			i--; /* the removal may have moved another key here */
+}
+
+int ep_label_summary_add(struct ep_label_summary *sum, uint64_t label_set,
+			 const uint64_t ids[EP_LABEL_FIELDS], uint64_t samples)
+{
 	sum->sets++;
-	for (int k = 0; k < EP_STORE_NDIMS; k++) {
-		const char *v = row->text(row->ctx, k);
-		if (!v || dim_add(&sum->dims[k], sum->n, v, samples) != 0)
+	for (int k = 0; k < EP_STORE_NDIMS; k++)
+		if (dim_add(&sum->dims[k], sum->n, ids[k], samples) != 0)
 			return -1;
-	}
 	if (!sum->n)
 		return 0;
-	if (sum->ntop == sum->n) {
-		/* most rows end here: compared without copying */
-		Edgeprof__V1__Labels probe = EDGEPROF__V1__LABELS__INIT;
-		char **f[6] = {&probe.container_id, &probe.pod,	    &probe.namespace_,
-			       &probe.cgroup,	    &probe.process, &probe.session_id};
-		for (int i = 0; i < 6; i++)
-			*f[i] = (char *)row->text(row->ctx, i);
-		struct labelled p = {&probe, samples};
-		if (!top_less(&sum->top[0], &p))
-			return 0;
-	}
-	Edgeprof__V1__Labels *l = labels_copy(row);
-	if (!l)
+	bool full = sum->ntop == sum->n;
+	if (full && samples < sum->top[0].samples)
+		return 0; /* most rows end here */
+	bool inserted;
+	uint64_t *seen = ep_u64map_upsert(&sum->per_samples, samples, &inserted);
+	if (!seen)
 		return -1;
-	if (sum->ntop < sum->n) {
+	(*seen)++;
+	struct set e = {.label_set = label_set, .samples = samples};
+	memcpy(e.ids, ids, sizeof(e.ids));
+	if (!full) {
 		size_t i = sum->ntop++;
-		sum->top[i] = (struct labelled){l, samples};
-		while (i > 0 && top_less(&sum->top[i], &sum->top[(i - 1) / 2])) {
-			struct labelled t = sum->top[i];
+		sum->top[i] = e;
+		while (i > 0 && set_below(&sum->top[i], &sum->top[(i - 1) / 2])) {
+			struct set t = sum->top[i];
 			sum->top[i] = sum->top[(i - 1) / 2];
 			sum->top[(i - 1) / 2] = t;
 			i = (i - 1) / 2;
 		}
 		return 0;
 	}
-	edgeprof__v1__labels__free_unpacked(sum->top[0].l, NULL);
-	sum->top[0] = (struct labelled){l, samples};
+	if (!set_below(&sum->top[0], &e))
+		return 0;
+	sum->top[0] = e;
 	top_down(sum, 0);
+	per_samples_trim(sum);
+	return 0;
+}
+
+bool ep_label_summary_ties(struct ep_label_summary *sum, uint64_t *samples, size_t *need,
+			   uint64_t *tied)
+{
+	if (sum->ntop < sum->n || !sum->n)
+		return false; /* every label set is in top */
+	uint64_t least = sum->top[0].samples;
+	size_t above = 0;
+	for (size_t i = 0; i < sum->ntop; i++)
+		above += sum->top[i].samples > least;
+	uint64_t *seen = ep_u64map_get(&sum->per_samples, least);
+	if (!seen || *seen <= sum->n - above)
+		return false; /* all of those tied are in top */
+	*tied = *seen;
+	/* which of them go in is for their values to say: out of top, and
+	 * into ties as the backend gives them */
+	size_t kept = 0;
+	for (size_t i = 0; i < sum->ntop; i++)
+		if (sum->top[i].samples > least)
+			sum->top[kept++] = sum->top[i];
+	sum->ntop = kept;
+	sum->ties_open = true;
+	sum->tie_samples = *samples = least;
+	sum->need = *need = sum->n - above;
+	return true;
+}
+
+/* a's values before b's: compared by their ids until two differ (equal ids
+ * are equal texts), then by those texts, read as needed. */
+static int by_values(struct ep_label_summary *sum, struct set *a, struct set *b)
+{
+	for (int i = 0; i < EP_LABEL_FIELDS; i++) {
+		if (a->ids[i] == b->ids[i])
+			continue;
+		if ((!a->text[i] && !(a->text[i] = value_text(sum, a->ids[i]))) ||
+		    (!b->text[i] && !(b->text[i] = value_text(sum, b->ids[i]))))
+			return 0;
+		return strcmp(a->text[i], b->text[i]) < 0 ? -1 : 1;
+	}
+	return 0;
+}
+
+/* the ties' max-heap by value: the root is the one to go */
+static void ties_down(struct ep_label_summary *sum, size_t i)
+{
+	for (;;) {
+		size_t l = 2 * i + 1, r = l + 1, m = i;
+		if (l < sum->nties && by_values(sum, &sum->ties[l], &sum->ties[m]) > 0)
+			m = l;
+		if (r < sum->nties && by_values(sum, &sum->ties[r], &sum->ties[m]) > 0)
+			m = r;
+		if (m == i)
+			return;
+		struct set t = sum->ties[i];
+		sum->ties[i] = sum->ties[m];
+		sum->ties[m] = t;
+		i = m;
+	}
+}
+
+int ep_label_summary_tie(struct ep_label_summary *sum, uint64_t label_set,
+			 const uint64_t ids[EP_LABEL_FIELDS])
+{
+	if (!sum->ties_open)
+		return -1;
+	struct set e = {.label_set = label_set, .samples = sum->tie_samples};
+	memcpy(e.ids, ids, sizeof(e.ids));
+	if (sum->nties < sum->need) {
+		size_t i = sum->nties++;
+		sum->ties[i] = e;
+		while (i > 0 && by_values(sum, &sum->ties[i], &sum->ties[(i - 1) / 2]) > 0) {
+			struct set t = sum->ties[i];
+			sum->ties[i] = sum->ties[(i - 1) / 2];
+			sum->ties[(i - 1) / 2] = t;
+			i = (i - 1) / 2;
+		}
+	} else if (by_values(sum, &e, &sum->ties[0]) < 0) {
+		set_texts_free(&sum->ties[0]);
+		sum->ties[0] = e;
+		ties_down(sum, 0);
+	} else {
+		set_texts_free(&e);
+	}
+	return sum->failed ? -1 : 0;
+}
+
+/* A listed label set as a message, its texts read. */
+static int add_set(struct ep_label_summary *sum, Edgeprof__V1__BinaryInfo *b, struct set *e)
+{
+	for (int i = 0; i < EP_LABEL_FIELDS; i++)
+		if (!e->text[i] && !(e->text[i] = value_text(sum, e->ids[i])))
+			return -1;
+	Edgeprof__V1__Labels *l = malloc(sizeof(*l));
+	if (!l)
+		return -1;
+	edgeprof__v1__labels__init(l);
+	char **f[EP_LABEL_FIELDS] = {&l->container_id, &l->pod,	    &l->namespace_,
+				     &l->cgroup,       &l->process, &l->session_id};
+	for (int i = 0; i < EP_LABEL_FIELDS; i++) {
+		*f[i] = e->text[i];
+		e->text[i] = NULL;
+	}
+	if (EP_PB_APPEND(b->labels, b->n_labels, l) != 0) {
+		edgeprof__v1__labels__free_unpacked(l, NULL);
+		return -1;
+	}
+	return ep_store_add_label_samples(b, e->samples);
+}
+
+/* A dimension's values listed: those counted exactly, or the most sampled
+ * by the sketch; ep_store_labels_done keeps the n most sampled. */
+static int add_values(struct ep_label_summary *sum, Edgeprof__V1__LabelDimension *out,
+		      const struct dim *d)
+{
+	out->exact = !d->overflowed;
+	out->distinct = d->overflowed ? hll_count(d) : d->exact.count;
+	/* an estimate below what is known would say less than is known */
+	if (out->distinct < d->ntop)
+		out->distinct = d->ntop;
+	if (d->overflowed && out->distinct <= d->cap)
+		out->distinct = d->cap + 1;
+	size_t n = d->overflowed ? d->ntop : d->exact.capacity;
+	for (size_t i = 0; i < n; i++) {
+		if (!d->overflowed && !d->exact.used[i])
+			continue;
+		uint64_t id = d->overflowed ? d->top[i].id : d->exact.keys[i];
+		uint64_t count = d->overflowed ? d->top[i].count : d->exact.values[i];
+		char *t = value_text(sum, id);
+		int rc = t ? ep_store_add_dim_value(out, t, count) : -1;
+		free(t);
+		if (rc != 0)
+			return -1;
+	}
 	return 0;
 }
 
 int ep_label_summary_finish(struct ep_label_summary *sum, Edgeprof__V1__BinaryInfo *b)
 {
+	if (sum->failed)
+		return -1;
 	b->label_sets = sum->sets;
-	for (size_t i = 0; i < sum->ntop; i++) {
-		if (EP_PB_APPEND(b->labels, b->n_labels, sum->top[i].l) != 0)
+	for (size_t i = 0; i < sum->ntop; i++)
+		if (add_set(sum, b, &sum->top[i]) != 0)
 			return -1;
-		sum->top[i].l = NULL;
-		if (ep_store_add_label_samples(b, sum->top[i].samples) != 0)
+	for (size_t i = 0; i < sum->nties; i++)
+		if (add_set(sum, b, &sum->ties[i]) != 0)
 			return -1;
-	}
-	sum->ntop = 0;
 	for (int k = 0; k < EP_STORE_NDIMS; k++) {
-		struct dim *d = &sum->dims[k];
 		Edgeprof__V1__LabelDimension *out = ep_store_dimension(b, k);
-		if (!out)
+		if (!out || add_values(sum, out, &sum->dims[k]) != 0)
 			return -1;
-		out->exact = !d->overflowed;
-		out->distinct = d->overflowed ? hll_count(d) : d->ntable;
-		/* an estimate below what is known would say less than is known */
-		if (out->distinct < d->ntop)
-			out->distinct = d->ntop;
-		if (d->overflowed && out->distinct <= d->cap)
-			out->distinct = d->cap + 1;
-		/* ep_store_labels_done sorts them and keeps the n most sampled */
-		const struct entry *e = d->overflowed ? d->top : d->table;
-		size_t ne = d->overflowed ? d->ntop : d->ntable;
-		for (size_t i = 0; i < ne; i++)
-			if (ep_store_add_dim_value(out, e[i].value, e[i].count) != 0)
-				return -1;
 	}
 	return ep_store_labels_done(b, sum->n);
 }

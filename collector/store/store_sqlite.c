@@ -22,6 +22,8 @@
 
 #include "collector/store/store_backend.h"
 #include "common/profile/model.h"
+#include "common/util/clock.h"
+#include "common/util/log.h"
 #include "common/util/sat.h"
 #include "common/util/u64map.h"
 
@@ -29,8 +31,12 @@
  * 3: functions.local_index (BOLT's NAME/N of a local function)
  * 4: ranges.cycles, ranges.cycled_insns
  * 5: ips.cycles, and the cpu-clock nanoseconds apart from cycles: ranges.ns,
- *    ranges.ns_insns, ips.ns */
-#define SCHEMA_VERSION 5
+ *    ranges.ns_insns, ips.ns
+ * 6: label values interned (label_values, label_sets.v_*) and the listings'
+ *    rollups (label_totals, label_hours, binary_totals, binary_hours,
+ *    binary_minutes), kept in every write's transaction: a collector that
+ *    does not keep them must not write the file */
+#define SCHEMA_VERSION 6
 
 enum stmt_id {
 	S_BINARY_INSERT,
@@ -38,7 +44,15 @@ enum stmt_id {
 	S_PATH,
 	S_LABELS_INSERT,
 	S_LABELS_ID,
+	S_VALUE_INSERT,
+	S_VALUE_ID,
+	S_VALUE_TEXT,
 	S_SAMPLES,
+	S_LABEL_TOTAL,
+	S_LABEL_HOUR,
+	S_BINARY_MINUTE,
+	S_BINARY_HOUR,
+	S_BINARY_TOTAL,
 	S_EDGE,
 	S_RANGE,
 	S_IP,
@@ -61,12 +75,38 @@ static const char *const stmt_sql[NSTMTS] = {
 			"WHERE binaries.arch = ''",
     [S_BINARY_ID] = "SELECT id FROM binaries WHERE build_id = ?1",
     [S_PATH] = "INSERT OR IGNORE INTO binary_paths(binary_id, path) VALUES(?1, ?2)",
-    [S_LABELS_INSERT] = "INSERT OR IGNORE INTO label_sets(container_id, pod, namespace, cgroup, "
-			"process, session_id) VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
-    [S_LABELS_ID] = "SELECT id FROM label_sets WHERE container_id = ?1 AND pod = ?2 AND "
-		    "namespace = ?3 AND cgroup = ?4 AND process = ?5 AND session_id = ?6",
+    [S_LABELS_INSERT] = "INSERT INTO label_sets(container_id, pod, namespace, cgroup, process,"
+			" session_id, v_container, v_pod, v_namespace, v_cgroup, v_process,"
+			" v_session) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+    [S_LABELS_ID] = "SELECT id, v_container, v_pod, v_namespace, v_cgroup, v_process, v_session"
+		    " FROM label_sets WHERE container_id = ?1 AND pod = ?2 AND namespace = ?3"
+		    " AND cgroup = ?4 AND process = ?5 AND session_id = ?6",
+    [S_VALUE_INSERT] = "INSERT INTO label_values(value) VALUES(?1)",
+    [S_VALUE_ID] = "SELECT id FROM label_values WHERE value = ?1",
+    [S_VALUE_TEXT] = "SELECT value FROM label_values WHERE id = ?1",
     [S_SAMPLES] = "INSERT INTO samples(binary_id, bucket, label_set, count) VALUES(?1, ?2, ?3, ?4) "
 		  "ON CONFLICT DO UPDATE SET count = sat_add(count, excluded.count)",
+    [S_LABEL_TOTAL] = "INSERT INTO label_totals(binary_id, label_set, count, first_bucket,"
+		      " last_bucket, v_container, v_pod, v_namespace, v_cgroup, v_process,"
+		      " v_session) VALUES(?1, ?2, ?3, ?4, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
+		      " ON CONFLICT DO UPDATE SET count = sat_add(count, excluded.count),"
+		      " first_bucket = min(first_bucket, excluded.first_bucket),"
+		      " last_bucket = max(last_bucket, excluded.last_bucket)",
+    [S_LABEL_HOUR] = "INSERT INTO label_hours(binary_id, label_set, hour, count)"
+		     " VALUES(?1, ?2, ?3, ?4) ON CONFLICT DO UPDATE SET"
+		     " count = sat_add(count, excluded.count)",
+    [S_BINARY_MINUTE] = "INSERT INTO binary_minutes(bucket, binary_id, count) VALUES(?1, ?2, ?3)"
+			" ON CONFLICT DO UPDATE SET count = sat_add(count, excluded.count)",
+    [S_BINARY_HOUR] = "INSERT INTO binary_hours(hour, binary_id, count, first_bucket, last_bucket)"
+		      " VALUES(?1, ?2, ?3, ?4, ?4) ON CONFLICT DO UPDATE SET"
+		      " count = sat_add(count, excluded.count),"
+		      " first_bucket = min(first_bucket, excluded.first_bucket),"
+		      " last_bucket = max(last_bucket, excluded.last_bucket)",
+    [S_BINARY_TOTAL] = "INSERT INTO binary_totals(binary_id, count, first_bucket, last_bucket)"
+		       " VALUES(?1, ?2, ?3, ?3) ON CONFLICT DO UPDATE SET"
+		       " count = sat_add(count, excluded.count),"
+		       " first_bucket = min(first_bucket, excluded.first_bucket),"
+		       " last_bucket = max(last_bucket, excluded.last_bucket)",
     [S_EDGE] = "INSERT INTO edges(binary_id, bucket, label_set, from_addr, to_addr, flags, kind, "
 	       "count, mispredicted) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) "
 	       "ON CONFLICT DO UPDATE SET count = sat_add(count, excluded.count), "
@@ -116,6 +156,12 @@ static const char *const stmt_sql[NSTMTS] = {
     [S_NODES] = "SELECT name, seen_ns, record, samples, samples_with_branches, lost FROM nodes",
 };
 
+/* label_sets' values as label_values' ids (0: ""), in value_cols' order */
+#define VALUE_COLUMNS                                                                              \
+	" v_container INTEGER NOT NULL DEFAULT 0, v_pod INTEGER NOT NULL DEFAULT 0,"               \
+	" v_namespace INTEGER NOT NULL DEFAULT 0, v_cgroup INTEGER NOT NULL DEFAULT 0,"            \
+	" v_process INTEGER NOT NULL DEFAULT 0, v_session INTEGER NOT NULL DEFAULT 0"
+
 static const char schema[] =
     "CREATE TABLE IF NOT EXISTS binaries(id INTEGER PRIMARY KEY, build_id TEXT NOT NULL UNIQUE,"
     " arch TEXT NOT NULL);"
@@ -123,8 +169,11 @@ static const char schema[] =
     " PRIMARY KEY(binary_id, path)) WITHOUT ROWID;"
     "CREATE TABLE IF NOT EXISTS label_sets(id INTEGER PRIMARY KEY, container_id TEXT NOT NULL,"
     " pod TEXT NOT NULL, namespace TEXT NOT NULL, cgroup TEXT NOT NULL, process TEXT NOT NULL,"
-    " session_id TEXT NOT NULL,"
+    " session_id TEXT NOT NULL," VALUE_COLUMNS ","
     " UNIQUE(container_id, pod, namespace, cgroup, process, session_id));"
+    /* every label value but "" (0), once: listings hash and compare these
+     * integers, and read the texts of what they show only */
+    "CREATE TABLE IF NOT EXISTS label_values(id INTEGER PRIMARY KEY, value TEXT NOT NULL UNIQUE);"
     "CREATE TABLE IF NOT EXISTS samples(binary_id INTEGER NOT NULL, bucket INTEGER NOT NULL,"
     " label_set INTEGER NOT NULL, count INTEGER NOT NULL,"
     " PRIMARY KEY(binary_id, bucket, label_set)) WITHOUT ROWID;"
@@ -166,6 +215,38 @@ static const char schema[] =
      * this order, with no sort (SQLite sorts in memory here: temp_store),
      * however many buckets the label sets span */
     "CREATE INDEX IF NOT EXISTS samples_by_label_set ON samples(binary_id, label_set, bucket,"
+    " count);"
+    /* The listings' rollups of samples, kept by every write and by
+     * retention (sqlite_write, sqlite_prune), so that a listing reads a
+     * row per label set and per binary however many minutes they span: a
+     * month of pod churn is a sample row per label set per minute. Per
+     * (binary, label set): its samples, first and last bucket, and its
+     * values' ids (a listing reads no other table); per hour, for time
+     * windows. */
+    "CREATE TABLE IF NOT EXISTS label_totals(binary_id INTEGER NOT NULL,"
+    " label_set INTEGER NOT NULL, count INTEGER NOT NULL, first_bucket INTEGER NOT NULL,"
+    " last_bucket INTEGER NOT NULL, v_container INTEGER NOT NULL, v_pod INTEGER NOT NULL,"
+    " v_namespace INTEGER NOT NULL, v_cgroup INTEGER NOT NULL, v_process INTEGER NOT NULL,"
+    " v_session INTEGER NOT NULL, PRIMARY KEY(binary_id, label_set)) WITHOUT ROWID;"
+    /* a window's label sets: those that end in or after it */
+    "CREATE INDEX IF NOT EXISTS label_totals_by_last ON label_totals(binary_id, last_bucket);"
+    /* the few label sets of sessions */
+    "CREATE INDEX IF NOT EXISTS label_totals_by_session ON label_totals(v_session, binary_id)"
+    " WHERE v_session != 0;"
+    "CREATE TABLE IF NOT EXISTS label_hours(binary_id INTEGER NOT NULL,"
+    " label_set INTEGER NOT NULL, hour INTEGER NOT NULL, count INTEGER NOT NULL,"
+    " PRIMARY KEY(binary_id, label_set, hour)) WITHOUT ROWID;"
+    /* per binary, the continuous profile's only (sessions' label sets are
+     * listed from label_totals): all time, per hour and per minute */
+    "CREATE TABLE IF NOT EXISTS binary_totals(binary_id INTEGER PRIMARY KEY,"
+    " count INTEGER NOT NULL, first_bucket INTEGER NOT NULL, last_bucket INTEGER NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS binary_hours(hour INTEGER NOT NULL, binary_id INTEGER NOT NULL,"
+    " count INTEGER NOT NULL, first_bucket INTEGER NOT NULL, last_bucket INTEGER NOT NULL,"
+    " PRIMARY KEY(hour, binary_id)) WITHOUT ROWID;"
+    "CREATE TABLE IF NOT EXISTS binary_minutes(bucket INTEGER NOT NULL,"
+    " binary_id INTEGER NOT NULL, count INTEGER NOT NULL, PRIMARY KEY(bucket, binary_id))"
+    " WITHOUT ROWID;"
+    "CREATE INDEX IF NOT EXISTS binary_minutes_by_binary ON binary_minutes(binary_id, bucket,"
     " count);"
     /* nodes as their agents' batches describe them (collector.proto
      * Node, its sums in the columns beside it) */
@@ -242,11 +323,24 @@ static void sat_sum_final(sqlite3_context *ctx)
 	sqlite3_result_int64(ctx, sum ? (sqlite3_int64)*sum : 0);
 }
 
+/* a - b as uint64, 0 when b is more: what retention takes off a rollup's
+ * sum, which was not saturated (a saturated one is summed again) */
+static void sat_sub_fn(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+	(void)argc;
+	uint64_t a, b;
+	count_value(argv[0], &a);
+	count_value(argv[1], &b);
+	sqlite3_result_int64(ctx, (sqlite3_int64)(a > b ? a - b : 0));
+}
+
 static int register_functions(sqlite3 *db)
 {
 	int flags = SQLITE_UTF8 | SQLITE_DETERMINISTIC;
 	return sqlite3_create_function(db, "sat_add", 2, flags, NULL, sat_add_fn, NULL, NULL) ==
 			   SQLITE_OK &&
+		       sqlite3_create_function(db, "sat_sub", 2, flags, NULL, sat_sub_fn, NULL,
+					       NULL) == SQLITE_OK &&
 		       sqlite3_create_function(db, "sat_sum", 1, flags, NULL, NULL, sat_sum_step,
 					       sat_sum_final) == SQLITE_OK
 		   ? 0
@@ -388,25 +482,181 @@ static int64_t binary_id(struct sqlite_store *s, const Edgeprof__V1__BinaryProfi
 	return upsert_id(s, ins, sel, "binary", err, errlen);
 }
 
-static int64_t labels_id(struct sqlite_store *s, const Edgeprof__V1__Labels *l, char *err,
-			 size_t errlen)
+/* The id value is interned to (0 for ""), interning it when new. */
+static int64_t value_id(struct sqlite_store *s, const char *value, char *err, size_t errlen)
 {
-	sqlite3_stmt *ins = stmt(s, S_LABELS_INSERT), *sel = stmt(s, S_LABELS_ID);
-	const char *v[6] = {l ? l->container_id : "", l ? l->pod : "",	   l ? l->namespace_ : "",
-			    l ? l->cgroup : "",	      l ? l->process : "", l ? l->session_id : ""};
-	for (int i = 0; i < 6; i++) {
-		bind_text(ins, i + 1, v[i]);
-		bind_text(sel, i + 1, v[i]);
+	if (!value || !*value)
+		return 0;
+	sqlite3_stmt *sel = stmt(s, S_VALUE_ID);
+	bind_text(sel, 1, value);
+	int r = sqlite3_step(sel);
+	if (r == SQLITE_ROW)
+		return sqlite3_column_int64(sel, 0);
+	if (r != SQLITE_DONE) {
+		db_error(s, "label value", err, errlen);
+		return -1;
 	}
-	return upsert_id(s, ins, sel, "label set", err, errlen);
+	sqlite3_stmt *ins = stmt(s, S_VALUE_INSERT);
+	bind_text(ins, 1, value);
+	if (step_done(s, ins, "label value", err, errlen) != 0)
+		return -1;
+	return sqlite3_last_insert_rowid(s->db);
 }
 
-static int write_slice(struct sqlite_store *s, const struct ep_store_slice *sl, char *err,
-		       size_t errlen)
+/* The label set's id, and its values' (ids), stored first when new. */
+static int64_t labels_id(struct sqlite_store *s, const Edgeprof__V1__Labels *l,
+			 int64_t ids[EP_LABEL_FIELDS], char *err, size_t errlen)
+{
+	sqlite3_stmt *sel = stmt(s, S_LABELS_ID);
+	const char *v[EP_LABEL_FIELDS] = {l ? l->container_id : "", l ? l->pod : "",
+					  l ? l->namespace_ : "",   l ? l->cgroup : "",
+					  l ? l->process : "",	    l ? l->session_id : ""};
+	for (int i = 0; i < EP_LABEL_FIELDS; i++)
+		bind_text(sel, i + 1, v[i]);
+	int r = sqlite3_step(sel);
+	if (r == SQLITE_ROW) {
+		for (int i = 0; i < EP_LABEL_FIELDS; i++)
+			ids[i] = sqlite3_column_int64(sel, i + 1);
+		return sqlite3_column_int64(sel, 0);
+	}
+	if (r != SQLITE_DONE) {
+		db_error(s, "label set", err, errlen);
+		return -1;
+	}
+	sqlite3_reset(sel);
+	for (int i = 0; i < EP_LABEL_FIELDS; i++)
+		if ((ids[i] = value_id(s, v[i], err, errlen)) < 0)
+			return -1;
+	sqlite3_stmt *ins = stmt(s, S_LABELS_INSERT);
+	for (int i = 0; i < EP_LABEL_FIELDS; i++) {
+		bind_text(ins, i + 1, v[i]);
+		sqlite3_bind_int64(ins, i + 7, ids[i]);
+	}
+	if (step_done(s, ins, "label set", err, errlen) != 0)
+		return -1;
+	return sqlite3_last_insert_rowid(s->db);
+}
+
+#define HOUR_S 3600
+
+/* The start of the hour x is in (x - x mod 3600, the modulo taken >= 0). */
+static int64_t hour_floor(int64_t x)
+{
+	if (x < INT64_MIN + HOUR_S)
+		return INT64_MIN;
+	int64_t m = x % HOUR_S;
+	return x - (m < 0 ? m + HOUR_S : m);
+}
+
+static int64_t hour_ceil(int64_t x)
+{
+	int64_t f = hour_floor(x);
+	if (f == x)
+		return x;
+	return f > INT64_MAX - HOUR_S ? INT64_MAX : f + HOUR_S;
+}
+
+/* A label set's samples in a bucket, added to its rollups. */
+static int add_label_rollups(struct sqlite_store *s, int64_t bin, int64_t lab,
+			     const int64_t ids[EP_LABEL_FIELDS], int64_t bucket, uint64_t samples,
+			     char *err, size_t errlen)
+{
+	sqlite3_stmt *st = stmt(s, S_LABEL_TOTAL);
+	sqlite3_bind_int64(st, 1, bin);
+	sqlite3_bind_int64(st, 2, lab);
+	bind_u64(st, 3, samples);
+	sqlite3_bind_int64(st, 4, bucket);
+	for (int i = 0; i < EP_LABEL_FIELDS; i++)
+		sqlite3_bind_int64(st, 5 + i, ids[i]);
+	if (step_done(s, st, "label totals", err, errlen) != 0)
+		return -1;
+	st = stmt(s, S_LABEL_HOUR);
+	sqlite3_bind_int64(st, 1, bin);
+	sqlite3_bind_int64(st, 2, lab);
+	sqlite3_bind_int64(st, 3, hour_floor(bucket));
+	bind_u64(st, 4, samples);
+	return step_done(s, st, "label hours", err, errlen);
+}
+
+/* A binary's continuous samples in one bucket, summed over the commit's
+ * label sets before they go to the binary's rollups (a commit is mostly
+ * one bucket of many label sets). */
+struct binary_bucket {
+	int64_t bin, bucket;
+	uint64_t samples;
+};
+
+struct commit_sums {
+	struct binary_bucket *v;
+	size_t n, cap;
+	struct ep_u64map at; /* (binary, minute) -> place in v + 1 */
+};
+
+static int add_binary_bucket(struct commit_sums *c, int64_t bin, int64_t bucket, uint64_t samples)
+{
+	/* the key holds both while they fit in 32 bits each (binary ids
+	 * count up from 1; minutes since 1970 until the year 10136) */
+	bool keyed = bin >= 0 && bin <= UINT32_MAX && bucket >= 0 && bucket / 60 <= UINT32_MAX;
+	uint64_t key = (uint64_t)bin << 32 | (uint64_t)(bucket / 60);
+	uint64_t *at = keyed ? ep_u64map_get(&c->at, key) : NULL;
+	if (at && c->v[*at - 1].bin == bin && c->v[*at - 1].bucket == bucket) {
+		ep_add_sat(&c->v[*at - 1].samples, samples);
+		return 0;
+	}
+	if (c->n == c->cap) {
+		size_t cap = c->cap ? 2 * c->cap : 16;
+		struct binary_bucket *grown = realloc(c->v, cap * sizeof(*grown));
+		if (!grown)
+			return -1;
+		c->v = grown;
+		c->cap = cap;
+	}
+	c->v[c->n++] = (struct binary_bucket){bin, bucket, samples};
+	bool inserted;
+	if (keyed && !at) {
+		uint64_t *slot = ep_u64map_upsert(&c->at, key, &inserted);
+		if (!slot)
+			return -1;
+		*slot = c->n;
+	}
+	return 0;
+}
+
+static int write_binary_rollups(struct sqlite_store *s, const struct commit_sums *c, char *err,
+				size_t errlen)
+{
+	for (size_t i = 0; i < c->n; i++) {
+		const struct binary_bucket *b = &c->v[i];
+		sqlite3_stmt *st = stmt(s, S_BINARY_MINUTE);
+		sqlite3_bind_int64(st, 1, b->bucket);
+		sqlite3_bind_int64(st, 2, b->bin);
+		bind_u64(st, 3, b->samples);
+		if (step_done(s, st, "binary minutes", err, errlen) != 0)
+			return -1;
+		st = stmt(s, S_BINARY_HOUR);
+		sqlite3_bind_int64(st, 1, hour_floor(b->bucket));
+		sqlite3_bind_int64(st, 2, b->bin);
+		bind_u64(st, 3, b->samples);
+		sqlite3_bind_int64(st, 4, b->bucket);
+		if (step_done(s, st, "binary hours", err, errlen) != 0)
+			return -1;
+		st = stmt(s, S_BINARY_TOTAL);
+		sqlite3_bind_int64(st, 1, b->bin);
+		bind_u64(st, 2, b->samples);
+		sqlite3_bind_int64(st, 3, b->bucket);
+		if (step_done(s, st, "binary totals", err, errlen) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+static int write_slice(struct sqlite_store *s, const struct ep_store_slice *sl,
+		       struct commit_sums *sums, char *err, size_t errlen)
 {
 	const Edgeprof__V1__BinaryProfile *bp = sl->delta->profile;
+	int64_t ids[EP_LABEL_FIELDS];
 	int64_t bin = binary_id(s, bp, err, errlen);
-	int64_t lab = bin < 0 ? -1 : labels_id(s, sl->delta->labels, err, errlen);
+	int64_t lab = bin < 0 ? -1 : labels_id(s, sl->delta->labels, ids, err, errlen);
 	if (bin < 0 || lab < 0)
 		return -1;
 	sqlite3_stmt *st;
@@ -423,8 +673,16 @@ static int write_slice(struct sqlite_store *s, const struct ep_store_slice *sl, 
 		sqlite3_bind_int64(st, 2, sl->bucket_s);
 		sqlite3_bind_int64(st, 3, lab);
 		bind_u64(st, 4, bp->samples);
-		if (step_done(s, st, "samples", err, errlen) != 0)
+		if (step_done(s, st, "samples", err, errlen) != 0 ||
+		    add_label_rollups(s, bin, lab, ids, sl->bucket_s, bp->samples, err, errlen) !=
+			0)
 			return -1;
+		/* sessions' label sets are listed from label_totals */
+		if (ids[EP_LABEL_FIELDS - 1] == 0 &&
+		    add_binary_bucket(sums, bin, sl->bucket_s, bp->samples) != 0) {
+			snprintf(err, errlen, "out of memory");
+			return -1;
+		}
 	}
 	for (size_t i = 0; i < bp->n_edges; i++) {
 		const Edgeprof__V1__Edge *e = bp->edges[i];
@@ -526,8 +784,14 @@ static int sqlite_write(struct ep_store *base, const struct ep_store_commit *c, 
 	if (exec(s, "BEGIN IMMEDIATE", err, errlen) != 0)
 		return -1;
 	int rc = 0;
+	struct commit_sums sums = {0};
+	ep_u64map_init(&sums.at);
 	for (size_t i = 0; i < c->nslices && rc == 0; i++)
-		rc = write_slice(s, &c->slices[i], err, errlen);
+		rc = write_slice(s, &c->slices[i], &sums, err, errlen);
+	if (rc == 0)
+		rc = write_binary_rollups(s, &sums, err, errlen);
+	free(sums.v);
+	ep_u64map_free(&sums.at);
 	for (size_t i = 0; i < c->nbatches && rc == 0; i++) {
 		sqlite3_stmt *st = stmt(s, S_BATCH);
 		bind_text(st, 1, c->batches[i].agent_id);
@@ -543,10 +807,50 @@ static int sqlite_write(struct ep_store *base, const struct ep_store_commit *c, 
 	return -1;
 }
 
+/* a label_totals row's own rows in samples */
+#define LABEL_ROWS                                                                                 \
+	" WHERE s.binary_id = label_totals.binary_id AND s.label_set = label_totals.label_set"
+
 static int sqlite_prune(struct ep_store *base, int64_t before_s, char *err, size_t errlen)
 {
 	struct sqlite_store *s = (struct sqlite_store *)base;
 	static const char *const sql[] = {
+	    /* the rollups first, from the rows about to go: each label set's
+	     * and binary's sum loses what goes (summed again from what stays
+	     * when it had saturated) and starts at its first bucket left; one
+	     * with none left goes, and the hour the cut falls in is summed
+	     * again from its minutes that stay */
+	    ("UPDATE label_totals SET count = CASE WHEN count = -1 THEN"
+	     " (SELECT SAT_SUM(s.count) FROM samples s INDEXED BY samples_by_label_set" LABEL_ROWS
+	     " AND s.bucket >= ?1) ELSE sat_sub(count, (SELECT SAT_SUM(s.count) FROM samples s"
+	     " INDEXED BY samples_by_label_set" LABEL_ROWS " AND s.bucket < ?1)) END,"
+	     " first_bucket = COALESCE((SELECT MIN(s.bucket) FROM samples s INDEXED BY"
+	     " samples_by_label_set" LABEL_ROWS " AND s.bucket >= ?1), first_bucket)"
+	     " WHERE first_bucket < ?1"),
+	    "DELETE FROM label_totals WHERE first_bucket < ?1",
+	    ("UPDATE label_hours SET count = (SELECT SAT_SUM(s.count) FROM samples s INDEXED BY"
+	     " samples_by_label_set WHERE s.binary_id = label_hours.binary_id AND"
+	     " s.label_set = label_hours.label_set AND s.bucket >= ?1 AND"
+	     " s.bucket < label_hours.hour + 3600) WHERE hour < ?1 AND hour > ?1 - 3600"),
+	    "DELETE FROM label_hours WHERE hour < ?1 AND (hour <= ?1 - 3600 OR count = 0)",
+	    ("UPDATE binary_totals SET count = CASE WHEN count = -1 THEN"
+	     " (SELECT SAT_SUM(m.count) FROM binary_minutes m INDEXED BY binary_minutes_by_binary"
+	     " WHERE m.binary_id = binary_totals.binary_id AND m.bucket >= ?1) ELSE sat_sub(count,"
+	     " (SELECT SAT_SUM(m.count) FROM binary_minutes m INDEXED BY binary_minutes_by_binary"
+	     " WHERE m.binary_id = binary_totals.binary_id AND m.bucket < ?1)) END,"
+	     " first_bucket = COALESCE((SELECT MIN(m.bucket) FROM binary_minutes m INDEXED BY"
+	     " binary_minutes_by_binary WHERE m.binary_id = binary_totals.binary_id AND"
+	     " m.bucket >= ?1), first_bucket) WHERE first_bucket < ?1"),
+	    "DELETE FROM binary_totals WHERE first_bucket < ?1",
+	    ("UPDATE binary_hours SET count = (SELECT SAT_SUM(m.count) FROM binary_minutes m"
+	     " INDEXED BY binary_minutes_by_binary WHERE m.binary_id = binary_hours.binary_id AND"
+	     " m.bucket >= ?1 AND m.bucket < binary_hours.hour + 3600), first_bucket ="
+	     " COALESCE((SELECT MIN(m.bucket) FROM binary_minutes m INDEXED BY"
+	     " binary_minutes_by_binary WHERE m.binary_id = binary_hours.binary_id AND"
+	     " m.bucket >= ?1 AND m.bucket < binary_hours.hour + 3600), first_bucket)"
+	     " WHERE hour < ?1 AND hour > ?1 - 3600"),
+	    "DELETE FROM binary_hours WHERE hour < ?1 AND (hour <= ?1 - 3600 OR count = 0)",
+	    "DELETE FROM binary_minutes WHERE bucket < ?1",
 	    "DELETE FROM samples WHERE bucket < ?1",
 	    "DELETE FROM edges WHERE bucket < ?1",
 	    "DELETE FROM ranges WHERE bucket < ?1",
@@ -749,49 +1053,383 @@ static int list_paths(Edgeprof__V1__BinaryInfo *b, int64_t id, sqlite3_stmt *pat
 	return 0;
 }
 
-/* b's label sets under the filter labels was prepared with, grouped in the
- * query and summarised as they come (ep_label_summary): a million of them
- * take the same memory as a hundred. */
-static int list_labels(Edgeprof__V1__BinaryInfo *b, int64_t id, sqlite3_stmt *labels, size_t n)
+/* --- listings, from the rollups ------------------------------------------ */
+
+/* A filter's time window as the rollups read it: the buckets in [from, to);
+ * the whole hours in it, [fh, th), from label_hours and binary_hours, and
+ * the minutes at its edges, [from, fh) and [th, to), from samples and
+ * binary_minutes. */
+struct window {
+	bool on;
+	int64_t from, to, fh, th;
+};
+
+static void window_of(const struct ep_store_filter *f, struct window *w)
 {
-	struct ep_label_summary *sum = ep_label_summary_new(n);
-	if (!sum)
-		return -1;
-	sqlite3_reset(labels);
-	sqlite3_bind_int64(labels, sqlite3_bind_parameter_index(labels, ":bin"), id);
-	struct sqlite_row r = {.st = labels};
-	struct ep_store_row row = {.ctx = &r, .number = row_number, .text = row_text};
-	int rc = 0;
-	while (rc == 0 && sqlite3_step(labels) == SQLITE_ROW)
-		rc = ep_label_summary_add(sum, &row);
-	if (rc == 0)
-		rc = ep_label_summary_finish(sum, b);
-	ep_label_summary_free(sum);
-	sqlite3_reset(labels);
+	w->on = f->from_s || f->to_s;
+	w->from = f->from_s ? f->from_s : INT64_MIN;
+	w->to = f->to_s ? f->to_s : INT64_MAX;
+	w->fh = f->from_s ? hour_ceil(w->from) : INT64_MIN;
+	w->th = f->to_s ? hour_floor(w->to) : INT64_MAX;
+	if (w->fh >= w->th) /* no whole hour in it: minutes only */
+		w->fh = w->th = w->to;
+}
+
+/* The label values a filter names, as the ids they are interned to (the
+ * session's always: "" is the continuous profile); none when one of them
+ * was never stored, so that nothing matches. */
+static const char *const value_cols[EP_LABEL_FIELDS] = {"v_container", "v_pod",	    "v_namespace",
+							"v_cgroup",    "v_process", "v_session"};
+
+struct label_ids {
+	bool named[EP_LABEL_FIELDS];
+	int64_t id[EP_LABEL_FIELDS];
+	bool none;
+};
+
+static int filter_ids(struct sqlite_store *s, const struct ep_store_filter *f,
+		      struct label_ids *ids, char *err, size_t errlen)
+{
+	const char *v[EP_LABEL_FIELDS] = {f->container_id, f->pod,
+					  f->namespace_,   f->cgroup,
+					  f->process,	   f->session_id ? f->session_id : ""};
+	*ids = (struct label_ids){0};
+	for (int i = 0; i < EP_LABEL_FIELDS; i++) {
+		if (!v[i])
+			continue;
+		ids->named[i] = true;
+		if (!*v[i])
+			continue;
+		sqlite3_stmt *sel = stmt(s, S_VALUE_ID);
+		bind_text(sel, 1, v[i]);
+		int r = sqlite3_step(sel);
+		if (r == SQLITE_ROW) {
+			ids->id[i] = sqlite3_column_int64(sel, 0);
+		} else if (r == SQLITE_DONE) {
+			ids->none = true;
+		} else {
+			db_error(s, "label value", err, errlen);
+			return -1;
+		}
+		sqlite3_reset(sel);
+	}
+	return 0;
+}
+
+/* Whether the filter takes some label sets only: then binaries' sums come
+ * from their label sets' rollups, not from binary_*. */
+static bool labelled(const struct label_ids *ids)
+{
+	for (int i = 0; i < EP_LABEL_FIELDS - 1; i++)
+		if (ids->named[i])
+			return true;
+	return ids->id[EP_LABEL_FIELDS - 1] != 0;
+}
+
+/* " AND ..." over label_totals t for the filter's label values. */
+static void label_conds(const struct label_ids *ids, char *out, size_t len)
+{
+	size_t n = 0;
+	out[0] = '\0';
+	for (int i = 0; i < EP_LABEL_FIELDS && n < len; i++)
+		if (ids->named[i])
+			n += (size_t)snprintf(out + n, len - n, " AND t.%s = :v%d", value_cols[i],
+					      i);
+	/* a session's label sets: what the partial index of them holds */
+	if (ids->id[EP_LABEL_FIELDS - 1] && n < len)
+		snprintf(out + n, len - n, " AND t.v_session != 0");
+}
+
+static void bind_int(sqlite3_stmt *st, const char *name, int64_t v)
+{
+	int idx = sqlite3_bind_parameter_index(st, name);
+	if (idx)
+		sqlite3_bind_int64(st, idx, v);
+}
+
+/* Binds what a listing's statement names of the filter. */
+static void bind_listing(sqlite3_stmt *st, const struct ep_store_filter *f, const struct window *w,
+			 const struct label_ids *ids)
+{
+	int idx = sqlite3_bind_parameter_index(st, ":build_id");
+	if (idx)
+		bind_text(st, idx, f->build_id);
+	bind_int(st, ":from", w->from);
+	bind_int(st, ":to", w->to);
+	bind_int(st, ":fh", w->fh);
+	bind_int(st, ":th", w->th);
+	for (int i = 0; i < EP_LABEL_FIELDS; i++) {
+		char name[8];
+		snprintf(name, sizeof(name), ":v%d", i);
+		bind_int(st, name, ids->id[i]);
+	}
+}
+
+/* A label set's samples in the window (label_totals t): all of them when
+ * it lies inside, else summed from its hours and its minutes at the edges;
+ * its first and last bucket in it. Only the label sets alive at an edge of
+ * the window read more than their row. */
+#define RAW_ROWS                                                                                   \
+	" FROM samples s INDEXED BY samples_by_label_set WHERE s.binary_id = t.binary_id AND"      \
+	" s.label_set = t.label_set"
+#define WINDOW_SUM                                                                                 \
+	"CASE WHEN t.first_bucket >= :from AND t.last_bucket < :to THEN t.count ELSE"              \
+	" sat_add(sat_add((SELECT SAT_SUM(s.count)" RAW_ROWS " AND s.bucket >= :from AND"          \
+	" s.bucket < :fh), (SELECT SAT_SUM(h.count) FROM label_hours h WHERE"                      \
+	" h.binary_id = t.binary_id AND h.label_set = t.label_set AND h.hour >= :fh AND"           \
+	" h.hour < :th)), (SELECT SAT_SUM(s.count)" RAW_ROWS " AND s.bucket >= :th AND"            \
+	" s.bucket < :to)) END"
+#define WINDOW_FIRST                                                                               \
+	"CASE WHEN t.first_bucket >= :from THEN t.first_bucket ELSE (SELECT "                      \
+	"MIN(s.bucket)" RAW_ROWS " AND s.bucket >= :from) END"
+#define WINDOW_LAST                                                                                \
+	"CASE WHEN t.last_bucket < :to THEN t.last_bucket ELSE (SELECT MAX(s.bucket)" RAW_ROWS     \
+	" AND s.bucket < :to) END"
+#define OVERLAPS    " AND t.last_bucket >= :from AND t.first_bucket < :to"
+#define BY_BUILD_ID "(SELECT id FROM binaries WHERE build_id = :build_id)"
+
+/* The binaries under the filter, a row each: binary_id, n (its samples),
+ * f and l (its first and last bucket). */
+static void binary_sums_sql(const struct ep_store_filter *f, const struct window *w,
+			    const struct label_ids *ids, char *out, size_t len)
+{
+	const char *one = f->build_id ? " AND binary_id = " BY_BUILD_ID : "";
+	if (labelled(ids)) {
+		char conds[512];
+		label_conds(ids, conds, sizeof(conds));
+		snprintf(out, len,
+			 "SELECT binary_id, SAT_SUM(ws) n, MIN(wf) f, MAX(wl) l FROM"
+			 " (SELECT t.binary_id binary_id, %s ws, %s wf, %s wl FROM label_totals t"
+			 " WHERE 1%s%s%s) WHERE ws != 0 GROUP BY binary_id",
+			 w->on ? WINDOW_SUM : "t.count", w->on ? WINDOW_FIRST : "t.first_bucket",
+			 w->on ? WINDOW_LAST : "t.last_bucket",
+			 f->build_id ? " AND t.binary_id = " BY_BUILD_ID : "",
+			 w->on ? OVERLAPS : "", conds);
+	} else if (w->on) {
+		snprintf(out, len,
+			 "SELECT binary_id, SAT_SUM(n) n, MIN(f) f, MAX(l) l FROM"
+			 " (SELECT binary_id, count n, bucket f, bucket l FROM binary_minutes"
+			 " WHERE bucket >= :from AND bucket < :fh%s"
+			 " UNION ALL SELECT binary_id, count, first_bucket, last_bucket FROM"
+			 " binary_hours WHERE hour >= :fh AND hour < :th%s"
+			 " UNION ALL SELECT binary_id, count, bucket, bucket FROM binary_minutes"
+			 " WHERE bucket >= :th AND bucket < :to%s) GROUP BY binary_id",
+			 one, one, one);
+	} else {
+		snprintf(out, len,
+			 "SELECT binary_id, count n, first_bucket f, last_bucket l FROM"
+			 " binary_totals WHERE 1%s",
+			 one);
+	}
+}
+
+/* One row per label set of binary :bin under the filter: the label set,
+ * its six values' ids and its samples in the window (0: none there). Read
+ * in label_totals' order (ROWS_ALL), or only those that end in or after
+ * the window (ROWS_RECENT, by label_totals_by_last: a row read through an
+ * index costs three read in order, so for windows that hold a small part of
+ * a binary's time), or (ROWS_BY_VALUE, ties) in label_sets' unique index's
+ * order, which is ep_store_labels_done's by value. */
+enum rows { ROWS_ALL, ROWS_RECENT, ROWS_BY_VALUE };
+#define LABEL_COLS                                                                                 \
+	"%s.v_container, %s.v_pod, %s.v_namespace, %s.v_cgroup, %s.v_process, %s.v_session"
+static void label_rows_sql(const struct window *w, const struct label_ids *ids, enum rows how,
+			   char *out, size_t len)
+{
+	bool by_value = how == ROWS_BY_VALUE;
+	char conds[512];
+	label_conds(ids, conds, sizeof(conds));
+	const char *t = by_value ? "l" : "t";
+	char cols[256];
+	snprintf(cols, sizeof(cols), LABEL_COLS, t, t, t, t, t, t);
+	snprintf(out, len, "SELECT %s, %s, %s FROM %s WHERE 1%s%s%s",
+		 by_value ? "l.id" : "t.label_set", cols, w->on ? WINDOW_SUM : "t.count",
+		 by_value ? "label_sets l CROSS JOIN label_totals t ON t.binary_id = :bin AND"
+			    " t.label_set = l.id"
+			  : "label_totals t",
+		 by_value ? "" : " AND t.binary_id = :bin",
+		 !w->on		   ? ""
+		 : how == ROWS_ALL ? " AND +t.last_bucket >= :from AND t.first_bucket < :to"
+				   : OVERLAPS,
+		 conds);
+	if (by_value) {
+		size_t n = strlen(out);
+		snprintf(out + n, len - n,
+			 " ORDER BY l.container_id, l.pod, l.namespace, l.cgroup, l.process,"
+			 " l.session_id");
+	}
+}
+
+/* A listing being answered: its filter and the statements it reads. */
+struct listing {
+	struct sqlite_store *s;
+	const struct ep_store_filter *f;
+	struct window w;
+	struct label_ids ids;
+	bool labels;
+	sqlite3_stmt *rows[2]; /* label_rows_sql's ROWS_ALL and ROWS_RECENT */
+};
+
+/* The statement that reads binary bin's label sets for the listing's
+ * window: those that end in it or after when it covers less than a third
+ * of the binary's time (label sets are born and die about evenly over
+ * time), else all of them. NULL with err. */
+static sqlite3_stmt *label_rows(struct listing *ls, int64_t bin, char *err, size_t errlen)
+{
+	enum rows how = ROWS_ALL;
+	if (ls->w.on) {
+		sqlite3_stmt *q = query(ls->s,
+					"SELECT first_bucket, last_bucket FROM binary_totals"
+					" WHERE binary_id = ?1",
+					err, errlen);
+		if (!q)
+			return NULL;
+		sqlite3_bind_int64(q, 1, bin);
+		how = ROWS_RECENT; /* a session's only: few */
+		if (sqlite3_step(q) == SQLITE_ROW) {
+			double first = (double)sqlite3_column_int64(q, 0);
+			double end = (double)sqlite3_column_int64(q, 1) + 60;
+			double from = (double)ls->w.from > first ? (double)ls->w.from : first;
+			double to = (double)ls->w.to < end ? (double)ls->w.to : end;
+			how = (to - from) * 3 < end - first ? ROWS_RECENT : ROWS_ALL;
+		}
+		done_query(q);
+	}
+	if (!ls->rows[how]) {
+		char sql[8192];
+		label_rows_sql(&ls->w, &ls->ids, how, sql, sizeof(sql));
+		if (!(ls->rows[how] = query(ls->s, sql, err, errlen)))
+			return NULL;
+		bind_listing(ls->rows[how], ls->f, &ls->w, &ls->ids);
+	}
+	sqlite3_reset(ls->rows[how]);
+	bind_int(ls->rows[how], ":bin", bin);
+	return ls->rows[how];
+}
+
+static char *value_text(void *ctx, uint64_t id)
+{
+	struct sqlite_store *s = ctx;
+	sqlite3_stmt *st = stmt(s, S_VALUE_TEXT);
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)id);
+	char *t = sqlite3_step(st) == SQLITE_ROW ? dup_col(st, 0) : NULL;
+	sqlite3_reset(st);
+	return t;
+}
+
+/* A label rows statement's row: its label set, ids and samples. */
+static uint64_t label_row(sqlite3_stmt *st, uint64_t *label_set, uint64_t ids[EP_LABEL_FIELDS])
+{
+	*label_set = (uint64_t)sqlite3_column_int64(st, 0);
+	for (int i = 0; i < EP_LABEL_FIELDS; i++)
+		ids[i] = (uint64_t)sqlite3_column_int64(st, i + 1);
+	return (uint64_t)sqlite3_column_int64(st, EP_LABEL_FIELDS + 1);
+}
+
+/* More label sets share the least samples of the listed ones (samples)
+ * than there is room for: the need first by value of those go in. Read in
+ * value order (label_sets' unique index) until need of the binary's tie, or
+ * the binary's label sets read again with the texts of those that tie:
+ * whichever reads less. Over a million label sets of one sample each, the
+ * first reads a hundred. */
+static int resolve_ties(struct listing *ls, struct ep_label_summary *sum, sqlite3_stmt *again,
+			int64_t bin, uint64_t samples, size_t need, uint64_t tied, uint64_t rows)
+{
+	struct sqlite_store *s = ls->s;
+	sqlite3_stmt *q = NULL;
+	int64_t all = 0;
+	if (sqlite3_prepare_v2(s->db, "SELECT MAX(id) FROM label_sets", -1, &q, NULL) ==
+		SQLITE_OK &&
+	    sqlite3_step(q) == SQLITE_ROW)
+		all = sqlite3_column_int64(q, 0);
+	sqlite3_finalize(q);
+	/* a row read in value order costs about as much as a text read, a
+	 * row read again in label_totals' order a sixth of it */
+	bool by_value = (double)need * (double)all / (double)tied < (double)rows / 6 + (double)tied;
+	char err[64], sql[8192];
+	if (by_value) {
+		label_rows_sql(&ls->w, &ls->ids, ROWS_BY_VALUE, sql, sizeof(sql));
+		if (!(q = query(s, sql, err, sizeof(err))))
+			return -1;
+		bind_listing(q, ls->f, &ls->w, &ls->ids);
+	} else {
+		q = again;
+		sqlite3_reset(q);
+	}
+	bind_int(q, ":bin", bin);
+	size_t found = 0;
+	int rc = 0, r;
+	while (rc == 0 && (!by_value || found < need) && (r = sqlite3_step(q)) == SQLITE_ROW) {
+		uint64_t label_set, ids[EP_LABEL_FIELDS];
+		if (label_row(q, &label_set, ids) != samples)
+			continue;
+		found++;
+		rc = ep_label_summary_tie(sum, label_set, ids);
+	}
+	if (by_value)
+		done_query(q);
+	else
+		sqlite3_reset(q);
 	return rc;
 }
 
-/* The binaries under f and their totals, when asked: one pass over the
- * samples. */
-static int list_totals(struct sqlite_store *s, const struct ep_store_filter *f,
-		       Edgeprof__V1__BinaryList *list, char *err, size_t errlen)
+/* b's label sets under the listing's filter, a row each (label_totals),
+ * summarised as they come (ep_label_summary): a million of them take the
+ * same memory as a hundred. */
+static int list_labels(struct listing *ls, Edgeprof__V1__BinaryInfo *b, int64_t bin, size_t n)
 {
-	sqlite3_stmt *q = prepare_filtered(
-	    s, "SELECT COUNT(DISTINCT t.binary_id), SAT_SUM(t.count) FROM samples t WHERE 1%s", f,
-	    err, errlen);
+	char err[64];
+	sqlite3_stmt *q = label_rows(ls, bin, err, sizeof(err));
+	struct ep_label_summary *sum = q ? ep_label_summary_new(n, value_text, ls->s) : NULL;
+	if (!sum)
+		return -1;
+	uint64_t rows = 0;
+	int rc = 0, r;
+	while (rc == 0 && (r = sqlite3_step(q)) == SQLITE_ROW) {
+		uint64_t label_set, ids[EP_LABEL_FIELDS];
+		uint64_t samples = label_row(q, &label_set, ids);
+		rows++;
+		if (samples)
+			rc = ep_label_summary_add(sum, label_set, ids, samples);
+	}
+	sqlite3_reset(q);
+	uint64_t tie, tied;
+	size_t need;
+	if (rc == 0 && ep_label_summary_ties(sum, &tie, &need, &tied))
+		rc = resolve_ties(ls, sum, q, bin, tie, need, tied, rows);
+	if (rc == 0)
+		rc = ep_label_summary_finish(sum, b);
+	ep_label_summary_free(sum);
+	return rc;
+}
+
+/* The number of binaries under the filter and their samples. */
+static int list_totals(struct listing *ls, const char *sums, Edgeprof__V1__BinaryList *list,
+		       char *err, size_t errlen)
+{
+	char sql[8192];
+	snprintf(sql, sizeof(sql), "SELECT COUNT(*), SAT_SUM(g.n) FROM (%s) g", sums);
+	sqlite3_stmt *q = query(ls->s, sql, err, errlen);
 	if (!q)
 		return -1;
+	bind_listing(q, ls->f, &ls->w, &ls->ids);
 	int rc = sqlite3_step(q) == SQLITE_ROW ? 0 : -1;
 	if (rc == 0) {
 		list->total_binaries = (uint64_t)sqlite3_column_int64(q, 0);
 		list->total_samples = (uint64_t)sqlite3_column_int64(q, 1);
 	} else {
-		db_error(s, "list", err, errlen);
+		db_error(ls->s, "list", err, errlen);
 	}
 	done_query(q);
 	return rc;
 }
 
+/* The binaries under f from the rollups: per binary from binary_totals
+ * (all time) or binary_hours and binary_minutes (a window), per label set
+ * from label_totals (and label_hours, for the label sets alive at a
+ * window's edges) when the filter takes some label sets only. What a
+ * listing reads grows with the binaries and label sets it lists, not with
+ * the minutes they span. */
 static Edgeprof__V1__BinaryList *sqlite_list(struct ep_store *base, const struct ep_store_filter *f,
 					     const struct ep_store_page *page, char *err,
 					     size_t errlen)
@@ -803,46 +1441,35 @@ static Edgeprof__V1__BinaryList *sqlite_list(struct ep_store *base, const struct
 		return NULL;
 	}
 	edgeprof__v1__binary_list__init(list);
-	/* one more than the page: whether others follow. Grouped by build-id
-	 * (unique), so that in its order the groups come from its index and
-	 * the LIMIT ends the scan */
-	char fmt[1024];
-	snprintf(fmt, sizeof(fmt),
-		 "SELECT b.id, b.build_id, b.arch, SAT_SUM(t.count), MIN(t.bucket), MAX(t.bucket)"
-		 " FROM binaries b JOIN samples t ON t.binary_id = b.id WHERE 1%s%%s"
-		 " GROUP BY b.build_id ORDER BY %s LIMIT :limit OFFSET :offset",
-		 page->after && !page->by_samples ? " AND b.build_id > :after" : "",
-		 page->by_samples ? "4 DESC, b.build_id" : "b.build_id");
-	sqlite3_stmt *q = prepare_filtered(s, fmt, f, err, errlen);
-	sqlite3_stmt *paths = NULL, *labels = NULL;
-	if (!q)
+	struct listing ls = {.s = s, .f = f};
+	window_of(f, &ls.w);
+	sqlite3_stmt *q = NULL, *paths = NULL;
+	if (filter_ids(s, f, &ls.ids, err, errlen) != 0)
 		goto fail;
+	if (ls.ids.none)
+		return list; /* a label value never stored: nothing matches */
+	char sums[4096], sql[8192];
+	binary_sums_sql(f, &ls.w, &ls.ids, sums, sizeof(sums));
+	/* one more than the page: whether others follow */
+	snprintf(sql, sizeof(sql),
+		 "SELECT b.id, b.build_id, b.arch, g.n, g.f, g.l FROM binaries b JOIN (%s) g"
+		 " ON g.binary_id = b.id WHERE 1%s ORDER BY %s LIMIT :limit OFFSET :offset",
+		 sums, page->after && !page->by_samples ? " AND b.build_id > :after" : "",
+		 page->by_samples ? "g.n DESC, b.build_id" : "b.build_id");
+	if (!(q = query(s, sql, err, errlen)))
+		goto fail;
+	bind_listing(q, f, &ls.w, &ls.ids);
 	int idx = sqlite3_bind_parameter_index(q, ":after");
 	if (idx)
 		bind_text(q, idx, page->after);
-	sqlite3_bind_int64(q, sqlite3_bind_parameter_index(q, ":limit"),
-			   (sqlite3_int64)page->limit + 1);
-	sqlite3_bind_int64(q, sqlite3_bind_parameter_index(q, ":offset"),
-			   page->by_samples ? (sqlite3_int64)page->offset : 0);
+	bind_int(q, ":limit", (int64_t)page->limit + 1);
+	bind_int(q, ":offset", page->by_samples ? (int64_t)page->offset : 0);
 	paths =
 	    query(s, "SELECT path FROM binary_paths WHERE binary_id = ?1 ORDER BY path LIMIT 100",
 		  err, errlen);
 	if (!paths)
 		goto fail;
-	if (page->labels) {
-		/* summed as they come, in samples_by_label_set's order: no
-		 * sort, and no table of the sums, whose size the label sets
-		 * decide */
-		labels = prepare_filtered(
-		    s,
-		    "SELECT l.container_id, l.pod, l.namespace, l.cgroup, l.process, l.session_id,"
-		    " SAT_SUM(t.count) FROM samples t INDEXED BY samples_by_label_set"
-		    " JOIN label_sets l ON l.id = t.label_set WHERE t.binary_id = :bin%s"
-		    " GROUP BY t.label_set",
-		    f, err, errlen);
-		if (!labels)
-			goto fail;
-	}
+	ls.labels = page->labels > 0;
 	struct sqlite_row r = {.st = q, .first = 1}; /* column 0: the binary's id */
 	struct ep_store_row row = {.ctx = &r, .number = row_number, .text = row_text};
 	int step;
@@ -854,7 +1481,7 @@ static Edgeprof__V1__BinaryList *sqlite_list(struct ep_store *base, const struct
 		Edgeprof__V1__BinaryInfo *b;
 		int64_t id = sqlite3_column_int64(q, 0);
 		if (ep_store_add_binary(list, &row, &b) != 0 || list_paths(b, id, paths) != 0 ||
-		    (labels && list_labels(b, id, labels, page->labels) != 0))
+		    (ls.labels && list_labels(&ls, b, id, page->labels) != 0))
 			goto oom;
 	}
 	if (step != SQLITE_DONE) {
@@ -863,8 +1490,9 @@ static Edgeprof__V1__BinaryList *sqlite_list(struct ep_store *base, const struct
 	}
 	done_query(q);
 	done_query(paths);
-	done_query(labels);
-	if (page->totals && list_totals(s, f, list, err, errlen) != 0)
+	done_query(ls.rows[0]);
+	done_query(ls.rows[1]);
+	if (page->totals && list_totals(&ls, sums, list, err, errlen) != 0)
 		goto fail;
 	return list;
 oom:
@@ -872,7 +1500,8 @@ oom:
 fail:
 	done_query(q);
 	done_query(paths);
-	done_query(labels);
+	done_query(ls.rows[0]);
+	done_query(ls.rows[1]);
 	ep_store_free_list(list);
 	return NULL;
 }
@@ -1304,6 +1933,196 @@ static int add_trust_column(struct sqlite_store *s, char *err, size_t errlen)
 		    errlen);
 }
 
+/* 1 when table exists, 0 when not, -1 on error. */
+static int has_table(struct sqlite_store *s, const char *table, char *err, size_t errlen)
+{
+	sqlite3_stmt *q = NULL;
+	int r = -1;
+	if (sqlite3_prepare_v2(
+		s->db, "SELECT COUNT(*) FROM sqlite_schema WHERE type = 'table' AND name = ?1", -1,
+		&q, NULL) == SQLITE_OK &&
+	    sqlite3_bind_text(q, 1, table, -1, SQLITE_STATIC) == SQLITE_OK &&
+	    sqlite3_step(q) == SQLITE_ROW)
+		r = sqlite3_column_int(q, 0) > 0;
+	else
+		db_error(s, "schema", err, errlen);
+	sqlite3_finalize(q);
+	return r;
+}
+
+/* Version 5 to 6, first: label sets' values interned (label_values), as
+ * new label sets have them. Set a range of label sets at a time: SQLite
+ * holds what one UPDATE changes in memory before writing it (temp_store),
+ * 265 MB for a million label sets at once. */
+#define INTERN_RANGE 65536
+static int intern_values(struct sqlite_store *s, char *err, size_t errlen)
+{
+	int missing = lacks_column(s, "label_sets", "v_container", err, errlen);
+	if (missing <= 0)
+		return missing;
+	static const char *const text_cols[EP_LABEL_FIELDS] = {
+	    "container_id", "pod", "namespace", "cgroup", "process", "session_id"};
+	char sql[1024];
+	for (int i = 0; i < EP_LABEL_FIELDS; i++) {
+		snprintf(sql, sizeof(sql),
+			 "ALTER TABLE label_sets ADD COLUMN %s INTEGER NOT NULL DEFAULT 0;"
+			 "INSERT OR IGNORE INTO label_values(value) SELECT %s FROM label_sets"
+			 " WHERE %s != ''",
+			 value_cols[i], text_cols[i], text_cols[i]);
+		if (exec(s, sql, err, errlen) != 0)
+			return -1;
+	}
+	size_t n = (size_t)snprintf(sql, sizeof(sql), "UPDATE label_sets SET ");
+	for (int i = 0; i < EP_LABEL_FIELDS; i++)
+		n += (size_t)snprintf(
+		    sql + n, sizeof(sql) - n,
+		    "%s%s = COALESCE((SELECT id FROM label_values WHERE value = %s), 0)",
+		    i ? ", " : "", value_cols[i], text_cols[i]);
+	snprintf(sql + n, sizeof(sql) - n, " WHERE id >= ?1 AND id < ?2");
+	sqlite3_stmt *up = NULL, *last = NULL;
+	int64_t max = 0;
+	int rc = -1;
+	if (sqlite3_prepare_v2(s->db, sql, -1, &up, NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(s->db, "SELECT MAX(id) FROM label_sets", -1, &last, NULL) !=
+		SQLITE_OK) {
+		db_error(s, "label values", err, errlen);
+		goto out;
+	}
+	if (sqlite3_step(last) == SQLITE_ROW)
+		max = sqlite3_column_int64(last, 0);
+	for (int64_t lo = 0; lo <= max; lo += INTERN_RANGE) {
+		sqlite3_reset(up);
+		sqlite3_bind_int64(up, 1, lo);
+		sqlite3_bind_int64(up, 2, lo + INTERN_RANGE);
+		if (step_done(s, up, "label values", err, errlen) != 0)
+			goto out;
+	}
+	rc = 0;
+out:
+	sqlite3_finalize(up);
+	sqlite3_finalize(last);
+	return rc;
+}
+
+/* Version 5 to 6, then: the listings' rollups of a file's existing samples,
+ * once. A label set's rows come in samples_by_label_set's order (by
+ * bucket), so its total and its hours are summed here as they pass, with no
+ * sort; a big file's log says how far it got every ten seconds. */
+static int build_label_rollups(struct sqlite_store *s, uint64_t *rows, uint64_t *sets, char *err,
+			       size_t errlen)
+{
+	sqlite3_stmt *q = NULL, *total = NULL, *hour = NULL;
+	int rc = -1;
+	if (sqlite3_prepare_v2(s->db,
+			       "SELECT binary_id, label_set, bucket, count FROM samples INDEXED BY"
+			       " samples_by_label_set ORDER BY binary_id, label_set, bucket",
+			       -1, &q, NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(s->db,
+			       "INSERT INTO label_totals SELECT ?1, ?2, ?3, ?4, ?5, v_container,"
+			       " v_pod, v_namespace, v_cgroup, v_process, v_session FROM label_sets"
+			       " WHERE id = ?2",
+			       -1, &total, NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(s->db, "INSERT INTO label_hours VALUES(?1, ?2, ?3, ?4)", -1, &hour,
+			       NULL) != SQLITE_OK) {
+		db_error(s, "rollups", err, errlen);
+		goto out;
+	}
+	int64_t bin = 0, lab = 0, first = 0, last = 0, hr = 0;
+	uint64_t sum = 0, hsum = 0, said = ep_mono_ns();
+	bool open = false;
+	int r;
+	for (;;) {
+		r = sqlite3_step(q);
+		bool row = r == SQLITE_ROW;
+		int64_t b = row ? sqlite3_column_int64(q, 0) : 0;
+		int64_t l = row ? sqlite3_column_int64(q, 1) : 0;
+		int64_t bucket = row ? sqlite3_column_int64(q, 2) : 0;
+		uint64_t count;
+		if (row)
+			count_value(sqlite3_column_value(q, 3), &count);
+		bool same = open && row && b == bin && l == lab;
+		if (open && (!same || hour_floor(bucket) != hr)) {
+			sqlite3_reset(hour);
+			sqlite3_bind_int64(hour, 1, bin);
+			sqlite3_bind_int64(hour, 2, lab);
+			sqlite3_bind_int64(hour, 3, hr);
+			bind_u64(hour, 4, hsum);
+			if (step_done(s, hour, "rollups", err, errlen) != 0)
+				goto out;
+			hsum = 0;
+		}
+		if (open && !same) {
+			sqlite3_reset(total);
+			sqlite3_bind_int64(total, 1, bin);
+			sqlite3_bind_int64(total, 2, lab);
+			bind_u64(total, 3, sum);
+			sqlite3_bind_int64(total, 4, first);
+			sqlite3_bind_int64(total, 5, last);
+			if (step_done(s, total, "rollups", err, errlen) != 0)
+				goto out;
+			(*sets)++;
+			open = false;
+		}
+		if (!row)
+			break;
+		if (!open) {
+			open = true;
+			bin = b;
+			lab = l;
+			first = bucket;
+			sum = 0;
+		}
+		last = bucket;
+		hr = hour_floor(bucket);
+		ep_add_sat(&sum, count);
+		ep_add_sat(&hsum, count);
+		if ((++*rows & 0xfffff) == 0 && ep_mono_ns() - said > 10 * EP_NS_PER_S) {
+			said = ep_mono_ns();
+			ep_info("store %s: building the listings' rollups: %" PRIu64
+				" sample rows read, %" PRIu64 " label sets",
+				s->path, *rows, *sets);
+		}
+	}
+	if (r != SQLITE_DONE)
+		db_error(s, "rollups", err, errlen);
+	else
+		rc = 0;
+out:
+	sqlite3_finalize(q);
+	sqlite3_finalize(total);
+	sqlite3_finalize(hour);
+	return rc;
+}
+
+static int build_rollups(struct sqlite_store *s, int version, char *err, size_t errlen)
+{
+	uint64_t t0 = ep_mono_ns(), rows = 0, sets = 0;
+	ep_info("store %s: schema %d to %d: building the listings' rollups from the stored"
+		" samples (once; minutes for a large file)",
+		s->path, version, SCHEMA_VERSION);
+	if (build_label_rollups(s, &rows, &sets, err, errlen) != 0 ||
+	    exec(
+		s,
+		"INSERT INTO binary_minutes(bucket, binary_id, count) SELECT bucket, binary_id,"
+		" SAT_SUM(count) FROM samples WHERE label_set NOT IN (SELECT id FROM label_sets"
+		" WHERE session_id > '') GROUP BY binary_id, bucket;"
+		"INSERT INTO binary_hours(hour, binary_id, count, first_bucket, last_bucket)"
+		" SELECT bucket - ((bucket % 3600) + 3600) % 3600, binary_id, count, bucket, bucket"
+		" FROM binary_minutes WHERE 1 ON CONFLICT DO UPDATE SET"
+		" count = sat_add(count, excluded.count),"
+		" first_bucket = min(first_bucket, excluded.first_bucket),"
+		" last_bucket = max(last_bucket, excluded.last_bucket);"
+		"INSERT INTO binary_totals(binary_id, count, first_bucket, last_bucket)"
+		" SELECT binary_id, SAT_SUM(count), MIN(bucket), MAX(bucket) FROM binary_minutes"
+		" INDEXED BY binary_minutes_by_binary GROUP BY binary_id",
+		err, errlen) != 0)
+		return -1;
+	ep_info("store %s: the listings' rollups built from %" PRIu64 " sample rows (%" PRIu64
+		" label sets) in %.1f s",
+		s->path, rows, sets, (double)(ep_mono_ns() - t0) / 1e9);
+	return 0;
+}
+
 /* Creates or upgrades the schema in one transaction: a collector killed
  * half-way leaves the old schema, and two collectors opening one file do it
  * once (the second sees the first's result under its own lock). */
@@ -1313,13 +2132,19 @@ static int set_up_schema(struct sqlite_store *s, char *err, size_t errlen)
 		return -1;
 	char pragma[64];
 	snprintf(pragma, sizeof(pragma), "PRAGMA user_version = %d", SCHEMA_VERSION);
-	int rc = newer_schema(s, user_version(s), err, errlen);
+	int version = user_version(s);
+	int rc = newer_schema(s, version, err, errlen);
 	int migrate = rc == 0 ? lacks_column(s, "label_sets", "session_id", err, errlen) : -1;
-	if (migrate < 0 || (migrate && exec(s, migrate_v1, err, errlen) != 0) ||
+	/* a file from before the rollups (version 5 or older) has samples to
+	 * build them from; a new one has none, and this is quick */
+	int had = migrate < 0 ? -1 : has_table(s, "samples", err, errlen);
+	int rollups = had <= 0 ? had : !has_table(s, "label_totals", err, errlen);
+	if (migrate < 0 || had < 0 || (migrate && exec(s, migrate_v1, err, errlen) != 0) ||
 	    exec(s, schema, err, errlen) != 0 || add_local_index_column(s, err, errlen) != 0 ||
 	    add_cycles_columns(s, err, errlen) != 0 || add_ns_columns(s, err, errlen) != 0 ||
-	    add_trust_column(s, err, errlen) != 0 || exec(s, pragma, err, errlen) != 0 ||
-	    exec(s, "COMMIT", err, errlen) != 0) {
+	    add_trust_column(s, err, errlen) != 0 || intern_values(s, err, errlen) != 0 ||
+	    (rollups && build_rollups(s, version, err, errlen) != 0) ||
+	    exec(s, pragma, err, errlen) != 0 || exec(s, "COMMIT", err, errlen) != 0) {
 		char ignored[64];
 		exec(s, "ROLLBACK", ignored, sizeof(ignored));
 		return -1;

@@ -6,6 +6,7 @@
  */
 #include <curl/curl.h>
 #include <dirent.h>
+#include <inttypes.h>
 #include <sqlite3.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -727,6 +728,491 @@ static void test_prune_forgets_old_buckets_and_batch_ids(void **state)
 	ep_store_close(s);
 }
 
+/* --- listings over label sets that span many buckets (issue 32: pod churn).
+ * SQLite lists from rollups kept beside the minute rows (per label set and
+ * per binary: all time, per hour, per minute); these check that every
+ * listing still equals what the minute rows say, after writes, resends of a
+ * bucket and retention. */
+
+enum { RB = 3, RL = 24, RM = 330 }; /* binaries, label sets, minutes */
+/* a week's end inside the minutes (ClickHouse prunes whole weeks), and an
+ * hour's half at the first: the windows' edges fall inside hours */
+#define CHURN_WEEK (3 * 604800LL)
+#define CHURN_BASE (CHURN_WEEK - 150 * 60)
+
+struct churn {
+	uint64_t samples[RB][RL][RM];
+	char pods[RL][16], nss[RL][8], procs[RL][8], ids[RB][8];
+};
+
+static bool churn_session(int l)
+{
+	return l >= RL - 2; /* the last two label sets are a session's */
+}
+
+/* Label set l lives from minute l * 13 % 200 for 20 to 169 minutes, on
+ * binary b unless (l + b) % 4 == 0, with 1 to 4 samples a minute. */
+static void churn_make(struct churn *c)
+{
+	memset(c, 0, sizeof(*c));
+	for (int l = 0; l < RL; l++) {
+		snprintf(c->pods[l], sizeof(c->pods[l]), "pod-%02d", churn_session(l) ? l - 20 : l);
+		snprintf(c->nss[l], sizeof(c->nss[l]), "ns-%d", l % 3);
+		snprintf(c->procs[l], sizeof(c->procs[l]), "proc-%d", l % 2);
+		int start = l * 13 % 200, len = 20 + l * 37 % 150;
+		for (int b = 0; b < RB; b++)
+			for (int m = start; m < start + len && m < RM && (l + b) % 4; m++)
+				c->samples[b][l][m] = 1 + (uint64_t)(l + m + b) % 4;
+	}
+	for (int b = 0; b < RB; b++)
+		snprintf(c->ids[b], sizeof(c->ids[b]), "ab%02x", 0x30 + b);
+}
+
+/* Writes minutes [m0, m1) in commits of ten minutes, as the ingest does;
+ * the minutes m % 50 == 7 twice (a resend's second batch adds to the same
+ * rows), which the oracle counts twice. */
+static void churn_write(struct ep_store *s, struct churn *c, int m0, int m1, uint64_t *seq)
+{
+	struct slice_data *d = calloc(10 * RB * RL, sizeof(*d));
+	struct ep_store_slice *sl = calloc(10 * RB * RL, sizeof(*sl));
+	assert_non_null(d);
+	assert_non_null(sl);
+	for (int first = m0; first < m1; first += 10) {
+		for (int pass = 0; pass < 2; pass++) {
+			size_t n = 0;
+			for (int m = first; m < first + 10 && m < m1; m++) {
+				if (pass && m % 50 != 7)
+					continue;
+				for (int b = 0; b < RB; b++)
+					for (int l = 0; l < RL; l++) {
+						uint64_t k = c->samples[b][l][m];
+						if (!k || (pass && !(k /= 2)))
+							continue;
+						make_slice(&d[n], c->ids[b], "/bin/churn",
+							   c->pods[l], 1);
+						d[n].bp.samples = k;
+						d[n].labels.namespace_ = c->nss[l];
+						d[n].labels.process = c->procs[l];
+						d[n].labels.session_id =
+						    churn_session(l) ? "s-1" : "";
+						sl[n] = (struct ep_store_slice){
+						    CHURN_BASE + 60LL * m, &d[n].delta, 0, false};
+						n++;
+					}
+			}
+			if (!n)
+				continue;
+			/* received after its buckets, as retention expects */
+			struct ep_store_batch_id id = {"churn", ++*seq, "node-1",
+						       CHURN_BASE + 60LL * (first + 10)};
+			struct ep_store_commit cm = {&id, 1, sl, n};
+			char err[512];
+			if (ep_store_write(s, &cm, err, sizeof(err)) != 0)
+				fail_msg("%s", err);
+			/* what the second batch added, for the oracle */
+			for (int m = first; pass && m < first + 10 && m < m1; m++)
+				for (int b = 0; b < RB && m % 50 == 7; b++)
+					for (int l = 0; l < RL; l++)
+						c->samples[b][l][m] += c->samples[b][l][m] / 2;
+		}
+	}
+	free(d);
+	free(sl);
+}
+
+/* The oracle's answer: whether filter f takes label set l, and minute m. */
+static bool churn_takes(const struct churn *c, const struct ep_store_filter *f, int b, int l)
+{
+	bool session = f->session_id && *f->session_id;
+	return churn_session(l) == session && (!f->build_id || !strcmp(f->build_id, c->ids[b])) &&
+	       (!f->namespace_ || !strcmp(f->namespace_, c->nss[l])) &&
+	       (!f->pod || !strcmp(f->pod, c->pods[l])) &&
+	       (!f->process || !strcmp(f->process, c->procs[l]));
+}
+
+static bool churn_in(const struct ep_store_filter *f, int m)
+{
+	int64_t bucket = CHURN_BASE + 60LL * m;
+	return (!f->from_s || bucket >= f->from_s) && (!f->to_s || bucket < f->to_s);
+}
+
+/* The store's listing under f equals the oracle's: each binary's samples,
+ * first and last bucket, its label sets (all listed) and their samples,
+ * its namespaces' samples, and the totals. */
+static void churn_check(struct ep_store *s, const struct churn *c, const struct ep_store_filter *f,
+			const char *what)
+{
+	char err[512];
+	struct ep_store_page page = {.limit = 10, .labels = 1000, .totals = true};
+	Edgeprof__V1__BinaryList *list = ep_store_list_binaries(s, f, &page, err, sizeof(err));
+	if (!list)
+		fail_msg("%s: %s", what, err);
+	size_t listed = 0;
+	uint64_t total = 0, binaries = 0;
+	for (int b = 0; b < RB; b++) {
+		uint64_t sum = 0, per[RL] = {0};
+		int64_t first = 0, last = 0;
+		size_t sets = 0;
+		for (int l = 0; l < RL; l++)
+			for (int m = 0; m < RM && churn_takes(c, f, b, l); m++) {
+				uint64_t k = churn_in(f, m) ? c->samples[b][l][m] : 0;
+				int64_t bucket = CHURN_BASE + 60LL * m;
+				if (!k)
+					continue;
+				per[l] += k;
+				sum += k;
+				first = !first || bucket < first ? bucket : first;
+				last = bucket > last ? bucket : last;
+			}
+		for (int l = 0; l < RL; l++)
+			sets += per[l] > 0;
+		if (!sum)
+			continue;
+		binaries++;
+		total += sum;
+		if (listed >= list->n_binaries)
+			fail_msg("%s: %s not listed", what, c->ids[b]);
+		const Edgeprof__V1__BinaryInfo *bi = list->binaries[listed++];
+		if (strcmp(bi->build_id, c->ids[b]) || bi->samples != sum ||
+		    bi->first_seen_s != first || bi->last_seen_s != last ||
+		    bi->label_sets != sets || bi->n_labels != sets)
+			fail_msg("%s: %s: %" PRIu64 " samples, %" PRId64 " to %" PRId64 ", %" PRIu64
+				 " label sets (%zu listed); expected %s: %" PRIu64 ", %" PRId64
+				 " to %" PRId64 ", %zu",
+				 what, bi->build_id, bi->samples, bi->first_seen_s, bi->last_seen_s,
+				 bi->label_sets, bi->n_labels, c->ids[b], sum, first, last, sets);
+		for (size_t j = 0; j < bi->n_labels; j++) {
+			const Edgeprof__V1__Labels *lj = bi->labels[j];
+			int l = 0;
+			while (l < RL && (strcmp(c->pods[l], lj->pod) ||
+					  churn_session(l) != (*lj->session_id != '\0')))
+				l++;
+			if (l == RL || strcmp(lj->namespace_, c->nss[l]) ||
+			    bi->label_samples[j] != per[l])
+				fail_msg("%s: %s: label set %s: %" PRIu64
+					 " samples, expected %" PRIu64,
+					 what, bi->build_id, lj->pod, bi->label_samples[j],
+					 l < RL ? per[l] : 0);
+		}
+		const Edgeprof__V1__LabelDimension *ns = bi->dimensions[2];
+		size_t distinct = 0;
+		for (int v = 0; v < 3; v++) {
+			char name[8];
+			uint64_t want = 0;
+			snprintf(name, sizeof(name), "ns-%d", v);
+			for (int l = 0; l < RL; l++)
+				want += strcmp(c->nss[l], name) ? 0 : per[l];
+			distinct += want > 0;
+			uint64_t got = 0;
+			for (size_t i = 0; i < ns->n_values; i++)
+				if (!strcmp(ns->values[i]->value, name))
+					got = ns->values[i]->samples;
+			if (got != want)
+				fail_msg("%s: %s: %s: %" PRIu64 " samples, expected %" PRIu64, what,
+					 bi->build_id, name, got, want);
+		}
+		assert_true(ns->exact);
+		assert_int_equal(ns->distinct, distinct);
+	}
+	if (list->n_binaries != listed || list->total_binaries != binaries ||
+	    list->total_samples != total)
+		fail_msg("%s: %zu binaries listed, totals %" PRIu64 " and %" PRIu64
+			 "; expected %zu, %" PRIu64 " and %" PRIu64,
+			 what, list->n_binaries, list->total_binaries, list->total_samples, listed,
+			 binaries, total);
+	ep_store_free_list(list);
+}
+
+/* windows whose edges fall inside hours and minutes, on hours, past the
+ * data; label filters alone and with windows; one binary */
+static const struct ep_store_filter churn_filters[] = {
+    {0},
+    {.from_s = CHURN_BASE + 47 * 60 + 17},
+    {.from_s = CHURN_BASE + 95 * 60, .to_s = CHURN_BASE + 250 * 60},
+    {.to_s = CHURN_BASE + 200 * 60},
+    {.from_s = CHURN_BASE + 40 * 60, .to_s = CHURN_BASE + 55 * 60},
+    {.from_s = CHURN_WEEK - 3600, .to_s = CHURN_WEEK + 3600},
+    {.from_s = CHURN_BASE + 400 * 60},
+    {.namespace_ = "ns-1"},
+    {.pod = "pod-05"},
+    {.session_id = "s-1"},
+    {.session_id = "s-1", .from_s = CHURN_BASE + 100 * 60 + 30},
+    {.namespace_ = "ns-2", .from_s = CHURN_BASE + 65 * 60, .to_s = CHURN_BASE + 301 * 60},
+    {.pod = "pod-07", .process = "proc-1", .to_s = CHURN_BASE + 130 * 60},
+    {.build_id = "ab31", .from_s = CHURN_BASE + 33 * 60, .to_s = CHURN_BASE + 299 * 60},
+    {.build_id = "ab32"},
+    {.namespace_ = "ns-9"},
+};
+
+static void churn_check_all(struct ep_store *s, const struct churn *c, const char *when)
+{
+	for (size_t i = 0; i < sizeof(churn_filters) / sizeof(churn_filters[0]); i++) {
+		char what[64];
+		snprintf(what, sizeof(what), "%s, filter %zu", when, i);
+		churn_check(s, c, &churn_filters[i], what);
+	}
+}
+
+/* SQLite's rollups against the minute rows of the file at path: the rows
+ * of each that the other lacks (0: they agree), and the label sets' values'
+ * ids against their texts. */
+static int rollup_mismatches(const char *path)
+{
+#define CONT	   " FROM samples WHERE label_set IN (SELECT id FROM label_sets WHERE session_id = '')"
+#define VALUE(col) "COALESCE((SELECT value FROM label_values WHERE id = t." col "), '')"
+	static const char *const pairs[][2] = {
+	    {"SELECT binary_id, label_set, SUM(count), MIN(bucket), MAX(bucket) FROM samples"
+	     " GROUP BY 1, 2",
+	     "SELECT binary_id, label_set, count, first_bucket, last_bucket FROM label_totals"},
+	    {"SELECT binary_id, label_set, bucket - bucket % 3600, SUM(count) FROM samples"
+	     " GROUP BY 1, 2, 3",
+	     "SELECT binary_id, label_set, hour, count FROM label_hours"},
+	    {"SELECT bucket, binary_id, SUM(count)" CONT " GROUP BY 1, 2",
+	     "SELECT bucket, binary_id, count FROM binary_minutes"},
+	    {"SELECT bucket - bucket % 3600, binary_id, SUM(count), MIN(bucket), "
+	     "MAX(bucket)" CONT " GROUP BY 1, 2",
+	     "SELECT hour, binary_id, count, first_bucket, last_bucket FROM binary_hours"},
+	    {"SELECT binary_id, SUM(count), MIN(bucket), MAX(bucket)" CONT " GROUP BY 1",
+	     "SELECT binary_id, count, first_bucket, last_bucket FROM binary_totals"},
+	    {"SELECT t.label_set, l.container_id, l.pod, l.namespace, l.cgroup, l.process,"
+	     " l.session_id FROM label_totals t JOIN label_sets l ON l.id = t.label_set",
+	     "SELECT t.label_set, " VALUE("v_container") ", " VALUE("v_pod") ", " VALUE(
+		 "v_"
+		 "namesp"
+		 "ace") ", " VALUE("v_cgroup") ", " VALUE("v_process") ", " VALUE("v_session") " FR"
+											       "OM "
+											       "lab"
+											       "el_"
+											       "tot"
+											       "als"
+											       " "
+											       "t"},
+	};
+#undef CONT
+#undef VALUE
+	sqlite3 *db;
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	int wrong = 0;
+	for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++)
+		for (int way = 0; way < 2; way++) {
+			char sql[2048];
+			snprintf(sql, sizeof(sql), "SELECT COUNT(*) FROM (%s EXCEPT %s)",
+				 pairs[i][way], pairs[i][!way]);
+			sqlite3_stmt *q;
+			if (sqlite3_prepare_v2(db, sql, -1, &q, NULL) != SQLITE_OK)
+				fail_msg("%s: %s", sql, sqlite3_errmsg(db));
+			assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+			int n = sqlite3_column_int(q, 0);
+			if (n)
+				print_message("rollups %zu (%s): %d rows differ\n", i,
+					      way ? "rollup" : "minutes", n);
+			wrong += n;
+			sqlite3_finalize(q);
+		}
+	sqlite3_close(db);
+	return wrong;
+}
+
+/* Pod churn over five and a half hours, three binaries, a session, resent
+ * batches: every listing (all time, windows whose edges fall inside hours
+ * and minutes, label filters, a session) equals the sums of the minutes it
+ * covers; and so it stays after retention forgets the week before, and (in
+ * SQLite, which forgets bucket by bucket) a cut inside an hour and a
+ * minute. SQLite's rollups equal its minute rows all along. */
+static void test_listings_equal_the_minutes_they_sum(void **state)
+{
+	(void)state;
+	struct ep_store *s = open_store(true);
+	const char *path = store_spec(false) + 7;
+	struct churn *c = malloc(sizeof(*c));
+	assert_non_null(c);
+	churn_make(c);
+	uint64_t seq = 0;
+	churn_write(s, c, 0, RM, &seq);
+	churn_check_all(s, c, "written");
+	if (is_sqlite())
+		assert_int_equal(rollup_mismatches(path), 0);
+	char err[512];
+	const int64_t cuts[2] = {CHURN_WEEK, CHURN_WEEK + 47 * 60 + 30};
+	for (int i = 0; i < (is_sqlite() ? 2 : 1); i++) {
+		if (ep_store_prune(s, cuts[i], err, sizeof(err)) != 0)
+			fail_msg("%s", err);
+		for (int m = 0; m < RM; m++)
+			for (int b = 0; b < RB && CHURN_BASE + 60LL * m < cuts[i]; b++)
+				for (int l = 0; l < RL; l++)
+					c->samples[b][l][m] = 0;
+		churn_check_all(s, c, i ? "pruned inside an hour" : "pruned a week");
+		if (is_sqlite())
+			assert_int_equal(rollup_mismatches(path), 0);
+	}
+	/* and they go on from what is left: the last hour written again (the
+	 * oracle then holds what was written, to which what was there adds) */
+	static uint64_t had[RB][RL][60];
+	for (int m = RM - 60; m < RM; m++)
+		for (int b = 0; b < RB; b++)
+			for (int l = 0; l < RL; l++)
+				had[b][l][m - (RM - 60)] = c->samples[b][l][m];
+	churn_write(s, c, RM - 60, RM, &seq);
+	for (int m = RM - 60; m < RM; m++)
+		for (int b = 0; b < RB; b++)
+			for (int l = 0; l < RL; l++)
+				c->samples[b][l][m] += had[b][l][m - (RM - 60)];
+	churn_check_all(s, c, "written after retention");
+	if (is_sqlite())
+		assert_int_equal(rollup_mismatches(path), 0);
+	free(c);
+	ep_store_close(s);
+}
+
+/* More label sets share the least samples of those listed than there is
+ * room for: those listed are the first of them by value, as ClickHouse
+ * orders them, whichever way SQLite finds them (by label_sets' order while
+ * the store holds few label sets, by reading the binary's again when it
+ * holds many more), with or without a window. */
+static void test_list_ties_go_by_value(void **state)
+{
+	(void)state;
+	struct ep_store *s = open_store(true);
+	enum { SETS = 30, N = 8, MANY = 6000 };
+	struct slice_data *d = calloc(MANY, sizeof(*d));
+	struct ep_store_slice *sl = calloc(MANY, sizeof(*sl));
+	char(*pods)[16] = calloc(MANY, sizeof(*pods));
+	assert_non_null(d);
+	assert_non_null(sl);
+	assert_non_null(pods);
+	/* tie-03, -09, -14, -21, -27 have 10 samples; tie-00 to -02 and -04
+	 * one; the 21 others 3: the listing's last three are tie-05 to -07.
+	 * Written out of their order by value */
+	for (int i = 0; i < SETS; i++) {
+		int p = i * 7 % SETS;
+		snprintf(pods[i], sizeof(pods[i]), "tie-%02d", p);
+		make_slice(&d[i], "ab40", "/bin/tie", pods[i], 1);
+		d[i].bp.samples = p == 3 || p == 9 || p == 14 || p == 21 || p == 27 ? 10
+				  : p < 5					    ? 1
+										    : 3;
+		sl[i] = (struct ep_store_slice){600, &d[i].delta, 0, false};
+	}
+	struct ep_store_batch_id id = {"agent-1", 1, "node-1", 1700000000};
+	struct ep_store_commit c = {&id, 1, sl, SETS};
+	char err[512];
+	if (ep_store_write(s, &c, err, sizeof(err)) != 0)
+		fail_msg("%s", err);
+	static const char *const want[N] = {"tie-03", "tie-09", "tie-14", "tie-21",
+					    "tie-27", "tie-05", "tie-06", "tie-07"};
+	struct ep_store_page page = {.labels = N};
+	const struct ep_store_filter filters[2] = {
+	    {.build_id = "ab40"}, {.build_id = "ab40", .from_s = 600, .to_s = 660}};
+	for (int round = 0; round < 2; round++) {
+		for (int k = 0; k < 2; k++) {
+			Edgeprof__V1__BinaryList *l =
+			    ep_store_list_binaries(s, &filters[k], &page, err, sizeof(err));
+			if (!l)
+				fail_msg("%s", err);
+			assert_int_equal(l->n_binaries, 1);
+			const Edgeprof__V1__BinaryInfo *b = l->binaries[0];
+			assert_int_equal(b->label_sets, SETS);
+			assert_true(b->labels_truncated);
+			assert_int_equal(b->n_labels, N);
+			for (int i = 0; i < N; i++) {
+				if (strcmp(b->labels[i]->pod, want[i]))
+					fail_msg("round %d, filter %d: label set %d is %s, not %s",
+						 round, k, i, b->labels[i]->pod, want[i]);
+				assert_int_equal(b->label_samples[i], i < 5 ? 10 : 3);
+			}
+			/* the pods' values in the same order */
+			const Edgeprof__V1__LabelDimension *pod = b->dimensions[1];
+			assert_int_equal(pod->n_values, N);
+			for (int i = 0; i < N; i++)
+				assert_string_equal(pod->values[i]->value, want[i]);
+			ep_store_free_list(l);
+		}
+		if (round)
+			break;
+		/* many label sets of another binary, all tied too */
+		for (int i = 0; i < MANY; i++) {
+			snprintf(pods[i], sizeof(pods[i]), "many-%05d", i);
+			make_slice(&d[i], "ab41", "/bin/many", pods[i], 1);
+			d[i].bp.samples = 3;
+			sl[i] = (struct ep_store_slice){600, &d[i].delta, 0, false};
+		}
+		id.sequence = 2;
+		c.nslices = MANY;
+		if (ep_store_write(s, &c, err, sizeof(err)) != 0)
+			fail_msg("%s", err);
+	}
+	/* and the binary that holds them: the first N of them by value */
+	struct ep_store_filter many = {.build_id = "ab41"};
+	Edgeprof__V1__BinaryList *l = ep_store_list_binaries(s, &many, &page, err, sizeof(err));
+	assert_non_null(l);
+	assert_int_equal(l->binaries[0]->label_sets, MANY);
+	for (int i = 0; i < N; i++) {
+		char p[16];
+		snprintf(p, sizeof(p), "many-%05d", i);
+		assert_string_equal(l->binaries[0]->labels[i]->pod, p);
+	}
+	ep_store_free_list(l);
+	free(d);
+	free(sl);
+	free(pods);
+	ep_store_close(s);
+}
+
+/* A file of schema 5 (no rollups, label values not interned) gets its
+ * rollups at open, equal to its minute rows, and lists as it did. */
+static void test_sqlite_version_5_file_builds_rollups(void **state)
+{
+	(void)state;
+	if (!is_sqlite())
+		skip();
+	struct ep_store *s = open_store(true);
+	const char *path = store_spec(false) + 7;
+	struct churn *c = malloc(sizeof(*c));
+	assert_non_null(c);
+	churn_make(c);
+	uint64_t seq = 0;
+	churn_write(s, c, 0, RM, &seq);
+	ep_store_close(s);
+	/* back to what version 5 wrote */
+	sqlite3 *db;
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	char *msg = NULL;
+	if (sqlite3_exec(
+		db,
+		"DROP TABLE label_totals; DROP TABLE label_hours; DROP TABLE binary_totals;"
+		" DROP TABLE binary_hours; DROP TABLE binary_minutes; DROP TABLE label_values;"
+		" ALTER TABLE label_sets DROP COLUMN v_container;"
+		" ALTER TABLE label_sets DROP COLUMN v_pod;"
+		" ALTER TABLE label_sets DROP COLUMN v_namespace;"
+		" ALTER TABLE label_sets DROP COLUMN v_cgroup;"
+		" ALTER TABLE label_sets DROP COLUMN v_process;"
+		" ALTER TABLE label_sets DROP COLUMN v_session; PRAGMA user_version = 5",
+		NULL, NULL, &msg) != SQLITE_OK)
+		fail_msg("making a version 5 file: %s", msg);
+	sqlite3_close(db);
+	s = open_store(false);
+	churn_check_all(s, c, "migrated");
+	assert_int_equal(rollup_mismatches(path), 0);
+	/* and kept from then on */
+	char err[512];
+	if (ep_store_prune(s, CHURN_WEEK + 61 * 60, err, sizeof(err)) != 0)
+		fail_msg("%s", err);
+	for (int m = 0; m < RM; m++)
+		for (int b = 0; b < RB && CHURN_BASE + 60LL * m < CHURN_WEEK + 61 * 60; b++)
+			for (int l = 0; l < RL; l++)
+				c->samples[b][l][m] = 0;
+	churn_check_all(s, c, "migrated, pruned");
+	assert_int_equal(rollup_mismatches(path), 0);
+	ep_store_close(s);
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	sqlite3_stmt *q;
+	assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &q, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+	assert_int_equal(sqlite3_column_int(q, 0), 6);
+	sqlite3_finalize(q);
+	sqlite3_close(db);
+	free(c);
+}
+
 static void test_bad_specs_name_the_problem(void **state)
 {
 	(void)state;
@@ -1316,9 +1802,25 @@ static void test_sqlite_version_1_file_migrates(void **state)
 	assert_int_equal(find_edge(p->binaries[0], 0x1000, 0x1040, true)->count, 500);
 	assert_int_equal(p->binaries[0]->samples, 50);
 	ep_profile_free(p);
-	ep_store_close(s);
 
-	/* version 5 now, the old label set kept its id, and opening again is a no-op */
+	/* the listing from the rollups built at open: the continuous label
+	 * set and the session's apart */
+	struct ep_store_filter all = {0}, s1 = {.session_id = "s-1"};
+	Edgeprof__V1__BinaryList *l = ep_store_list_binaries(s, &all, NULL, err, sizeof(err));
+	assert_non_null(l);
+	assert_int_equal(l->n_binaries, 1);
+	assert_int_equal(l->binaries[0]->samples, 20);
+	assert_int_equal(l->binaries[0]->label_sets, 1);
+	assert_string_equal(l->binaries[0]->labels[0]->container_id, "c1");
+	ep_store_free_list(l);
+	l = ep_store_list_binaries(s, &s1, NULL, err, sizeof(err));
+	assert_non_null(l);
+	assert_int_equal(l->binaries[0]->samples, 50);
+	ep_store_free_list(l);
+	ep_store_close(s);
+	assert_int_equal(rollup_mismatches(path), 0);
+
+	/* version 6 now, the old label set kept its id, and opening again is a no-op */
 	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
 	sqlite3_stmt *q;
 	assert_int_equal(
@@ -1329,7 +1831,7 @@ static void test_sqlite_version_1_file_migrates(void **state)
 			       -1, &q, NULL),
 	    SQLITE_OK);
 	assert_int_equal(sqlite3_step(q), SQLITE_ROW);
-	assert_int_equal(sqlite3_column_int(q, 0), 5);
+	assert_int_equal(sqlite3_column_int(q, 0), 6);
 	assert_int_equal(sqlite3_column_int(q, 1), 7);
 	assert_int_equal(sqlite3_column_int(q, 2), 2);
 	sqlite3_finalize(q);
@@ -1722,6 +2224,8 @@ int main(void)
 	    cmocka_unit_test(test_list_pages_cover_every_binary_once),
 	    cmocka_unit_test(test_list_summarises_many_label_sets),
 	    cmocka_unit_test(test_list_estimates_past_exact_values),
+	    cmocka_unit_test(test_listings_equal_the_minutes_they_sum),
+	    cmocka_unit_test(test_list_ties_go_by_value),
 	    cmocka_unit_test(test_counts_saturate_and_never_break_other_binaries),
 	    cmocka_unit_test(test_prune_forgets_old_buckets_and_batch_ids),
 	    cmocka_unit_test(test_bad_specs_name_the_problem),
@@ -1732,6 +2236,7 @@ int main(void)
 	    cmocka_unit_test(test_finished_sessions_latest_first),
 	    cmocka_unit_test(test_nodes_newest_wins_sums_add),
 	    cmocka_unit_test(test_sqlite_version_1_file_migrates),
+	    cmocka_unit_test(test_sqlite_version_5_file_builds_rollups),
 	    cmocka_unit_test(test_clickhouse_tables_from_before_sessions_migrate),
 	    cmocka_unit_test(test_images_trusted_replaces_provisional),
 	    cmocka_unit_test(test_prune_forgets_images_without_counts),
