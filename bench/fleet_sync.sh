@@ -13,7 +13,8 @@ cd "$(dirname "$0")/.."
 nodes=${FLEET_NODES:-10000}
 versions=${FLEET_VERSIONS:-6}
 window=${FLEET_WINDOW_S:-20}
-EDGEPROF=$PWD/$build/edgeprof
+case $build in /*) ;; *) build=$PWD/$build ;; esac
+EDGEPROF=$build/edgeprof
 source tests/integration/lib.sh
 source tests/integration/clickhouse.sh
 source tests/integration/collector.sh

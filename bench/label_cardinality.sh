@@ -33,7 +33,8 @@
 set -euo pipefail
 build=${1:-build}
 cd "$(dirname "$0")/.."
-edgeprof=$PWD/$build/edgeprof
+case $build in /*) ;; *) build=$PWD/$build ;; esac
+edgeprof=$build/edgeprof
 sets=${BENCH_LABEL_SETS:-1000000}
 span=${BENCH_LABEL_SPAN:-30-60}
 concurrent=${BENCH_LABEL_CONCURRENT:-3000}

@@ -17,7 +17,8 @@
 set -euo pipefail
 build=${1:-build}
 cd "$(dirname "$0")/.."
-edgeprof=$PWD/$build/edgeprof
+case $build in /*) ;; *) build=$PWD/$build ;; esac
+edgeprof=$build/edgeprof
 runs=${BENCH_UI_RUNS:-9}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/edgeprof-uibench.XXXXXX")
 pid=
@@ -48,7 +49,9 @@ id=$(readelf -n "$tmp/many" | awk '/Build ID/ {print $3}')
 "$edgeprof" collector --store "sqlite:$tmp/c.db" --listen 127.0.0.1:0 --port-file "$tmp/port" \
 	>"$tmp/collector.log" 2>&1 &
 pid=$!
-for _ in $(seq 100); do [ -s "$tmp/port" ] && break; sleep 0.1; done
+# up to 60 s: a loaded machine (make test runs suites side by side) is slow
+for _ in $(seq 600); do [ -s "$tmp/port" ] && break; kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+[ -s "$tmp/port" ] || { echo "bench: the collector did not start:" >&2; cat "$tmp/collector.log" >&2; exit 1; }
 url=http://127.0.0.1:$(cat "$tmp/port")
 "$edgeprof" record --emulate --period 2003 --collector "$url" --spool "$tmp/spool" \
 	-o "$tmp/many.prof" -- "$tmp/many" 300 >"$tmp/record.log" 2>&1
