@@ -60,7 +60,15 @@ wait_reporting() { # AGENT_ID (or any): until GET /v1/nodes shows node-a reporti
 	done
 	return 1
 }
-agent_id_of() { sed -n 's/.*streaming to .* as agent \([0-9a-f]*\) on node.*/\1/p' "$TEST_TMP/$1.err"; }
+agent_id_of() { # NAME: its id, once its log says it (the log is made by the agent's shell)
+	local until=$((SECONDS + 30)) id=
+	while [ "$SECONDS" -lt "$until" ]; do
+		id=$(sed -n 's/.*streaming to .* as agent \([0-9a-f]*\) on node.*/\1/p' "$TEST_TMP/$1.err" 2>/dev/null)
+		[ -n "$id" ] && break
+		sleep 0.1
+	done
+	echo "$id"
+}
 agent1_start=$(date +%s)
 start_agent agent1
 check "GET /v1/nodes: the agent's node reports, able to run sessions" wait_reporting any
@@ -201,10 +209,18 @@ fi
 # the continuous profile is exactly what the agents counted: no session's
 # counts in it, and the refused sessions changed nothing
 stop_pid "$agent"
+# by build-id: tests running beside this one build the same programs (the
+# same build-ids) in their own directories, and the whole-machine agents
+# sample those too, so the path a build-id is listed under is whichever was
+# seen first
+ids=$(for f in "$TEST_TMP"/*; do
+	[ -f "$f" ] && [ -x "$f" ] && readelf -n "$f" 2>/dev/null | sed -n 's/.*Build ID: *\([0-9a-f]*\).*/\1/p'
+done | sort -u | jq -R . | jq -sc .)
+samples_of_ids='[.profiles[] | select(.build_id as $b | $ids | index($b)) | .samples] | add'
 cont=$("$EDGEPROF" export --collector "$url" --format json 2>"$TEST_TMP/cont.err" |
-	jq '[.profiles[] | select(.path | startswith("'"$TEST_TMP"'/")) | .samples] | add')
+	jq --argjson ids "$ids" "$samples_of_ids")
 local_sum=$(for a in agent1 agent2; do "$EDGEPROF" export "$TEST_TMP/$a.prof" --format json |
-	jq '[.profiles[] | select(.path | startswith("'"$TEST_TMP"'/")) | .samples] | add'; done |
+	jq --argjson ids "$ids" "$samples_of_ids"; done |
 	awk '{s += $1} END {print s}')
 echo "# continuous samples of the test's programs: collector $cont, agents' own files $local_sum"
 if [ "${cont:-x}" = "${local_sum:-y}" ]; then
