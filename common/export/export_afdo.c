@@ -32,7 +32,7 @@
  *
  * It is the route that works with Debian 12's tools: create_llvm_prof 0.19
  * writes callee names of inlined code from freed memory, which clang
- * refuses (see README, AutoFDO). Without --use-offset=false, LLVM 14 reads
+ * refuses (see docs/exports.md, AutoFDO). Without --use-offset=false, LLVM 14 reads
  * the addresses as offsets from a base it picks differently when it writes
  * them, so virtual addresses are the one unambiguous choice.
  *

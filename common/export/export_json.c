@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * edgeprof's own JSON schema (README.md):
+ * edgeprof's own JSON schema (docs/exports.md):
  *   {"stats": {...}, "config": {...}, "profiles": [{"build_id", "path", "paths",
  *    "arch", "samples", "branches": [...], "ranges": [...], "ips": [...],
  *    "functions": [...]}]}

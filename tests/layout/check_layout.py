@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks the source layout rules of README's *Layout* section.
+"""Checks the source layout rules of docs/architecture.md.
 
 Modules are the folders that hold sources (agent/decode, common/profile, cli, ...).
 Rules: top-level folders depend downward only (cli -> collector, agent -> common;
