@@ -81,6 +81,10 @@ int ep_cpi_json_binary(FILE *out, const Edgeprof__V1__BinaryProfile *bp,
 			ep_json_string(out, k < fx->n ? fx->f[k]->name : "");
 			fprintf(out, ", \"start\": \"0x%" PRIx64 "\", ",
 				k < fx->n ? fx->f[k]->start : 0);
+			/* a local is BOLT's NAME/N in fdata and the UI, as in "functions" */
+			if (k < fx->n && fx->f[k]->local_index)
+				fprintf(out, "\"local_index\": %" PRIu32 ", ",
+					fx->f[k]->local_index);
 			json_cpi_fields(out, &per_func[k]);
 			fputc('}', out);
 		}
