@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Profile inference (issue 34): block and edge counts of a function that
+ * obey flow (what enters a block leaves it; what enters the function from
+ * outside leaves it), kept as close as flow allows to the sampled counts.
+ *
+ * Sampled counts disagree with flow: each block and branch is seen by a
+ * different draw of samples, and a block run a few times may be seen by no
+ * sample while the branches around it are. BOLT reads such a block as never
+ * run and splits it off as cold. The counts here are a minimum-cost flow: a
+ * count raised above or lowered below its sample costs per unit (lowering
+ * more than raising, raising a zero a little more than raising a count), so
+ * flow is moved where the samples say least, and a block on the only way
+ * between sampled blocks gets what passes through it.
+
+ */
+#ifndef EP_PROFILE_INFER_H
+#define EP_PROFILE_INFER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* An edge's end outside the function: where it is entered from (calls,
+ * tail calls, landing pads) and left to (returns, tail calls). */
+#define EP_INFER_OUTSIDE UINT32_MAX
+
+struct ep_infer_edge {
+	uint32_t src, dst; /* block indices, or EP_INFER_OUTSIDE */
+	uint64_t count;	   /* sampled */
+	bool known;	   /* false: no sample speaks for it (its count is not evidence) */
+	uint64_t flow;	   /* out */
+};
+
+struct ep_infer_block {
+	uint64_t count; /* sampled */
+	bool known;
+	uint64_t flow; /* out */
+};
+
+/* Bounds on what one function may cost (docs/limits.md): a function past
+ * them keeps its sampled counts and is counted. */
+struct ep_infer_limits {
+	size_t max_blocks;  /* --infer-max-blocks: blocks (and, times 4, edges) */
+	uint64_t max_work;  /* arcs the solver may scan, for one function */
+	uint64_t max_count; /* a count past it (or their sum) is refused: no overflow */
+};
+
+#define EP_INFER_MAX_BLOCKS_DEFAULT 65536
+#define EP_INFER_MAX_WORK_DEFAULT   (UINT64_C(1) << 32)
+#define EP_INFER_MAX_COUNT	    (UINT64_C(1) << 48)
+
+void ep_infer_limits_default(struct ep_infer_limits *l);
+
+enum ep_infer_status {
+	EP_INFER_OK = 0,
+	EP_INFER_TOO_BIG,   /* more blocks or edges than max_blocks allows */
+	EP_INFER_TOO_SLOW,  /* past max_work */
+	EP_INFER_TOO_MANY,  /* a count, or their sum, past max_count */
+	EP_INFER_NO_MEMORY, /* allocation failed */
+	EP_INFER_BAD_GRAPH, /* an edge names a block that is not there */
+};
+
+const char *ep_infer_status_name(enum ep_infer_status s);
+
+/* Fills every block's and edge's flow; on anything but OK the flows are the
+ * sampled counts. */
+enum ep_infer_status ep_infer_solve(struct ep_infer_block *blocks, size_t nblocks,
+				    struct ep_infer_edge *edges, size_t nedges,
+				    const struct ep_infer_limits *limits);
+
+#endif

@@ -1,0 +1,234 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Profile inference's solver (issue 34) on small graphs whose answer is
+ * known: flow is conserved at every block, counts that agree with flow are
+ * kept, a block no sample saw gets what must pass through it, and a graph
+ * past the limits keeps its samples. */
+#include "test_util.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "common/profile/infer.h"
+
+#define OUT EP_INFER_OUTSIDE
+
+static struct ep_infer_limits limits(void)
+{
+	struct ep_infer_limits l;
+	ep_infer_limits_default(&l);
+	return l;
+}
+
+/* Every block's flow equals what flows in and what flows out, and what
+ * enters from outside equals what leaves. */
+static void assert_conserved(const struct ep_infer_block *b, size_t nb,
+			     const struct ep_infer_edge *e, size_t ne)
+{
+	uint64_t in_from_out = 0, out_to_out = 0;
+	for (size_t i = 0; i < nb; i++) {
+		uint64_t in = 0, out = 0;
+		for (size_t k = 0; k < ne; k++) {
+			if (e[k].dst == i)
+				in += e[k].flow;
+			if (e[k].src == i)
+				out += e[k].flow;
+		}
+		assert_int_equal(in, b[i].flow);
+		assert_int_equal(out, b[i].flow);
+	}
+	for (size_t k = 0; k < ne; k++) {
+		if (e[k].src == OUT)
+			in_from_out += e[k].flow;
+		if (e[k].dst == OUT)
+			out_to_out += e[k].flow;
+	}
+	assert_int_equal(in_from_out, out_to_out);
+}
+
+static void e_set(struct ep_infer_edge *e, uint32_t src, uint32_t dst, uint64_t count)
+{
+	*e = (struct ep_infer_edge){.src = src, .dst = dst, .count = count, .known = true};
+}
+
+static void b_set(struct ep_infer_block *b, uint64_t count)
+{
+	*b = (struct ep_infer_block){.count = count, .known = true};
+}
+
+/* A diamond 0 -> {1, 2} -> 3 whose samples agree with flow: kept as they
+ * are. */
+static void test_diamond_consistent(void **state)
+{
+	(void)state;
+	struct ep_infer_block b[4];
+	struct ep_infer_edge e[6];
+	b_set(&b[0], 100), b_set(&b[1], 70), b_set(&b[2], 30), b_set(&b[3], 100);
+	e_set(&e[0], OUT, 0, 100), e_set(&e[1], 0, 1, 70), e_set(&e[2], 0, 2, 30);
+	e_set(&e[3], 1, 3, 70), e_set(&e[4], 2, 3, 30), e_set(&e[5], 3, OUT, 100);
+	struct ep_infer_limits l = limits();
+	assert_int_equal(ep_infer_solve(b, 4, e, 6, &l), EP_INFER_OK);
+	assert_conserved(b, 4, e, 6);
+	for (size_t i = 0; i < 4; i++)
+		assert_int_equal(b[i].flow, b[i].count);
+	for (size_t i = 0; i < 6; i++)
+		assert_int_equal(e[i].flow, e[i].count);
+}
+
+/* The same diamond with noise: the join saw 104 while its arms say 100.
+ * Flow holds, and no count moves further than the disagreement. */
+static void test_diamond_noisy(void **state)
+{
+	(void)state;
+	struct ep_infer_block b[4];
+	struct ep_infer_edge e[6];
+	b_set(&b[0], 100), b_set(&b[1], 68), b_set(&b[2], 33), b_set(&b[3], 104);
+	e_set(&e[0], OUT, 0, 101), e_set(&e[1], 0, 1, 70), e_set(&e[2], 0, 2, 30);
+	e_set(&e[3], 1, 3, 70), e_set(&e[4], 2, 3, 30), e_set(&e[5], 3, OUT, 100);
+	struct ep_infer_limits l = limits();
+	assert_int_equal(ep_infer_solve(b, 4, e, 6, &l), EP_INFER_OK);
+	assert_conserved(b, 4, e, 6);
+	for (size_t i = 0; i < 4; i++)
+		assert_true(b[i].flow + 4 >= b[i].count && b[i].flow <= b[i].count + 4);
+	for (size_t i = 0; i < 6; i++)
+		assert_true(e[i].flow + 4 >= e[i].count && e[i].flow <= e[i].count + 4);
+}
+
+/* A loop: 0 -> 1 (header) -> 2 (body) -> 1, 1 -> 3 -> out. The body's back
+ * edge was seen 0 times though the body ran 9: flow gives the back edge the
+ * body's count and the header entry plus back edge. */
+static void test_loop(void **state)
+{
+	(void)state;
+	struct ep_infer_block b[4];
+	struct ep_infer_edge e[6];
+	b_set(&b[0], 1), b_set(&b[1], 10), b_set(&b[2], 9), b_set(&b[3], 1);
+	e_set(&e[0], OUT, 0, 1), e_set(&e[1], 0, 1, 1), e_set(&e[2], 1, 2, 9);
+	e_set(&e[3], 2, 1, 0), e_set(&e[4], 1, 3, 1), e_set(&e[5], 3, OUT, 1);
+	struct ep_infer_limits l = limits();
+	assert_int_equal(ep_infer_solve(b, 4, e, 6, &l), EP_INFER_OK);
+	assert_conserved(b, 4, e, 6);
+	assert_int_equal(e[3].flow, 9);
+	assert_int_equal(b[1].flow, 10);
+	assert_int_equal(b[2].flow, 9);
+}
+
+/* 0 -> 1 -> 2, the middle block and both its edges unseen while both ends
+ * were seen 50 times: it is on the only way, so it ran (> 0; BOLT would
+ * split it off as never run). */
+static void test_unseen_on_only_path(void **state)
+{
+	(void)state;
+	struct ep_infer_block b[3];
+	struct ep_infer_edge e[4];
+	b_set(&b[0], 50), b_set(&b[1], 0), b_set(&b[2], 50);
+	e_set(&e[0], OUT, 0, 50), e_set(&e[1], 0, 1, 0), e_set(&e[2], 1, 2, 0);
+	e_set(&e[3], 2, OUT, 50);
+	struct ep_infer_limits l = limits();
+	assert_int_equal(ep_infer_solve(b, 3, e, 4, &l), EP_INFER_OK);
+	assert_conserved(b, 3, e, 4);
+	assert_true(b[1].flow > 0);
+	assert_int_equal(b[0].flow, 50);
+	assert_int_equal(b[2].flow, 50);
+}
+
+/* A block with two ways out, one seen and one not, keeps the unseen one at
+ * zero: nothing asks for flow there. */
+static void test_unseen_branch_stays_cold(void **state)
+{
+	(void)state;
+	struct ep_infer_block b[4];
+	struct ep_infer_edge e[6];
+	b_set(&b[0], 20), b_set(&b[1], 20), b_set(&b[2], 0), b_set(&b[3], 20);
+	e_set(&e[0], OUT, 0, 20), e_set(&e[1], 0, 1, 20), e_set(&e[2], 0, 2, 0);
+	e_set(&e[3], 1, 3, 20), e_set(&e[4], 2, 3, 0), e_set(&e[5], 3, OUT, 20);
+	struct ep_infer_limits l = limits();
+	assert_int_equal(ep_infer_solve(b, 4, e, 6, &l), EP_INFER_OK);
+	assert_conserved(b, 4, e, 6);
+	assert_int_equal(b[2].flow, 0);
+	assert_int_equal(b[1].flow, 20);
+}
+
+/* A self loop and an edge of unknown count: flow conserved, the self loop
+ * carries what the block ran more than it was entered. */
+static void test_self_loop_unknown(void **state)
+{
+	(void)state;
+	struct ep_infer_block b[2];
+	struct ep_infer_edge e[4];
+	b_set(&b[0], 40), b_set(&b[1], 4);
+	e_set(&e[0], OUT, 0, 4), e_set(&e[1], 0, 0, 30), e_set(&e[2], 0, 1, 4);
+	e_set(&e[3], 1, OUT, 0);
+	e[3].known = false;
+	struct ep_infer_limits l = limits();
+	assert_int_equal(ep_infer_solve(b, 2, e, 4, &l), EP_INFER_OK);
+	assert_conserved(b, 2, e, 4);
+	assert_int_equal(e[3].flow, b[1].flow);
+	assert_true(b[1].flow >= 4);
+	assert_int_equal(e[1].flow + e[0].flow, b[0].flow);
+}
+
+/* Past the limits: refused by name, the samples kept as the flows. */
+static void test_limits(void **state)
+{
+	(void)state;
+	struct ep_infer_block b[3];
+	struct ep_infer_edge e[4];
+	b_set(&b[0], 50), b_set(&b[1], 0), b_set(&b[2], 50);
+	e_set(&e[0], OUT, 0, 50), e_set(&e[1], 0, 1, 0), e_set(&e[2], 1, 2, 0);
+	e_set(&e[3], 2, OUT, 50);
+	struct ep_infer_limits l = limits();
+	l.max_blocks = 2;
+	assert_int_equal(ep_infer_solve(b, 3, e, 4, &l), EP_INFER_TOO_BIG);
+	assert_int_equal(b[1].flow, 0);
+	assert_int_equal(e[1].flow, 0);
+	l = limits();
+	l.max_work = 3;
+	assert_int_equal(ep_infer_solve(b, 3, e, 4, &l), EP_INFER_TOO_SLOW);
+	assert_int_equal(b[1].flow, 0);
+	l = limits();
+	b[0].count = EP_INFER_MAX_COUNT;
+	assert_int_equal(ep_infer_solve(b, 3, e, 4, &l), EP_INFER_TOO_MANY);
+	e[2].dst = 7;
+	b[0].count = 1;
+	assert_int_equal(ep_infer_solve(b, 3, e, 4, &l), EP_INFER_BAD_GRAPH);
+	assert_non_null(strstr(ep_infer_status_name(EP_INFER_TOO_BIG), "--infer-max-blocks"));
+}
+
+/* A long chain of blocks with random noise on every count: flow conserved
+ * throughout, solved within the default work. */
+static void test_chain_noise(void **state)
+{
+	(void)state;
+	enum { N = 2000 };
+	static struct ep_infer_block b[N];
+	static struct ep_infer_edge e[2 * N + 1];
+	size_t ne = 0;
+	uint32_t x = 12345;
+	for (uint32_t i = 0; i < N; i++) {
+		x = x * 1103515245u + 12345u;
+		b_set(&b[i], 1000 + (x >> 16) % 50);
+		e_set(&e[ne++], i == 0 ? OUT : i - 1, i, 1000 + (x >> 8) % 40);
+		if (i % 7 == 3) /* a back edge, seen or not */
+			e_set(&e[ne++], i, i - 2, (x >> 4) % 3);
+	}
+	e_set(&e[ne++], N - 1, OUT, 1000);
+	struct ep_infer_limits l = limits();
+	assert_int_equal(ep_infer_solve(b, N, e, ne, &l), EP_INFER_OK);
+	assert_conserved(b, N, e, ne);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_diamond_consistent),
+	    cmocka_unit_test(test_diamond_noisy),
+	    cmocka_unit_test(test_loop),
+	    cmocka_unit_test(test_unseen_on_only_path),
+	    cmocka_unit_test(test_unseen_branch_stays_cold),
+	    cmocka_unit_test(test_self_loop_unknown),
+	    cmocka_unit_test(test_limits),
+	    cmocka_unit_test(test_chain_noise),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
