@@ -93,8 +93,7 @@ static int hex_bytes(const char *hex, uint8_t *out, size_t max, size_t *len)
 	return 0;
 }
 
-/* The file holding bp's code, or NULL with *why said. */
-static const struct ep_binary *find_binary(const struct ep_cli_mix *o,
+const struct ep_binary *ep_cli_find_binary(struct ep_binary_registry *reg,
 					   const Edgeprof__V1__BinaryProfile *bp, char **why)
 {
 	uint8_t id[64];
@@ -103,7 +102,7 @@ static const struct ep_binary *find_binary(const struct ep_cli_mix *o,
 	if (hex_bytes(bp->build_id, id, sizeof(id), &idlen) != 0)
 		idlen = 0;
 	const struct ep_binary *bin =
-	    path[0] || idlen ? ep_binreg_lookup(o->reg, path, id, idlen) : NULL;
+	    path[0] || idlen ? ep_binreg_lookup(reg, path, id, idlen) : NULL;
 	char buf[512];
 	if (!bin)
 		snprintf(buf, sizeof(buf),
@@ -124,7 +123,7 @@ static int binary_mix(const struct ep_cli_mix *o, const Edgeprof__V1__BinaryProf
 		      uint64_t lo, uint64_t hi, struct ep_binary_mix *out)
 {
 	char *why = NULL;
-	const struct ep_binary *bin = find_binary(o, bp, &why);
+	const struct ep_binary *bin = ep_cli_find_binary(o->reg, bp, &why);
 	if (!bin) {
 		if (!why)
 			return -1;

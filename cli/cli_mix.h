@@ -33,4 +33,11 @@ void ep_cli_mix_free(struct ep_cli_mix *o);
 struct ep_profile_mix *ep_cli_profile_mix(const Edgeprof__V1__Profile *p,
 					  const struct ep_cli_mix *o, const char *name);
 
+/* The file holding bp's code (found in reg by the profile's path and
+ * build-id), or NULL with *why said (malloc'd; NULL too when memory ran
+ * out). */
+struct ep_binary;
+const struct ep_binary *ep_cli_find_binary(struct ep_binary_registry *reg,
+					   const Edgeprof__V1__BinaryProfile *bp, char **why);
+
 #endif

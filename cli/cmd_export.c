@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli/cli_infer.h"
 #include "cli/cli_mix.h"
 #include "cli/cli_util.h"
 #include "cli/collector_query.h"
@@ -17,15 +18,21 @@
 
 static void export_usage(FILE *out)
 {
-	fprintf(out, "usage: edgeprof export PROFILE --format json|fdata|preagg|afdo|profgen "
-		     "[--build-id ID] [-o OUT]\n"
-		     "       edgeprof export PROFILE --format json --insn-mix [--range START-END "
-		     "| --function NAME] [--binary F]... [--symfs DIR] [-o OUT]\n"
-		     "       edgeprof export --collector URL --format FMT [--build-id ID] "
-		     "[--from S] [--to S] [--label K=V]... [--token-file F] [--cacert F] "
-		     "[--cert F --key F] [-o OUT]\n"
-		     "  --profile-max-mib N  a profile's payload, and what it unpacks to, at most\n"
-		     "                    N MiB (1024)\n");
+	fprintf(out,
+		"usage: edgeprof export PROFILE --format json|fdata|preagg|afdo|profgen "
+		"[--build-id ID] [--infer on|off] [--infer-max-blocks N] [-o OUT]\n"
+		"       edgeprof export PROFILE --format json --insn-mix [--range START-END "
+		"| --function NAME] [--binary F]... [--symfs DIR] [-o OUT]\n"
+		"       edgeprof export --collector URL --format FMT [--build-id ID] "
+		"[--from S] [--to S] [--label K=V]... [--token-file F] [--cacert F] "
+		"[--cert F --key F] [-o OUT]\n"
+		"  --profile-max-mib N  a profile's payload, and what it unpacks to, at most\n"
+		"                    N MiB (1024)\n"
+		"  --infer on|off    fdata: block and edge counts that conserve flow, inferred\n"
+		"                    on the binary's code (on; the file from the profile's path,\n"
+		"                    --binary or --symfs)\n"
+		"  --infer-max-blocks N  a function with more blocks keeps its sampled counts\n"
+		"                    (65536)\n");
 }
 
 int ep_cmd_export(int argc, char **argv)
@@ -45,7 +52,11 @@ int ep_cmd_export(int argc, char **argv)
 	struct ep_option mix_opts[EP_CLI_MIX_OPTION_COUNT + 1];
 	if (ep_cli_mix_options(mix_opts, &mo) != 0)
 		return 1;
-	const struct ep_option *const tables[] = {export_opts, query_opts, mix_opts, NULL};
+	struct ep_cli_infer io = {0};
+	struct ep_option infer_opts[EP_CLI_INFER_OPTION_COUNT + 1];
+	ep_cli_infer_options(infer_opts, &io);
+	const struct ep_option *const tables[] = {export_opts, query_opts, mix_opts, infer_opts,
+						  NULL};
 	int rc = 2;
 	int first = ep_options_parse("export", argc, argv, tables, export_usage);
 	if (first < 0) {
@@ -76,8 +87,12 @@ int ep_cmd_export(int argc, char **argv)
 		goto out;
 	struct ep_profile_mix *mix =
 	    mo.insn_mix ? ep_cli_profile_mix(profile, &mo, q.url ? q.url : argv[first]) : NULL;
-	if (!mo.insn_mix || mix)
-		rc = ep_cli_write_export_mix(profile, format, q.build_id, mix, output);
+	const Edgeprof__V1__Profile *view = ep_cli_infer(&io, profile, format, q.build_id, mo.reg);
+	if (!view)
+		ep_error("infer: out of memory");
+	else if (!mo.insn_mix || mix)
+		rc = ep_cli_write_export_mix(view, format, q.build_id, mix, output);
+	ep_cli_infer_free(&io);
 	ep_profile_mix_free(mix);
 	ep_profile_free(profile);
 out:

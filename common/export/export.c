@@ -133,11 +133,9 @@ int ep_export_oom(char *err, size_t errlen)
 	return -1;
 }
 
-/* The binary an export is for: the one whose build-id starts with the
- * given prefix (case-insensitive, as people type hex), or with none given
- * the one with the most samples, then the most edges. */
-static const Edgeprof__V1__BinaryProfile *
-select_binary(const Edgeprof__V1__Profile *p, const char *build_id, char *err, size_t errlen)
+const Edgeprof__V1__BinaryProfile *ep_export_select_binary(const Edgeprof__V1__Profile *p,
+							   const char *build_id, char *err,
+							   size_t errlen)
 {
 	const Edgeprof__V1__BinaryProfile *best = NULL;
 	size_t matches = 0;
@@ -186,7 +184,7 @@ int ep_export_mix(const Edgeprof__V1__Profile *profile, enum ep_export_format fo
 {
 	const Edgeprof__V1__BinaryProfile *bp = NULL;
 	if (format != EP_EXPORT_JSON || build_id) {
-		bp = select_binary(profile, build_id, err, errlen);
+		bp = ep_export_select_binary(profile, build_id, err, errlen);
 		if (!bp)
 			return -1;
 	}

@@ -39,6 +39,13 @@ int ep_export_parse_format(const char *name);
 int ep_export(const Edgeprof__V1__Profile *profile, enum ep_export_format format,
 	      const char *build_id, FILE *out, char *err, size_t errlen);
 
+/* The binary a single-binary format is for: the one whose build-id starts
+ * with build_id (case-insensitive, as people type hex), or with none given
+ * the one with the most samples, then the most edges. NULL with err. */
+const Edgeprof__V1__BinaryProfile *ep_export_select_binary(const Edgeprof__V1__Profile *p,
+							   const char *build_id, char *err,
+							   size_t errlen);
+
 struct ep_profile_mix; /* common/profile/insn_mix.h */
 
 /* ep_export() with the instruction mix of the profile's ranges added to the

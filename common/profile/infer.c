@@ -34,6 +34,9 @@ enum {
 	COST_DEC = 20,
 	COST_INC_ZERO = 11,
 	COST_INC_UNKNOWN = 2,
+	/* the last unit of a count a sample saw: what ran is not lowered to
+	 * "never ran" unless flow cannot get there any other way */
+	COST_DEC_SEEN = 300,
 };
 
 #define CAP_INF	 (INT64_C(1) << 60)
@@ -117,23 +120,31 @@ static uint32_t add_arc(struct net *n, uint32_t u, uint32_t v, int64_t cap, int6
 /* A count from u to v with sample w: the arcs of its cost (see the top),
  * the negative one filled. *taken is the filled arc (UINT32_MAX when none),
  * *more the unbounded one. */
-static void add_count(struct net *n, uint32_t u, uint32_t v, uint64_t w, bool known,
+static void add_count(struct net *n, uint32_t u, uint32_t v, uint64_t w, bool known, uint32_t *seen,
 		      uint32_t *taken, uint32_t *more)
 {
 	*taken = UINT32_MAX;
 	int64_t inc = !known ? COST_INC_UNKNOWN : w ? COST_INC : COST_INC_ZERO;
+	*seen = UINT32_MAX;
 	if (known && w) {
-		*taken = add_arc(n, u, v, 0, -COST_DEC);
-		n->cap[*taken + 1] = (int64_t)w;
+		*seen = add_arc(n, u, v, 0, -COST_DEC_SEEN);
+		n->cap[*seen + 1] = 1;
 		n->excess[v] += (int64_t)w;
 		n->excess[u] -= (int64_t)w;
+	}
+	if (known && w > 1) {
+		*taken = add_arc(n, u, v, 0, -COST_DEC);
+		n->cap[*taken + 1] = (int64_t)w - 1;
 	}
 	*more = add_arc(n, u, v, CAP_INF, inc);
 }
 
-static uint64_t count_flow(const struct net *n, uint32_t taken, uint32_t more)
+static uint64_t count_flow(const struct net *n, const uint32_t *arcs)
 {
+	uint32_t seen = arcs[0], taken = arcs[1], more = arcs[2];
 	int64_t f = n->cap[more + 1];
+	if (seen != UINT32_MAX)
+		f += n->cap[seen + 1];
 	if (taken != UINT32_MAX)
 		f += n->cap[taken + 1];
 	return (uint64_t)f;
@@ -318,8 +329,8 @@ enum ep_infer_status ep_infer_solve(struct ep_infer_block *blocks, size_t nblock
 	/* nodes: in and out per block, outside, source, sink; arcs: two counts
 	 * (four arcs) per block and edge, one to the source or sink per node */
 	size_t outside = 2 * nblocks, nnodes = outside + 3;
-	size_t narcs = 4 * (nblocks + nedges) + 2 * (outside + 1);
-	uint32_t *arcs = malloc(2 * (nblocks + nedges + 1) * sizeof(*arcs));
+	size_t narcs = 6 * (nblocks + nedges) + 2 * (outside + 1);
+	uint32_t *arcs = malloc(3 * (nblocks + nedges + 1) * sizeof(*arcs));
 	struct net n;
 	if (!arcs || net_init(&n, nnodes, narcs) != 0) {
 		free(arcs);
@@ -329,21 +340,20 @@ enum ep_infer_status ep_infer_solve(struct ep_infer_block *blocks, size_t nblock
 	n.max_work = limits->max_work;
 	for (size_t i = 0; i < nblocks; i++)
 		add_count(&n, (uint32_t)(2 * i), (uint32_t)(2 * i + 1), blocks[i].count,
-			  blocks[i].known, &arcs[2 * i], &arcs[2 * i + 1]);
+			  blocks[i].known, &arcs[3 * i], &arcs[3 * i + 1], &arcs[3 * i + 2]);
 	for (size_t i = 0; i < nedges; i++) {
 		const struct ep_infer_edge *e = &edges[i];
 		uint32_t u = e->src == EP_INFER_OUTSIDE ? (uint32_t)outside : 2 * e->src + 1;
 		uint32_t v = e->dst == EP_INFER_OUTSIDE ? (uint32_t)outside : 2 * e->dst;
-		size_t k = 2 * (nblocks + i);
-		add_count(&n, u, v, e->count, e->known, &arcs[k], &arcs[k + 1]);
+		size_t k = 3 * (nblocks + i);
+		add_count(&n, u, v, e->count, e->known, &arcs[k], &arcs[k + 1], &arcs[k + 2]);
 	}
 	st = even_out(&n);
 	if (st == EP_INFER_OK) {
 		for (size_t i = 0; i < nblocks; i++)
-			blocks[i].flow = count_flow(&n, arcs[2 * i], arcs[2 * i + 1]);
+			blocks[i].flow = count_flow(&n, &arcs[3 * i]);
 		for (size_t i = 0; i < nedges; i++) {
-			size_t k = 2 * (nblocks + i);
-			edges[i].flow = count_flow(&n, arcs[k], arcs[k + 1]);
+			edges[i].flow = count_flow(&n, &arcs[3 * (nblocks + i)]);
 		}
 	}
 	net_free(&n);

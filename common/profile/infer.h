@@ -21,6 +21,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/decode/decoder.h"
+#include "profile.pb-c.h"
+
 /* An edge's end outside the function: where it is entered from (calls,
  * tail calls, landing pads) and left to (returns, tail calls). */
 #define EP_INFER_OUTSIDE UINT32_MAX
@@ -68,5 +71,28 @@ const char *ep_infer_status_name(enum ep_infer_status s);
 enum ep_infer_status ep_infer_solve(struct ep_infer_block *blocks, size_t nblocks,
 				    struct ep_infer_edge *edges, size_t nedges,
 				    const struct ep_infer_limits *limits);
+
+struct ep_infer_stats {
+	uint64_t functions;	    /* whose counts were inferred */
+	uint64_t functions_refused; /* past a limit: sampled counts kept */
+	uint64_t blocks, blocks_zero_sampled, blocks_zero_inferred;
+	enum ep_infer_status last_refusal;
+	char last_refused[128]; /* the last refused function's name */
+};
+
+/*
+ * bp's profile with the counts of each sampled function's branches inferred
+ * on its control-flow graph, read from dec (bp's code). What replaces the
+ * sampled edges: each conditional branch's taken and not-taken edges, direct
+ * jumps, the fall-throughs between blocks no branch joins (kind
+ * BRANCH_FALLTHROUGH, as the agent writes them), returns and indirect jumps
+ * (their sampled targets, scaled to the inferred count). Calls, ranges, IPs
+ * and functions are kept. *out is a new message (free with
+ * edgeprof__v1__binary_profile__free_unpacked(*out, NULL)); -1 when memory
+ * runs out.
+ */
+int ep_infer_profile(const Edgeprof__V1__BinaryProfile *bp, struct ep_decoder *dec,
+		     const struct ep_infer_limits *limits, Edgeprof__V1__BinaryProfile **out,
+		     struct ep_infer_stats *stats);
 
 #endif

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Profile inference in the fdata export (issue 34; `--infer on`, off by
+# default until it wins bench/fdo), against the emulator's
+# exact counts (its --exact-profile exported the same way, --infer off) and
+# BOLT 16, on bolt_mix (calls, loops, a jump table) and big_switch (a
+# dispatch whose block counts span orders of magnitude), each sampled
+# sparsely so that many executed blocks get no sample:
+#  - fewer edges that ran get no count with --infer on than off (BOLT reads
+#    the block they lead to as never run and splits it off as cold);
+#  - bolt_mix's counts are closer to the exact ones (tests/integration/
+#    fdata_vs_exact.py: per function, the total variation distance of the
+#    edge shares);
+#  - llvm-bolt takes the inferred fdata, nothing stale, and the BOLTed
+#    program prints what the original printed;
+#  - a function past --infer-max-blocks keeps its sampled counts, said with
+#    the option's name; without the binary's file the sampled counts are
+#    exported, with a warning.
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/bolt.sh"
+
+here=$(cd "$(dirname "$0")" && pwd)
+if ! command -v "$bolt" >/dev/null; then
+	not_ok "BOLT 16 is installed (Debian package bolt-16)"
+	finish
+fi
+metric() { sed -n "s/^$1: //p" "$2"; }
+
+run_case() { # NAME PERIOD ARGS...: records and exports W/{on,off,exact}.fdata
+	local name=$1 period=$2 w=$TEST_TMP/$1
+	shift 2
+	mkdir -p "$w"
+	"$EDGEPROF" record --emulate --period "$period" --exact-profile "$w/exact.prof" \
+		-o "$w/p.prof" -- "$w/bin" "$@" >"$w/run.out" 2>"$w/record.err"
+	check "$name: record --emulate exits 0" test $? -eq 0
+	bid=$(readelf -n "$w/bin" | awk '/Build ID/ {print $3}')
+	"$EDGEPROF" export "$w/p.prof" --build-id "$bid" --format fdata --infer on -o "$w/on.fdata" 2>"$w/on.err"
+	"$EDGEPROF" export "$w/p.prof" --build-id "$bid" --format fdata -o "$w/off.fdata"
+	"$EDGEPROF" export "$w/exact.prof" --build-id "$bid" --format fdata --infer off -o "$w/exact.fdata"
+	check "$name: inference said what it did" grep -q "infer $bid: .* functions" "$w/on.err"
+	for m in on off; do
+		python3 "$here/fdata_vs_exact.py" "$w/exact.fdata" "$w/$m.fdata" >"$w/$m.vs"
+	done
+	echo "# $name: executed edges with no count: inferred $(metric executed_zero "$w/on.vs"), sampled $(metric executed_zero "$w/off.vs") of $(metric executed_edges "$w/on.vs"); distance $(metric distance "$w/on.vs") against $(metric distance "$w/off.vs")"
+	check "$name: fewer executed edges without a count when inferred" \
+		test "$(metric executed_zero "$w/on.vs")" -lt "$(metric executed_zero "$w/off.vs")"
+}
+
+w=$TEST_TMP/bolt_mix
+mkdir -p "$w"
+cc -O2 -g -fno-pie -no-pie -Wl,--emit-relocs -fno-reorder-blocks-and-partition -o "$w/bin" \
+	"$here/../workloads/bolt_mix.c" "$here/../workloads/bolt_mix_b.c"
+run_case bolt_mix 9973 400
+check "bolt_mix: inferred counts closer to exact" python3 -c \
+	"import sys; sys.exit(not float('$(metric distance "$w/on.vs")') < float('$(metric distance "$w/off.vs")'))"
+cp "$w/on.fdata" "$w/p.fdata"
+check_bolt_takes_fdata bolt_mix "$w" "$w/bin"
+"$w/out.bolt" 400 >"$w/bolted.out" 2>&1
+check "bolt_mix: the BOLTed program prints what the original printed" cmp -s "$w/run.out" "$w/bolted.out"
+
+"$EDGEPROF" export "$w/p.prof" --build-id "$bid" --format fdata --infer on --infer-max-blocks 1 -o "$w/capped.fdata" 2>"$w/capped.err"
+check "past --infer-max-blocks: refused by name" grep -q "infer-max-blocks 1" "$w/capped.err"
+fn=$(sed -n 's/.*the last, \([^:]*\): more blocks.*/\1/p' "$w/capped.err")
+check "past --infer-max-blocks: $fn's sampled counts exported" \
+	cmp -s <(grep "^1 $fn " "$w/capped.fdata") <(grep "^1 $fn " "$w/off.fdata")
+check "past --infer-max-blocks: $fn's counts differ from the inferred ones" \
+	bash -c "! cmp -s <(grep '^1 $fn ' '$w/capped.fdata') <(grep '^1 $fn ' '$w/on.fdata')"
+mv "$w/bin" "$w/bin.moved"
+"$EDGEPROF" export "$w/p.prof" --build-id "$bid" --format fdata --infer on -o "$w/nobin.fdata" 2>"$w/nobin.err"
+check "without the binary: a warning, and the sampled counts exported" \
+	bash -c "grep -q 'counts not inferred' '$w/nobin.err' && cmp -s '$w/nobin.fdata' '$w/off.fdata'"
+
+w=$TEST_TMP/big_switch
+mkdir -p "$w"
+cc -O2 -g -fno-pie -no-pie -Wl,--emit-relocs -fno-reorder-blocks-and-partition -o "$w/bin" \
+	"$here/../workloads/big_switch.c"
+run_case big_switch 99991
+finish
