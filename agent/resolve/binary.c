@@ -28,6 +28,9 @@ void ep_binary_free(struct ep_binary *b)
 	free(b->loads);
 	free(b->data);
 	ep_elf_symtab_free(&b->symtab);
+	if (b->bat)
+		ep_bat_free(b->bat);
+	free(b->bat);
 	free(b->path);
 	free(b->recorded_path);
 	free(b);
@@ -442,8 +445,8 @@ out:
 
 uint64_t ep_binary_bytes(const struct ep_binary *b)
 {
-	uint64_t n = sizeof(*b) + b->sym_bytes + b->nloads * sizeof(*b->loads) +
-		     b->nloads * sizeof(*b->code);
+	uint64_t n = sizeof(*b) + b->sym_bytes + (b->bat ? b->bat->bytes : 0) +
+		     b->nloads * sizeof(*b->loads) + b->nloads * sizeof(*b->code);
 	for (size_t i = 0; i < b->ncode; i++)
 		n += b->code[i].bytes ? b->code[i].size : 0;
 	return n;

@@ -194,6 +194,15 @@ const struct ep_load_segment *ep_binary_load_segments(const struct ep_binary *bi
 /* The executable PT_LOAD segments' bytes (valid while the registry lives). */
 const struct ep_code_segment *ep_binary_code_segments(const struct ep_binary *bin, size_t *count);
 
+struct ep_bat; /* common/elf/elf_bat.h */
+/* BOLT's address translation table of the binary (a file written by
+ * `llvm-bolt --enable-bat`), read at the first call from the same file
+ * (device, inode, size and mtime unchanged) within the registry's tables
+ * bound (--binary-symbols-max-mib): NULL when the file has none, or when it
+ * is refused (past the bound, or inconsistent: said naming the file and
+ * counted as limited, ep_binreg_stats; *refused set). */
+const struct ep_bat *ep_binary_bat(struct ep_binary *bin, bool *refused);
+
 /* The data inside those segments' code (AArch64's $d mapping symbols; none
  * when the binary is stripped): sorted, disjoint, valid as the segments. */
 const struct ep_addr_range *ep_binary_data_in_code(const struct ep_binary *bin, size_t *count);

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "agent/resolve/binary.h"
+#include "common/elf/elf_bat.h"
 #include "common/elf/elf_budget.h"
 #include "common/elf/elf_note.h"
 #include "common/elf/elf_symbols.h"
@@ -52,6 +53,10 @@ struct ep_binary {
 	size_t ndata;
 	struct ep_elf_symtab symtab;
 	size_t sym_bytes; /* the symbols and their names */
+	/* BOLT's address translation table, read at the first ep_binary_bat()
+	 * (binary_bat.c): NULL when none or refused */
+	struct ep_bat *bat;
+	bool bat_read, bat_refused;
 	/* the registry's: */
 	uint64_t last_used; /* its epoch at the binary's last lookup */
 	bool pinned;	    /* a --binary file: never evicted */
