@@ -46,6 +46,14 @@ const Edgeprof__V1__BinaryProfile *ep_export_select_binary(const Edgeprof__V1__P
 							   const char *build_id, char *err,
 							   size_t errlen);
 
+struct ep_bat; /* common/elf/elf_bat.h */
+/* fdata of bp, a binary written by `llvm-bolt --enable-bat` whose address
+ * translation table is bat, in the input binary's terms: its functions and
+ * offsets, as perf2bolt writes them from a BAT binary
+ * (export_fdata_bat.c). */
+int ep_export_fdata_bat(const Edgeprof__V1__Profile *profile, const Edgeprof__V1__BinaryProfile *bp,
+			const struct ep_bat *bat, FILE *out, char *err, size_t errlen);
+
 struct ep_profile_mix; /* common/profile/insn_mix.h */
 
 /* ep_export() with the instruction mix of the profile's ranges added to the
