@@ -233,7 +233,7 @@ static void say_limited(const char *path, uint64_t code_total, uint64_t code_cut
 			char *msg, size_t len)
 {
 	msg[0] = '\0';
-	if (!code_cut && !budget->refused && !budget->dropped)
+	if (!code_cut && !budget->refused && !budget->dropped && !budget->long_names)
 		return;
 	int n = snprintf(msg, len, "%s:", path);
 	if (code_cut && n >= 0 && (size_t)n < len)
@@ -246,6 +246,10 @@ static void say_limited(const char *path, uint64_t code_total, uint64_t code_cut
 		n += snprintf(
 		    msg + n, len - (size_t)n, " %llu tables (%.1f MiB) not read, the first a %s;",
 		    (unsigned long long)budget->refused, mib(budget->refused_bytes), budget->first);
+	if (budget->long_names && n >= 0 && (size_t)n < len)
+		n += snprintf(msg + n, len - (size_t)n,
+			      " %llu symbols not kept for a name of more than %d bytes;",
+			      (unsigned long long)budget->long_names, EP_ELF_MAX_SYMBOL_NAME);
 	if (budget->dropped && n >= 0 && (size_t)n < len)
 		n += snprintf(msg + n, len - (size_t)n, " %llu of %llu symbols not kept;",
 			      (unsigned long long)budget->dropped,

@@ -339,6 +339,12 @@ struct ep_streamer *ep_streamer_start(const struct ep_streamer_config *cfg, char
 	for (int i = 0; i < 16; i++)
 		snprintf(s->agent_id + 2 * i, 3, "%02x", raw[i]);
 	memcpy(&s->rng, raw, sizeof(s->rng));
+	if (cfg->node && strlen(cfg->node) >= sizeof(s->node)) {
+		/* cut, two nodes' names could become one */
+		snprintf(err, errlen, "--node: a name of %zu bytes; at most %zu", strlen(cfg->node),
+			 sizeof(s->node) - 1);
+		goto fail;
+	}
 	if (cfg->node)
 		snprintf(s->node, sizeof(s->node), "%s", cfg->node);
 	else if (gethostname(s->node, sizeof(s->node)) != 0)

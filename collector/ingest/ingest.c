@@ -31,7 +31,7 @@
 #define TRIM_ROWS	 65536
 
 const char *const ep_ingest_bound_names[EP_INGEST_NBOUNDS] = {
-    "binaries", "edges", "ranges", "ips", "functions", "label_sets", "memory"};
+    "binaries", "edges", "ranges", "ips", "functions", "label_sets", "memory", "strings"};
 
 struct batch_key {
 	char *agent_id;
@@ -612,6 +612,8 @@ enum ep_ingest_result ep_ingest_batch(struct ep_ingest *in, const uint8_t *body,
 	if (bad != 0) {
 		if (bad == EP_WIRE_BAD_COUNTS)
 			in->counters.counts_out_of_range++;
+		if (bad == EP_WIRE_BAD_STRING)
+			in->counters.refused[EP_INGEST_BOUND_STRINGS]++;
 		r = count(in, EP_INGEST_BAD_REQUEST);
 		goto out;
 	}
@@ -713,7 +715,8 @@ void ep_ingest_metrics(struct ep_ingest *in, FILE *out)
 	fputs(
 	    "# HELP edgeprof_ingest_refused_total Batches refused (400; memory: 413) for a bound, "
 	    "by bound: too many binaries, edges, ranges, IPs, functions or label sets in one "
-	    "batch, or more to unpack than the ingest may hold.\n"
+	    "batch, or more to unpack than the ingest may hold, or a string (a label, a path, "
+	    "a name) longer than the wire allows.\n"
 	    "# TYPE edgeprof_ingest_refused_total counter\n",
 	    out);
 	for (int i = 0; i < EP_INGEST_NBOUNDS; i++)
@@ -721,12 +724,13 @@ void ep_ingest_metrics(struct ep_ingest *in, FILE *out)
 			ep_ingest_bound_names[i], c.refused[i]);
 	const struct ep_wire_counts *l = &in->cfg.limits;
 	const uint64_t bounds[EP_INGEST_NBOUNDS] = {
-	    l->binaries,  l->edges,	 l->ranges,	    l->ips,
-	    l->functions, l->label_sets, in->decoded_budget};
+	    l->binaries,  l->edges,	 l->ranges,	     l->ips,
+	    l->functions, l->label_sets, in->decoded_budget, 0};
 	fputs("# HELP edgeprof_ingest_bound What one batch may hold (memory: bytes to unpack "
 	      "batches in flight).\n# TYPE edgeprof_ingest_bound gauge\n",
 	      out);
-	for (int i = 0; i < EP_INGEST_NBOUNDS; i++)
+	/* the strings' bounds are per field (common/wire/wire.h), not a knob */
+	for (int i = 0; i < EP_INGEST_BOUND_STRINGS; i++)
 		fprintf(out, "edgeprof_ingest_bound{bound=\"%s\"} %" PRIu64 "\n",
 			ep_ingest_bound_names[i], bounds[i]);
 	fprintf(out,

@@ -73,6 +73,7 @@ enum {
 	EP_INGEST_BOUND_FUNCTIONS,
 	EP_INGEST_BOUND_LABEL_SETS,
 	EP_INGEST_BOUND_MEMORY,
+	EP_INGEST_BOUND_STRINGS, /* a string past its EP_WIRE_MAX_* */
 	EP_INGEST_NBOUNDS
 };
 extern const char *const ep_ingest_bound_names[EP_INGEST_NBOUNDS];

@@ -58,6 +58,9 @@ struct ep_elf_budget {
 	uint64_t refused_bytes; /* their sizes */
 	/* symbols the readers would keep, and of those the ones left out */
 	uint64_t wanted, dropped;
+	/* symbols left out for a name past EP_ELF_MAX_SYMBOL_NAME (not in
+	 * wanted: no budget would keep them) */
+	uint64_t long_names;
 	char first[96]; /* the first of them, "symbol table (section 2, 40.0 MiB)" */
 };
 

@@ -213,8 +213,16 @@ static void say_limited(const struct ep_elf_budget *budget, char *note, size_t n
 			 n ? ", " : "", (unsigned long long)budget->dropped,
 			 (unsigned long long)budget->wanted);
 	size_t used = strlen(note);
-	snprintf(note + used, notelen - used, ": past the %.0f MiB %s allows one binary's tables",
-		 mib(budget->limit), budget->knob ? budget->knob : "the limit");
+	if (budget->refused || budget->dropped)
+		snprintf(note + used, notelen - used,
+			 ": past the %.0f MiB %s allows one binary's tables", mib(budget->limit),
+			 budget->knob ? budget->knob : "the limit");
+	used = strlen(note);
+	if (budget->long_names)
+		snprintf(note + used, notelen - used,
+			 "%s%llu function symbols not kept for a name of more than %d bytes",
+			 used ? "; " : "", (unsigned long long)budget->long_names,
+			 EP_ELF_MAX_SYMBOL_NAME);
 }
 
 struct mem_file {
@@ -315,7 +323,7 @@ Edgeprof__V1__BinaryImage *ep_elf_image_read_limited(const uint8_t *file, size_t
 		snprintf(err, errlen, "out of memory reading symbols");
 		goto fail;
 	}
-	if (budget.refused || budget.dropped) {
+	if (budget.refused || budget.dropped || budget.long_names) {
 		atomic_fetch_add(&limited_symbols, 1);
 		say_limited(&budget, note, notelen);
 	}

@@ -17,7 +17,12 @@ uint64_t ep_elf_sym_cost(const struct ep_elf_sym_builder *b, size_t len)
 int ep_elf_sym_add_plt(struct ep_elf_sym_builder *b, const char *prefix, const char *name,
 		       const char *suffix, uint64_t start, uint64_t size, uint64_t section_end)
 {
-	size_t len = strlen(prefix) + strlen(name) + strlen(suffix) + 1;
+	size_t len =
+	    strlen(prefix) + strnlen(name, EP_ELF_MAX_SYMBOL_NAME + 1) + strlen(suffix) + 1;
+	if (len - 1 > EP_ELF_MAX_SYMBOL_NAME) {
+		b->budget->long_names++;
+		return 0;
+	}
 	/* a .plt of a million entries all naming one long symbol must not
 	 * copy it a million times (both arrays grow by doubling) */
 	b->budget->wanted++;
@@ -177,7 +182,11 @@ static void visit(struct sym_pass *p, const GElf_Shdr *sh, size_t i, const GElf_
 	const char *name = ep_elf_strptr(budget, p->elf, sh->sh_link, sym->st_name);
 	if (!name)
 		name = "";
-	size_t len = strlen(name) + 1;
+	size_t len = strnlen(name, EP_ELF_MAX_SYMBOL_NAME + 1) + 1;
+	if (len - 1 > EP_ELF_MAX_SYMBOL_NAME) {
+		budget->long_names += p->pass == 0 && kept;
+		return;
+	}
 	uint64_t at = p->seq++;
 	if (p->pass == 0) {
 		uint64_t cost = (kept ? ep_elf_sym_cost(p->b, len) : 0) +

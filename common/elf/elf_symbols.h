@@ -25,6 +25,13 @@
 
 #include "common/elf/elf_budget.h"
 
+/* A function whose name is longer (in bytes) is left out, counted in the
+ * budget's long_names (its code is still counted, under no name): the name
+ * would travel in every batch, and a collector refuses a batch holding a
+ * name past common/wire's EP_WIRE_MAX_SYMBOL (64 KiB), so one crafted
+ * binary could otherwise stop its node's stream. */
+#define EP_ELF_MAX_SYMBOL_NAME 16384
+
 struct ep_symbol {
 	const char *name; /* a PLT entry is "SYM@PLT", as BOLT names it */
 	uint64_t start;	  /* ELF virtual address */

@@ -297,6 +297,95 @@ int ep_wire_check_counts(const Edgeprof__V1__Batch *b, char *err, size_t errlen)
 	return 0;
 }
 
+/* 0 when s (NULL: "") is at most max bytes; else -1 with err naming where
+ * it is, its length (counted up to one past the bound) and the bound */
+static int str_within(const char *s, size_t max, const char *what, size_t i, char *err,
+		      size_t errlen)
+{
+	size_t n = s ? strnlen(s, max + 1) : 0;
+	if (n <= max)
+		return 0;
+	if (i == SIZE_MAX)
+		snprintf(err, errlen, "%s: more than %zu bytes, the most a batch's %s may hold",
+			 what, max, what);
+	else
+		snprintf(err, errlen,
+			 "%s of binaries[%zu]: more than %zu bytes, the most a batch's %s may hold",
+			 what, i, max, what);
+	return -1;
+}
+
+static int labels_within(const Edgeprof__V1__Labels *l, size_t i, char *err, size_t errlen)
+{
+	if (!l)
+		return 0;
+	return str_within(l->container_id, EP_WIRE_MAX_NAME, "labels.container_id", i, err,
+			  errlen) ||
+	       str_within(l->pod, EP_WIRE_MAX_NAME, "labels.pod", i, err, errlen) ||
+	       str_within(l->namespace_, EP_WIRE_MAX_NAME, "labels.namespace", i, err, errlen) ||
+	       str_within(l->cgroup, EP_WIRE_MAX_PATH, "labels.cgroup", i, err, errlen) ||
+	       str_within(l->process, EP_WIRE_MAX_NAME, "labels.process", i, err, errlen) ||
+	       str_within(l->session_id, EP_WIRE_MAX_NAME, "labels.session_id", i, err, errlen);
+}
+
+static int profile_within(const Edgeprof__V1__BinaryProfile *p, size_t i, char *err, size_t errlen)
+{
+	if (str_within(p->arch, EP_WIRE_MAX_NAME, "arch", i, err, errlen) ||
+	    labels_within(p->labels, i, err, errlen))
+		return -1;
+	for (size_t k = 0; k < p->n_paths; k++)
+		if (str_within(p->paths[k], EP_WIRE_MAX_PATH, "a path", i, err, errlen))
+			return -1;
+	for (size_t k = 0; k < p->n_functions; k++)
+		if (p->functions[k] && str_within(p->functions[k]->name, EP_WIRE_MAX_SYMBOL,
+						  "a function's name", i, err, errlen))
+			return -1;
+	return 0;
+}
+
+/* Every string of b within its bound (EP_WIRE_MAX_*). */
+static int strings_within(const Edgeprof__V1__Batch *b, char *err, size_t errlen)
+{
+	const Edgeprof__V1__AgentIdentity *a = b->agent;
+	if (str_within(a->node, EP_WIRE_MAX_NAME, "agent.node", SIZE_MAX, err, errlen) ||
+	    str_within(a->agent_id, EP_WIRE_MAX_NAME, "agent.agent_id", SIZE_MAX, err, errlen) ||
+	    str_within(a->version, EP_WIRE_MAX_NAME, "agent.version", SIZE_MAX, err, errlen))
+		return -1;
+	if (b->n_capabilities > EP_WIRE_MAX_CAPABILITIES) {
+		snprintf(err, errlen, "%zu capabilities: more than %d, the most a batch may list",
+			 b->n_capabilities, EP_WIRE_MAX_CAPABILITIES);
+		return -1;
+	}
+	for (size_t k = 0; k < b->n_capabilities; k++)
+		if (str_within(b->capabilities[k], EP_WIRE_MAX_NAME, "a capability", SIZE_MAX, err,
+			       errlen))
+			return -1;
+	const Edgeprof__V1__SamplingConfig *c = b->config;
+	if (c && (str_within(c->source, EP_WIRE_MAX_PATH, "config.source", SIZE_MAX, err, errlen) ||
+		  str_within(c->event, EP_WIRE_MAX_NAME, "config.event", SIZE_MAX, err, errlen) ||
+		  str_within(c->range_mode, EP_WIRE_MAX_NAME, "config.range_mode", SIZE_MAX, err,
+			     errlen) ||
+		  str_within(c->mode, EP_WIRE_MAX_NAME, "config.mode", SIZE_MAX, err, errlen) ||
+		  str_within(c->chop_unit, EP_WIRE_MAX_NAME, "config.chop_unit", SIZE_MAX, err,
+			     errlen) ||
+		  str_within(c->cycles_source, EP_WIRE_MAX_NAME, "config.cycles_source", SIZE_MAX,
+			     err, errlen) ||
+		  str_within(c->cycles_unit, EP_WIRE_MAX_NAME, "config.cycles_unit", SIZE_MAX, err,
+			     errlen)))
+		return -1;
+	for (size_t k = 0; k < b->n_sessions; k++)
+		if (b->sessions[k] && (str_within(b->sessions[k]->session_id, EP_WIRE_MAX_NAME,
+						  "a session's id", SIZE_MAX, err, errlen) ||
+				       str_within(b->sessions[k]->message, EP_WIRE_MAX_MESSAGE,
+						  "a session's message", SIZE_MAX, err, errlen)))
+			return -1;
+	for (size_t i = 0; i < b->n_binaries; i++)
+		if (labels_within(b->binaries[i]->labels, i, err, errlen) ||
+		    profile_within(b->binaries[i]->profile, i, err, errlen))
+			return -1;
+	return 0;
+}
+
 int ep_wire_check_batch(const Edgeprof__V1__Batch *b, char *err, size_t errlen)
 {
 	if (b->wire_version == 0 || b->wire_version > EP_WIRE_VERSION) {
@@ -322,6 +411,8 @@ int ep_wire_check_batch(const Edgeprof__V1__Batch *b, char *err, size_t errlen)
 			return EP_WIRE_BAD_BATCH;
 		}
 	}
+	if (strings_within(b, err, errlen) != 0)
+		return EP_WIRE_BAD_STRING;
 	if (ep_wire_check_counts(b, err, errlen) != 0)
 		return EP_WIRE_BAD_COUNTS;
 	return 0;

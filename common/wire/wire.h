@@ -34,6 +34,17 @@
 #define EP_WIRE_BATCH_LABEL_SETS 16384
 #define EP_WIRE_BATCH_ROWS	 (1u << 20)
 
+/* The strings of a batch, each within a bound: the collector stores them
+ * and answers with them (a label value of 60 MB would be in every listing
+ * of its binary, and the listing's page bounds count values, not bytes).
+ * Far above what an agent writes: Kubernetes names are at most 253 bytes,
+ * paths PATH_MAX. */
+#define EP_WIRE_MAX_NAME	 256   /* identity, labels but cgroup, arch, config words */
+#define EP_WIRE_MAX_PATH	 4096  /* cgroup, a binary's paths, config.source */
+#define EP_WIRE_MAX_MESSAGE	 8192  /* a session report's message (names a cgroup) */
+#define EP_WIRE_MAX_SYMBOL	 65536 /* a function's name: C++ templates run to kilobytes */
+#define EP_WIRE_MAX_CAPABILITIES 64
+
 /* Serialises and compresses. *out is malloc'd. 0, or -1 when memory runs out. */
 int ep_wire_encode(const Edgeprof__V1__Batch *batch, uint8_t **out, size_t *out_len);
 
@@ -113,11 +124,13 @@ int ep_wire_check_counts(const Edgeprof__V1__Batch *b, char *err, size_t errlen)
 /* Everything the collector checks of a decoded batch before storing it:
  * wire_version (1..EP_WIRE_VERSION), an agent id and a non-zero sequence,
  * a profile in every binary, its build-id "" or lowercase hex
- * (common/util/build_id.h), then ep_wire_check_counts. 0 when accepted;
- * EP_WIRE_BAD_BATCH or EP_WIRE_BAD_COUNTS with err saying why. The fuzz
+ * (common/util/build_id.h), every string within its EP_WIRE_MAX_* bound,
+ * then ep_wire_check_counts. 0 when accepted; EP_WIRE_BAD_BATCH,
+ * EP_WIRE_BAD_STRING or EP_WIRE_BAD_COUNTS with err saying why. The fuzz
  * target (tests/fuzz/fuzz_ingest.c) runs the same function. */
 #define EP_WIRE_BAD_BATCH  (-1)
 #define EP_WIRE_BAD_COUNTS (-2)
+#define EP_WIRE_BAD_STRING (-3)
 int ep_wire_check_batch(const Edgeprof__V1__Batch *b, char *err, size_t errlen);
 
 #endif

@@ -2,8 +2,8 @@
 # Bounds on one batch (issue 32, item 3): a batch of 4 M distinct edges
 # (7 MB compressed, 64 MB unpacked) took the collector to 1.27 GiB. Now each
 # batch is counted from its bytes before it is unpacked: past a bound
-# (--max-batch KIND=N: binaries, edges, ranges, ips, functions, label-sets)
-# it is refused with 400 naming the count and the bound, which the agent
+# (--max-batch KIND=N: binaries, edges, ranges, ips, functions, label-sets;
+# and each string's length, common/wire/wire.h) it is refused with 400 naming the count and the bound, which the agent
 # drops rather than resends (agent/stream/streamer.c), and counted in
 # /metrics by bound; what batches in flight hold is bounded too
 # (--ingest-memory-mib: a batch needing more alone gets 413, others wait).
@@ -66,6 +66,16 @@ check "what unpacking a batch takes past --ingest-memory-mib: refused (413)" \
 	answered "$TEST_TMP/many-ips.zst" 413 'more than the 12 MiB batches in flight may hold'
 check "  counted in /metrics" test "$(refused memory)" = 1
 check "the bounds are in /metrics" test "$(metric "$url" 'edgeprof_ingest_bound{bound="edges"}')" = 1000
+# strings: a label value or a node name is stored and listed; each has a
+# bound (common/wire/wire.h), here a container id and a node of 300 bytes
+long=$(printf 'x%.0s' $(seq 300))
+batch long-label --label-sets 1 --prefix "$long"
+check "a 300-byte container id: refused (400), the field and the bound named" \
+	answered "$TEST_TMP/long-label.zst" 400 'labels.container_id of binaries[0]: more than 256 bytes'
+batch long-node --label-sets 1 --node "$long"
+check "a 300-byte node name: refused (400), the field and the bound named" \
+	answered "$TEST_TMP/long-node.zst" 400 'agent.node: more than 256 bytes'
+check "  counted in /metrics" test "$(refused strings)" = 2
 stop_pid "$small_pid"
 check "the collector (ASan) exits cleanly, no leak" \
 	bash -c "! grep -q 'ERROR: \(Address\|Leak\)Sanitizer\|runtime error' '$TEST_TMP/small.log'"

@@ -5,7 +5,7 @@
 # set them). hostile_elf.py makes them:
 #   segments  4 MiB, 1,000 executable PT_LOADs each covering the whole file
 #             (the collector copied every segment: 4 GB)
-#   symbols   60,000 function symbols all naming one 20 KB string (the
+#   symbols   60,000 function symbols all naming one 16 KB string (the
 #             agent and the collector copied every name: 1.2 GB)
 #   sections  1,000,000 section headers (libelf keeps ~260 bytes of its own
 #             for each: 260 MB before a byte of the file is looked at)
@@ -53,7 +53,7 @@ check "collector: 1,000 overlapping executable segments refused (400), naming th
 	bash -c "[ '$code' = 400 ] && grep -q 'executable segments.*[0-9] bytes.*overlap' '$TEST_TMP/segments.answer'"
 code=$(post symbols)
 echo "# symbols: HTTP $code: $(cat "$TEST_TMP/symbols.answer")"
-check "collector: 60,000 symbols of 20 KB names: stored, the symbols kept up to --max-image-symbols-mib" \
+check "collector: 60,000 symbols of 16 KB names: stored, the symbols kept up to --max-image-symbols-mib" \
 	bash -c "[ '$code' = 201 ] && grep -q 'binary /hostile/symbols.elf .*[0-9] of 59999 function symbols not kept: past the 64 MiB --max-image-symbols-mib' '$TEST_TMP/c.log'"
 code=$(post sections)
 echo "# sections: HTTP $code: $(cat "$TEST_TMP/sections.answer")"

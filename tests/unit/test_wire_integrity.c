@@ -241,6 +241,79 @@ static void test_build_id_not_hex_is_refused(void **state)
 	}
 }
 
+/* Every string a batch carries has a bound (wire.h EP_WIRE_MAX_*): one at
+ * its bound passes, one byte past it is refused naming the field. */
+static void test_strings_past_their_bound_are_refused(void **state)
+{
+	(void)state;
+	struct batch_data x;
+	char err[512];
+	char *s = malloc(EP_WIRE_MAX_SYMBOL + 2);
+	assert_non_null(s);
+	const struct {
+		const char *field;
+		size_t max;
+	} cases[] = {
+	    {"agent.node", EP_WIRE_MAX_NAME},
+	    {"agent.version", EP_WIRE_MAX_NAME},
+	    {"labels.pod", EP_WIRE_MAX_NAME},
+	    {"labels.cgroup", EP_WIRE_MAX_PATH},
+	    {"a path", EP_WIRE_MAX_PATH},
+	    {"config.source", EP_WIRE_MAX_PATH},
+	    {"a function's name", EP_WIRE_MAX_SYMBOL},
+	};
+	Edgeprof__V1__Function fn, *fns[1] = {&fn};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		for (size_t extra = 0; extra < 2; extra++) {
+			memset(s, 'n', cases[i].max + extra);
+			s[cases[i].max + extra] = '\0';
+			make_batch(&x);
+			edgeprof__v1__function__init(&fn);
+			fn.name = "main";
+			x.bp[1].functions = fns;
+			x.bp[1].n_functions = 1;
+			const char *f = cases[i].field;
+			if (!strcmp(f, "agent.node"))
+				x.agent.node = s;
+			else if (!strcmp(f, "agent.version"))
+				x.agent.version = s;
+			else if (!strcmp(f, "labels.pod"))
+				x.labels[1].pod = s;
+			else if (!strcmp(f, "labels.cgroup"))
+				x.labels[1].cgroup = s;
+			else if (!strcmp(f, "a path"))
+				x.paths[1][0] = s;
+			else if (!strcmp(f, "config.source"))
+				x.cfg.source = s;
+			else
+				fn.name = s;
+			int rc = ep_wire_check_batch(&x.b, err, sizeof(err));
+			if (!extra) {
+				if (rc != 0)
+					fail_msg("%s at its bound %zu refused: %s", f, cases[i].max,
+						 err);
+				continue;
+			}
+			assert_int_equal(rc, EP_WIRE_BAD_STRING);
+			char want[128];
+			snprintf(want, sizeof(want), "more than %zu bytes", cases[i].max);
+			if (strncmp(err, f, strlen(f)) != 0 || !strstr(err, want))
+				fail_msg("%s past its bound: got '%s'", f, err);
+		}
+	}
+	make_batch(&x);
+	char *caps[EP_WIRE_MAX_CAPABILITIES + 1];
+	for (size_t i = 0; i <= EP_WIRE_MAX_CAPABILITIES; i++)
+		caps[i] = "profile-session";
+	x.b.capabilities = caps;
+	x.b.n_capabilities = EP_WIRE_MAX_CAPABILITIES;
+	assert_int_equal(ep_wire_check_batch(&x.b, err, sizeof(err)), 0);
+	x.b.n_capabilities = EP_WIRE_MAX_CAPABILITIES + 1;
+	assert_int_equal(ep_wire_check_batch(&x.b, err, sizeof(err)), EP_WIRE_BAD_STRING);
+	assert_non_null(strstr(err, "capabilities"));
+	free(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -248,6 +321,7 @@ int main(void)
 	    cmocka_unit_test(test_frame_without_checksum_is_refused),
 	    cmocka_unit_test(test_bytes_after_the_frame_are_refused),
 	    cmocka_unit_test(test_build_id_not_hex_is_refused),
+	    cmocka_unit_test(test_strings_past_their_bound_are_refused),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
