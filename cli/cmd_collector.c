@@ -38,7 +38,7 @@ static void usage(FILE *out)
 	    "       [--tls-cert F --tls-key F [--client-ca F]]\n"
 	    "       [--commit-ms MS] [--max-body BYTES] [--port-file F]\n"
 	    "       [--retention-days D] [--max-session-s S] [--session-pickup-s S]\n"
-	    "       [--node-silent-s S] [--max-sessions N] [--header-timeout-s S]\n"
+	    "       [--node-silent-s S] [--max-sessions N] [--max-nodes N] [--header-timeout-s S]\n"
 	    "       [--max-client-conns N] [--idle-timeout-s S] [--max-token-conns N]\n"
 	    "       [--max-bodies-mib N] [--body-timeout-s S] [--body-min-rate KIB]\n"
 	    "       [--max-binary-mib N] [--max-image-symbols-mib N] [--debuginfod URLS]\n"
@@ -89,7 +89,9 @@ static void usage(FILE *out)
 	    "                      (default 30)\n"
 	    "  --body-min-rate KIB  KiB/s a request body must arrive at (default 64)\n"
 	    "  --max-sessions N    on-demand sessions pending or running at once; past\n"
-	    "                      it POST /v1/sessions gets 429 (default 256)\n");
+	    "                      it POST /v1/sessions gets 429 (default 256)\n"
+	    "  --max-nodes N       nodes listed and offered sessions (default 20000);\n"
+	    "                      batches of nodes past it are stored all the same\n");
 }
 
 /* What the command line sets up. */
@@ -147,6 +149,8 @@ static int parse_setup(int argc, char **argv, struct collector_setup *c, int *ex
 		      .max = 1u << 20),
 	    EP_OPTION("max-sessions", 0, EP_OPT_UINT, &c->sessions.max_open, .min = 1,
 		      .max = 1u << 20),
+	    EP_OPTION("max-nodes", 0, EP_OPT_UINT, &c->sessions.max_nodes, .min = 1,
+		      .max = 1u << 22),
 	    EP_OPTION("max-batch", 0, EP_OPT_CALL, &c->ingest, .call = ep_ingest_limit_option),
 	    EP_OPTION("ingest-memory-mib", 0, EP_OPT_UINT, &ingest_mib, .min = 16, .max = 1u << 20),
 	    EP_OPTION("max-page", 0, EP_OPT_UINT, &max_page, .min = 1, .max = 100000),

@@ -885,8 +885,18 @@ static void metrics_sessions(struct ep_server *s, FILE *m)
 		"# HELP edgeprof_sessions_refused_total Session requests refused (429) "
 		"because --max-sessions were pending or running.\n"
 		"# TYPE edgeprof_sessions_refused_total counter\n"
-		"edgeprof_sessions_refused_total{reason=\"too_many\"} %" PRIu64 "\n",
-		sc.open, sc.max_open, sc.refused_full);
+		"edgeprof_sessions_refused_total{reason=\"too_many\"} %" PRIu64 "\n"
+		"# HELP edgeprof_nodes Nodes this collector lists (at most edgeprof_nodes_max, "
+		"--max-nodes).\n"
+		"# TYPE edgeprof_nodes gauge\n"
+		"edgeprof_nodes %" PRIu64 "\n"
+		"# TYPE edgeprof_nodes_max gauge\n"
+		"edgeprof_nodes_max %" PRIu64 "\n"
+		"# HELP edgeprof_nodes_untracked_batches_total Batches stored from nodes past "
+		"--max-nodes, which are not listed.\n"
+		"# TYPE edgeprof_nodes_untracked_batches_total counter\n"
+		"edgeprof_nodes_untracked_batches_total %" PRIu64 "\n",
+		sc.open, sc.max_open, sc.refused_full, sc.nodes, sc.max_nodes, sc.nodes_untracked);
 }
 
 /* requests, connections and bodies */

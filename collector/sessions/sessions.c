@@ -71,7 +71,9 @@ struct ep_sessions {
 	pthread_mutex_t sync_lock;
 	struct active *act;
 	size_t nact;
-	uint64_t refused_full; /* requests refused: max_open sessions were open */
+	uint64_t refused_full;	  /* requests refused: max_open sessions were open */
+	uint64_t nodes_untracked; /* batches of nodes past max_nodes */
+	int64_t untracked_said_s; /* when that was last logged */
 };
 
 static int64_t now_s(void)
@@ -589,6 +591,8 @@ struct ep_sessions *ep_sessions_new(struct ep_store *store, const struct ep_sess
 		ss->cfg.sync_ms = 1000;
 	if (!ss->cfg.max_open)
 		ss->cfg.max_open = 256;
+	if (!ss->cfg.max_nodes)
+		ss->cfg.max_nodes = EP_SESSIONS_NODES_MAX;
 	ss->store = store;
 	pthread_mutex_init(&ss->lock, NULL);
 	pthread_mutex_init(&ss->sync_lock, NULL);
@@ -656,6 +660,9 @@ void ep_sessions_counters(struct ep_sessions *ss, struct ep_sessions_counters *o
 	out->open = open_sessions(ss);
 	out->max_open = ss->cfg.max_open;
 	out->refused_full = ss->refused_full;
+	out->nodes = ss->nnodes;
+	out->max_nodes = ss->cfg.max_nodes;
+	out->nodes_untracked = ss->nodes_untracked;
 	pthread_mutex_unlock(&ss->lock);
 }
 
@@ -849,6 +856,20 @@ static void note_node(struct ep_sessions *ss, const Edgeprof__V1__Batch *b, cons
 		capable |= strcmp(b->capabilities[i], CAPABILITY) == 0;
 	bool found;
 	size_t at = node_slot(ss, name, &found);
+	if (!found && ss->nnodes >= ss->cfg.max_nodes) {
+		/* a token holder naming a new node in each batch must not grow
+		 * the list (and the store's) without end; the counts are stored */
+		ss->nodes_untracked++;
+		if (now_s() - ss->untracked_said_s >= 60) {
+			ss->untracked_said_s = now_s();
+			ep_warn("node %.64s%s: not listed, and offered no session: this collector "
+				"keeps %u nodes (--max-nodes); its batches are stored (%" PRIu64
+				" batches of unlisted nodes so far)",
+				name, strlen(name) > 64 ? "..." : "", ss->cfg.max_nodes,
+				ss->nodes_untracked);
+		}
+		return;
+	}
 	if (!found) {
 		char *copy = strdup(name);
 		struct node *grown =

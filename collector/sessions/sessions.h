@@ -43,7 +43,12 @@ struct ep_sessions_config {
 	/* a request reads the nodes from the store again when what this
 	 * collector has is older than this; 0: 1000 */
 	unsigned sync_ms;
+	/* nodes this collector keeps (each a few hundred bytes, and a row of
+	 * the store's): a batch from a node past it is stored, the node is
+	 * neither listed nor offered sessions; 0: EP_SESSIONS_NODES_MAX */
+	unsigned max_nodes;
 };
+#define EP_SESSIONS_NODES_MAX 20000
 
 struct ep_sessions;
 
@@ -68,6 +73,8 @@ unsigned ep_sessions_max_duration_s(const struct ep_sessions *ss);
  * requests refused (429) because that many were. */
 struct ep_sessions_counters {
 	uint64_t open, max_open, refused_full;
+	/* nodes kept, the bound, and batches from nodes past it */
+	uint64_t nodes, max_nodes, nodes_untracked;
 };
 void ep_sessions_counters(struct ep_sessions *ss, struct ep_sessions_counters *out);
 /* When a refused request may try again: a pending session is taken or

@@ -59,4 +59,21 @@ agent node-b 2 >"$TEST_TMP/b2"
 check "node-b gets the 10 sessions for any node, none of node-a's ($(n "$TEST_TMP/b2"))" \
 	test "$(n "$TEST_TMP/b2")" = 10
 stop_pid "$COLLECTOR_PID"
+
+# nodes: a token holder naming a new node in every batch grew the list (and
+# the store's) without end; past --max-nodes a batch is stored, its node
+# neither listed nor offered sessions, and that is counted
+start_collector n --store "sqlite:$TEST_TMP/n.db" --listen 127.0.0.1:0 --max-nodes 3 || finish
+url=http://127.0.0.1:$COLLECTOR_PORT
+codes=$(for i in 1 2 3 4 5; do agent "node-$i" 1 | sed -n 's/^status //p'; done | tr '\n' ' ')
+check "five nodes' batches past --max-nodes 3: all stored ($codes)" test "$codes" = "200 200 200 200 200 "
+listed=$(curl -s "$url/v1/nodes" | jq -r '[.nodes[].name] | join(" ")')
+check "  the first three nodes listed, no more ($listed)" test "$listed" = "node-1 node-2 node-3"
+check "  /metrics: 2 batches of unlisted nodes, 3 nodes of 3" \
+	test "$(m edgeprof_nodes_untracked_batches_total)" = 2 -a "$(m edgeprof_nodes)" = 3 -a \
+	"$(m edgeprof_nodes_max)" = 3
+check "  said once, naming the bound" \
+	test "$(grep -c 'node node-4: not listed, and offered no session: this collector keeps 3 nodes (--max-nodes)' "$TEST_TMP/n.log")" = 1
+check "  and not again within the minute (node-5)" bash -c "! grep -q 'node node-5' '$TEST_TMP/n.log'"
+stop_pid "$COLLECTOR_PID"
 finish
