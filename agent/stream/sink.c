@@ -213,17 +213,19 @@ int ep_sink_finish(struct ep_sink *k, unsigned flush_s)
 	}
 	struct ep_stream_counters sc;
 	ep_streamer_counters(k->streamer, &sc);
-	ep_info("streamed %llu batches (%llu samples): %llu acknowledged (%llu already stored), "
-		"%llu refused, "
-		"%llu send attempts failed, %llu dropped from a full spool, %llu lost unspooled "
-		"(%llu samples), %llu bytes sent, %llu spool files refused (no batch, or over "
-		"its bound)",
-		(unsigned long long)sc.batches_spooled, (unsigned long long)sc.samples_spooled,
-		(unsigned long long)sc.batches_acked, (unsigned long long)sc.batches_duplicate,
-		(unsigned long long)sc.batches_rejected, (unsigned long long)sc.send_failures,
-		(unsigned long long)sc.spool.dropped_files, (unsigned long long)sc.batches_lost,
-		(unsigned long long)sc.samples_lost, (unsigned long long)sc.bytes_sent,
-		(unsigned long long)sc.spool.refused_files);
+	ep_info(
+	    "streamed %llu batches (%llu samples): %llu acknowledged (%llu already stored), "
+	    "%llu refused, "
+	    "%llu send attempts failed (%llu then waited as the collector's Retry-After asked), "
+	    "%llu dropped from a full spool, %llu lost unspooled "
+	    "(%llu samples), %llu bytes sent, %llu spool files refused (no batch, or over "
+	    "its bound)",
+	    (unsigned long long)sc.batches_spooled, (unsigned long long)sc.samples_spooled,
+	    (unsigned long long)sc.batches_acked, (unsigned long long)sc.batches_duplicate,
+	    (unsigned long long)sc.batches_rejected, (unsigned long long)sc.send_failures,
+	    (unsigned long long)sc.retry_after_waits, (unsigned long long)sc.spool.dropped_files,
+	    (unsigned long long)sc.batches_lost, (unsigned long long)sc.samples_lost,
+	    (unsigned long long)sc.bytes_sent, (unsigned long long)sc.spool.refused_files);
 	if (left) {
 		ep_warn("%zu batches not acknowledged by the collector; they stay in the spool for "
 			"the next agent",

@@ -112,9 +112,16 @@ static int on_progress(void *clientp, curl_off_t dltotal, curl_off_t dlnow, curl
 	return __atomic_load_n(&s->abandon, __ATOMIC_RELAXED) ? 1 : 0;
 }
 
+/* The longest Retry-After honoured: a collector asking for more is waited
+ * for this long, so a wrong header cannot stall a node's stream for hours. */
+#define RETRY_AFTER_MAX_S 300
+
+/* *retry_after_s: what a 429 or 503 asked the agent to wait (0: nothing) */
 static enum send_result post_batch(struct ep_streamer *s, CURL *curl, const char *url,
-				   const uint8_t *data, size_t len, char *why, size_t whylen)
+				   const uint8_t *data, size_t len, unsigned *retry_after_s,
+				   char *why, size_t whylen)
 {
+	*retry_after_s = 0;
 	static const char *const headers[] = {"Content-Type: application/x-protobuf",
 					      "Content-Encoding: zstd", NULL};
 	struct ep_http_body body;
@@ -148,6 +155,11 @@ static enum send_result post_batch(struct ep_streamer *s, CURL *curl, const char
 		 * overload, restart) may pass later, or at another replica */
 		if (status == 400 || status == 413 || status == 415)
 			result = REJECTED;
+		curl_off_t after = 0;
+		if ((status == 429 || status == 503) &&
+		    curl_easy_getinfo(curl, CURLINFO_RETRY_AFTER, &after) == CURLE_OK && after > 0)
+			*retry_after_s =
+			    after > RETRY_AFTER_MAX_S ? RETRY_AFTER_MAX_S : (unsigned)after;
 	}
 	free(body.data);
 	return result;
@@ -241,8 +253,9 @@ static void *sender_main(void *arg)
 		 * store, which counts a batch once by its (agent id, sequence) */
 		size_t at = ep_collector_list_pick(s->collectors);
 		const char *url = ep_collector_list_url(s->collectors, at);
-		enum send_result r =
-		    post_batch(s, curl, s->ingest_urls[at], data, len, err, sizeof(err));
+		unsigned retry_after_s;
+		enum send_result r = post_batch(s, curl, s->ingest_urls[at], data, len,
+						&retry_after_s, err, sizeof(err));
 		free(data);
 		if (r == SENT || r == REJECTED) {
 			ep_spool_remove(s->spool, id);
@@ -270,7 +283,16 @@ static void *sender_main(void *arg)
 			continue; /* the next replica, at once */
 		/* full jitter: agents that lost the collector together do not
 		 * come back together */
-		wait_ms(s, backoff / 2 + (unsigned)(next_random(s) % (backoff / 2 + 1)));
+		unsigned ms = backoff / 2 + (unsigned)(next_random(s) % (backoff / 2 + 1));
+		/* an overloaded collector says when to come back (body room,
+		 * connections per address): sooner would only be refused again */
+		if (retry_after_s && retry_after_s * 1000u > ms) {
+			ms = retry_after_s * 1000u;
+			pthread_mutex_lock(&s->lock);
+			s->counters.retry_after_waits++;
+			pthread_mutex_unlock(&s->lock);
+		}
+		wait_ms(s, ms);
 		backoff = backoff * 2 > backoff_max ? backoff_max : backoff * 2;
 	}
 	curl_easy_cleanup(curl);

@@ -46,6 +46,7 @@ struct ep_stream_counters {
 	uint64_t batches_duplicate; /* acknowledged as already stored */
 	uint64_t batches_rejected;  /* refused as malformed: dropped, never retried */
 	uint64_t send_failures;	    /* attempts that will be retried */
+	uint64_t retry_after_waits; /* of them, waits as long as a Retry-After asked */
 	/* batches that could not be put in the spool (its disk full), and the
 	 * samples their binaries held (the sum of BinaryProfile.samples, the
 	 * unit the collector stores): gone, counted */
