@@ -13,7 +13,9 @@ edgeprof live under a directory named after edgeprof's hash (afdo.py caches by t
 
 Environment: BENCH_FDO_PROGRAMS (lua,sqlite,zstd), BENCH_FDO_SAMPLES (2000,20000,200000),
 BENCH_FDO_AFDO (programs for the clang AutoFDO/PGO variants, default lua,sqlite,zstd;
-"" for none),
+"" for none), BENCH_FDO_BAT (programs whose BAT round trip is measured, default lua: the
+input BOLTed with --enable-bat from its own 20k profile, recorded, and its profile exported
+for the input through BOLT's table),
 BENCH_FDO_WALL=1 (also wall time, BENCH_FDO_WALL_RUNS interleaved rounds, default 11),
 BENCH_FDO_NICE (the niceness of every command, default 19; 0 on a machine shared with
 other work at normal priority, where 19 gets almost no CPU), BENCH_FDO_SEEDS (the emulator's
@@ -295,6 +297,8 @@ class Program:
             self.bolt(f'bolt_perf2bolt_{k}{sfx}', p2b)
             if seed == 1:
                 self.same_samples(k, pd, p2b)
+        if seed == 1 and n == MIN_SAMPLES and self.name in env_list('BENCH_FDO_BAT', 'lua'):
+            self.bat_roundtrip(k, period)
         # the peers' method inside edgeprof: fixed period, whole stacks counted
         prof0 = self.record(self.path(f'train.chop0.{k}{tag}.prof'), period,
                             ['--chop', '0', '--jitter', '0'], seed=seed)
@@ -303,6 +307,39 @@ class Program:
         cached([EDGEPROF, 'export', prof0, '--format', 'fdata', '-o', fd0], fd0,
                log=fd0 + '.log')
         self.bolt(f'bolt_edgeprof_chop0_{k}{sfx}', fd0)
+
+    def bat_roundtrip(self, k, period):
+        """Issue 35: the input laid out with --enable-bat from its own k profile, that binary
+        recorded as the input was (same period and seed), and the profile exported through
+        BOLT's table for the input binary, which BOLT lays out again: variant
+        bolt_bat_roundtrip_K, to be as good as bolt_edgeprof_K."""
+        fd, bat = self.path(f'{k}.fdata'), self.path(f'bat.{k}.bin')
+        if not fresh(fd):
+            return
+        cached([BOLT, self.base, '-o', bat, '-data', fd, '--enable-bat'] + BOLT_OPTS, bat,
+               log=bat + '.log', check=False, stdout=True)
+        if not fresh(bat):
+            note(f'{self.name}: no BOLTed binary with a BAT table ({bat}.log)')
+            return
+        prof, pd = self.path(f'bat.train.{k}.prof'), self.path(f'bat.train.{k}.perf.data')
+        perf_data = has_perf_data_option()
+        cached([EDGEPROF, 'record', '--emulate', '--seed', '1', '--period', str(period), '-o',
+                prof] + (['--perf-data', pd] if perf_data else []) + ['--', bat] +
+               self.cfg['train'], [prof] + ([pd] if perf_data else []), log=prof + '.log',
+               cwd=self.ep)
+        self.recorded[f'bolt_bat_roundtrip_{k}'] = self.samples(prof)
+        notes = subprocess.run(['readelf', '-n', bat], capture_output=True, text=True).stdout
+        bid = re.search(r'Build ID: ([0-9a-f]+)', notes)
+        fd2 = self.path(f'bat.{k}.fdata')
+        cached([EDGEPROF, 'export', prof, '--build-id', bid.group(1) if bid else '',
+                '--format', 'fdata', '-o', fd2], fd2, log=fd2 + '.log')
+        self.bolt(f'bolt_bat_roundtrip_{k}', fd2)
+        # the peer: perf2bolt reads the same recording's perf.data through the table
+        if perf_data and fresh(pd):
+            p2b = self.path(f'bat.{k}.perf2bolt.fdata')
+            cached([PERF2BOLT, '-p', pd, '-o', p2b, bat], p2b, log=p2b + '.log', check=False,
+                   stdout=True)
+            self.bolt(f'bolt_bat_roundtrip_perf2bolt_{k}', p2b)
 
     def same_samples(self, k, pd, p2b):
         """Our export of the very samples perf2bolt read (import --chop 0, counting whole
@@ -460,6 +497,7 @@ def report_program(p, lines):
                      f'{MIN_SAVED_PER_KINSTR})')
                 for key in [x for x in fractions if x[1] == k]:
                     fractions[key] = None
+    bat_lines(p.name, figs, lines)
     seed_lines(p.name, fractions, lines)
     for n, log in p.bolt_logs.items():
         for k, v in bolt_report(log).items():
@@ -467,6 +505,32 @@ def report_program(p, lines):
     for n, v in p.checks.items():
         lines.append(f'fdo_{n}_{p.name}: {v}')
     return fractions
+
+
+def bat_lines(program, figs, lines):
+    """Issue 35's BAT round trip: the share of the input's own profile's gain (over base)
+    that the profile taken from its BOLTed binary reaches, per figure, and the least over
+    taken branches and I1 misses (fdo_bat_roundtrip_fraction, the issue's figure, >= 0.97)."""
+    base = figs.get('base', {})
+    for n, f in figs.items():
+        if not n.startswith('bolt_bat_roundtrip_'):
+            continue
+        # the peer's round trip against the peer's profile of the input
+        ref = figs.get(n.replace('bat_roundtrip_perf2bolt', 'perf2bolt')
+                       .replace('bat_roundtrip', 'edgeprof'), {})
+        least = None
+        for k in GAIN_FIGURES:
+            if k in f and k in ref and k in base:
+                g = gain(base[k], ref[k], f[k])
+                if g is None:
+                    continue
+                v = n.removeprefix('bolt_bat_roundtrip_')
+                lines.append(f'fdo_bat_roundtrip_fraction_{v}_{k}_{program}: {g:.3f}')
+                if k in MIN_FIGURES:
+                    least = g if least is None else min(least, g)
+        if least is not None:
+            peer = '_perf2bolt' if 'perf2bolt' in n else ''
+            lines.append(f'fdo_bat_roundtrip_fraction{peer}: {least:.3f}')
 
 
 RUN_ENV = dict(os.environ, HOME=f'{TOP}/home')  # no ~/.sqliterc or the like
