@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -24,6 +25,7 @@
 #include "common/profile/model.h"
 #include "common/util/clock.h"
 #include "common/util/log.h"
+#include "common/util/regular_file.h"
 #include "common/util/sat.h"
 #include "common/util/u64map.h"
 
@@ -2161,6 +2163,17 @@ struct ep_store *ep_store_sqlite_open(const char *location, char *err, size_t er
 		return NULL;
 	}
 	s->base.ops = &sqlite_ops;
+	/* SQLite opens a FIFO or a device and answers "disk I/O error" at its
+	 * first read; a file that is there must be a regular one (":memory:"
+	 * and "file:" URIs are SQLite's own names) */
+	struct stat st;
+	if (location[0] != ':' && strncmp(location, "file:", 5) != 0 && stat(location, &st) == 0 &&
+	    !S_ISREG(st.st_mode)) {
+		snprintf(err, errlen, "sqlite %s: is %s, not a regular file (a SQLite database)",
+			 location, ep_file_kind(st.st_mode));
+		sqlite_close(&s->base);
+		return NULL;
+	}
 	/* no mutex of SQLite's own: store.c serialises every call, and a
 	 * listing's million rows each took and gave it back per column */
 	if (sqlite3_open_v2(location, &s->db,

@@ -87,6 +87,15 @@ check "import --symfs DIR with a FIFO at the binary's path: no hang (exit $rc)" 
 check "  the FIFO named" grep -q "propeller_sample_1.bin.gen: is a FIFO, not a regular file" \
 	"$TEST_TMP/err"
 
+# the collector's SQLite store: SQLite opened a FIFO and said only "disk I/O
+# error" at its first read
+mkfifo "$TEST_TMP/store.fifo"
+timeout 60 "$EDGEPROF" collector --store "sqlite:$TEST_TMP/store.fifo" --listen 127.0.0.1:0 \
+	2>"$TEST_TMP/err"
+rc=$?
+check "collector --store sqlite:FIFO: refused at once, exit $rc" test "$rc" -ne 0 -a "$rc" -ne 124
+check "  the FIFO named" grep -q "store.fifo: is a FIFO, not a regular file" "$TEST_TMP/err"
+
 if [ "$(id -u)" -ne 0 ]; then
 	echo "# skipped the agent's case: live collection needs root"
 	finish
