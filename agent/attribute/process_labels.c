@@ -12,17 +12,15 @@
 
 #include "agent/attribute/container.h"
 #include "agent/attribute/k8s_pods.h"
-#include "agent/pipeline/pipeline.h"
 #include "common/util/clock.h"
 
 /* how long a process waits for its pod to be listed before it keeps the
  * container's labels only */
 #define POD_PENDING_NS (120ULL * 1000000000ULL)
 
-void ep_process_labeller_init(struct ep_process_labeller *l, struct ep_pipeline *pipeline,
-			      struct ep_k8s *k8s)
+void ep_process_labeller_init(struct ep_process_labeller *l, struct ep_k8s *k8s)
 {
-	*l = (struct ep_process_labeller){.pipeline = pipeline, .k8s = k8s};
+	*l = (struct ep_process_labeller){.k8s = k8s};
 }
 
 static void forget_cgroups(struct ep_process_labeller *l)
@@ -40,21 +38,20 @@ void ep_process_labeller_free(struct ep_process_labeller *l)
 	l->cgroups = NULL;
 }
 
-/* A container's process labelled: true when for good, false when its pod
- * is not listed yet */
-static bool label_container(struct ep_process_labeller *l, uint32_t pid, const char *cgroup,
-			    const struct ep_container_ref *ref)
+/* A container's labels, in l->labels (they point to cgroup and ref, the
+ * labeller's own): EP_LABELS_PENDING when its pod is not listed yet. */
+static enum ep_labelled label_container(struct ep_process_labeller *l, const char *cgroup,
+					const struct ep_container_ref *ref)
 {
-	Edgeprof__V1__Labels labels = EDGEPROF__V1__LABELS__INIT;
-	labels.container_id = (char *)ref->id;
-	labels.cgroup = (char *)cgroup;
+	edgeprof__v1__labels__init(&l->labels);
+	l->labels.container_id = (char *)ref->id;
+	l->labels.cgroup = (char *)cgroup;
 	const struct ep_k8s_pod *pod = l->k8s ? ep_k8s_pod_of(l->k8s, ref->id, NULL) : NULL;
 	if (pod) {
-		labels.pod = (char *)pod->name;
-		labels.namespace_ = (char *)pod->ns;
+		l->labels.pod = (char *)pod->name;
+		l->labels.namespace_ = (char *)pod->ns;
 	}
-	ep_pipeline_label_pid(l->pipeline, pid, &labels);
-	return pod || !l->k8s;
+	return pod || !l->k8s ? EP_LABELS_FOR_GOOD : EP_LABELS_PENDING;
 }
 
 /* Whether id is the cgroup at path (a cgroup v2 directory's inode number
@@ -110,64 +107,73 @@ static void remember(struct ep_process_labeller *l, uint64_t id, const char *con
 	l->cgroups[l->ncgroups++] = (struct ep_cgroup_seen){.path = path, .ref = *ref};
 }
 
-enum labelled { LABELS_PENDING, LABELS_FOR_GOOD, LABELS_GONE };
-
-/* LABELS_FOR_GOOD, LABELS_PENDING when its container's pod is not known
- * yet, LABELS_GONE when the process is (nothing labelled) */
-static enum labelled label_once(struct ep_process_labeller *l, uint32_t pid, uint64_t cgroup_id)
+/* The process's labels in *labels (NULL: of no container), or
+ * EP_LABELS_GONE when the process is. */
+static enum ep_labelled label_once(struct ep_process_labeller *l, uint32_t pid, uint64_t cgroup_id,
+				   const Edgeprof__V1__Labels **labels)
 {
+	*labels = NULL;
 	const uint64_t *seen = cgroup_id ? ep_u64map_get(&l->cgroup_index, cgroup_id) : NULL;
 	if (seen) {
 		const struct ep_cgroup_seen *c = &l->cgroups[*seen];
 		l->cgroup_hits++;
-		if (c->path)
-			return label_container(l, pid, c->path, &c->ref) ? LABELS_FOR_GOOD
-									 : LABELS_PENDING;
-		ep_pipeline_label_pid(l->pipeline, pid, NULL);
-		return LABELS_FOR_GOOD;
+		if (!c->path)
+			return EP_LABELS_FOR_GOOD;
+		*labels = &l->labels;
+		return label_container(l, c->path, &c->ref);
 	}
-	char path[64], text[4096], cgroup[PATH_MAX];
+	char path[64], text[4096];
 	snprintf(path, sizeof(path), "/proc/%u/cgroup", pid);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return LABELS_GONE;
+		return EP_LABELS_GONE;
 	ssize_t n = read(fd, text, sizeof(text) - 1);
 	close(fd);
 	if (n < 0)
-		return LABELS_GONE;
+		return EP_LABELS_GONE;
 	text[n] = '\0';
 	l->cgroup_reads++;
-	struct ep_container_ref ref = {0};
-	bool have_path = ep_cgroup_from_proc(text, cgroup, sizeof(cgroup));
-	bool container = have_path && ep_container_from_cgroup(cgroup, &ref) && !ref.monitor;
+	char *cgroup = l->cgroup;
+	l->ref = (struct ep_container_ref){0};
+	bool have_path = ep_cgroup_from_proc(text, cgroup, sizeof(l->cgroup));
+	bool container = have_path && ep_container_from_cgroup(cgroup, &l->ref) && !l->ref.monitor;
 	if (have_path && cgroup_id && is_v2_path(text, cgroup) && cgroup_is(l, cgroup, cgroup_id))
-		remember(l, cgroup_id, container ? cgroup : NULL, &ref);
-	if (!container) {
-		ep_pipeline_label_pid(l->pipeline, pid, NULL);
-		return LABELS_FOR_GOOD;
-	}
-	return label_container(l, pid, cgroup, &ref) ? LABELS_FOR_GOOD : LABELS_PENDING;
+		remember(l, cgroup_id, container ? cgroup : NULL, &l->ref);
+	if (!container)
+		return EP_LABELS_FOR_GOOD;
+	*labels = &l->labels;
+	return label_container(l, cgroup, &l->ref);
 }
 
-bool ep_process_label(struct ep_process_labeller *l, uint32_t pid, uint64_t cgroup_id)
+enum ep_labelled ep_process_label(struct ep_process_labeller *l, uint32_t pid, uint64_t cgroup_id,
+				  const Edgeprof__V1__Labels **labels)
 {
-	enum labelled got = label_once(l, pid, cgroup_id);
-	if (got != LABELS_PENDING)
-		return got == LABELS_FOR_GOOD;
+	enum ep_labelled got = label_once(l, pid, cgroup_id, labels);
+	if (got != EP_LABELS_PENDING)
+		return got;
 	for (size_t i = 0; i < l->npending; i++)
 		if (l->pending[i].pid == pid)
-			return false;
+			return got;
 	if (l->npending < EP_POD_PENDING_MAX)
 		l->pending[l->npending++] = (struct ep_pod_pending){pid, ep_mono_ns()};
-	return false;
+	return got;
 }
 
-void ep_process_label_pending(struct ep_process_labeller *l)
+void ep_process_label_pending(struct ep_process_labeller *l,
+			      void (*fn)(void *ctx, uint32_t pid,
+					 const Edgeprof__V1__Labels *labels),
+			      void *ctx)
 {
 	uint64_t now = ep_mono_ns();
 	for (size_t i = 0; i < l->npending;) {
-		if (now - l->pending[i].since > POD_PENDING_NS ||
-		    label_once(l, l->pending[i].pid, 0) != LABELS_PENDING)
+		const Edgeprof__V1__Labels *labels = NULL;
+		enum ep_labelled got = EP_LABELS_GONE;
+		if (now - l->pending[i].since <= POD_PENDING_NS) {
+			got = label_once(l, l->pending[i].pid, 0, &labels);
+			if (got != EP_LABELS_GONE)
+				fn(ctx, l->pending[i].pid, labels);
+		}
+		if (got != EP_LABELS_PENDING)
 			l->pending[i] = l->pending[--l->npending];
 		else
 			i++;

@@ -18,7 +18,6 @@
 #include "common/util/u64map.h"
 #include "ingest.pb-c.h"
 
-struct ep_pipeline;
 struct ep_k8s;
 
 /* The kubelet reports a container's id to the API server only once the
@@ -30,8 +29,7 @@ struct ep_k8s;
 #define EP_CGROUP_CACHE_MAX 4096
 
 struct ep_process_labeller {
-	struct ep_pipeline *pipeline; /* where the labels go */
-	struct ep_k8s *k8s;	      /* this node's pods; NULL outside a cluster */
+	struct ep_k8s *k8s; /* this node's pods; NULL outside a cluster */
 	struct ep_pod_pending {
 		uint32_t pid;
 		uint64_t since; /* monotonic ns */
@@ -47,19 +45,35 @@ struct ep_process_labeller {
 	size_t ncgroups;
 	char cgroup_root[256]; /* cgroup v2's mount, "" until found; "-" for none */
 	uint64_t cgroup_reads, cgroup_hits;
+	/* the labels last handed out, and what they point to */
+	Edgeprof__V1__Labels labels;
+	struct ep_container_ref ref;
+	char cgroup[PATH_MAX];
 };
 
-void ep_process_labeller_init(struct ep_process_labeller *l, struct ep_pipeline *pipeline,
-			      struct ep_k8s *k8s);
+void ep_process_labeller_init(struct ep_process_labeller *l, struct ep_k8s *k8s);
 void ep_process_labeller_free(struct ep_process_labeller *l);
-/* Labels the process now; one whose container's pod is not listed yet is
- * kept and looked at again by ep_process_label_pending. cgroup_id: the
- * cgroup the process was seen in (0: unknown), so a process of a cgroup
- * seen before costs no read of /proc. true when labelled for good; false
- * when its pod is still awaited, or it is gone (nothing labelled). */
-bool ep_process_label(struct ep_process_labeller *l, uint32_t pid, uint64_t cgroup_id);
-/* At each interval: the processes whose pods were not known yet. */
-void ep_process_label_pending(struct ep_process_labeller *l);
+
+enum ep_labelled {
+	EP_LABELS_FOR_GOOD,
+	EP_LABELS_PENDING, /* its container's pod is not listed yet */
+	EP_LABELS_GONE,	   /* the process is: no labels */
+};
+/* The labels of process pid, as they are now: *labels its container's
+ * (valid until the next call), NULL for a process of no container. One
+ * whose pod is not listed yet is kept and looked at again by
+ * ep_process_label_pending. cgroup_id: the cgroup the process was seen in
+ * (0: unknown), so a process of a cgroup seen before costs no read of
+ * /proc. The labeller only finds labels: where counts go is the caller's
+ * (the pipeline's label sets). */
+enum ep_labelled ep_process_label(struct ep_process_labeller *l, uint32_t pid, uint64_t cgroup_id,
+				  const Edgeprof__V1__Labels **labels);
+/* At each interval: the processes whose pods were not known yet, each
+ * handed to fn with its labels as they are now (a gone one not). */
+void ep_process_label_pending(struct ep_process_labeller *l,
+			      void (*fn)(void *ctx, uint32_t pid,
+					 const Edgeprof__V1__Labels *labels),
+			      void *ctx);
 
 /* An agent that watches one cgroup (--cgroup, --container) labels every
  * batch with it: its path below the cgroup v2 mount, and its container's id

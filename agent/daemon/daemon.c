@@ -122,7 +122,7 @@ static int loop(struct daemon *d)
 			break;
 		bool emit = now - last_write >= (uint64_t)cfg->interval_s * 1000000000ULL;
 		if (emit) {
-			ep_process_label_pending(&d->labeller);
+			ep_live_feed_label_pending(&d->feed);
 			count_lost(d, &lc);
 			say_proc_failures(d);
 			ep_sink_emit(d->sink, d->feed.pipeline);
@@ -248,7 +248,7 @@ int ep_daemon_run(struct ep_daemon_config *cfg, struct ep_binary_registry *reg,
 	pcfg.chop_taken = ep_live_counts_taken_only(d.live);
 	pcfg.calls_only = cfg->live.calls_only && ep_live_has_branch_stacks(d.live);
 	ep_live_feed_init(&d.feed, ep_pipeline_new(&pcfg, reg), &d.labeller);
-	ep_process_labeller_init(&d.labeller, d.feed.pipeline, cfg->k8s);
+	ep_process_labeller_init(&d.labeller, cfg->k8s);
 	if (sink->streamer)
 		d.sessions = ep_session_runner_new(sink, &cfg->live, reg, cfg->k8s);
 	if (!d.feed.pipeline || (sink->streamer && !d.sessions)) {

@@ -190,11 +190,24 @@ static void assign(struct ep_pipeline *p, struct ep_process *pr, size_t set)
 	pr->set = (uint32_t)set;
 }
 
-void ep_pipeline_label_pid(struct ep_pipeline *p, uint32_t pid, const Edgeprof__V1__Labels *labels)
+/* The set for labels, counted when there is none to be had. */
+static size_t labels_set(struct ep_pipeline *p, const Edgeprof__V1__Labels *labels)
 {
 	size_t set = set_for(p, labels);
 	if (set == 0 && labels && !labels_empty(labels))
 		p->unlabelled_overflow++;
+	return set;
+}
+
+void ep_pipeline_label(struct ep_pipeline *p, struct ep_process *pr,
+		       const Edgeprof__V1__Labels *labels)
+{
+	assign(p, pr, labels_set(p, labels));
+}
+
+void ep_pipeline_label_pid(struct ep_pipeline *p, uint32_t pid, const Edgeprof__V1__Labels *labels)
+{
+	size_t set = labels_set(p, labels);
 	struct ep_process *pr =
 	    set ? ep_process_get(p->procs, pid) : ep_process_find(p->procs, pid);
 	if (pr)

@@ -73,6 +73,9 @@ void ep_pipeline_exit(struct ep_pipeline *p, uint32_t pid);
  * container), kept apart in the deltas; NULL or empty labels: the
  * unlabelled set. Forked children follow their parent. */
 void ep_pipeline_label_pid(struct ep_pipeline *p, uint32_t pid, const Edgeprof__V1__Labels *labels);
+/* The same for a process of the pipeline's table (ep_pipeline_process_table). */
+void ep_pipeline_label(struct ep_pipeline *p, struct ep_process *pr,
+		       const Edgeprof__V1__Labels *labels);
 /* Label sets alive (the unlabelled one not counted). */
 size_t ep_pipeline_label_sets(const struct ep_pipeline *p);
 

@@ -12,7 +12,6 @@
 
 #include "agent/attribute/container.h"
 #include "agent/attribute/process_labels.h"
-#include "agent/pipeline/pipeline.h"
 
 #define ID    "3f2a9c0e8d7b6a5f4e3d2c1b0a9f8e7d6c5b4a3f2e1d0c9b8a7f6e5d4c3b2a19"
 #define UID_  "5f4b0c58-3a8b-4b3e-9b8e-3c2f6f8d9a11"
@@ -249,25 +248,20 @@ static void test_labels_read_once_per_cgroup(void **state)
 		leave_made_cgroup(root, made);
 		skip();
 	}
-	struct ep_binary_registry *reg = ep_binreg_new();
-	struct ep_pipeline_config cfg;
-	ep_pipeline_config_default(&cfg);
-	struct ep_pipeline *p = ep_pipeline_new(&cfg, reg);
 	struct ep_process_labeller l;
-	ep_process_labeller_init(&l, p, NULL);
+	ep_process_labeller_init(&l, NULL);
 	uint32_t pid = (uint32_t)getpid();
-	ep_process_label(&l, pid, id + 1);
-	ep_process_label(&l, pid, id + 1);
+	const Edgeprof__V1__Labels *labels;
+	ep_process_label(&l, pid, id + 1, &labels);
+	ep_process_label(&l, pid, id + 1, &labels);
 	uint64_t wrong_id_reads = l.cgroup_reads;
-	ep_process_label(&l, pid, id);
-	ep_process_label(&l, pid, id);
-	ep_process_label(&l, pid, id);
+	ep_process_label(&l, pid, id, &labels);
+	ep_process_label(&l, pid, id, &labels);
+	ep_process_label(&l, pid, id, &labels);
 	uint64_t reads = l.cgroup_reads, hits = l.cgroup_hits;
-	ep_process_label(&l, pid, 0);
+	ep_process_label(&l, pid, 0, &labels);
 	uint64_t unknown_reads = l.cgroup_reads - reads;
 	ep_process_labeller_free(&l);
-	ep_pipeline_free(p);
-	ep_binreg_free(reg);
 	leave_made_cgroup(root, made);
 	assert_int_equal(wrong_id_reads, 2);
 	assert_int_equal(reads, 3);

@@ -289,7 +289,7 @@ static void test_children_take_their_parents_labels_until_moved(void **state)
 	struct ep_process_labeller l;
 	struct ep_live_feed f;
 	ep_live_feed_init(&f, ep_pipeline_new(&cfg, reg), &l);
-	ep_process_labeller_init(&l, f.pipeline, NULL);
+	ep_process_labeller_init(&l, NULL);
 	f.sees_cgroup_moves = true;
 	uint32_t parent = (uint32_t)getppid(), child = (uint32_t)getpid();
 	/* program: the events of one fork and exec (cgroup ids made up: none

@@ -190,6 +190,29 @@ static void seen_in(struct ep_process *pr, uint64_t id)
 	}
 }
 
+/* The process labelled as it is now, where its cgroup was last seen: its
+ * counts go to its container's label set from now on. */
+static void label(struct ep_live_feed *f, struct ep_process *pr)
+{
+	const Edgeprof__V1__Labels *labels;
+	enum ep_labelled got = ep_process_label(f->labeller, pr->pid, pr->cgroup_id, &labels);
+	if (got != EP_LABELS_GONE)
+		ep_pipeline_label(f->pipeline, pr, labels);
+	pr->labelled = got == EP_LABELS_FOR_GOOD;
+}
+
+static void apply_pending(void *ctx, uint32_t pid, const Edgeprof__V1__Labels *labels)
+{
+	struct ep_live_feed *f = ctx;
+	ep_pipeline_label_pid(f->pipeline, pid, labels);
+}
+
+void ep_live_feed_label_pending(struct ep_live_feed *f)
+{
+	if (f->labeller)
+		ep_process_label_pending(f->labeller, apply_pending, f);
+}
+
 /* A process that forks, labelled then if it is not yet: its children have
  * its labels while they stay where they were forked, so a host with v1
  * hierarchies reads /proc/PID/cgroup once per parent, not once per new
@@ -203,7 +226,7 @@ static void label_parent(struct ep_live_feed *f, uint32_t pid, uint64_t cgroup_i
 		return;
 	seen_in(pr, cgroup_id);
 	if (!pr->labelled)
-		pr->labelled = ep_process_label(f->labeller, pid, cgroup_id);
+		label(f, pr);
 }
 
 /* exec, fork and exit as they happen: a forked child starts with its
@@ -285,7 +308,7 @@ static void know_maps(struct ep_live_feed *f, uint32_t pid, uint64_t cgroup_id, 
 		 * that spares a read of /proc/PID/cgroup per program. */
 		seen_in(pr, cgroup_id);
 		if (f->labeller && !(f->sees_cgroup_moves && pr->labelled))
-			pr->labelled = ep_process_label(f->labeller, pid, cgroup_id);
+			label(f, pr);
 		read_maps(f, pr, pr->execd ? EP_MAPS_AT_EXEC : EP_MAPS_AT_FIRST_SAMPLE);
 		return;
 	}

@@ -89,6 +89,9 @@ int ep_live_feed_poll(struct ep_live_feed *f, struct ep_live *live, int timeout_
 /* Drops the processes that exited long enough ago: memory stays bounded by
  * the processes alive, not by all the machine ever ran. */
 void ep_live_feed_forget_exited(struct ep_live_feed *f);
+/* At each interval: the processes whose pods were not listed yet labelled
+ * again (with a labeller). */
+void ep_live_feed_label_pending(struct ep_live_feed *f);
 /* Reads pid's executable mappings into the pipeline now, as a new
  * program's first sample does (tests compare the two ways of reading them:
  * f->maps.text). */
