@@ -166,19 +166,6 @@ static void flush_counts(struct ep_pipeline *p)
 	ep_process_flushed(p->procs);
 }
 
-/* The process of a sample with branch entries, noted as one that may
- * have counts pending. NULL when it cannot be made (no memory): its counts
- * go to the unlabelled set, which is then its set. */
-static struct ep_process *sampled_process(struct ep_pipeline *p, uint32_t pid)
-{
-	struct ep_process *pr = ep_process_get(p->procs, pid);
-	if (pr && !ep_process_mark_sampled(p->procs, pr)) {
-		flush_counts(p);
-		ep_process_mark_sampled(p->procs, pr);
-	}
-	return pr;
-}
-
 /* pr's counts go to set from now on: what it counted so far belongs to
  * its old set. */
 static void assign(struct ep_pipeline *p, struct ep_process *pr, size_t set)
@@ -545,24 +532,48 @@ void ep_pipeline_set_cycles(struct ep_pipeline *p, const struct ep_pipeline_cycl
 	p->cycles = *c;
 }
 
-void ep_pipeline_sample(struct ep_pipeline *p, const struct ep_sample_record *rec)
+/* A sample's IP counted: the one handed in when it still holds. */
+static void count_ip(struct ep_pipeline *p, const struct ep_sample_record *rec,
+		     struct ep_process *pr, const struct ep_sample_ip *ip,
+		     struct ep_aggregator *agg)
 {
-	note_stack(p, rec);
-	/* pending counts come from branch entries only */
-	struct ep_process *pr =
-	    rec->nr_entries ? sampled_process(p, rec->pid) : ep_process_find(p->procs, rec->pid);
-	struct ep_aggregator *agg = aggregator_of(p, pr);
 	uint32_t bin;
 	uint64_t vaddr;
 	enum ep_resolve_status st = EP_RESOLVE_OK;
-	if (rec->flags & EP_SAMPLE_IP_KERNEL)
+	if (rec->flags & EP_SAMPLE_IP_KERNEL) {
 		p->ip_kernel++;
-	else if (resolve_ip(p, pr, rec->ip, &bin, &vaddr, &st))
+		return;
+	}
+	bool in_bin;
+	if (ip && pr && ip->generation && ip->generation == pr->generation) {
+		st = ip->status;
+		in_bin = st == EP_RESOLVE_OK;
+		if (in_bin) {
+			bin = ep_binary_index(ip->at.bin);
+			vaddr = ip->at.vaddr;
+		}
+	} else {
+		in_bin = resolve_ip(p, pr, rec->ip, &bin, &vaddr, &st);
+	}
+	if (in_bin)
 		ep_aggregate_sample_ip(agg, bin, vaddr);
 	else if (st == EP_RESOLVE_ANON_CODE)
 		p->ip_jit++;
 	else
 		p->ip_unresolved++;
+}
+
+void ep_pipeline_sample_of(struct ep_pipeline *p, const struct ep_sample_record *rec,
+			   struct ep_process *pr, const struct ep_sample_ip *ip)
+{
+	note_stack(p, rec);
+	/* pending counts come from branch entries only */
+	if (pr && rec->nr_entries && !ep_process_mark_sampled(p->procs, pr)) {
+		flush_counts(p);
+		ep_process_mark_sampled(p->procs, pr);
+	}
+	struct ep_aggregator *agg = aggregator_of(p, pr);
+	count_ip(p, rec, pr, ip, agg);
 	unsigned chop = ep_pipeline_chop_used(p);
 	if (p->cfg.chop_taken && chop) {
 		/* the one-pass counting chops in branches: the trace is built whole */
@@ -583,6 +594,15 @@ void ep_pipeline_sample(struct ep_pipeline *p, const struct ep_sample_record *re
 	ep_reconstruct(p->reconstructor, rec, pr, &p->trace);
 	size_t first = ep_chop(&p->trace, chop, &p->chop_stats);
 	ep_aggregate_trace(agg, &p->trace, first, chop == 0);
+}
+
+void ep_pipeline_sample(struct ep_pipeline *p, const struct ep_sample_record *rec)
+{
+	/* a sample with branch entries may leave counts pending: its process
+	 * is made if new, to note that */
+	struct ep_process *pr = rec->nr_entries ? ep_process_get(p->procs, rec->pid)
+						: ep_process_find(p->procs, rec->pid);
+	ep_pipeline_sample_of(p, rec, pr, NULL);
 }
 
 static Edgeprof__V1__Labels *copy_labels(const Edgeprof__V1__Labels *l)

@@ -88,6 +88,11 @@ size_t ep_pipeline_processes(const struct ep_pipeline *p);
 struct ep_process_table *ep_pipeline_process_table(struct ep_pipeline *p);
 
 void ep_pipeline_sample(struct ep_pipeline *p, const struct ep_sample_record *rec);
+/* The same for a sample whose process the caller has from the table
+ * (ep_process_sampled: NULL when none could be made), and its IP resolved
+ * there (ip NULL, or resolved under another generation: resolved here). */
+void ep_pipeline_sample_of(struct ep_pipeline *p, const struct ep_sample_record *rec,
+			   struct ep_process *pr, const struct ep_sample_ip *ip);
 /* A sample another pipeline counts (a recording read by several threads,
  * each counting a share of its samples): only what later samples depend
  * on is kept, so each pipeline counts its share as one pipeline would. */

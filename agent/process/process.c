@@ -5,7 +5,12 @@
 #include <string.h>
 
 #include "common/util/arch.h"
+#include "common/util/clock.h"
 #include "common/util/u64map.h"
+
+/* a process whose addresses do not resolve gets its maps re-read, at most
+ * this often: new libraries appear, but /proc is not free */
+#define MAPS_REREAD_NS 1000000000ULL
 
 struct exit_note {
 	uint32_t pid;
@@ -228,6 +233,53 @@ size_t ep_process_forget_exited(struct ep_process_table *t, uint64_t before_ns)
 		n++;
 	}
 	return n;
+}
+
+void ep_process_seen_in(struct ep_process *p, uint64_t id)
+{
+	if (p->cgroup_id != id) {
+		p->cgroup_id = id;
+		p->labelled = false;
+	}
+}
+
+struct ep_process *ep_process_sampled(struct ep_process_table *t, const struct ep_process_sample *s,
+				      enum ep_maps_read *due, struct ep_sample_ip *ip)
+{
+	*due = EP_MAPS_NOT_DUE;
+	ip->generation = 0;
+	struct ep_process *p = ep_process_get(t, s->pid);
+	if (!p)
+		return NULL;
+	if (!p->maps_read_ns) {
+		/* Labelled where it runs now (runtimes move a container's first
+		 * process into its cgroup between fork and exec), unless it is
+		 * where its parent was when labelled: no move of it was seen,
+		 * and it is in the same cgroup (v2). */
+		ep_process_seen_in(p, s->cgroup_id);
+		*due = p->execd ? EP_MAPS_AT_EXEC : EP_MAPS_AT_FIRST_SAMPLE;
+		return p;
+	}
+	if (p->mmap_ns && s->time_ns >= p->mmap_ns) {
+		*due = EP_MAPS_AT_MMAP;
+		return p;
+	}
+	if (s->kernel)
+		return p;
+	/* code of no file (JIT output) resolves as such: a re-read would find
+	 * nothing new, and a JIT's maps are long */
+	enum ep_resolve_status st = ep_mappings_resolve(&p->maps, s->ip, &ip->at);
+	bool unresolved = st != EP_RESOLVE_OK && st != EP_RESOLVE_ANON_CODE;
+	if (unresolved && ep_mono_ns() - p->maps_read_ns > MAPS_REREAD_NS) {
+		*due = EP_MAPS_UNRESOLVED;
+	} else if (st == EP_RESOLVE_NO_MAPPING && s->time_ns > p->maps_read_ns && p->rereads_left) {
+		p->rereads_left--;
+		*due = EP_MAPS_AFTER_EXEC;
+	} else {
+		ip->generation = p->generation;
+		ip->status = st;
+	}
+	return p;
 }
 
 enum ep_resolve_status ep_process_resolve(struct ep_process_table *t, uint32_t pid, uint64_t addr,

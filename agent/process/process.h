@@ -83,6 +83,48 @@ size_t ep_process_forget_exited(struct ep_process_table *t, uint64_t before_ns);
  * (retiring, without mappings) until then. */
 void ep_process_forget(struct ep_process_table *t, uint32_t pid);
 
+/* Why a live process's maps are read from /proc. */
+enum ep_maps_read {
+	EP_MAPS_AT_EXEC,	 /* a new program's first sample: not at the exec itself */
+	EP_MAPS_AT_FIRST_SAMPLE, /* a process running before the agent, or unseen */
+	EP_MAPS_UNRESOLVED,	 /* a sample in no known mapping, at most once a second */
+	EP_MAPS_AT_MMAP,	 /* --watch-mmaps: new code mapped */
+	/* a sample taken after a new program's first read, in none of its
+	 * mappings: a library mapped since (dlopen, a few per exec) */
+	EP_MAPS_AFTER_EXEC,
+	EP_MAPS_READ_KINDS,
+	EP_MAPS_NOT_DUE = EP_MAPS_READ_KINDS, /* no read is due */
+};
+
+/* A sample of a live process, as the process table takes it. */
+struct ep_process_sample {
+	uint32_t pid;
+	bool kernel; /* its IP is the kernel's */
+	uint64_t ip, cgroup_id, time_ns;
+};
+
+/* A sample's IP in its process's mappings, resolved under their
+ * generation: it holds while that is the process's. */
+struct ep_sample_ip {
+	uint64_t generation; /* 0: not resolved */
+	enum ep_resolve_status status;
+	struct ep_resolved at; /* when status is EP_RESOLVE_OK */
+};
+
+/* The process of a live sample, made when new (NULL only when memory runs
+ * out), its IP resolved in *ip (not a kernel IP), and in *due why its maps
+ * are to be read before the sample is counted (then *ip is not resolved):
+ * at its first sample (the cgroup it is in noted then), after an
+ * executable mmap, when the IP is in none of them (at most once a
+ * second, or at once for the reads left after an exec). The live
+ * source's policy, from what the record keeps; the source reads. */
+struct ep_process *ep_process_sampled(struct ep_process_table *t, const struct ep_process_sample *s,
+				      enum ep_maps_read *due, struct ep_sample_ip *ip);
+/* p was seen in cgroup (v2) id: its labels are not its parent's any more
+ * when that is another one (a runtime moved it, or made it in its cgroup:
+ * clone3's CLONE_INTO_CGROUP, of which no move is seen). */
+void ep_process_seen_in(struct ep_process *p, uint64_t id);
+
 /* addr of pid as (binary, ELF address): EP_RESOLVE_NO_PROCESS for a pid
  * not known. */
 enum ep_resolve_status ep_process_resolve(struct ep_process_table *t, uint32_t pid, uint64_t addr,

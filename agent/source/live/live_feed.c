@@ -20,9 +20,6 @@
 #include "common/util/log.h"
 #include "common/util/u64map.h"
 
-/* a process whose addresses do not resolve gets its maps re-read, at most
- * this often: new libraries appear, but /proc is not free */
-#define MAPS_REREAD_NS 1000000000ULL
 /* Reads a sample may ask for at once after a new program's first read,
  * when it was taken after that read and its address is in none of the
  * mappings: a library mapped since (dlopen, or ld.so's own when the first
@@ -179,17 +176,6 @@ void ep_live_feed_forget_exited(struct ep_live_feed *f)
 		f->forgotten += ep_process_forget_exited(f->procs, now - FORGET_AFTER_NS);
 }
 
-/* The process is in cgroup (v2) id: its labels are not its parent's any
- * more when that is another one (a runtime moved it, or made it in its
- * cgroup: clone3's CLONE_INTO_CGROUP, of which no move is seen). */
-static void seen_in(struct ep_process *pr, uint64_t id)
-{
-	if (pr->cgroup_id != id) {
-		pr->cgroup_id = id;
-		pr->labelled = false;
-	}
-}
-
 /* The process labelled as it is now, where its cgroup was last seen: its
  * counts go to its container's label set from now on. */
 static void label(struct ep_live_feed *f, struct ep_process *pr)
@@ -224,7 +210,7 @@ static void label_parent(struct ep_live_feed *f, uint32_t pid, uint64_t cgroup_i
 	struct ep_process *pr = ep_process_get(f->procs, pid);
 	if (!pr || pr->exit_ns)
 		return;
-	seen_in(pr, cgroup_id);
+	ep_process_seen_in(pr, cgroup_id);
 	if (!pr->labelled)
 		label(f, pr);
 }
@@ -245,14 +231,14 @@ static void on_process_event(void *ctx, const struct ep_proc_record *rec)
 		ep_pipeline_fork(f->pipeline, rec->pid, rec->ppid);
 		pr = ep_process_find(f->procs, rec->pid);
 		if (pr) /* the parent's, where the child starts */
-			seen_in(pr, rec->cgroup_id);
+			ep_process_seen_in(pr, rec->cgroup_id);
 		break;
 	case EP_PROC_EXEC:
 		ep_pipeline_exec(f->pipeline, rec->pid);
 		pr = ep_process_find(f->procs, rec->pid);
 		if (pr) {
 			pr->rereads_left = PROMPT_READS_AFTER_EXEC;
-			seen_in(pr, rec->cgroup_id);
+			ep_process_seen_in(pr, rec->cgroup_id);
 		}
 		break;
 	case EP_PROC_CGROUP:
@@ -292,61 +278,62 @@ static void note_period(struct ep_period_stats *ps, uint64_t period)
 	ps->sumsq += (double)period * (double)period;
 }
 
-/* Before a sample of pid at ip is counted: its maps read (and the process
- * labelled) at its first sample, and again when ip is in none of them. */
-static void know_maps(struct ep_live_feed *f, uint32_t pid, uint64_t cgroup_id, uint64_t ip,
-		      bool kernel, uint64_t time_ns)
+/* What a sample asked of /proc before it is counted: the process labelled
+ * at its first sample (where moves are seen, one still where its parent
+ * was labelled keeps its parent's labels: on a host with v1 hierarchies
+ * that spares a read of /proc/PID/cgroup per program), its maps read. */
+static void read_due(struct ep_live_feed *f, struct ep_process *pr, enum ep_maps_read due)
 {
-	struct ep_process *pr = ep_process_get(f->procs, pid);
-	if (!pr)
-		return;
-	if (!pr->maps_read_ns) {
-		/* Labelled where it runs now (runtimes move a container's first
-		 * process into its cgroup between fork and exec), unless it is
-		 * where its parent was when labelled: no move of it was seen, and
-		 * it is in the same cgroup (v2). On a host with v1 hierarchies
-		 * that spares a read of /proc/PID/cgroup per program. */
-		seen_in(pr, cgroup_id);
-		if (f->labeller && !(f->sees_cgroup_moves && pr->labelled))
-			label(f, pr);
-		read_maps(f, pr, pr->execd ? EP_MAPS_AT_EXEC : EP_MAPS_AT_FIRST_SAMPLE);
-		return;
-	}
-	if (pr->mmap_ns && time_ns >= pr->mmap_ns) {
-		read_maps(f, pr, EP_MAPS_AT_MMAP);
-		ep_debug("pid %u mapped executable code: its maps read again", pid);
-		return;
-	}
-	if (kernel)
-		return;
-	/* code of no file (JIT output) resolves as such: a re-read would find
-	 * nothing new, and a JIT's maps are long */
-	struct ep_resolved r;
-	enum ep_resolve_status st = ep_mappings_resolve(&pr->maps, ip, &r);
-	bool unresolved = st != EP_RESOLVE_OK && st != EP_RESOLVE_ANON_CODE;
-	if (unresolved && ep_mono_ns() - pr->maps_read_ns > MAPS_REREAD_NS) {
-		read_maps(f, pr, EP_MAPS_UNRESOLVED);
-	} else if (st == EP_RESOLVE_NO_MAPPING && time_ns > pr->maps_read_ns && pr->rereads_left) {
-		pr->rereads_left--;
-		read_maps(f, pr, EP_MAPS_AFTER_EXEC);
-	}
+	bool first = due == EP_MAPS_AT_EXEC || due == EP_MAPS_AT_FIRST_SAMPLE;
+	if (first && f->labeller && !(f->sees_cgroup_moves && pr->labelled))
+		label(f, pr);
+	read_maps(f, pr, due);
+	if (due == EP_MAPS_AT_MMAP)
+		ep_debug("pid %u mapped executable code: its maps read again", pr->pid);
 }
 
+/* A sample's process from the table, its maps read first when that is
+ * due, and its IP as resolved there. */
+static struct ep_process *process_of(struct ep_live_feed *f, const struct ep_process_sample *s,
+				     struct ep_sample_ip *ip)
+{
+	enum ep_maps_read due;
+	struct ep_process *pr = ep_process_sampled(f->procs, s, &due, ip);
+	if (due != EP_MAPS_NOT_DUE)
+		read_due(f, pr, due);
+	return pr;
+}
+
+/* A sample's way: its process from the table, then the pipeline with
+ * both (no second look-up of the pid, nor of the IP). */
 static void on_sample(void *ctx, const struct ep_sample_record *rec)
 {
 	struct ep_live_feed *f = ctx;
 	note_period(&f->periods, rec->period);
-	know_maps(f, rec->pid, rec->cgroup_id, rec->ip, rec->flags & EP_SAMPLE_IP_KERNEL,
-		  rec->time_ns);
-	ep_pipeline_sample(f->pipeline, rec);
+	struct ep_sample_ip ip;
+	struct ep_process *pr =
+	    process_of(f,
+		       &(struct ep_process_sample){.pid = rec->pid,
+						   .kernel = rec->flags & EP_SAMPLE_IP_KERNEL,
+						   .ip = rec->ip,
+						   .cgroup_id = rec->cgroup_id,
+						   .time_ns = rec->time_ns},
+		       &ip);
+	ep_pipeline_sample_of(f->pipeline, rec, pr, &ip);
 }
 
 static void on_cycles(void *ctx, const struct ep_cycles_record *rec)
 {
 	struct ep_live_feed *f = ctx;
 	note_period(&f->cycles_periods, rec->period);
-	know_maps(f, rec->pid, rec->cgroup_id, rec->ip, rec->flags & EP_SAMPLE_IP_KERNEL,
-		  rec->time_ns);
+	struct ep_sample_ip ip;
+	process_of(f,
+		   &(struct ep_process_sample){.pid = rec->pid,
+					       .kernel = rec->flags & EP_SAMPLE_IP_KERNEL,
+					       .ip = rec->ip,
+					       .cgroup_id = rec->cgroup_id,
+					       .time_ns = rec->time_ns},
+		   &ip);
 	ep_pipeline_cycles_sample(f->pipeline, rec);
 }
 

@@ -18,6 +18,7 @@
 
 #include <sys/stat.h>
 
+#include "agent/process/process.h"
 #include "agent/source/live/proc_maps.h"
 
 struct ep_live;
@@ -26,7 +27,6 @@ struct ep_proc_record;
 struct ep_sample_record;
 struct ep_cycles_record;
 struct ep_process_labeller;
-struct ep_process_table;
 
 /* The sampling periods as the samples report them. */
 struct ep_period_stats {
@@ -37,18 +37,6 @@ struct ep_period_stats {
 /* mapped files whose stat() is remembered at once: the libraries of most
  * programs a node runs */
 #define EP_STAT_MEMOS 256
-
-/* Why a process's maps were read. */
-enum ep_maps_read {
-	EP_MAPS_AT_EXEC,	 /* a new program's first sample: not at the exec itself */
-	EP_MAPS_AT_FIRST_SAMPLE, /* a process running before the agent, or unseen */
-	EP_MAPS_UNRESOLVED,	 /* a sample in no known mapping, at most once a second */
-	EP_MAPS_AT_MMAP,	 /* --watch-mmaps: new code mapped */
-	/* a sample taken after a new program's first read, in none of its
-	 * mappings: a library mapped since (dlopen, a few per exec) */
-	EP_MAPS_AFTER_EXEC,
-	EP_MAPS_READ_KINDS
-};
 
 struct ep_live_feed {
 	struct ep_pipeline *pipeline;	/* owned */
