@@ -469,38 +469,36 @@ void ep_pipeline_skip_sample(struct ep_pipeline *p, const struct ep_sample_recor
 	note_stack(p, rec);
 }
 
-/* A user-mode IP of pr (NULL: not known) as binary and address, through
- * the last mapping resolved (most IPs fall in it): false when in no known
- * binary, with why in *status (NULL: not wanted). */
-static bool resolve_ip(struct ep_pipeline *p, struct ep_process *pr, uint64_t ip, uint32_t *bin,
-		       uint64_t *vaddr, enum ep_resolve_status *status)
+/* A user-mode IP resolved: its binary and address there when status is
+ * EP_RESOLVE_OK. Returned in registers. */
+struct ip_at {
+	enum ep_resolve_status status;
+	uint32_t bin;
+	uint64_t vaddr;
+};
+
+/* A user-mode IP of pr (NULL: not known), through the last mapping
+ * resolved (most IPs fall in it). */
+static struct ip_at resolve_ip(struct ep_pipeline *p, struct ep_process *pr, uint64_t ip)
 {
 	struct ip_cache *c = &p->ip_cache;
-	if (!pr) {
-		if (status)
-			*status = EP_RESOLVE_NO_PROCESS;
-		return false;
-	}
-	if (c->valid && c->generation == pr->generation && ip >= c->start && ip < c->end) {
-		*bin = c->bin;
-		*vaddr = (uint64_t)((int64_t)ip + c->bias);
-		return true;
-	}
+	if (!pr)
+		return (struct ip_at){.status = EP_RESOLVE_NO_PROCESS};
+	if (c->valid && c->generation == pr->generation && ip >= c->start && ip < c->end)
+		return (struct ip_at){.status = EP_RESOLVE_OK,
+				      .bin = c->bin,
+				      .vaddr = (uint64_t)((int64_t)ip + c->bias)};
 	struct ep_resolved res;
 	enum ep_resolve_status st = ep_mappings_resolve(&pr->maps, ip, &res);
-	if (status)
-		*status = st;
 	if (st != EP_RESOLVE_OK)
-		return false;
-	*bin = ep_binary_index(res.bin);
-	*vaddr = res.vaddr;
+		return (struct ip_at){.status = st};
 	*c = (struct ip_cache){.valid = res.map_end > res.map_start,
 			       .generation = pr->generation,
 			       .start = res.map_start,
 			       .end = res.map_end,
 			       .bias = res.vaddr_bias,
-			       .bin = *bin};
-	return true;
+			       .bin = ep_binary_index(res.bin)};
+	return (struct ip_at){.status = EP_RESOLVE_OK, .bin = c->bin, .vaddr = res.vaddr};
 }
 
 /* The label set a process's counts go to now. */
@@ -513,11 +511,12 @@ static inline struct ep_aggregator *aggregator_of(const struct ep_pipeline *p,
 void ep_pipeline_cycles_sample(struct ep_pipeline *p, const struct ep_cycles_record *rec)
 {
 	p->cycles_samples++;
-	uint32_t bin;
-	uint64_t vaddr;
 	struct ep_process *pr = ep_process_find(p->procs, rec->pid);
-	if (!(rec->flags & EP_SAMPLE_IP_KERNEL) && resolve_ip(p, pr, rec->ip, &bin, &vaddr, NULL))
-		ep_aggregate_cycles_ip(aggregator_of(p, pr), bin, vaddr, rec->period);
+	struct ip_at at = {.status = EP_RESOLVE_KERNEL};
+	if (!(rec->flags & EP_SAMPLE_IP_KERNEL))
+		at = resolve_ip(p, pr, rec->ip);
+	if (at.status == EP_RESOLVE_OK)
+		ep_aggregate_cycles_ip(aggregator_of(p, pr), at.bin, at.vaddr, rec->period);
 	else
 		p->cycles_unresolved++;
 }
@@ -532,39 +531,12 @@ void ep_pipeline_set_cycles(struct ep_pipeline *p, const struct ep_pipeline_cycl
 	p->cycles = *c;
 }
 
-/* A sample's IP counted: the one handed in when it still holds. */
-static void count_ip(struct ep_pipeline *p, const struct ep_sample_record *rec,
-		     struct ep_process *pr, const struct ep_sample_ip *ip,
-		     struct ep_aggregator *agg)
-{
-	uint32_t bin;
-	uint64_t vaddr;
-	enum ep_resolve_status st = EP_RESOLVE_OK;
-	if (rec->flags & EP_SAMPLE_IP_KERNEL) {
-		p->ip_kernel++;
-		return;
-	}
-	bool in_bin;
-	if (ip && pr && ip->generation && ip->generation == pr->generation) {
-		st = ip->status;
-		in_bin = st == EP_RESOLVE_OK;
-		if (in_bin) {
-			bin = ep_binary_index(ip->at.bin);
-			vaddr = ip->at.vaddr;
-		}
-	} else {
-		in_bin = resolve_ip(p, pr, rec->ip, &bin, &vaddr, &st);
-	}
-	if (in_bin)
-		ep_aggregate_sample_ip(agg, bin, vaddr);
-	else if (st == EP_RESOLVE_ANON_CODE)
-		p->ip_jit++;
-	else
-		p->ip_unresolved++;
-}
-
-void ep_pipeline_sample_of(struct ep_pipeline *p, const struct ep_sample_record *rec,
-			   struct ep_process *pr, const struct ep_sample_ip *ip)
+/* A sample down the stages, its process pr (NULL: none) and its IP
+ * resolved (ip_status; where to, when EP_RESOLVE_OK: ip_bin, ip_vaddr):
+ * scalars, which both ways in pass on in registers. */
+static void take_sample(struct ep_pipeline *p, const struct ep_sample_record *rec,
+			struct ep_process *pr, enum ep_resolve_status ip_status, uint32_t ip_bin,
+			uint64_t ip_vaddr)
 {
 	note_stack(p, rec);
 	/* pending counts come from branch entries only */
@@ -573,7 +545,14 @@ void ep_pipeline_sample_of(struct ep_pipeline *p, const struct ep_sample_record 
 		ep_process_mark_sampled(p->procs, pr);
 	}
 	struct ep_aggregator *agg = aggregator_of(p, pr);
-	count_ip(p, rec, pr, ip, agg);
+	if (rec->flags & EP_SAMPLE_IP_KERNEL)
+		p->ip_kernel++;
+	else if (ip_status == EP_RESOLVE_OK)
+		ep_aggregate_sample_ip(agg, ip_bin, ip_vaddr);
+	else if (ip_status == EP_RESOLVE_ANON_CODE)
+		p->ip_jit++;
+	else
+		p->ip_unresolved++;
 	unsigned chop = ep_pipeline_chop_used(p);
 	if (p->cfg.chop_taken && chop) {
 		/* the one-pass counting chops in branches: the trace is built whole */
@@ -596,13 +575,22 @@ void ep_pipeline_sample_of(struct ep_pipeline *p, const struct ep_sample_record 
 	ep_aggregate_trace(agg, &p->trace, first, chop == 0);
 }
 
+void ep_pipeline_sample_of(struct ep_pipeline *p, const struct ep_sample_record *rec,
+			   struct ep_process *pr, const struct ep_sample_ip *ip)
+{
+	take_sample(p, rec, pr, ip->status, ip->bin, ip->vaddr);
+}
+
 void ep_pipeline_sample(struct ep_pipeline *p, const struct ep_sample_record *rec)
 {
 	/* a sample with branch entries may leave counts pending: its process
 	 * is made if new, to note that */
 	struct ep_process *pr = rec->nr_entries ? ep_process_get(p->procs, rec->pid)
 						: ep_process_find(p->procs, rec->pid);
-	ep_pipeline_sample_of(p, rec, pr, NULL);
+	struct ip_at at = {.status = EP_RESOLVE_KERNEL};
+	if (!(rec->flags & EP_SAMPLE_IP_KERNEL))
+		at = resolve_ip(p, pr, rec->ip);
+	take_sample(p, rec, pr, at.status, at.bin, at.vaddr);
 }
 
 static Edgeprof__V1__Labels *copy_labels(const Edgeprof__V1__Labels *l)

@@ -90,7 +90,7 @@ struct ep_process_table *ep_pipeline_process_table(struct ep_pipeline *p);
 void ep_pipeline_sample(struct ep_pipeline *p, const struct ep_sample_record *rec);
 /* The same for a sample whose process the caller has from the table
  * (ep_process_sampled: NULL when none could be made), and its IP resolved
- * there (ip NULL, or resolved under another generation: resolved here). */
+ * in that process's mappings as they are (ep_mappings_resolve_ip). */
 void ep_pipeline_sample_of(struct ep_pipeline *p, const struct ep_sample_record *rec,
 			   struct ep_process *pr, const struct ep_sample_ip *ip);
 /* A sample another pipeline counts (a recording read by several threads,

@@ -20,8 +20,9 @@ struct exit_note {
 struct ep_process_table {
 	struct ep_u64map index; /* pid -> struct ep_process *, retiring ones included */
 	size_t retiring;
-	struct ep_process *last; /* the last found: samples come in runs of one process */
-	uint64_t changes;	 /* hands out the processes' generations */
+	struct ep_process *last;  /* the last found: samples come in runs of one process */
+	struct ep_process *blank; /* zeroed, for the next new process (NULL: none yet) */
+	uint64_t changes;	  /* hands out the processes' generations */
 	/* the pids sampled since the last flush (their records say so too) */
 	uint32_t *sampled;
 	size_t nsampled;
@@ -43,9 +44,14 @@ struct ep_process_table *ep_process_table_new(void)
 	return t;
 }
 
+static struct ep_process *record_at_slot(const uint64_t *slot)
+{
+	return (struct ep_process *)(uintptr_t)*slot;
+}
+
 static struct ep_process *record_at(const struct ep_u64map *m, size_t i)
 {
-	return (struct ep_process *)(uintptr_t)m->values[i];
+	return record_at_slot(&m->values[i]);
 }
 
 void ep_process_table_free(struct ep_process_table *t)
@@ -59,6 +65,7 @@ void ep_process_table_free(struct ep_process_table *t)
 		free(record_at(&t->index, i));
 	}
 	ep_u64map_free(&t->index);
+	free(t->blank);
 	free(t->sampled);
 	free(t->exits);
 	free(t);
@@ -102,26 +109,32 @@ static void start(struct ep_process_table *t, struct ep_process *p)
 	p->execd = false;
 }
 
+/* pid's record, made when new: one probe of the index finds it or makes
+ * its slot, which takes the blank record kept ready. */
+static struct ep_process *find_or_make(struct ep_process_table *t, uint32_t pid)
+{
+	if (!t->blank && !(t->blank = calloc(1, sizeof(*t->blank))))
+		return NULL;
+	bool made;
+	uint64_t *slot = ep_u64map_upsert(&t->index, pid, &made);
+	if (!slot)
+		return NULL;
+	if (made) {
+		*slot = (uint64_t)(uintptr_t)t->blank;
+		t->blank = NULL;
+		record_at_slot(slot)->pid = pid;
+		record_at_slot(slot)->generation = ++t->changes;
+	}
+	return t->last = record_at_slot(slot);
+}
+
 struct ep_process *ep_process_get(struct ep_process_table *t, uint32_t pid)
 {
-	struct ep_process *p = lookup(t, pid);
-	if (p) {
-		if (p->retiring) {
-			start(t, p);
-			p->labelled = false;
-		}
-		return p;
+	struct ep_process *p = t->last && t->last->pid == pid ? t->last : find_or_make(t, pid);
+	if (p && p->retiring) {
+		start(t, p);
+		p->labelled = false;
 	}
-	p = calloc(1, sizeof(*p));
-	uint64_t *slot = p ? ep_u64map_upsert(&t->index, pid, NULL) : NULL;
-	if (!slot) {
-		free(p);
-		return NULL;
-	}
-	*slot = (uint64_t)(uintptr_t)p;
-	p->pid = pid;
-	p->generation = ++t->changes;
-	t->last = p;
 	return p;
 }
 
@@ -247,7 +260,8 @@ struct ep_process *ep_process_sampled(struct ep_process_table *t, const struct e
 				      enum ep_maps_read *due, struct ep_sample_ip *ip)
 {
 	*due = EP_MAPS_NOT_DUE;
-	ip->generation = 0;
+	*ip = (struct ep_sample_ip){
+	    .addr = s->ip, .kernel = s->kernel, .status = EP_RESOLVE_NO_PROCESS};
 	struct ep_process *p = ep_process_get(t, s->pid);
 	if (!p)
 		return NULL;
@@ -255,8 +269,11 @@ struct ep_process *ep_process_sampled(struct ep_process_table *t, const struct e
 		/* Labelled where it runs now (runtimes move a container's first
 		 * process into its cgroup between fork and exec), unless it is
 		 * where its parent was when labelled: no move of it was seen,
-		 * and it is in the same cgroup (v2). */
-		ep_process_seen_in(p, s->cgroup_id);
+		 * and it is in the same cgroup (v2). As ep_process_seen_in. */
+		if (p->cgroup_id != s->cgroup_id) {
+			p->cgroup_id = s->cgroup_id;
+			p->labelled = false;
+		}
 		*due = p->execd ? EP_MAPS_AT_EXEC : EP_MAPS_AT_FIRST_SAMPLE;
 		return p;
 	}
@@ -268,16 +285,14 @@ struct ep_process *ep_process_sampled(struct ep_process_table *t, const struct e
 		return p;
 	/* code of no file (JIT output) resolves as such: a re-read would find
 	 * nothing new, and a JIT's maps are long */
-	enum ep_resolve_status st = ep_mappings_resolve(&p->maps, s->ip, &ip->at);
-	bool unresolved = st != EP_RESOLVE_OK && st != EP_RESOLVE_ANON_CODE;
+	ep_mappings_resolve_ip(&p->maps, ip);
+	bool unresolved = ip->status != EP_RESOLVE_OK && ip->status != EP_RESOLVE_ANON_CODE;
 	if (unresolved && ep_mono_ns() - p->maps_read_ns > MAPS_REREAD_NS) {
 		*due = EP_MAPS_UNRESOLVED;
-	} else if (st == EP_RESOLVE_NO_MAPPING && s->time_ns > p->maps_read_ns && p->rereads_left) {
+	} else if (ip->status == EP_RESOLVE_NO_MAPPING && s->time_ns > p->maps_read_ns &&
+		   p->rereads_left) {
 		p->rereads_left--;
 		*due = EP_MAPS_AFTER_EXEC;
-	} else {
-		ip->generation = p->generation;
-		ip->status = st;
 	}
 	return p;
 }

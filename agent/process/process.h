@@ -103,17 +103,10 @@ struct ep_process_sample {
 	uint64_t ip, cgroup_id, time_ns;
 };
 
-/* A sample's IP in its process's mappings, resolved under their
- * generation: it holds while that is the process's. */
-struct ep_sample_ip {
-	uint64_t generation; /* 0: not resolved */
-	enum ep_resolve_status status;
-	struct ep_resolved at; /* when status is EP_RESOLVE_OK */
-};
-
 /* The process of a live sample, made when new (NULL only when memory runs
- * out), its IP resolved in *ip (not a kernel IP), and in *due why its maps
- * are to be read before the sample is counted (then *ip is not resolved):
+ * out), its IP in *ip, resolved unless *due says why the process's maps are
+ * to be read before the sample is counted (then the caller reads them and
+ * resolves it, ep_mappings_resolve_ip):
  * at its first sample (the cgroup it is in noted then), after an
  * executable mmap, when the IP is in none of them (at most once a
  * second, or at once for the reads left after an exec). The live

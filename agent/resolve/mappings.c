@@ -144,3 +144,15 @@ enum ep_resolve_status ep_mappings_resolve(struct ep_mappings *m, uint64_t addr,
 	out->map_end = seg_rt_end < x->end ? seg_rt_end : x->end;
 	return EP_RESOLVE_OK;
 }
+
+void ep_mappings_resolve_ip(struct ep_mappings *m, struct ep_sample_ip *ip)
+{
+	if (ip->kernel)
+		return;
+	struct ep_resolved at;
+	ip->status = ep_mappings_resolve(m, ip->addr, &at);
+	if (ip->status == EP_RESOLVE_OK) {
+		ip->bin = ep_binary_index(at.bin);
+		ip->vaddr = at.vaddr;
+	}
+}

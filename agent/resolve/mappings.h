@@ -67,4 +67,15 @@ void ep_mappings_mark_binaries(const struct ep_mappings *m, uint8_t *in_use, siz
 enum ep_resolve_status ep_mappings_resolve(struct ep_mappings *m, uint64_t addr,
 					   struct ep_resolved *out);
 
+/* A sample's IP, and where a process's mappings place it. */
+struct ep_sample_ip {
+	uint64_t addr;
+	bool kernel; /* the sample says it is the kernel's: not resolved */
+	enum ep_resolve_status status;
+	uint32_t bin; /* ep_binary_index, when status is EP_RESOLVE_OK */
+	uint64_t vaddr;
+};
+/* ip->addr resolved in m (a kernel IP is left as it is). */
+void ep_mappings_resolve_ip(struct ep_mappings *m, struct ep_sample_ip *ip);
+
 #endif

@@ -293,14 +293,16 @@ static void read_due(struct ep_live_feed *f, struct ep_process *pr, enum ep_maps
 }
 
 /* A sample's process from the table, its maps read first when that is
- * due, and its IP as resolved there. */
+ * due, and its IP resolved in them. */
 static struct ep_process *process_of(struct ep_live_feed *f, const struct ep_process_sample *s,
 				     struct ep_sample_ip *ip)
 {
 	enum ep_maps_read due;
 	struct ep_process *pr = ep_process_sampled(f->procs, s, &due, ip);
-	if (due != EP_MAPS_NOT_DUE)
+	if (due != EP_MAPS_NOT_DUE) {
 		read_due(f, pr, due);
+		ep_mappings_resolve_ip(&pr->maps, ip);
+	}
 	return pr;
 }
 
