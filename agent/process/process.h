@@ -2,9 +2,12 @@
 /*
  * The process table: one record per process, all the agent keeps about it.
  * The pipeline counts through it (its mappings, its label set, whether it
- * was sampled since the reconstructor's last flush); the live source's feed
- * decides from it when /proc is read again (when the maps were read, the
- * reads left after an exec) and when the process is forgotten (its exit).
+ * was sampled since the reconstructor's last flush). A live sample comes
+ * here first (ep_process_sampled): the record, the sample's IP resolved in
+ * its mappings, and whether /proc is to be read first, from what the
+ * record keeps (when the maps were read, the reads left after an exec);
+ * the live source's feed does the reading, and forgets a process a while
+ * after its exit.
  * Records stay where they are (a pointer holds until the record is
  * removed: by ep_process_forget, ep_process_forget_exited or
  * ep_process_flushed).

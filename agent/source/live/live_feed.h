@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The live source's adapter: its samples and process events (exec, fork,
- * exit, mmap) into a pipeline, and the policy of reading /proc. The BPF
- * program reports no mappings, so a process's mappings are read from /proc
- * at its first sample (most processes a node starts are never sampled: an
- * exec costs no read), and again when its addresses stop resolving; an
- * exited process is forgotten a while later. What the policy goes by is
- * in each process's record (agent/process/process.h). The perf.data
- * source's counterpart is agent/source/perf_data/perf_data_feed.h.
+ * exit, mmap) into a pipeline, and the reading of /proc. The BPF program
+ * reports no mappings, so a process's mappings are read from /proc at its
+ * first sample (most processes a node starts are never sampled: an exec
+ * costs no read), and again when its addresses stop resolving; an exited
+ * process is forgotten a while later. A sample goes to the process table
+ * (ep_process_sampled, agent/process/process.h: the record says when a read
+ * is due), is labelled and has its maps read here when that is due, then
+ * goes to the pipeline with its record. The perf.data source's
+ * counterpart is agent/source/perf_data/perf_data_feed.h.
  */
 #ifndef EP_LIVE_FEED_H
 #define EP_LIVE_FEED_H
