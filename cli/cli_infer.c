@@ -36,13 +36,14 @@ static void say(const Edgeprof__V1__BinaryProfile *bp, const struct ep_infer_sta
 		unsigned max_blocks)
 {
 	ep_info("infer %s: %llu functions, %llu blocks (%llu unsampled, %llu of them given "
-		"counts by flow)",
+		"counts by flow, %llu of them by a unit spread to them)",
 		bp->build_id, (unsigned long long)s->functions, (unsigned long long)s->blocks,
 		(unsigned long long)s->blocks_zero_sampled,
 		(unsigned long long)(s->blocks_zero_sampled -
 				     (s->blocks_zero_inferred < s->blocks_zero_sampled
 					  ? s->blocks_zero_inferred
-					  : s->blocks_zero_sampled)));
+					  : s->blocks_zero_sampled)),
+		(unsigned long long)s->blocks_spread);
 	if (s->functions_refused)
 		ep_warn("infer %s: %llu functions keep their sampled counts; the last, %s: %s "
 			"(--infer-max-blocks %u)",
@@ -79,8 +80,12 @@ static Edgeprof__V1__BinaryProfile *infer_binary(const struct ep_cli_infer *o,
 	limits.max_blocks = o->max_blocks;
 	struct ep_infer_stats stats;
 	Edgeprof__V1__BinaryProfile *out = NULL;
-	if (ep_infer_profile(bp, dec, &limits, &out, &stats) != 0)
+	int rc = ep_infer_profile(bp, dec, &limits, &out, &stats);
+	if (rc < 0)
 		*oom = true;
+	else if (rc > 0)
+		ep_warn("counts not inferred (sampled counts exported): %s",
+			ep_infer_status_name(stats.last_refusal));
 	else
 		say(bp, &stats, o->max_blocks);
 	ep_decoder_free(dec);

@@ -75,6 +75,8 @@ void ep_infer_limits_default(struct ep_infer_limits *l)
 	l->max_blocks = EP_INFER_MAX_BLOCKS_DEFAULT;
 	l->max_work = EP_INFER_MAX_WORK_DEFAULT;
 	l->max_count = EP_INFER_MAX_COUNT;
+	l->spread_depth = EP_INFER_SPREAD_DEPTH_DEFAULT;
+	l->scale = EP_INFER_SCALE_DEFAULT;
 }
 
 static void net_free(struct net *n)

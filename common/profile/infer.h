@@ -47,11 +47,18 @@ struct ep_infer_limits {
 	size_t max_blocks;  /* --infer-max-blocks: blocks (and, times 4, edges) */
 	uint64_t max_work;  /* arcs the solver may scan, for one function */
 	uint64_t max_count; /* a count past it (or their sum) is refused: no overflow */
+	/* blocks left at zero within this many edges of a block that ran
+	 * (0: none) get a unit of flow from an entry to an exit through them
+	 * (ep_infer_spread) */
+	uint32_t spread_depth;
+	uint64_t scale; /* ep_infer_profile: counts times this, so a unit is small */
 };
 
-#define EP_INFER_MAX_BLOCKS_DEFAULT 65536
-#define EP_INFER_MAX_WORK_DEFAULT   (UINT64_C(1) << 32)
-#define EP_INFER_MAX_COUNT	    (UINT64_C(1) << 48)
+#define EP_INFER_MAX_BLOCKS_DEFAULT   65536
+#define EP_INFER_MAX_WORK_DEFAULT     (UINT64_C(1) << 32)
+#define EP_INFER_MAX_COUNT	      (UINT64_C(1) << 48)
+#define EP_INFER_SPREAD_DEPTH_DEFAULT UINT32_MAX /* any block with a way in and out */
+#define EP_INFER_SCALE_DEFAULT	      16
 
 void ep_infer_limits_default(struct ep_infer_limits *l);
 
@@ -72,10 +79,22 @@ enum ep_infer_status ep_infer_solve(struct ep_infer_block *blocks, size_t nblock
 				    struct ep_infer_edge *edges, size_t nedges,
 				    const struct ep_infer_limits *limits);
 
+/*
+ * After ep_infer_solve(): each block still at zero that lies within
+ * limits->spread_depth edges of a block with flow, and on some way from an
+ * entry to an exit, gets one unit of flow along the shortest such way (and
+ * so does the way): a block no sample saw next to code that ran may have
+ * run, and BOLT splits off as cold only what it thinks never ran. Returns
+ * the blocks given flow; flows stay conserved.
+ */
+enum ep_infer_status ep_infer_spread(struct ep_infer_block *blocks, size_t nblocks,
+				     struct ep_infer_edge *edges, size_t nedges,
+				     const struct ep_infer_limits *limits, size_t *spread);
+
 struct ep_infer_stats {
 	uint64_t functions;	    /* whose counts were inferred */
 	uint64_t functions_refused; /* past a limit: sampled counts kept */
-	uint64_t blocks, blocks_zero_sampled, blocks_zero_inferred;
+	uint64_t blocks, blocks_zero_sampled, blocks_zero_inferred, blocks_spread;
 	enum ep_infer_status last_refusal;
 	char last_refused[128]; /* the last refused function's name */
 };
@@ -87,9 +106,10 @@ struct ep_infer_stats {
  * jumps, the fall-throughs between blocks no branch joins (kind
  * BRANCH_FALLTHROUGH, as the agent writes them), returns and indirect jumps
  * (their sampled targets, scaled to the inferred count). Calls, ranges, IPs
- * and functions are kept. *out is a new message (free with
- * edgeprof__v1__binary_profile__free_unpacked(*out, NULL)); -1 when memory
- * runs out.
+ * and functions are kept; every count is multiplied by limits->scale. *out
+ * is a new message (free with edgeprof__v1__binary_profile__free_unpacked(
+ * *out, NULL)); -1 when memory runs out, 1 (stats->last_refusal) when a
+ * count times the scale passes max_count.
  */
 int ep_infer_profile(const Edgeprof__V1__BinaryProfile *bp, struct ep_decoder *dec,
 		     const struct ep_infer_limits *limits, Edgeprof__V1__BinaryProfile **out,

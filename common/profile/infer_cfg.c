@@ -453,6 +453,18 @@ static int write_back(struct work *w, const struct cfg *g)
 	return 0;
 }
 
+static int spread_and_write(struct work *w, struct cfg *g)
+{
+	size_t n = 0;
+	/* past its work limit the units already spread stay (each keeps flow
+	 * conserved) */
+	if (ep_infer_spread(g->blocks, g->nleaders, g->edges, g->nedges, w->limits, &n) ==
+	    EP_INFER_NO_MEMORY)
+		return -1;
+	w->stats->blocks_spread += n;
+	return write_back(w, g);
+}
+
 static void cfg_free(struct cfg *g)
 {
 	free(g->insns);
@@ -501,7 +513,7 @@ static int infer_function(struct work *w, struct ep_decoder *dec, const Edgeprof
 		else if (st != EP_INFER_OK)
 			refused(w, fn->name, st);
 		else
-			rc = write_back(w, &g);
+			rc = spread_and_write(w, &g);
 	}
 	cfg_free(&g);
 	return rc;
@@ -538,6 +550,26 @@ static int rebuild_edges(struct work *w)
 	return 0;
 }
 
+/* Every count times limits->scale, so that the unit ep_infer_spread() adds
+ * is a fraction of a sample; -1 when a count would pass max_count. */
+static int scale(Edgeprof__V1__BinaryProfile *bp, const struct ep_infer_limits *l)
+{
+	uint64_t k = l->scale ? l->scale : 1, max = l->max_count / k;
+	for (size_t i = 0; i < bp->n_edges; i++)
+		if (bp->edges[i]->count > max)
+			return -1;
+	for (size_t i = 0; i < bp->n_ranges; i++)
+		if (bp->ranges[i]->count > max)
+			return -1;
+	for (size_t i = 0; i < bp->n_edges; i++) {
+		bp->edges[i]->count *= k;
+		bp->edges[i]->mispredicted *= k;
+	}
+	for (size_t i = 0; i < bp->n_ranges; i++)
+		bp->ranges[i]->count *= k;
+	return 0;
+}
+
 int ep_infer_profile(const Edgeprof__V1__BinaryProfile *in, struct ep_decoder *dec,
 		     const struct ep_infer_limits *limits, Edgeprof__V1__BinaryProfile **out,
 		     struct ep_infer_stats *stats)
@@ -548,6 +580,11 @@ int ep_infer_profile(const Edgeprof__V1__BinaryProfile *in, struct ep_decoder *d
 	if (!w.bp)
 		return -1;
 	ep_binary_profile_sort(w.bp);
+	if (scale(w.bp, limits) != 0) {
+		edgeprof__v1__binary_profile__free_unpacked(w.bp, NULL);
+		stats->last_refusal = EP_INFER_TOO_MANY;
+		return 1;
+	}
 	size_t n = w.bp->n_edges ? w.bp->n_edges : 1;
 	w.by_to = malloc(n * sizeof(*w.by_to));
 	w.drop = calloc(n, sizeof(*w.drop));

@@ -9,6 +9,7 @@ graph BOLT lays out); calls and returns are left out. Prints `name: value` lines
   blocks they lead to as never run, unless another edge says so);
 - executed_blocks, executed_blocks_zero: the same for block starts (an edge's target),
   a block having a count when any edge into it has;
+- unexecuted_blocks_counted: blocks the sampled fdata gives a count that never ran;
 - distance: per function, the total variation distance between the two profiles' edge
   shares (0 alike, 1 disjoint), averaged with the exact profile's function weights.
 """
@@ -42,6 +43,7 @@ def main():
     eb_exec = [k for k, n in eb.items() if n > 0]
     print(f'executed_blocks: {len(eb_exec)}')
     print(f'executed_blocks_zero: {sum(1 for k in eb_exec if sb.get(k, 0) == 0)}')
+    print(f'unexecuted_blocks_counted: {sum(1 for k, n in sb.items() if n > 0 and eb.get(k, 0) == 0)}')
     per_fn = defaultdict(lambda: [defaultdict(int), defaultdict(int)])
     for k, n in exact.items():
         per_fn[k[0]][0][k] += n

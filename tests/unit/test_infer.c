@@ -168,6 +168,56 @@ static void test_self_loop_unknown(void **state)
 	assert_int_equal(e[1].flow + e[0].flow, b[0].flow);
 }
 
+/* Spreading: the unseen arm of the diamond, one edge from code that ran,
+ * gets one unit from the entry to the exit, flow still conserved; with
+ * depth 0 it stays cold, and a block two edges away waits for depth 2. */
+static void test_spread(void **state)
+{
+	(void)state;
+	struct ep_infer_block b[5];
+	struct ep_infer_edge e[8];
+	b_set(&b[0], 20), b_set(&b[1], 20), b_set(&b[2], 0), b_set(&b[3], 20), b_set(&b[4], 0);
+	e_set(&e[0], OUT, 0, 20), e_set(&e[1], 0, 1, 20), e_set(&e[2], 0, 2, 0);
+	e_set(&e[3], 1, 3, 20), e_set(&e[4], 2, 4, 0), e_set(&e[5], 4, 3, 0);
+	e_set(&e[6], 3, OUT, 20), e_set(&e[7], 2, 2, 0); /* a self loop never taken */
+	struct ep_infer_limits l = limits();
+	size_t n = 99;
+	assert_int_equal(ep_infer_solve(b, 5, e, 8, &l), EP_INFER_OK);
+	l.spread_depth = 0;
+	assert_int_equal(ep_infer_spread(b, 5, e, 8, &l, &n), EP_INFER_OK);
+	assert_int_equal(n, 0);
+	assert_int_equal(b[2].flow, 0);
+	l.spread_depth = 1;
+	assert_int_equal(ep_infer_spread(b, 5, e, 8, &l, &n), EP_INFER_OK);
+	/* block 4 is reached by the unit through block 2 on its way out */
+	assert_int_equal(n, 1);
+	assert_int_equal(b[2].flow, 1);
+	assert_int_equal(b[4].flow, 1);
+	assert_int_equal(b[0].flow, 21);
+	assert_int_equal(e[7].flow, 0);
+	assert_conserved(b, 5, e, 8);
+}
+
+/* A block with no way to an exit (an endless loop the samples never saw)
+ * gets nothing: a unit in would never leave. */
+static void test_spread_no_way_out(void **state)
+{
+	(void)state;
+	struct ep_infer_block b[3];
+	struct ep_infer_edge e[5];
+	b_set(&b[0], 10), b_set(&b[1], 10), b_set(&b[2], 0);
+	e_set(&e[0], OUT, 0, 10), e_set(&e[1], 0, 1, 10), e_set(&e[2], 1, OUT, 10);
+	e_set(&e[3], 0, 2, 0), e_set(&e[4], 2, 2, 0);
+	struct ep_infer_limits l = limits();
+	l.spread_depth = 8;
+	size_t n = 99;
+	assert_int_equal(ep_infer_solve(b, 3, e, 5, &l), EP_INFER_OK);
+	assert_int_equal(ep_infer_spread(b, 3, e, 5, &l, &n), EP_INFER_OK);
+	assert_int_equal(n, 0);
+	assert_int_equal(b[2].flow, 0);
+	assert_conserved(b, 3, e, 5);
+}
+
 /* Past the limits: refused by name, the samples kept as the flows. */
 static void test_limits(void **state)
 {
@@ -227,6 +277,8 @@ int main(void)
 	    cmocka_unit_test(test_unseen_on_only_path),
 	    cmocka_unit_test(test_unseen_branch_stays_cold),
 	    cmocka_unit_test(test_self_loop_unknown),
+	    cmocka_unit_test(test_spread),
+	    cmocka_unit_test(test_spread_no_way_out),
 	    cmocka_unit_test(test_limits),
 	    cmocka_unit_test(test_chain_noise),
 	};
