@@ -4,7 +4,8 @@
 # past it, or grows the process past it, is a finding (an "out-of-memory"
 # crash, its input kept like any other). It is the budget of the process
 # whose code the target drives (issue 32; deploy/k8s sets the same limits):
-#   agent, 256 MiB: elf (the binaries of every sampled process), perf_data,
+#   agent, 256 MiB: elf (the binaries of every sampled process), bat (their
+#     BOLT address translation tables, read by export), perf_data,
 #     import and emu (recordings through the agent's pipeline, as agent
 #     --replay and record do), proc_maps, proc_cgroup, k8s_pods;
 #   collector, 1024 MiB: http (its HTTP front, ingest and store), ingest;
