@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "agent/process/process.h"
+#include "common/util/clock.h"
 #include "common/util/u64map.h"
 
 /* pid's mappings' generation, 0 for a pid not known */
@@ -303,6 +304,74 @@ static void test_exited_processes_are_forgotten_in_exit_order(void **state)
 	ep_process_table_free(t);
 }
 
+/* A live sample's way in: the record, its IP resolved, and why the maps
+ * are to be read first (the live source's policy, from the record). */
+static void test_a_sample_says_when_maps_are_read(void **state)
+{
+	struct fixture *f = *state;
+	const uint64_t base = 0x5629ec741000ULL, now = ep_mono_ns();
+	struct ep_process_sample s = {.pid = 40, .ip = 0x5629ec7428d0ULL, .cgroup_id = 5};
+	enum ep_maps_read due;
+	struct ep_sample_ip ip;
+	s.time_ns = now;
+	/* first sight: its cgroup noted, a read due, the IP not resolved yet */
+	struct ep_process *pr = ep_process_sampled(f->pm, &s, &due, &ip);
+	assert_non_null(pr);
+	assert_int_equal(due, EP_MAPS_AT_FIRST_SAMPLE);
+	assert_int_equal(pr->cgroup_id, 5);
+	assert_int_equal(ip.status, EP_RESOLVE_NO_PROCESS);
+	/* the caller reads the maps, then resolves */
+	ep_process_map(f->pm, 40, base + 0x1000, 0x1000, 0x0, f->pie, false);
+	pr->maps_read_ns = now;
+	ep_mappings_resolve_ip(&pr->maps, &ip);
+	assert_int_equal(ip.status, EP_RESOLVE_OK);
+	assert_int_equal(ip.vaddr, 0x18d0);
+	assert_int_equal(ip.bin, ep_binary_index(f->pie));
+	/* the next sample: the same record, resolved, nothing due; its cgroup
+	 * is noted at the first sample only */
+	s.cgroup_id = 6;
+	s.time_ns = now + 1;
+	assert_ptr_equal(ep_process_sampled(f->pm, &s, &due, &ip), pr);
+	assert_int_equal(due, EP_MAPS_NOT_DUE);
+	assert_int_equal(ip.status, EP_RESOLVE_OK);
+	assert_int_equal(ip.vaddr, 0x18d0);
+	assert_int_equal(pr->cgroup_id, 5);
+	/* a kernel IP is not resolved */
+	s.kernel = true;
+	ep_process_sampled(f->pm, &s, &due, &ip);
+	assert_int_equal(due, EP_MAPS_NOT_DUE);
+	assert_true(ip.kernel);
+	assert_int_equal(ip.status, EP_RESOLVE_NO_PROCESS);
+	s.kernel = false;
+	/* in none of the mappings: a read at once while reads are left after
+	 * an exec, else not within a second of the last read */
+	s.ip = base + 0x5000;
+	pr->rereads_left = 1;
+	ep_process_sampled(f->pm, &s, &due, &ip);
+	assert_int_equal(due, EP_MAPS_AFTER_EXEC);
+	assert_int_equal(pr->rereads_left, 0);
+	ep_process_sampled(f->pm, &s, &due, &ip);
+	assert_int_equal(due, EP_MAPS_NOT_DUE);
+	assert_int_equal(ip.status, EP_RESOLVE_NO_MAPPING);
+	pr->maps_read_ns = now - 2000000000ULL;
+	ep_process_sampled(f->pm, &s, &due, &ip);
+	assert_int_equal(due, EP_MAPS_UNRESOLVED);
+	/* an executable mmap since: read at the first sample taken after it */
+	pr->maps_read_ns = now;
+	s.ip = 0x5629ec7428d0ULL;
+	pr->mmap_ns = now + 10;
+	ep_process_sampled(f->pm, &s, &due, &ip);
+	assert_int_equal(due, EP_MAPS_NOT_DUE);
+	s.time_ns = now + 10;
+	ep_process_sampled(f->pm, &s, &due, &ip);
+	assert_int_equal(due, EP_MAPS_AT_MMAP);
+	/* a new program: read at its first sample, as an exec's */
+	ep_process_exec(f->pm, 40);
+	ep_process_sampled(f->pm, &s, &due, &ip);
+	assert_int_equal(due, EP_MAPS_AT_EXEC);
+	ep_process_forget(f->pm, 40);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -314,6 +383,7 @@ int main(void)
 	    cmocka_unit_test(test_fork_and_exec_of_a_record),
 	    cmocka_unit_test(test_sampled_records_outlive_their_process_until_the_flush),
 	    cmocka_unit_test(test_exited_processes_are_forgotten_in_exit_order),
+	    cmocka_unit_test(test_a_sample_says_when_maps_are_read),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
