@@ -15,7 +15,7 @@ static const char *const on_off[] = {"on", "off", NULL};
 void ep_cli_infer_options(struct ep_option out[EP_CLI_INFER_OPTION_COUNT + 1],
 			  struct ep_cli_infer *o)
 {
-	o->off = 1;
+	o->off = 0;
 	o->max_blocks = EP_INFER_MAX_BLOCKS_DEFAULT;
 	out[0] = (struct ep_option)EP_OPTION("infer", 0, EP_OPT_CHOICE, &o->off, .choices = on_off);
 	out[1] = (struct ep_option)EP_OPTION("infer-max-blocks", 0, EP_OPT_UINT, &o->max_blocks,

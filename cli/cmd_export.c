@@ -88,18 +88,18 @@ int ep_cmd_export(int argc, char **argv)
 		goto out;
 	struct ep_profile_mix *mix =
 	    mo.insn_mix ? ep_cli_profile_mix(profile, &mo, q.url ? q.url : argv[first]) : NULL;
-	const Edgeprof__V1__Profile *view = ep_cli_infer(&io, profile, format, q.build_id, mo.reg);
-	if (!view) {
+	/* a BOLTed binary's fdata is for its input binary, whose code the
+	 * inference does not see: its sampled counts are translated */
+	rc =
+	    format == EP_EXPORT_FDATA ? ep_cli_export_bat(profile, q.build_id, mo.reg, output) : -1;
+	const Edgeprof__V1__Profile *view =
+	    rc < 0 ? ep_cli_infer(&io, profile, format, q.build_id, mo.reg) : NULL;
+	if (rc < 0 && !view)
 		ep_error("infer: out of memory");
-	} else {
-		/* a BOLTed binary's fdata is for its input binary */
-		rc = format == EP_EXPORT_FDATA ? ep_cli_export_bat(view, q.build_id, mo.reg, output)
-					       : -1;
-		if (rc < 0 && (!mo.insn_mix || mix))
-			rc = ep_cli_write_export_mix(view, format, q.build_id, mix, output);
-		if (rc < 0)
-			rc = 1;
-	}
+	else if (rc < 0 && (!mo.insn_mix || mix))
+		rc = ep_cli_write_export_mix(view, format, q.build_id, mix, output);
+	if (rc < 0)
+		rc = 1;
 	ep_cli_infer_free(&io);
 	ep_profile_mix_free(mix);
 	ep_profile_free(profile);

@@ -290,6 +290,11 @@ class Program:
         fd = self.path(f'{k}{tag}.fdata')
         cached([EDGEPROF, 'export', prof, '--format', 'fdata', '-o', fd], fd, log=fd + '.log')
         self.bolt(f'bolt_edgeprof_{k}{sfx}', fd)
+        # the same recording's sampled counts, without the inference of the default (issue 34)
+        fdi = self.path(f'{k}{tag}.noinfer.fdata')
+        cached([EDGEPROF, 'export', prof, '--format', 'fdata', '--infer', 'off', '-o', fdi], fdi,
+               log=fdi + '.log')
+        self.bolt(f'bolt_edgeprof_noinfer_{k}{sfx}', fdi)
         if perf_data and fresh(pd):
             p2b = self.path(f'{k}{tag}.perf2bolt.fdata')
             cached([PERF2BOLT, '-p', pd, '-o', p2b, self.base], p2b, log=p2b + '.log',
@@ -606,7 +611,8 @@ def minimum_lines(fractions, counts, lines):
         return min(got) if got else None
     for n in counts:
         k = samples_label(n)
-        for v in (f'bolt_edgeprof_{k}', f'bolt_edgeprof_chop0_{k}', f'bolt_perf2bolt_{k}'):
+        for v in (f'bolt_edgeprof_{k}', f'bolt_edgeprof_noinfer_{k}', f'bolt_edgeprof_chop0_{k}',
+                  f'bolt_perf2bolt_{k}'):
             m = variant_min(v)
             if m is not None:
                 lines.append(f'fdo_gain_fraction_min_{v.removeprefix("bolt_")}: {m:.3f}')

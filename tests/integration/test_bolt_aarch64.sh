@@ -39,7 +39,7 @@ for kind in nopie pie; do
 	"$EDGEPROF" record --emulate --lbr 64 --period 997 --exact-out "$w/exact.json" \
 		-o "$w/p.prof" -- "$bin" 400 >"$w/run.out" 2>"$w/record.err"
 	check "$kind: record --emulate of the aarch64 program exits 0" test $? -eq 0
-	"$EDGEPROF" export "$w/p.prof" --build-id "$bid" --format fdata -o "$w/p.fdata"
+	"$EDGEPROF" export "$w/p.prof" --build-id "$bid" --format fdata --infer off -o "$w/p.fdata"
 	"$EDGEPROF" export "$w/p.prof" --build-id "$bid" --format preagg -o "$w/p.preagg"
 	check "$kind: fdata and preagg written" test -s "$w/p.fdata" -a -s "$w/p.preagg"
 

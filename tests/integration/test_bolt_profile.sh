@@ -25,7 +25,7 @@ for kind in nopie pie; do
 		"$here/../workloads/bolt_mix.c" "$here/../workloads/bolt_mix_b.c"
 	bid=$(readelf -n "$bin" | awk '/Build ID/ {print $3}')
 	"$EDGEPROF" record --emulate --period 997 -o "$w/p.prof" -- "$bin" 400 >/dev/null 2>&1
-	"$EDGEPROF" export "$w/p.prof" --build-id "$bid" --format fdata -o "$w/p.fdata"
+	"$EDGEPROF" export "$w/p.prof" --build-id "$bid" --format fdata --infer off -o "$w/p.fdata"
 	"$EDGEPROF" export "$w/p.prof" --build-id "$bid" --format preagg -o "$w/p.preagg"
 	check "$kind: fdata and preagg written" test -s "$w/p.fdata" -a -s "$w/p.preagg"
 

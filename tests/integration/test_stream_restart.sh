@@ -68,8 +68,8 @@ check "sample counts agree" test "$(jq '[.profiles[].samples] | add' "$TEST_TMP/
 "$EDGEPROF" report --collector "$url" >"$TEST_TMP/report.txt" 2>&1
 check "edgeprof report --collector prints the hottest functions" \
 	grep -q "hottest functions" "$TEST_TMP/report.txt"
-"$EDGEPROF" export --collector "$url" --format fdata -o "$TEST_TMP/c.fdata" 2>/dev/null
-"$EDGEPROF" export "$TEST_TMP/local.prof" --format fdata -o "$TEST_TMP/l.fdata" 2>/dev/null
+"$EDGEPROF" export --collector "$url" --format fdata --infer off -o "$TEST_TMP/c.fdata" 2>/dev/null
+"$EDGEPROF" export "$TEST_TMP/local.prof" --format fdata --infer off -o "$TEST_TMP/l.fdata" 2>/dev/null
 check "edgeprof export --collector --format fdata equals the local export" \
 	cmp -s "$TEST_TMP/c.fdata" "$TEST_TMP/l.fdata"
 stop_pid "$COLLECTOR_PID"
