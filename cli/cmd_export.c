@@ -36,6 +36,19 @@ static void export_usage(FILE *out)
 		"                    (65536)\n");
 }
 
+/* A format that needs branches of an IP-only profile: a user's error,
+ * said in one line, rather than an empty file. */
+static bool ip_only(const Edgeprof__V1__Profile *profile, int format, const char *build_id,
+		    const char *name)
+{
+	char why[256];
+	if (ep_export_check_branches(profile, (enum ep_export_format)format, build_id, why,
+				     sizeof(why)) == 0)
+		return false;
+	ep_error("%s: %s", name, why);
+	return true;
+}
+
 int ep_cmd_export(int argc, char **argv)
 {
 	int format = -1;
@@ -86,6 +99,11 @@ int ep_cmd_export(int argc, char **argv)
 	Edgeprof__V1__Profile *profile = ep_cli_read_profile(&q, argv[first]);
 	if (!profile)
 		goto out;
+	if (ip_only(profile, format, q.build_id, q.url ? q.url : argv[first])) {
+		rc = 2;
+		ep_profile_free(profile);
+		goto out;
+	}
 	struct ep_profile_mix *mix =
 	    mo.insn_mix ? ep_cli_profile_mix(profile, &mo, q.url ? q.url : argv[first]) : NULL;
 	/* a BOLTed binary's fdata is for its input binary, whose code the

@@ -248,6 +248,12 @@ void ep_api_profile(struct ep_store *store, const struct ep_store_filter *f,
 		r->content_type = "application/x-protobuf";
 		return;
 	}
+	if (ep_export_check_branches(p, (enum ep_export_format)fmt, f->build_id, err,
+				     sizeof(err)) != 0) {
+		ep_profile_free(p);
+		set_error(r, 422, "%s\n", err);
+		return;
+	}
 	FILE *out = open_memstream(&r->body, &r->len);
 	if (!out) {
 		ep_profile_free(p);

@@ -46,6 +46,12 @@ const Edgeprof__V1__BinaryProfile *ep_export_select_binary(const Edgeprof__V1__P
 							   const char *build_id, char *err,
 							   size_t errlen);
 
+/* -1 with why when format needs branch records and the binary it is for
+ * (as ep_export_select_binary picks it) has IP samples only: a node
+ * without a branch-stack PMU (most cloud VMs). 0 otherwise. */
+int ep_export_check_branches(const Edgeprof__V1__Profile *profile, enum ep_export_format format,
+			     const char *build_id, char *why, size_t len);
+
 struct ep_bat; /* common/elf/elf_bat.h */
 /* fdata of bp, a binary written by `llvm-bolt --enable-bat` whose address
  * translation table is bat, in the input binary's terms: its functions and

@@ -167,6 +167,34 @@ static void expect_export_error(enum ep_export_format f, const char *build_id, c
 	free(s);
 }
 
+/* A binary with IP samples only (no branch-stack PMU): the formats made of
+ * branches refuse, saying why; json and binaries with branches go on. */
+static void test_ip_only_refused(void **state)
+{
+	(void)state;
+	build();
+	char why[256] = "";
+	for (int f = EP_EXPORT_FDATA; f <= EP_EXPORT_PROFGEN; f++)
+		assert_int_equal(ep_export_check_branches(&profile, f, "abcd", why, sizeof(why)),
+				 0);
+	lib.n_edges = 0;
+	assert_int_equal(
+	    ep_export_check_branches(&profile, EP_EXPORT_JSON, "abff", why, sizeof(why)), 0);
+	assert_int_equal(
+	    ep_export_check_branches(&profile, EP_EXPORT_FDATA, "abcd", why, sizeof(why)), 0);
+	assert_int_equal(
+	    ep_export_check_branches(&profile, EP_EXPORT_FDATA, "abff", why, sizeof(why)), -1);
+	assert_string_equal(why, "IP samples only (no branch stacks): fdata needs taken branches; "
+				 "record on a machine with LBR/BRBE, or use the json format");
+	for (int f = EP_EXPORT_PREAGG; f <= EP_EXPORT_PROFGEN; f++)
+		assert_int_equal(ep_export_check_branches(&profile, f, "abff", why, sizeof(why)),
+				 -1);
+	lib.n_ips = 0; /* nothing sampled: not IP-only, the export says what it has */
+	assert_int_equal(
+	    ep_export_check_branches(&profile, EP_EXPORT_FDATA, "abff", why, sizeof(why)), 0);
+	build();
+}
+
 static void test_parse_format(void **state)
 {
 	(void)state;
@@ -591,6 +619,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_parse_format),
+	    cmocka_unit_test(test_ip_only_refused),
 	    cmocka_unit_test(test_fdata),
 	    cmocka_unit_test(test_bolt_names_plt_fallthrough),
 	    cmocka_unit_test(test_preagg),
