@@ -13,6 +13,7 @@ DEPFLAGS  = -MMD -MP
 # json-c: the agent reads the Kubernetes API server's pod list (agent/attribute/k8s_pods.c)
 # libgvc: the collector's UI lays control-flow graphs out with Graphviz (collector/web)
 # libdebuginfod: the collector fetches binaries' code it was not sent (collector/binaries)
+# libiberty (a static archive, no pkg-config): the UI demangles C++ and Rust names (common/elf/demangle.c)
 PKGS     := libelf capstone libprotobuf-c libbpf libzstd libcurl libmicrohttpd sqlite3 gnutls json-c libgvc \
 	    libdebuginfod
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
@@ -23,7 +24,7 @@ PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 # and the collector runs for months. They live in Graphviz's plugin folder.
 GV_PLUGINS := $(shell pkg-config --variable=libdir libgvc 2>/dev/null)/graphviz
 LDLIBS   := $(PKG_LIBS) -L$(GV_PLUGINS) -Wl,-rpath,$(GV_PLUGINS) -lgvplugin_dot_layout \
-	    -lgvplugin_core -lz -lm -lpthread
+	    -lgvplugin_core -lz -lm -lpthread -liberty
 
 GEN      := $(BUILD)/gen
 PROTOS   := $(wildcard proto/*.proto)

@@ -20,7 +20,8 @@ set -euo pipefail
 # libgvc, in the collector), chromium (the UI's tests load every view in a
 # headless browser) and fonts-dejavu-core (the fonts the pages and screenshots use);
 # libdebuginfod-dev (the collector fetches code it was not sent from debuginfod
-# servers) and debuginfod (the server its test runs on loopback);
+# servers) and debuginfod (the server its test runs on loopback); libiberty-dev
+# (the UI demangles C++ and Rust names with binutils' own demangler);
 # aarch64 (issue 15): binutils-aarch64-linux-gnu (objdump, the decoder's oracle on
 # arm64 code), gcc-aarch64-linux-gnu and libc6-dev-arm64-cross (the workloads
 # cross-compiled, static or with the arm64 libc), and libzstd1:arm64 (Debian's own
@@ -35,6 +36,7 @@ packages=(
 	linux-perf bolt-16 autofdo llvm-14 valgrind qemu-user python3 jq bc time
 	clickhouse-server openssl iproute2 curl zstd python3-yaml podman runc
 	tcl libgraphviz-dev chromium fonts-dejavu-core libdebuginfod-dev debuginfod
+	libiberty-dev
 	binutils-aarch64-linux-gnu gcc-aarch64-linux-gnu libc6-dev-arm64-cross libzstd1:arm64
 )
 

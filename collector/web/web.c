@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "collector/web/web_internal.h"
+#include "common/elf/demangle.h"
 #include "common/elf/elf_symbols.h"
 
 /* Length of the valid UTF-8 sequence at s, 0 when none starts there. */
@@ -214,6 +215,22 @@ void ep_web_function_name(FILE *out, const char *name, uint32_t local_index)
 	ep_web_text(out, ep_symbol_name(name, local_index, buf, sizeof(buf)));
 }
 
+void ep_web_function_label(FILE *out, const char *name, uint32_t local_index)
+{
+	char raw[4096], shown[4096];
+	ep_symbol_name(name, local_index, raw, sizeof(raw));
+	const char *d = ep_demangle(raw, shown, sizeof(shown));
+	if (d == raw) {
+		ep_web_text(out, raw);
+		return;
+	}
+	fputs("<span class=\"demangled\" title=\"", out);
+	ep_web_text(out, raw);
+	fputs("\">", out);
+	ep_web_text(out, d);
+	fputs("</span>", out);
+}
+
 const char *ep_web_where(const Edgeprof__V1__BinaryProfile *bp, uint64_t addr, char *buf,
 			 size_t len)
 {
@@ -222,7 +239,10 @@ const char *ep_web_where(const Edgeprof__V1__BinaryProfile *bp, uint64_t addr, c
 		snprintf(buf, len, "0x%llx", (unsigned long long)addr);
 		return buf;
 	}
-	ep_symbol_name(f->name, f->local_index, buf, len);
+	char raw[4096];
+	ep_symbol_name(f->name, f->local_index, raw, sizeof(raw));
+	if (ep_demangle(raw, buf, len) == raw)
+		snprintf(buf, len, "%s", raw);
 	size_t n = strlen(buf);
 	if (addr != f->start)
 		snprintf(buf + n, len - n, "+0x%llx", (unsigned long long)(addr - f->start));

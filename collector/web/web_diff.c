@@ -146,7 +146,7 @@ static void functions_diff(FILE *out, const Edgeprof__V1__BinaryProfile *a,
 			ep_web_filter_args(out, f);
 			fputs("\">", out);
 		}
-		ep_web_function_name(out, r->name, r->local_index);
+		ep_web_function_label(out, r->name, r->local_index);
 		fputs(r->in_new ? "</a>" : "", out);
 		if (!r->in_base)
 			fputs(" <span class=\"hotter\">new</span>", out);

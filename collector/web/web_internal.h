@@ -37,7 +37,11 @@ const Edgeprof__V1__Function *ep_web_function_at(const Edgeprof__V1__BinaryProfi
 /* A function's name as the agent's profiles, the fdata export and BOLT
  * write it (ep_symbol_name: NAME/N for a local), as HTML text. */
 void ep_web_function_name(FILE *out, const char *name, uint32_t local_index);
-/* "name+0x12" (or "0x401234" outside every function) into buf */
+/* The same for people: a C++ or Rust name demangled (the raw one its
+ * title), as HTML. */
+void ep_web_function_label(FILE *out, const char *name, uint32_t local_index);
+/* "name+0x12" (or "0x401234" outside every function) into buf, the name
+ * demangled */
 const char *ep_web_where(const Edgeprof__V1__BinaryProfile *bp, uint64_t addr, char *buf,
 			 size_t len);
 /* An edge that is a branch's execution (not a fall-through the export

@@ -17,6 +17,7 @@
 #include "agent/resolve/binary.h"
 #include "collector/binaries/binaries.h"
 #include "collector/store/store.h"
+#include "common/elf/demangle.h"
 #include "common/elf/elf_symbols.h"
 
 /* What the collector's UI names addr (the image's symbol), "" for none. */
@@ -171,6 +172,34 @@ static void test_table_over_old_image(void **state)
 	ep_elf_symtab_free(&t);
 }
 
+/* The UI's names: as c++filt (binutils) prints them, less Rust's crate and
+ * symbol hashes (c++filt asks for DMGL_VERBOSE); a suffix kept; other
+ * names given back as they are. */
+static void test_demangle(void **state)
+{
+	(void)state;
+	static const char *const cases[][2] = {
+	    {"_ZN2ep8hot_workEmi", "ep::hot_work(unsigned long, int)"},
+	    {"_ZNSt6vectorIiSaIiEE9push_backERKi",
+	     "std::vector<int, std::allocator<int> >::push_back(int const&)"},
+	    {"_RNvCs15kBYyAo9fc_7mycrate7example", "mycrate::example"},
+	    {"_RNvMNtCs7cvVwEgnwwf_4core3fmtNtB2_9Formatter3pad", "<core::fmt::Formatter>::pad"},
+	    {"_ZN7mycrate6legacy17h0123456789abcdefE", "mycrate::legacy"},
+	    {"_Z1fv@PLT", "f()@PLT"},
+	    {"main", "main"},
+	    {"_Zinvalid", "_Zinvalid"},
+	    {"_R", "_R"},
+	};
+	char buf[256];
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		assert_string_equal(ep_demangle(cases[i][0], buf, sizeof(buf)), cases[i][1]);
+	const char *plain = "hot_loop/2";
+	assert_ptr_equal(ep_demangle(plain, buf, sizeof(buf)), plain);
+	/* cut to the buffer, still a string */
+	char small[8];
+	assert_string_equal(ep_demangle("_ZN2ep8hot_workEmi", small, sizeof(small)), "ep::hot");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -178,6 +207,7 @@ int main(void)
 	    cmocka_unit_test(test_fixture),
 	    cmocka_unit_test(test_system_binary),
 	    cmocka_unit_test(test_pie_with_plt_and_locals),
+	    cmocka_unit_test(test_demangle),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
