@@ -19,6 +19,8 @@ const char ep_web_style_css[] =
     "a{color:#1d4ed8}\n"
     ".lead,.hint,.crumbs,.facts1{color:#444}.crumbs{margin:0}\n"
     ".dim{color:var(--dim)}.ok{color:#15803d}.error{color:#b91c1c}\n"
+    ".datakind{padding:6px 10px;border-left:4px solid #2563eb;background:#eff6ff}"
+    ".datakind.ip{border-color:#d97706;background:#fffbeb}\n"
     ".mono,code{font-family:'DejaVu Sans Mono',monospace;font-size:12.5px}\n"
     "table.list,table.disasm{border-collapse:collapse;background:#fff;"
     "border:1px solid var(--line)}\n"

@@ -105,6 +105,49 @@ static void cpi_cells(FILE *out, const struct ep_cpi_sum *s, uint64_t total)
 	fputs("</td>", out);
 }
 
+/* The counts in no function (stripped or generated code): a row of their
+ * own, so the shares add up to the binary's, linked to the code around
+ * the hottest of their addresses. */
+struct unknown_row {
+	uint64_t branches, samples;
+	uint64_t hottest, hottest_count;
+};
+
+static void unknown_add(struct unknown_row *u, uint64_t addr, uint64_t branches, uint64_t samples)
+{
+	u->branches += branches;
+	u->samples += samples;
+	if (branches + samples > u->hottest_count) {
+		u->hottest_count = branches + samples;
+		u->hottest = addr;
+	}
+}
+
+static void unknown_tr(FILE *out, const char *build_id, const struct ep_store_filter *f,
+		       const struct unknown_row *u, bool by_samples, uint64_t total, bool time)
+{
+	uint64_t part = by_samples ? u->samples : u->branches;
+	double share = total ? (double)part / (double)total : 0.0;
+	fprintf(out,
+		"<tr class=\"function unknown\" data-name=\"[unknown]\" data-branches=\"%llu\" "
+		"data-samples=\"%llu\" data-time=\"0\"><td class=\"fn\" title=\"counts at "
+		"addresses in no symbol; the link shows the code around the hottest\">",
+		(unsigned long long)u->branches, (unsigned long long)u->samples);
+	function_link(out, build_id, u->hottest, f);
+	fputs("[unknown]</a></td><td class=\"num\">", out);
+	ep_web_count(out, u->branches);
+	fputs("</td><td class=\"num share\">", out);
+	bar(out, share);
+	fprintf(out, "<span>%.1f%%</span></td><td class=\"num\">", 100.0 * share);
+	ep_web_count(out, u->samples);
+	fprintf(out, "</td><td class=\"mono\">0x%llx</td><td class=\"num\">-</td>",
+		(unsigned long long)u->hottest);
+	if (time)
+		fputs("<td class=\"num\">-</td><td class=\"num\">-</td><td class=\"num\">-</td>",
+		      out);
+	fputs("</tr>\n", out);
+}
+
 /* unit: the profile's config.cycles_unit ("ns" where cpu-clock stood in) */
 static void functions_table(FILE *out, const Edgeprof__V1__BinaryProfile *bp, const char *unit,
 			    const struct ep_store_filter *f, size_t top)
@@ -122,7 +165,8 @@ static void functions_table(FILE *out, const Edgeprof__V1__BinaryProfile *bp, co
 	free(cpi);
 	uint64_t total_time = ep_cpi_time(&cpi_total);
 	bool ns = unit && strcmp(unit, "ns") == 0;
-	uint64_t total_branches = 0;
+	struct unknown_row unknown = {0};
+	uint64_t total_branches = 0, total_samples = 0;
 	for (size_t i = 0; i < bp->n_edges; i++) {
 		const Edgeprof__V1__Edge *e = bp->edges[i];
 		if (!ep_web_is_branch(e))
@@ -131,19 +175,30 @@ static void functions_table(FILE *out, const Edgeprof__V1__BinaryProfile *bp, co
 		long k = ep_web_function_index(bp, e->from);
 		if (k >= 0)
 			rows[k].branches += e->count;
+		else
+			unknown_add(&unknown, e->from, e->count, 0);
 	}
 	for (size_t i = 0; i < bp->n_ips; i++) {
+		total_samples += bp->ips[i]->count;
 		long k = ep_web_function_index(bp, bp->ips[i]->ip);
 		if (k >= 0)
 			rows[k].samples += bp->ips[i]->count;
+		else
+			unknown_add(&unknown, bp->ips[i]->ip, 0, bp->ips[i]->count);
 	}
+	/* the share of branch executions, or of IP samples where the binary
+	 * has no branch counts (a node without a branch-stack PMU) */
+	bool by_samples = !total_branches;
+	uint64_t total = by_samples ? total_samples : total_branches;
 	qsort(rows, bp->n_functions, sizeof(*rows), by_branches);
 	size_t shown = 0;
-	fputs("<h2>Hottest functions</h2>\n<table class=\"list\" id=\"functions\"><thead><tr>"
-	      "<th>Function</th><th class=\"num\">Branch executions</th><th "
-	      "class=\"num share\">Share</th><th class=\"num\">IP samples</th>"
-	      "<th>Address</th><th class=\"num\">Size</th>",
-	      out);
+	fprintf(out,
+		"<h2>Hottest functions</h2>\n<table class=\"list\" id=\"functions\" "
+		"data-share-of=\"%s\"><thead><tr><th>Function</th><th class=\"num\">Branch "
+		"executions</th><th class=\"num share\" title=\"of the binary's %s\">Share</th>"
+		"<th class=\"num\">IP samples</th><th>Address</th><th class=\"num\">Size</th>",
+		by_samples ? "samples" : "branches",
+		by_samples ? "IP samples (it has no branch counts)" : "branch executions");
 	if (total_time)
 		fprintf(out,
 			"<th class=\"num\">%s</th><th class=\"num\">Time share</th><th "
@@ -158,7 +213,8 @@ static void functions_table(FILE *out, const Edgeprof__V1__BinaryProfile *bp, co
 		if (!r->branches && !r->samples && !ep_cpi_time(&r->cpi))
 			break;
 		shown++;
-		double share = total_branches ? (double)r->branches / (double)total_branches : 0.0;
+		uint64_t part = by_samples ? r->samples : r->branches;
+		double share = total ? (double)part / (double)total : 0.0;
 		fputs("<tr class=\"function\" data-name=\"", out);
 		ep_web_function_name(out, r->f->name, r->f->local_index);
 		fprintf(out,
@@ -167,7 +223,7 @@ static void functions_table(FILE *out, const Edgeprof__V1__BinaryProfile *bp, co
 			(unsigned long long)r->branches, (unsigned long long)r->samples,
 			(unsigned long long)ep_cpi_time(&r->cpi));
 		function_link(out, bp->build_id, r->f->start, f);
-		ep_web_function_name(out, r->f->name, r->f->local_index);
+		ep_web_function_label(out, r->f->name, r->f->local_index);
 		fputs("</a></td><td class=\"num\">", out);
 		ep_web_count(out, r->branches);
 		fputs("</td><td class=\"num share\">", out);
@@ -180,7 +236,9 @@ static void functions_table(FILE *out, const Edgeprof__V1__BinaryProfile *bp, co
 			cpi_cells(out, &r->cpi, total_time);
 		fputs("</tr>\n", out);
 	}
-	if (!shown)
+	if (unknown.branches || unknown.samples)
+		unknown_tr(out, bp->build_id, f, &unknown, by_samples, total, total_time != 0);
+	else if (!shown)
 		fprintf(out,
 			"<tr><td colspan=\"%d\" class=\"dim\">No function has counts.</td></tr>",
 			total_time ? 9 : 6);
@@ -239,24 +297,25 @@ static void branches_table(FILE *out, const Edgeprof__V1__BinaryProfile *bp,
 			"data-not-taken=\"%llu\"><td class=\"fn\">",
 			(unsigned long long)r->from, (unsigned long long)r->taken,
 			(unsigned long long)r->not_taken);
+		/* an address in no function links to the code around it */
 		const Edgeprof__V1__Function *fn = ep_web_function_at(bp, r->from);
-		if (fn) {
-			fputs("<a href=\"/function?build_id=", out);
-			ep_web_urlenc(out, bp->build_id);
-			fprintf(out, "&amp;addr=0x%llx", (unsigned long long)fn->start);
-			ep_web_filter_args(out, f);
-			fprintf(out, "#i%llx\">", (unsigned long long)r->from);
-		}
+		fputs("<a href=\"/function?build_id=", out);
+		ep_web_urlenc(out, bp->build_id);
+		fprintf(out, "&amp;addr=0x%llx", (unsigned long long)(fn ? fn->start : r->from));
+		ep_web_filter_args(out, f);
+		fprintf(out, "#i%llx\">", (unsigned long long)r->from);
 		ep_web_text(out, ep_web_where(bp, r->from, where, sizeof(where)));
-		fputs(fn ? "</a>" : "", out);
+		fputs("</a>", out);
 		fprintf(out, "</td><td>%s</td><td class=\"fn\">", kind_name(r->kind));
 		if (r->targets > 1)
 			fprintf(out, "%u targets", r->targets);
 		else if (r->to_external)
 			fputs("<span class=\"dim\">another binary</span>", out);
-		else if (r->targets == 1)
+		else if (r->targets == 1) {
+			function_link(out, bp->build_id, r->to, f);
 			ep_web_text(out, ep_web_where(bp, r->to, where, sizeof(where)));
-		else
+			fputs("</a>", out);
+		} else
 			fputs("<span class=\"dim\">-</span>", out);
 		fputs("</td><td class=\"num\">", out);
 		ep_web_count(out, ex);
@@ -280,7 +339,10 @@ static void branches_table(FILE *out, const Edgeprof__V1__BinaryProfile *bp,
 	free(rows);
 }
 
-static void export_links(FILE *out, const char *build_id, const struct ep_store_filter *f)
+/* ip_only: the binary has IP samples and no branch counts, so only the
+ * JSON can be made (the others answer 422): said, not offered. */
+static void export_links(FILE *out, const char *build_id, const struct ep_store_filter *f,
+			 bool ip_only)
 {
 	static const struct {
 		const char *format, *label, *ext;
@@ -290,6 +352,8 @@ static void export_links(FILE *out, const char *build_id, const struct ep_store_
 		       {"json", "JSON", "json"}};
 	fputs("<div class=\"exports\" id=\"exports\">Export: ", out);
 	for (size_t i = 0; i < sizeof(formats) / sizeof(formats[0]); i++) {
+		if (ip_only && strcmp(formats[i].format, "json") != 0)
+			continue;
 		fputs("<a class=\"button\" href=\"/v1/profile?build_id=", out);
 		ep_web_urlenc(out, build_id);
 		fprintf(out, "&amp;format=%s", formats[i].format);
@@ -298,6 +362,10 @@ static void export_links(FILE *out, const char *build_id, const struct ep_store_
 		ep_web_text(out, build_id);
 		fprintf(out, ".%s\">%s</a> ", formats[i].ext, formats[i].label);
 	}
+	if (ip_only)
+		fputs("<span class=\"dim\" id=\"exports-ip-only\">IP samples only: BOLT's and "
+		      "AutoFDO's formats need branch records (LBR/BRBE)</span>",
+		      out);
 	fputs("</div>\n", out);
 }
 
@@ -396,7 +464,7 @@ int ep_web_binary_page(FILE *out, const struct ep_web_ctx *w, ep_web_arg_fn arg,
 			  "BINARY --collector URL</code>)",
 	      out);
 	fputs("</dd></dl>\n", out);
-	export_links(out, bp->build_id, &f);
+	export_links(out, bp->build_id, &f, !bp->n_edges && !bp->n_ranges && bp->n_ips);
 	compare_links(out, w, bp);
 	ep_binary_profile_sort(bp);
 	functions_table(out, bp, p->config ? p->config->cycles_unit : NULL, &f, top);

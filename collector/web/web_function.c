@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "collector/web/web_internal.h"
+#include "common/elf/demangle.h"
 #include "common/elf/elf_symbols.h"
 #include "common/profile/model.h"
 #include "common/profile/profile_file.h"
@@ -39,8 +40,9 @@
 
 struct insn {
 	uint64_t addr;
-	uint64_t target; /* direct target, 0 when none */
-	uint64_t count;	 /* executions, from the ranges */
+	uint64_t target;  /* direct target, 0 when none */
+	uint64_t count;	  /* executions, from the ranges */
+	uint64_t samples; /* IP samples at it */
 	uint64_t taken, not_taken, mispredicted;
 	uint32_t block;
 	uint8_t len, kind;
@@ -61,6 +63,10 @@ struct cfg_edge {
 struct block {
 	uint32_t first, last; /* insn indexes */
 	uint64_t count;
+	uint64_t samples; /* its instructions' IP samples */
+	/* what colours it: count, or samples where the function has IP
+	 * samples and no branch counts (cfg.ip_heat) */
+	uint64_t heat;
 	/* the cycles of the ranges ending in the block (at its closing
 	 * branch) and the instructions they ran: its CPI (report --cpi's) */
 	uint64_t cycles, cycled_insns;
@@ -74,6 +80,9 @@ struct cfg {
 	struct cfg_edge *edges;
 	size_t nedges, edges_cap;
 	uint64_t max_count, max_edge;
+	uint64_t max_samples, max_heat; /* of an instruction; of a block's heat */
+	uint64_t samples;		/* IP samples in the function (as /binary counts) */
+	bool ip_heat;			/* blocks coloured by IP samples */
 	uint64_t start, end;
 	bool truncated; /* stopped at bytes that do not decode or MAX_INSNS */
 };
@@ -309,6 +318,37 @@ static int build_cfg(struct cfg *c, const Edgeprof__V1__BinaryProfile *bp)
 	return 0;
 }
 
+/* Each instruction's IP samples, its block's sum, and what colours the
+ * blocks: IP samples where the function has them and no branch counts (a
+ * node without a branch-stack PMU sends only IPs), so its hot code still
+ * shows. The IPs counted are those /binary gives the function
+ * (ep_web_function_index; fn -1: code in no function, the IPs in none), so
+ * the two pages agree. */
+static void add_samples(struct cfg *c, const Edgeprof__V1__BinaryProfile *bp, long fn)
+{
+	for (size_t i = 0; i < bp->n_ips; i++) {
+		const Edgeprof__V1__IpCount *ip = bp->ips[i];
+		if (ip->ip < c->start || ip->ip >= c->end ||
+		    ep_web_function_index(bp, ip->ip) != fn)
+			continue;
+		ep_add_sat(&c->samples, ip->count);
+		long k = insn_at(c, ip->ip);
+		if (k < 0)
+			continue;
+		ep_add_sat(&c->insns[k].samples, ip->count);
+		ep_add_sat(&c->blocks[c->insns[k].block].samples, ip->count);
+		if (c->insns[k].samples > c->max_samples)
+			c->max_samples = c->insns[k].samples;
+	}
+	c->ip_heat = !c->max_count && c->max_samples;
+	for (size_t k = 0; k < c->nblocks; k++) {
+		struct block *b = &c->blocks[k];
+		b->heat = c->ip_heat ? b->samples : b->count;
+		if (b->heat > c->max_heat)
+			c->max_heat = b->heat;
+	}
+}
+
 /* 0 (cold) .. 1 (hottest), on a log scale: counts span many decades */
 static double heat(uint64_t count, uint64_t max)
 {
@@ -437,9 +477,10 @@ static void add_blocks(Agraph_t *g, Agnode_t **nodes, const struct cfg *c, const
 		const struct insn *first = &c->insns[b->first], *last = &c->insns[b->last];
 		snprintf(buf, sizeof(buf), "b%zu", k);
 		Agnode_t *n = nodes[k] = agnode(g, buf, 1);
-		count_text(num, sizeof(num), b->count);
-		snprintf(buf, sizeof(buf), "%s+0x%" PRIx64 "\\l%s ×  (%u insns)\\l%.60s\\l",
-			 fn_name, first->addr - c->start, num, b->last - b->first + 1, last->text);
+		count_text(num, sizeof(num), b->heat);
+		snprintf(buf, sizeof(buf), "%s+0x%" PRIx64 "\\l%s %s (%u insns)\\l%.60s\\l",
+			 fn_name, first->addr - c->start, num, c->ip_heat ? "samples" : "× ",
+			 b->last - b->first + 1, last->text);
 		set(n, "label", buf);
 		set(n, "shape", "box");
 		set(n, "fontname", "Courier");
@@ -448,15 +489,16 @@ static void add_blocks(Agraph_t *g, Agnode_t **nodes, const struct cfg *c, const
 		set(n, "URL", buf);
 		snprintf(buf, sizeof(buf), "bb_%" PRIx64, first->addr);
 		set(n, "id", buf);
-		snprintf(buf, sizeof(buf), "0x%" PRIx64 ": %s executions", first->addr, num);
+		snprintf(buf, sizeof(buf), "0x%" PRIx64 ": %s %s", first->addr, num,
+			 c->ip_heat ? "IP samples" : "executions");
 		set(n, "tooltip", buf);
-		if (b->count) {
-			double h = heat(b->count, c->max_count);
+		if (b->heat) {
+			double h = heat(b->heat, c->max_heat);
 			heat_colour(h, false, colour, sizeof(colour));
 			set(n, "style", "filled,rounded");
 			set(n, "fillcolor", colour);
 			set(n, "color", h > 0.6 ? "#a63603" : "#e6550d");
-			set(n, "class", "block hot");
+			set(n, "class", c->ip_heat ? "block hot sampled" : "block hot");
 		} else {
 			set(n, "style", "filled,rounded,dashed");
 			set(n, "fillcolor", "#f0f0f0");
@@ -471,8 +513,8 @@ static int by_count_desc(const void *a, const void *b, void *blocks)
 {
 	const struct block *bl = blocks;
 	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-	if (bl[x].count != bl[y].count)
-		return bl[x].count < bl[y].count ? 1 : -1;
+	if (bl[x].heat != bl[y].heat)
+		return bl[x].heat < bl[y].heat ? 1 : -1;
 	return x < y ? -1 : x > y;
 }
 
@@ -506,7 +548,7 @@ static int hottest_blocks(const struct cfg *c, size_t max, struct cfg *sub)
 	}
 	size_t executed = 0;
 	for (size_t k = 0; k < c->nblocks; k++)
-		if (c->blocks[k].count)
+		if (c->blocks[k].heat)
 			order[executed++] = (uint32_t)k;
 	qsort_r(order, executed, sizeof(*order), by_count_desc, c->blocks);
 	for (size_t i = 0; i < executed && i < max; i++)
@@ -641,79 +683,118 @@ static const char *name_at(const Edgeprof__V1__BinaryProfile *bp, struct ep_bina
 	return NULL;
 }
 
+/* A link to the page of the code at addr (a function's, or the code in
+ * none around it: every address a page names leads somewhere). */
+static void code_link(FILE *out, const char *build_id, uint64_t addr)
+{
+	fputs("<a href=\"/function?build_id=", out);
+	ep_web_urlenc(out, build_id);
+	fprintf(out, "&amp;addr=0x%" PRIx64 "#i%" PRIx64 "\">", addr, addr);
+}
+
+/* The row opening a block: its executions, IP samples and CPI. */
+static void block_row(FILE *out, const struct cfg *c, const struct insn *in, const char *unit)
+{
+	const struct block *b = &c->blocks[in->block];
+	fprintf(out,
+		"<tr class=\"blockhead%s\" id=\"b%" PRIx64 "\" data-count=\"%" PRIu64
+		"\" data-samples=\"%" PRIu64 "\" data-cycles=\"%" PRIu64
+		"\" data-cycled-insns=\"%" PRIu64 "\"><td colspan=\"5\">block %u · ",
+		b->heat ? "" : " cold", in->addr, b->count, b->samples, b->cycles, b->cycled_insns,
+		in->block);
+	ep_web_count(out, b->count);
+	fputs(" executions · ", out);
+	ep_web_count(out, b->samples);
+	fputs(" IP samples", out);
+	if (b->cycles && b->cycled_insns) {
+		fprintf(out, " · %.3f %s per instruction (",
+			(double)b->cycles / (double)b->cycled_insns, unit);
+		ep_web_count(out, b->cycles);
+		fprintf(out, " %s)", unit);
+	}
+	fputs("</td></tr>\n", out);
+}
+
+/* A branch's taken / not-taken counts and misprediction rate. */
+static void branch_cell(FILE *out, const struct insn *in)
+{
+	fputs("</td><td class=\"br\">", out);
+	if (in->kind == EP_BRANCH_COND && (in->taken || in->not_taken)) {
+		uint64_t ex = in->taken + in->not_taken;
+		fputs("taken <b>", out);
+		ep_web_count(out, in->taken);
+		fputs("</b> · not taken <b>", out);
+		ep_web_count(out, in->not_taken);
+		fprintf(out, "</b> (%.0f%% taken)", 100.0 * (double)in->taken / (double)ex);
+	} else if (in->kind != EP_BRANCH_NONE && in->taken) {
+		fputs("taken <b>", out);
+		ep_web_count(out, in->taken);
+		fputs("</b>", out);
+	}
+	if (in->mispredicted && in->taken)
+		fprintf(out, " · <span class=\"mis\">%.1f%% mispredicted</span>",
+			100.0 * (double)in->mispredicted / (double)in->taken);
+	fputs("</td></tr>\n", out);
+}
+
+/* A call's or jump's target outside the function, named and linked. */
+static void callee(FILE *out, const struct cfg *c, const struct insn *in,
+		   const Edgeprof__V1__BinaryProfile *bp, struct ep_binary_code *code)
+{
+	if ((in->kind != EP_BRANCH_CALL && in->kind != EP_BRANCH_JUMP) || !in->target ||
+	    (in->target >= c->start && in->target < c->end))
+		return;
+	uint64_t fstart = 0;
+	char cname[1024], shown[1024];
+	const char *name = name_at(bp, code, in->target, &fstart, cname, sizeof(cname));
+	fputs(" <span class=\"sym\">", out);
+	code_link(out, bp->build_id, in->target);
+	fputs("&lt;", out);
+	if (name) {
+		ep_web_text(out, ep_demangle(name, shown, sizeof(shown)));
+		if (in->target != fstart)
+			fprintf(out, "+0x%" PRIx64, in->target - fstart);
+	} else {
+		fprintf(out, "func_0x%" PRIx64, in->target);
+	}
+	fputs("&gt;</a></span>", out);
+}
+
 /* unit: "cycles", or "ns" where cpu-clock stood in (config.cycles_unit) */
 static void disassembly(FILE *out, const struct cfg *c, const Edgeprof__V1__BinaryProfile *bp,
 			struct ep_binary_code *code, const char *unit)
 {
 	fputs("<h2>Disassembly</h2>\n<p class=\"hint\">Executions per instruction come from the "
-	      "sampled straight-line ranges; a branch's taken and not-taken counts from its "
-	      "edges. Blocks are numbered as in the graph.</p>\n"
+	      "sampled straight-line ranges (branch records); IP samples are the samples whose "
+	      "instruction pointer was there; a branch's taken and not-taken counts come from "
+	      "its edges. Blocks are numbered as in the graph.</p>\n"
 	      "<table class=\"disasm\" id=\"disasm\"><thead><tr><th>Address</th>"
-	      "<th class=\"num\">Executions</th><th>Instruction</th><th>Branch</th></tr></thead>"
-	      "<tbody>\n",
+	      "<th class=\"num\">Executions</th><th class=\"num\">IP samples</th>"
+	      "<th>Instruction</th><th>Branch</th></tr></thead><tbody>\n",
 	      out);
 	for (size_t i = 0; i < c->ninsns; i++) {
 		const struct insn *in = &c->insns[i];
-		if (in->leader) {
-			const struct block *b = &c->blocks[in->block];
-			fprintf(out,
-				"<tr class=\"blockhead%s\" id=\"b%" PRIx64
-				"\" data-count=\"%" PRIu64 "\" data-cycles=\"%" PRIu64
-				"\" data-cycled-insns=\"%" PRIu64
-				"\"><td colspan=\"4\">block %u · ",
-				b->count ? "" : " cold", in->addr, b->count, b->cycles,
-				b->cycled_insns, in->block);
-			ep_web_count(out, b->count);
-			fputs(" executions", out);
-			if (b->cycles && b->cycled_insns) {
-				fprintf(out, " · %.3f %s per instruction (",
-					(double)b->cycles / (double)b->cycled_insns, unit);
-				ep_web_count(out, b->cycles);
-				fprintf(out, " %s)", unit);
-			}
-			fputs("</td></tr>\n", out);
-		}
-		double h = heat(in->count, c->max_count);
+		if (in->leader)
+			block_row(out, c, in, unit);
 		fprintf(out,
 			"<tr class=\"insn%s\" id=\"i%" PRIx64 "\" data-count=\"%" PRIu64
-			"\"><td class=\"mono addr\">%" PRIx64 "</td><td class=\"num\">"
-			"<span class=\"bar\" style=\"width:%.0f%%\"></span><span>",
-			in->count ? "" : " cold", in->addr, in->count, in->addr, 100.0 * h);
+			"\" data-samples=\"%" PRIu64 "\"><td class=\"mono addr\">%" PRIx64
+			"</td><td class=\"num\"><span class=\"bar\" style=\"width:%.0f%%\"></span>"
+			"<span>",
+			in->count || in->samples ? "" : " cold", in->addr, in->count, in->samples,
+			in->addr, 100.0 * heat(in->count, c->max_count));
 		if (in->count)
 			ep_web_count(out, in->count);
+		fprintf(out,
+			"</span></td><td class=\"num samples\"><span class=\"bar\" "
+			"style=\"width:%.0f%%\"></span><span>",
+			100.0 * heat(in->samples, c->max_samples));
+		if (in->samples)
+			ep_web_count(out, in->samples);
 		fputs("</span></td><td class=\"mono\">", out);
 		ep_web_text(out, in->text);
-		uint64_t fstart = 0;
-		char cname[1024];
-		const char *callee =
-		    (in->kind == EP_BRANCH_CALL || in->kind == EP_BRANCH_JUMP) && in->target &&
-			    (in->target < c->start || in->target >= c->end)
-			? name_at(bp, code, in->target, &fstart, cname, sizeof(cname))
-			: NULL;
-		if (callee) {
-			fputs(" <span class=\"sym\">&lt;", out);
-			ep_web_text(out, callee);
-			if (in->target != fstart)
-				fprintf(out, "+0x%" PRIx64, in->target - fstart);
-			fputs("&gt;</span>", out);
-		}
-		fputs("</td><td class=\"br\">", out);
-		if (in->kind == EP_BRANCH_COND && (in->taken || in->not_taken)) {
-			uint64_t ex = in->taken + in->not_taken;
-			fputs("taken <b>", out);
-			ep_web_count(out, in->taken);
-			fputs("</b> · not taken <b>", out);
-			ep_web_count(out, in->not_taken);
-			fprintf(out, "</b> (%.0f%% taken)", 100.0 * (double)in->taken / (double)ex);
-		} else if (in->kind != EP_BRANCH_NONE && in->taken) {
-			fputs("taken <b>", out);
-			ep_web_count(out, in->taken);
-			fputs("</b>", out);
-		}
-		if (in->mispredicted && in->taken)
-			fprintf(out, " · <span class=\"mis\">%.1f%% mispredicted</span>",
-				100.0 * (double)in->mispredicted / (double)in->taken);
-		fputs("</td></tr>\n", out);
+		callee(out, c, in, bp, code);
+		branch_cell(out, in);
 	}
 	fputs("</tbody></table>\n", out);
 }
@@ -754,14 +835,197 @@ static void graph(FILE *out, const struct cfg *c, const char *name)
 	free(hottest.edges);
 }
 
-static void legend(FILE *out)
+static void legend(FILE *out, bool ip_heat)
 {
-	fputs("<p class=\"legend\"><span class=\"swatch hot\"></span> executed block (darker: "
-	      "hotter) <span class=\"swatch cold\"></span> never seen (cold) "
+	fputs(ip_heat ? "<p class=\"legend\"><span class=\"swatch hot\"></span> block with IP "
+			"samples (darker: more)"
+		      : "<p class=\"legend\"><span class=\"swatch hot\"></span> executed block "
+			"(darker: hotter)",
+	      out);
+	fputs(" <span class=\"swatch cold\"></span> never seen (cold) "
 	      "<span class=\"line solid\"></span> taken branch "
 	      "<span class=\"line dashed\"></span> not taken / fall-through; thicker: more often. "
 	      "Click a block for its instructions.</p>\n",
 	      out);
+}
+
+/* What the page is of: the profile's function at the address, else the
+ * image's symbol, else the code in no symbol around it (code_region). */
+struct located {
+	uint64_t start, size;
+	long fn; /* its index in the profile's functions, -1 for none */
+	const char *name;
+	char buf[4096];
+};
+
+#define REGION_BYTES 4096
+
+/* Code in no symbol around addr (stripped, hand-written or generated
+ * code): from the end of the symbol before it when that is near, else from
+ * the lowest IP sampled in no function up to REGION_BYTES before it (a
+ * sampled IP is an instruction's start; x86 decoded from an arbitrary byte
+ * goes astray), up to the next symbol, within the segment holding addr.
+ * The image keeps no .eh_frame (its FDEs would give the real bounds), so
+ * these are the bounds known. False when no code kept holds addr. */
+static bool code_region(const Edgeprof__V1__BinaryProfile *bp, struct ep_binary_code *code,
+			uint64_t addr, struct located *l)
+{
+	const Edgeprof__V1__BinaryImage *img = code ? ep_binary_code_image(code) : NULL;
+	uint64_t lo = 0, hi = 0;
+	for (size_t i = 0; img && i < img->n_code; i++) {
+		const Edgeprof__V1__CodeBytes *cb = img->code[i];
+		if (addr >= cb->vaddr && addr - cb->vaddr < cb->bytes.len) {
+			lo = cb->vaddr;
+			hi = cb->vaddr + cb->bytes.len;
+		}
+	}
+	if (hi <= lo)
+		return false;
+	uint64_t seg_lo = lo;
+	for (size_t i = 0; i < img->n_symbols + bp->n_functions; i++) {
+		uint64_t st = i < img->n_symbols ? img->symbols[i]->start
+						 : bp->functions[i - img->n_symbols]->start;
+		uint64_t sz = i < img->n_symbols ? img->symbols[i]->size
+						 : bp->functions[i - img->n_symbols]->size;
+		if (sz && st + sz <= addr && st + sz > lo)
+			lo = st + sz;
+		if (st > addr && st < hi)
+			hi = st;
+	}
+	uint64_t from = addr;
+	if (lo > seg_lo && addr - lo <= REGION_BYTES) {
+		from = lo;
+	} else {
+		for (size_t i = 0; i < bp->n_ips; i++) {
+			uint64_t ip = bp->ips[i]->ip;
+			if (ip < from && ip >= lo && addr - ip <= REGION_BYTES &&
+			    ep_web_function_index(bp, ip) < 0)
+				from = ip;
+		}
+	}
+	l->start = from;
+	l->size = (hi - addr > REGION_BYTES ? addr + REGION_BYTES : hi) - from;
+	l->fn = -1;
+	snprintf(l->buf, sizeof(l->buf), "func_0x%" PRIx64, from);
+	l->name = l->buf;
+	return true;
+}
+
+/* False when addr is in no function and no code kept. */
+static bool locate(const Edgeprof__V1__BinaryProfile *bp, struct ep_binary_code *code,
+		   uint64_t addr, struct located *l)
+{
+	l->fn = ep_web_function_index(bp, addr);
+	const struct ep_symbol *sym = code ? ep_binary_code_symbol_at(code, addr) : NULL;
+	if (l->fn >= 0) {
+		const Edgeprof__V1__Function *fn = bp->functions[l->fn];
+		l->start = fn->start;
+		l->size = fn->size;
+		l->name = ep_symbol_name(fn->name, fn->local_index, l->buf, sizeof(l->buf));
+	} else if (sym) {
+		l->start = sym->start;
+		l->size = sym->size;
+		l->name = ep_symbol_name(sym->name, sym->local_index, l->buf, sizeof(l->buf));
+	} else {
+		return code_region(bp, code, addr, l);
+	}
+	return true;
+}
+
+/* Which kind of counts the page has, said first: a node without a
+ * branch-stack PMU (most cloud VMs) sends IP samples only, and a graph of
+ * grey blocks must not read as code that never ran. */
+static void data_kind(FILE *out, const Edgeprof__V1__BinaryProfile *bp, const struct cfg *c,
+		      long fn)
+{
+	uint64_t branches = 0;
+	for (size_t i = 0; i < bp->n_edges; i++)
+		if (ep_web_is_branch(bp->edges[i]) &&
+		    ep_web_function_index(bp, bp->edges[i]->from) == fn &&
+		    (fn >= 0 || (bp->edges[i]->from >= c->start && bp->edges[i]->from < c->end)))
+			ep_add_sat(&branches, bp->edges[i]->count);
+	if (!bp->n_edges && !bp->n_ranges) {
+		fprintf(out,
+			"<p class=\"datakind ip\" id=\"data-kind\" data-kind=\"ip-samples\" "
+			"data-samples=\"%" PRIu64 "\">IP samples only: the node that sent these "
+			"counts has no branch-stack PMU; block counts need one (LBR/BRBE). This "
+			"function: <b>",
+			c->samples);
+		ep_web_count(out, c->samples);
+		fputs("</b> IP samples; blocks are coloured by them.</p>\n", out);
+		return;
+	}
+	fprintf(
+	    out,
+	    "<p class=\"datakind\" id=\"data-kind\" data-kind=\"branches\" data-branches=\"%" PRIu64
+	    "\" data-samples=\"%" PRIu64 "\">Branch counts from LBR/BRBE. This function: <b>",
+	    branches, c->samples);
+	ep_web_count(out, branches);
+	fputs("</b> branch executions, <b>", out);
+	ep_web_count(out, c->samples);
+	fputs("</b> IP samples.</p>\n", out);
+}
+
+/* The graph and the disassembly of c, decoded and counted. */
+static void draw_code(FILE *out, struct cfg *c, const Edgeprof__V1__Profile *p,
+		      const Edgeprof__V1__BinaryProfile *bp, struct ep_binary_code *code,
+		      const char *name)
+{
+	size_t hot = 0, hot_blocks = 0, sampled = 0;
+	for (size_t i = 0; i < c->nedges; i++)
+		hot += c->edges[i].count > 0;
+	for (size_t k = 0; k < c->nblocks; k++) {
+		hot_blocks += c->blocks[k].count > 0;
+		sampled += c->blocks[k].samples > 0;
+	}
+	fprintf(
+	    out,
+	    ", %zu instructions, %zu blocks (%zu executed, %zu with IP samples), %zu edges (%zu "
+	    "seen)",
+	    c->ninsns, c->nblocks, hot_blocks, sampled, c->nedges, hot);
+	fputs(c->truncated ? " <span class=\"error\">(decoding stopped early)</span>" : "", out);
+	fputs("</p>\n", out);
+	if (!ep_binary_code_trusted(code))
+		fputs("<p class=\"error\" id=\"code-provisional\">This code was sent by an "
+		      "agent and is not verified (a process it profiled chose the file): "
+		      "<code>edgeprof upload BINARY</code> or a debuginfod server replaces "
+		      "it.</p>\n",
+		      out);
+	fprintf(out,
+		"<section id=\"cfg\" data-blocks=\"%zu\" data-edges=\"%zu\" "
+		"data-hot-edges=\"%zu\" data-hot-blocks=\"%zu\" data-sampled-blocks=\"%zu\">"
+		"<h2>Control-flow graph</h2>\n",
+		c->nblocks, c->nedges, hot, hot_blocks, sampled);
+	legend(out, c->ip_heat);
+	graph(out, c, name);
+	fputs("</section>\n", out);
+	disassembly(out, c, bp, code,
+		    p->config && p->config->cycles_unit && *p->config->cycles_unit
+			? p->config->cycles_unit
+			: "cycles");
+}
+
+static void heading(FILE *out, const Edgeprof__V1__BinaryProfile *bp,
+		    const struct ep_store_filter *f, const struct located *l)
+{
+	const char *path = bp->n_paths ? bp->paths[0] : bp->build_id;
+	const char *base = strrchr(path, '/');
+	char shown[4096];
+	fputs("<p class=\"crumbs\"><a href=\"/\">Binaries</a> › <a href=\"/binary?build_id=", out);
+	ep_web_urlenc(out, bp->build_id);
+	ep_web_filter_args(out, f);
+	fputs("\">", out);
+	ep_web_text(out, base ? base + 1 : path);
+	fputs("</a> ›</p>\n<h1 class=\"fn\" data-symbol=\"", out);
+	ep_web_text(out, l->name);
+	fputs("\" id=\"function-name\">", out);
+	ep_web_text(out, ep_demangle(l->name, shown, sizeof(shown)));
+	fputs("</h1>\n", out);
+	if (l->fn < 0 && strncmp(l->name, "func_0x", 7) == 0)
+		fputs("<p class=\"hint\" id=\"no-symbol\">No symbol holds this code: shown from "
+		      "the end of the symbol before it (or the first IP sampled near it) to the "
+		      "next symbol, at most 4 KiB past the address.</p>\n",
+		      out);
 }
 
 int ep_web_function_page(FILE *out, const struct ep_web_ctx *w, ep_web_arg_fn arg, void *argctx)
@@ -793,78 +1057,38 @@ int ep_web_function_page(FILE *out, const struct ep_web_ctx *w, ep_web_arg_fn ar
 		ep_profile_free(p);
 		return ep_web_fail(out, w, 503, "binary %s: %s", f.build_id, err);
 	}
-	uint64_t start = addr, size = 0;
-	const char *name = NULL;
-	char namebuf[4096];
-	const Edgeprof__V1__Function *fn = ep_web_function_at(bp, addr);
-	const struct ep_symbol *sym = code ? ep_binary_code_symbol_at(code, addr) : NULL;
-	if (fn) {
-		start = fn->start;
-		size = fn->size;
-		name = ep_symbol_name(fn->name, fn->local_index, namebuf, sizeof(namebuf));
-	} else if (sym) {
-		start = sym->start;
-		size = sym->size;
-		name = ep_symbol_name(sym->name, sym->local_index, namebuf, sizeof(namebuf));
-	}
-	if (!name) {
+	struct located *l = malloc(sizeof(*l));
+	if (!l || !locate(bp, code, addr, l)) {
+		int rc = l ? ep_web_fail(out, w, 404,
+					 "no function of %s at 0x%" PRIx64 ", and no code of it "
+					 "kept there",
+					 f.build_id, addr)
+			   : ep_web_fail(out, w, 500, "out of memory");
+		free(l);
 		ep_binary_code_release(code);
 		ep_profile_free(p);
-		return ep_web_fail(out, w, 404, "no function of %s at 0x%" PRIx64, f.build_id,
-				   addr);
+		return rc;
 	}
-	const char *path = bp->n_paths ? bp->paths[0] : bp->build_id;
-	const char *base = strrchr(path, '/');
-	ep_web_begin(out, w, name);
-	fputs("<p class=\"crumbs\"><a href=\"/\">Binaries</a> › <a href=\"/binary?build_id=", out);
-	ep_web_urlenc(out, bp->build_id);
-	ep_web_filter_args(out, &f);
-	fputs("\">", out);
-	ep_web_text(out, base ? base + 1 : path);
-	fputs("</a> ›</p>\n<h1 class=\"fn\" id=\"function-name\">", out);
-	ep_web_text(out, name);
-	fprintf(out, "</h1>\n<p class=\"facts1\">0x%" PRIx64 ", %" PRIu64 " bytes", start, size);
-	struct cfg c = {.start = start, .end = start + (size ? size : MAX_UNSIZED_BYTES)};
-	if (!code) {
+	ep_web_begin(out, w, l->name);
+	heading(out, bp, &f, l);
+	struct cfg c = {.start = l->start,
+			.end = l->start + (l->size ? l->size : MAX_UNSIZED_BYTES)};
+	bool decoded = code && decode_function(&c, ep_binary_code_decoder(code)) == 0 &&
+		       build_cfg(&c, bp) == 0;
+	add_samples(&c, bp, l->fn);
+	data_kind(out, bp, &c, l->fn);
+	fprintf(out, "<p class=\"facts1\">0x%" PRIx64 ", %" PRIu64 " bytes", l->start, l->size);
+	if (!code)
 		fputs("</p><p class=\"error\">This binary's code is not at the collector, so its "
 		      "graph and disassembly cannot be drawn: upload it with <code>edgeprof upload "
 		      "BINARY --collector URL</code>.</p>",
 		      out);
-	} else if (decode_function(&c, ep_binary_code_decoder(code)) != 0 ||
-		   build_cfg(&c, bp) != 0) {
+	else if (!decoded)
 		fputs("</p><p class=\"error\">The code at this address does not decode.</p>", out);
-	} else {
-		size_t hot = 0;
-		for (size_t i = 0; i < c.nedges; i++)
-			hot += c.edges[i].count > 0;
-		size_t hot_blocks = 0;
-		for (size_t k = 0; k < c.nblocks; k++)
-			hot_blocks += c.blocks[k].count > 0;
-		fprintf(out, ", %zu instructions, %zu blocks (%zu executed), %zu edges (%zu seen)",
-			c.ninsns, c.nblocks, hot_blocks, c.nedges, hot);
-		fputs(c.truncated ? " <span class=\"error\">(decoding stopped early)</span>" : "",
-		      out);
-		fputs("</p>\n", out);
-		if (!ep_binary_code_trusted(code))
-			fputs("<p class=\"error\" id=\"code-provisional\">This code was sent by an "
-			      "agent and is not verified (a process it profiled chose the file): "
-			      "<code>edgeprof upload BINARY</code> or a debuginfod server replaces "
-			      "it.</p>\n",
-			      out);
-		fprintf(
-		    out,
-		    "<section id=\"cfg\" data-blocks=\"%zu\" data-edges=\"%zu\" "
-		    "data-hot-edges=\"%zu\" data-hot-blocks=\"%zu\"><h2>Control-flow graph</h2>\n",
-		    c.nblocks, c.nedges, hot, hot_blocks);
-		legend(out);
-		graph(out, &c, name);
-		fputs("</section>\n", out);
-		disassembly(out, &c, bp, code,
-			    p->config && p->config->cycles_unit && *p->config->cycles_unit
-				? p->config->cycles_unit
-				: "cycles");
-	}
+	else
+		draw_code(out, &c, p, bp, code, l->name);
 	ep_web_end(out);
+	free(l);
 	cfg_free(&c);
 	ep_binary_code_release(code);
 	ep_profile_free(p);
