@@ -355,7 +355,8 @@ static int unreached_entries(struct cfg *g)
 	int rc = 0;
 	for (uint32_t b = 0; b < g->nleaders && rc == 0; b++)
 		if (!entered[b])
-			rc = add_edge(g, EP_INFER_OUTSIDE, b, 0, false, (struct meta){W_ENTRY});
+			rc = add_edge(g, EP_INFER_OUTSIDE, b, 0, false,
+				      (struct meta){.what = W_ENTRY});
 	free(entered);
 	return rc;
 }
@@ -381,8 +382,8 @@ static int evidence(struct cfg *g, const struct work *w)
 		     i < bp->n_edges && w->by_to[i]->to == g->leaders[k]; i++)
 			if (enters(g, w->by_to[i]))
 				n += w->by_to[i]->count;
-		if ((k == 0 || n) &&
-		    add_edge(g, EP_INFER_OUTSIDE, (uint32_t)k, n, true, (struct meta){W_ENTRY}))
+		if ((k == 0 || n) && add_edge(g, EP_INFER_OUTSIDE, (uint32_t)k, n, true,
+					      (struct meta){.what = W_ENTRY}))
 			return -1;
 	}
 	for (uint32_t b = 0; b < g->nleaders; b++)
@@ -422,9 +423,13 @@ static void replace(struct work *w, const struct cfg *g, const struct meta *m,
 		bool fall = e->kind == EDGEPROF__V1__BRANCH_KIND__BRANCH_FALLTHROUGH;
 		bool out = e->to_external || !inside(g, e->to);
 		if (m->what == W_SCALED) {
-			if (e->taken && out && !fall && ie->count)
+			if (e->taken && out && !fall && ie->count) {
 				e->count =
 				    (uint64_t)((unsigned __int128)e->count * ie->flow / ie->count);
+				/* what was mispredicted scales alike, and never past the count */
+				if (e->mispredicted > e->count)
+					e->mispredicted = e->count;
+			}
 		} else if (m->what == W_FALL ? fall
 					     : !fall && !e->taken == (m->what == W_NOT_TAKEN) &&
 						   !e->to_external && e->to == m->to) {
@@ -589,7 +594,7 @@ int ep_infer_profile(const Edgeprof__V1__BinaryProfile *in, struct ep_decoder *d
 	w.by_to = malloc(n * sizeof(*w.by_to));
 	w.drop = calloc(n, sizeof(*w.drop));
 	int rc = w.by_to && w.drop ? 0 : -1;
-	if (rc == 0) {
+	if (rc == 0 && w.bp->n_edges) { /* edges is NULL when there are none */
 		memcpy(w.by_to, w.bp->edges, w.bp->n_edges * sizeof(*w.by_to));
 		qsort(w.by_to, w.bp->n_edges, sizeof(*w.by_to), cmp_edge_to);
 	}

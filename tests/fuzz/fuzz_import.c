@@ -10,9 +10,12 @@
  * mappings and sample IPs reach the decoder's walks and the counters. The
  * input's last byte picks the mode, as import's options would: chop auto,
  * whole stacks with gap ranges (--chop 0 --ranges gap), chop 1, no trigger.
+ * Each binary's profile also goes through profile inference (export's
+ * default for fdata) on that binary's code.
  * Invariants: no sanitizer report; a damaged recording says where; under
  * a chop no more branches are counted than samples x chop, and no edge
- * more often than that, nor mispredicted more often than taken.
+ * more often than that, nor mispredicted more often than taken (inferred
+ * edges neither).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -20,8 +23,10 @@
 #include <string.h>
 
 #include "agent/pipeline/pipeline.h"
+#include "agent/resolve/binary.h"
 #include "agent/source/perf_data/perf_data_feed.h"
 #include "common/export/export.h"
+#include "common/profile/infer.h"
 #include "common/profile/profile_file.h"
 #include "common/util/log.h"
 #include "tests/fuzz/fuzz_util.h"
@@ -89,6 +94,37 @@ static void check_counts(const Edgeprof__V1__Profile *pr, unsigned chop)
 		}
 }
 
+/* Inference on each binary of the registry the profile has counts of. */
+static void infer_all(const Edgeprof__V1__Profile *pr, struct ep_binary_registry *reg)
+{
+	struct ep_infer_limits limits;
+	ep_infer_limits_default(&limits);
+	for (size_t i = 0; i < ep_binreg_count(reg); i++) {
+		const struct ep_binary *bin = ep_binreg_at(reg, i);
+		const Edgeprof__V1__BinaryProfile *bp = NULL;
+		for (size_t k = 0; k < pr->n_binaries; k++)
+			if (strcmp(pr->binaries[k]->build_id, ep_binary_build_id_hex(bin)) == 0)
+				bp = pr->binaries[k];
+		size_t nseg = 0;
+		const struct ep_code_segment *segs = ep_binary_code_segments(bin, &nseg);
+		struct ep_decoder *dec =
+		    bp ? ep_decoder_new(ep_binary_arch(bin), segs, nseg) : NULL;
+		Edgeprof__V1__BinaryProfile *out = NULL;
+		struct ep_infer_stats stats;
+		if (dec && ep_infer_profile(bp, dec, &limits, &out, &stats) == 0) {
+			for (size_t j = 0; j < out->n_edges; j++)
+				if (out->edges[j]->mispredicted > out->edges[j]->count)
+					FAIL("inferred edge %llx->%llx mispredicted %llu of %llu",
+					     (unsigned long long)out->edges[j]->from,
+					     (unsigned long long)out->edges[j]->to,
+					     (unsigned long long)out->edges[j]->mispredicted,
+					     (unsigned long long)out->edges[j]->count);
+			edgeprof__v1__binary_profile__free_unpacked(out, NULL);
+		}
+		ep_decoder_free(dec);
+	}
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	const char *path = ep_fuzz_file(data, size);
@@ -114,6 +150,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (profile) {
 		ep_export(profile, EP_EXPORT_JSON, NULL, devnull, err, sizeof(err));
 		ep_export(profile, EP_EXPORT_FDATA, NULL, devnull, err, sizeof(err));
+		infer_all(profile, reg);
 		ep_profile_free(profile);
 	}
 	ep_pipeline_free(p);
