@@ -20,7 +20,7 @@
 static void export_usage(FILE *out)
 {
 	fprintf(out,
-		"usage: edgeprof export PROFILE --format json|fdata|preagg|afdo|profgen "
+		"usage: edgeprof export PROFILE --format json|fdata|preagg|afdo|profgen|pprof "
 		"[--build-id ID] [--infer on|off] [--infer-max-blocks N] [-o OUT]\n"
 		"       edgeprof export PROFILE --format json --insn-mix [--range START-END "
 		"| --function NAME] [--binary F]... [--symfs DIR] [-o OUT]\n"
@@ -79,7 +79,7 @@ int ep_cmd_export(int argc, char **argv)
 	}
 	if ((q.url ? first != argc : first != argc - 1) || format < 0) {
 		ep_error("export needs one profile file (or --collector URL) and --format "
-			 "json|fdata|preagg|afdo|profgen");
+			 "json|fdata|preagg|afdo|profgen|pprof");
 		goto out;
 	}
 	if ((mo.range || mo.function) && !mo.insn_mix) {

@@ -30,7 +30,7 @@ static void usage(FILE *out)
 		     "         --duration S [--period P] [--mode edges|calls] [--cycles]\n"
 		     "         --collector URL\n"
 		     "         [--token-file F] [--cacert F] [--cert F --key F]\n"
-		     "         [-o OUT [--format json|fdata|preagg|afdo|profgen]] [--top N]\n"
+		     "         [-o OUT [--format json|fdata|preagg|afdo|profgen|pprof]] [--top N]\n"
 		     "  --duration S   how long to sample: 30, 30s or 2m\n"
 		     "  --period P     events between samples (default: a quarter of the agent's)\n"
 		     "  --cycles       the time per address too: a cycles event (cpu-clock ns\n"

@@ -9,8 +9,9 @@
 #include "common/profile/model.h"
 
 const char *const ep_export_format_names[] = {
-    [EP_EXPORT_JSON] = "json", [EP_EXPORT_FDATA] = "fdata",	[EP_EXPORT_PREAGG] = "preagg",
-    [EP_EXPORT_AFDO] = "afdo", [EP_EXPORT_PROFGEN] = "profgen", [EP_EXPORT_PROFGEN + 1] = NULL,
+    [EP_EXPORT_JSON] = "json",	  [EP_EXPORT_FDATA] = "fdata",	   [EP_EXPORT_PREAGG] = "preagg",
+    [EP_EXPORT_AFDO] = "afdo",	  [EP_EXPORT_PROFGEN] = "profgen", [EP_EXPORT_PPROF] = "pprof",
+    [EP_EXPORT_PPROF + 1] = NULL,
 };
 
 int ep_export_parse_format(const char *name)
@@ -183,7 +184,8 @@ int ep_export_mix(const Edgeprof__V1__Profile *profile, enum ep_export_format fo
 		  size_t errlen)
 {
 	const Edgeprof__V1__BinaryProfile *bp = NULL;
-	if (format != EP_EXPORT_JSON || build_id) {
+	/* json and pprof hold every binary unless one is asked for */
+	if ((format != EP_EXPORT_JSON && format != EP_EXPORT_PPROF) || build_id) {
 		bp = ep_export_select_binary(profile, build_id, err, errlen);
 		if (!bp)
 			return -1;
@@ -199,6 +201,8 @@ int ep_export_mix(const Edgeprof__V1__Profile *profile, enum ep_export_format fo
 		return ep_export_afdo(bp, out, err, errlen);
 	case EP_EXPORT_PROFGEN:
 		return ep_export_profgen(profile, bp, out, err, errlen);
+	case EP_EXPORT_PPROF:
+		return ep_export_pprof(profile, bp, out, err, errlen);
 	}
 	snprintf(err, errlen, "unknown export format %d", (int)format);
 	return -1;

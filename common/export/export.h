@@ -8,6 +8,8 @@
  *  profgen llvm-profgen's unsymbolized profile (--unsymbolized-profile,
  *          --use-offset=false): AutoFDO through LLVM's own converter, in
  *          estimated executions (counts times period / chop)
+ *  pprof   pprof's profile.proto, gzip-compressed (go tool pprof): sample
+ *          IPs, time, branches per address and the call graph
  * and the human report (hottest edges and functions).
  */
 #ifndef EP_EXPORT_H
@@ -23,17 +25,19 @@ enum ep_export_format {
 	EP_EXPORT_PREAGG,
 	EP_EXPORT_AFDO,
 	EP_EXPORT_PROFGEN,
+	EP_EXPORT_PPROF,
 };
 
 /* The formats' names in the enum's order, NULL-terminated (an option's
  * choices). */
 extern const char *const ep_export_format_names[];
 
-/* "json", "fdata", "preagg", "afdo", "profgen"; -1 for anything else. */
+/* "json", "fdata", "preagg", "afdo", "profgen", "pprof"; -1 for anything
+ * else. */
 int ep_export_parse_format(const char *name);
 
 /* build_id selects one binary of the profile (hex prefix), NULL = the format's
- * default: all binaries for json; for the single-binary formats the binary
+ * default: all binaries for json and pprof; for the single-binary formats the binary
  * with the most samples. Returns 0, or -1 with err saying why (for example a
  * build-id prefix matching no binary). */
 int ep_export(const Edgeprof__V1__Profile *profile, enum ep_export_format format,

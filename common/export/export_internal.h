@@ -53,6 +53,9 @@ int ep_export_preagg(const Edgeprof__V1__Profile *p, const Edgeprof__V1__BinaryP
 int ep_export_afdo(const Edgeprof__V1__BinaryProfile *bp, FILE *out, char *err, size_t errlen);
 int ep_export_profgen(const Edgeprof__V1__Profile *p, const Edgeprof__V1__BinaryProfile *bp,
 		      FILE *out, char *err, size_t errlen);
+/* only: NULL for every binary of p (export_pprof.c) */
+int ep_export_pprof(const Edgeprof__V1__Profile *p, const Edgeprof__V1__BinaryProfile *only,
+		    FILE *out, char *err, size_t errlen);
 
 /* The instruction mix (export_mix.c). Sums of a binary's ranges: per
  * function (per_func[fx->n]: in no known function) and in all. */
