@@ -26,7 +26,8 @@ set -euo pipefail
 # arm64 code), gcc-aarch64-linux-gnu and libc6-dev-arm64-cross (the workloads
 # cross-compiled, static or with the arm64 libc), and libzstd1:arm64 (Debian's own
 # arm64 build of a real library, with libc6:arm64 under it, for the oracle: it needs
-# the arm64 architecture added to dpkg, which only adds package lists)
+# the arm64 architecture added to dpkg, which only adds package lists);
+# golang-go: `go tool pprof`, the reader test_pprof.sh checks the pprof export with
 packages=(
 	build-essential pkg-config binutils clang clang-format
 	libelf-dev zlib1g-dev libcapstone-dev libprotobuf-c-dev protobuf-c-compiler
@@ -38,6 +39,7 @@ packages=(
 	tcl libgraphviz-dev chromium fonts-dejavu-core libdebuginfod-dev debuginfod
 	libiberty-dev
 	binutils-aarch64-linux-gnu gcc-aarch64-linux-gnu libc6-dev-arm64-cross libzstd1:arm64
+	golang-go
 )
 
 missing=()

@@ -214,10 +214,10 @@ void ep_api_profile(struct ep_store *store, const struct ep_store_filter *f,
 	if (!proto) {
 		fmt = ep_export_parse_format(format ? format : "json");
 		if (fmt < 0) {
-			set_error(
-			    r, 400,
-			    "format '%s': expected json, fdata, preagg, afdo, profgen or proto\n",
-			    format);
+			set_error(r, 400,
+				  "format '%s': expected json, fdata, preagg, afdo, profgen, pprof "
+				  "or proto\n",
+				  format);
 			return;
 		}
 	}
@@ -269,7 +269,11 @@ void ep_api_profile(struct ep_store *store, const struct ep_store_filter *f,
 		return;
 	}
 	r->status = 200;
-	r->content_type = fmt == EP_EXPORT_JSON ? "application/json" : "text/plain";
+	r->content_type = "text/plain";
+	if (fmt == EP_EXPORT_JSON)
+		r->content_type = "application/json";
+	else if (fmt == EP_EXPORT_PPROF) /* gzip'd protobuf, as pprof reads it */
+		r->content_type = "application/octet-stream";
 }
 
 void ep_api_session(const Edgeprof__V1__Session *s, const char *format, int status,
