@@ -11,7 +11,9 @@
 #    fdata_vs_exact.py: per function, the total variation distance of the
 #    edge shares; on bolt_mix's few blocks the units spread move it away);
 #  - llvm-bolt takes the inferred fdata, nothing stale, and the BOLTed
-#    program prints what the original printed;
+#    program prints what the original printed; its profile bias score (BOLT
+#    16's flow imbalance, --print-profile-stats) is lower than the sampled
+#    fdata's;
 #  - a function past --infer-max-blocks keeps its sampled counts, said with
 #    the option's name; without the binary's file the sampled counts are
 #    exported, with a warning.
@@ -43,6 +45,16 @@ run_case() { # NAME PERIOD ARGS...: records and exports W/{on,off,exact}.fdata
 	echo "# $name: executed edges with no count: inferred $(metric executed_zero "$w/on.vs"), sampled $(metric executed_zero "$w/off.vs") of $(metric executed_edges "$w/on.vs"); distance $(metric distance "$w/on.vs") against $(metric distance "$w/off.vs"); blocks that never ran given a count $(metric unexecuted_blocks_counted "$w/on.vs") against $(metric unexecuted_blocks_counted "$w/off.vs")"
 	check "$name: fewer executed edges without a count when inferred" \
 		test "$(metric executed_zero "$w/on.vs")" -lt "$(metric executed_zero "$w/off.vs")"
+	# BOLT's own measure of flow imbalance: how far, on average, a block's
+	# count is from what flows in and out of it in BOLT's CFG
+	for m in on off; do
+		"$bolt" "$w/bin" -o "$w/$m.bias.bolt" -data "$w/$m.fdata" "${bolt_opts[@]}" \
+			--print-profile-stats >"$w/$m.bias.log" 2>&1
+		sed -n 's/^BOLT-INFO: Profile bias score: \([0-9.]*\)%.*/\1/p' "$w/$m.bias.log" >"$w/$m.bias"
+	done
+	echo "# $name: BOLT's profile bias score: inferred $(cat "$w/on.bias")%, sampled $(cat "$w/off.bias")%"
+	check "$name: BOLT finds the inferred profile less biased" python3 -c \
+		"import sys; sys.exit(not float('$(cat "$w/on.bias")') < float('$(cat "$w/off.bias")'))"
 }
 
 w=$TEST_TMP/bolt_mix
