@@ -866,13 +866,22 @@ struct located {
  * sampled IP is an instruction's start; x86 decoded from an arbitrary byte
  * goes astray), up to the next symbol, within the segment holding addr.
  * The image keeps no .eh_frame (its FDEs would give the real bounds), so
- * these are the bounds known. False when no code kept holds addr. */
+ * these are the bounds known. False when the code kept does not hold
+ * addr; with no code kept, the page of addr alone. */
 static bool code_region(const Edgeprof__V1__BinaryProfile *bp, struct ep_binary_code *code,
 			uint64_t addr, struct located *l)
 {
-	const Edgeprof__V1__BinaryImage *img = code ? ep_binary_code_image(code) : NULL;
+	l->fn = -1;
+	if (!code) { /* its counts still shown, and how to get its code */
+		l->start = addr;
+		l->size = 0;
+		snprintf(l->buf, sizeof(l->buf), "func_0x%" PRIx64, addr);
+		l->name = l->buf;
+		return true;
+	}
+	const Edgeprof__V1__BinaryImage *img = ep_binary_code_image(code);
 	uint64_t lo = 0, hi = 0;
-	for (size_t i = 0; img && i < img->n_code; i++) {
+	for (size_t i = 0; i < img->n_code; i++) {
 		const Edgeprof__V1__CodeBytes *cb = img->code[i];
 		if (addr >= cb->vaddr && addr - cb->vaddr < cb->bytes.len) {
 			lo = cb->vaddr;
@@ -1006,7 +1015,7 @@ static void draw_code(FILE *out, struct cfg *c, const Edgeprof__V1__Profile *p,
 }
 
 static void heading(FILE *out, const Edgeprof__V1__BinaryProfile *bp,
-		    const struct ep_store_filter *f, const struct located *l)
+		    const struct ep_store_filter *f, const struct located *l, bool code)
 {
 	const char *path = bp->n_paths ? bp->paths[0] : bp->build_id;
 	const char *base = strrchr(path, '/');
@@ -1021,7 +1030,7 @@ static void heading(FILE *out, const Edgeprof__V1__BinaryProfile *bp,
 	fputs("\" id=\"function-name\">", out);
 	ep_web_text(out, ep_demangle(l->name, shown, sizeof(shown)));
 	fputs("</h1>\n", out);
-	if (l->fn < 0 && strncmp(l->name, "func_0x", 7) == 0)
+	if (code && l->fn < 0 && strncmp(l->name, "func_0x", 7) == 0)
 		fputs("<p class=\"hint\" id=\"no-symbol\">No symbol holds this code: shown from "
 		      "the end of the symbol before it (or the first IP sampled near it) to the "
 		      "next symbol, at most 4 KiB past the address.</p>\n",
@@ -1070,7 +1079,7 @@ int ep_web_function_page(FILE *out, const struct ep_web_ctx *w, ep_web_arg_fn ar
 		return rc;
 	}
 	ep_web_begin(out, w, l->name);
-	heading(out, bp, &f, l);
+	heading(out, bp, &f, l, code != NULL);
 	struct cfg c = {.start = l->start,
 			.end = l->start + (l->size ? l->size : MAX_UNSIZED_BYTES)};
 	bool decoded = code && decode_function(&c, ep_binary_code_decoder(code)) == 0 &&

@@ -28,9 +28,16 @@ url="http://127.0.0.1:$COLLECTOR_PORT"
 "$EDGEPROF" agent --pid "$busy" --duration 3 --interval 1 --drain-ms 50 --upload-max-mib 0 \
 	--collector "$url" --spool "$TEST_TMP/spool" -o "$TEST_TMP/ip.prof" 2>"$TEST_TMP/agent.err"
 check "agent --collector exits 0" test $? -eq 0
+id=$(readelf -n "$bin" | awk '/Build ID/ {print $3}')
+# before its code is at the collector: the [unknown] row's link still answers
+ulink=$(curl -sf "$url/binary?build_id=$id" | grep -o '<tr class="function unknown"[^>]*><td[^>]*><a href="[^"]*"' |
+	sed 's/.*href="//; s/"$//; s/&amp;/\&/g; s/#.*//')
+code=$(curl -s -o "$TEST_TMP/nocode.html" -w '%{http_code}' "$url${ulink:-/none}")
+check "/function in no symbol, its code not sent: 200, its samples, how to send it ($code)" \
+	bash -c "[ $code = 200 ] && grep -q 'data-kind=\"ip-samples\" data-samples=\"[1-9]' '$TEST_TMP/nocode.html' &&
+		grep -q 'code is not at the collector' '$TEST_TMP/nocode.html'"
 "$EDGEPROF" upload "$bin" --collector "$url" >"$TEST_TMP/upload.log" 2>&1
 check "the binary's code is uploaded" test $? -eq 0
-id=$(readelf -n "$bin" | awk '/Build ID/ {print $3}')
 curl -sf "$url/v1/profile?format=json&build_id=$id" >"$TEST_TMP/p.json"
 branches=$(jq '[.profiles[] | (.branches // []) | length] | add' "$TEST_TMP/p.json")
 samples=$(jq '[.profiles[] | (.ips // [])[] | .count] | add // 0' "$TEST_TMP/p.json")
