@@ -195,6 +195,23 @@ static void test_demangle(void **state)
 		assert_string_equal(ep_demangle(cases[i][0], buf, sizeof(buf)), cases[i][1]);
 	const char *plain = "hot_loop/2";
 	assert_ptr_equal(ep_demangle(plain, buf, sizeof(buf)), plain);
+	/* names come from any container's binary (an agent's upload): deep
+	 * nesting stops at libiberty's recursion limit instead of the stack,
+	 * and a name past MAX_MANGLED is shown raw */
+	static char deep[4096];
+	memcpy(deep, "_Z1f", 4);
+	memset(deep + 4, 'P', sizeof(deep) - 6); /* f(int ****...) */
+	deep[sizeof(deep) - 2] = 'i';
+	assert_ptr_equal(ep_demangle(deep, buf, sizeof(buf)), deep);
+	deep[2100] = 'i', deep[2101] = '\0'; /* 2,096 deep: past the limit too */
+	assert_ptr_equal(ep_demangle(deep, buf, sizeof(buf)), deep);
+	deep[40] = 'i', deep[41] = '\0';
+	assert_string_equal(ep_demangle(deep, buf, sizeof(buf)),
+			    "f(int************************************)");
+	static char big[8192];
+	memset(big, 'x', sizeof(big) - 1);
+	memcpy(big, "_Z", 2);
+	assert_ptr_equal(ep_demangle(big, buf, sizeof(buf)), big);
 	/* cut to the buffer, still a string */
 	char small[8];
 	assert_string_equal(ep_demangle("_ZN2ep8hot_workEmi", small, sizeof(small)), "ep::hot");
