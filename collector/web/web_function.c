@@ -1006,7 +1006,13 @@ static void draw_code(FILE *out, struct cfg *c, const Edgeprof__V1__Profile *p,
 		"<h2>Control-flow graph</h2>\n",
 		c->nblocks, c->nedges, hot, hot_blocks, sampled);
 	legend(out, c->ip_heat);
-	graph(out, c, name);
+	/* the blocks' labels name the function as people read it, cut short:
+	 * a C++ name's arguments would widen every block */
+	char shown[4096], label[64];
+	snprintf(label, sizeof(label), "%s", ep_demangle(name, shown, sizeof(shown)));
+	if (strlen(label) == sizeof(label) - 1)
+		memcpy(label + sizeof(label) - 4, "...", 3);
+	graph(out, c, label);
 	fputs("</section>\n", out);
 	disassembly(out, c, bp, code,
 		    p->config && p->config->cycles_unit && *p->config->cycles_unit

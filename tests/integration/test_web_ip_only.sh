@@ -89,6 +89,8 @@ check "/function: says it has IP samples only, no branch-stack PMU" \
 check "/function: its heading is the demangled name" \
 	grep -q 'data-symbol="_ZN2ep8hot_workEmi" id="function-name">ep::hot_work(unsigned long, int)</h1>' \
 	"$TEST_TMP/hot.html"
+check "/function: the graph's blocks are labelled with the demangled name" \
+	grep -q '>ep::hot_work(unsigned long, int)+0x0</text>' "$TEST_TMP/hot.html"
 insn_sum=$(grep -o '<tr class="insn[^"]*" id="i[0-9a-f]*" data-count="[0-9]*" data-samples="[0-9]*"' \
 	"$TEST_TMP/hot.html" | sed 's/.*data-samples="//; s/"//' | awk '{s += $1} END {print s + 0}')
 check "/function: its instructions' IP samples add up to /binary's ($insn_sum = ${hot_samples:-?})" \
