@@ -37,7 +37,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 static void use(const Edgeprof__V1__Profile *p)
 {
 	char err[512];
-	for (int f = EP_EXPORT_JSON; f <= EP_EXPORT_PROFGEN; f++) {
+	for (int f = EP_EXPORT_JSON; f <= EP_EXPORT_PPROF; f++) {
 		ep_export(p, (enum ep_export_format)f, NULL, devnull, err, sizeof(err));
 		/* a build-id prefix selects one binary: the first's, if any */
 		if (p->n_binaries && p->binaries[0] && p->binaries[0]->build_id)
