@@ -185,7 +185,9 @@ static void test_ip_only_refused(void **state)
 	assert_int_equal(
 	    ep_export_check_branches(&profile, EP_EXPORT_FDATA, "abff", why, sizeof(why)), -1);
 	assert_string_equal(why, "IP samples only (no branch stacks): fdata needs taken branches; "
-				 "record on a machine with LBR/BRBE, or use --format json");
+				 "record on a machine with LBR/BRBE, or use --format json|pprof");
+	assert_int_equal(
+	    ep_export_check_branches(&profile, EP_EXPORT_PPROF, "abff", why, sizeof(why)), 0);
 	for (int f = EP_EXPORT_PREAGG; f <= EP_EXPORT_PROFGEN; f++)
 		assert_int_equal(ep_export_check_branches(&profile, f, "abff", why, sizeof(why)),
 				 -1);
