@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "collector/web/web_internal.h"
+#include "common/export/export.h"
 #include "common/profile/cpi.h"
 #include "common/profile/model.h"
 #include "common/profile/profile_file.h"
@@ -339,11 +340,14 @@ static void branches_table(FILE *out, const Edgeprof__V1__BinaryProfile *bp,
 	free(rows);
 }
 
-/* ip_only: the binary has IP samples and no branch counts, so only the
- * JSON can be made (the others answer 422): said, not offered. */
-static void export_links(FILE *out, const char *build_id, const struct ep_store_filter *f,
-			 bool ip_only)
+/* A format /v1/profile would refuse for the binary (IP samples only, and
+ * a format made of branches: ep_export_check_branches) is said, not
+ * offered. */
+static void export_links(FILE *out, const Edgeprof__V1__Profile *p, const char *build_id,
+			 const struct ep_store_filter *f)
 {
+	char why[256];
+	bool ip_only = false;
 	static const struct {
 		const char *format, *label, *ext;
 	} formats[] = {{"fdata", "BOLT fdata", "fdata"},
@@ -352,8 +356,12 @@ static void export_links(FILE *out, const char *build_id, const struct ep_store_
 		       {"json", "JSON", "json"}};
 	fputs("<div class=\"exports\" id=\"exports\">Export: ", out);
 	for (size_t i = 0; i < sizeof(formats) / sizeof(formats[0]); i++) {
-		if (ip_only && strcmp(formats[i].format, "json") != 0)
+		int fmt = ep_export_parse_format(formats[i].format);
+		if (fmt >= 0 && ep_export_check_branches(p, (enum ep_export_format)fmt, build_id,
+							 why, sizeof(why)) != 0) {
+			ip_only = true;
 			continue;
+		}
 		fputs("<a class=\"button\" href=\"/v1/profile?build_id=", out);
 		ep_web_urlenc(out, build_id);
 		fprintf(out, "&amp;format=%s", formats[i].format);
@@ -464,7 +472,7 @@ int ep_web_binary_page(FILE *out, const struct ep_web_ctx *w, ep_web_arg_fn arg,
 			  "BINARY --collector URL</code>)",
 	      out);
 	fputs("</dd></dl>\n", out);
-	export_links(out, bp->build_id, &f, !bp->n_edges && !bp->n_ranges && bp->n_ips);
+	export_links(out, p, bp->build_id, &f);
 	compare_links(out, w, bp);
 	ep_binary_profile_sort(bp);
 	functions_table(out, bp, p->config ? p->config->cycles_unit : NULL, &f, top);
