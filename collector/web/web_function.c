@@ -698,9 +698,9 @@ static void block_row(FILE *out, const struct cfg *c, const struct insn *in, con
 	const struct block *b = &c->blocks[in->block];
 	fprintf(out,
 		"<tr class=\"blockhead%s\" id=\"b%" PRIx64 "\" data-count=\"%" PRIu64
-		"\" data-samples=\"%" PRIu64 "\" data-cycles=\"%" PRIu64
-		"\" data-cycled-insns=\"%" PRIu64 "\"><td colspan=\"5\">block %u · ",
-		b->heat ? "" : " cold", in->addr, b->count, b->samples, b->cycles, b->cycled_insns,
+		"\" data-cycles=\"%" PRIu64 "\" data-cycled-insns=\"%" PRIu64
+		"\" data-samples=\"%" PRIu64 "\"><td colspan=\"5\">block %u · ",
+		b->heat ? "" : " cold", in->addr, b->count, b->cycles, b->cycled_insns, b->samples,
 		in->block);
 	ep_web_count(out, b->count);
 	fputs(" executions · ", out);
