@@ -26,9 +26,11 @@
  * BOLT's NAME/N of a local as system_name), so pprof does not symbolize.
  * A BinaryProfile's labels become its samples' string labels.
  *
- * Everything is sized by the profile (already bounded when read), and the
- * message is packed straight into zlib's deflate: no copy of the whole
- * encoding is held.
+ * Everything is sized by the profile (already bounded when read). The
+ * tables (mappings, functions, strings) are packed first, then each
+ * location and sample on its own as the Profile's next field (protobuf
+ * appends a repeated field's occurrences wherever they are), straight into
+ * zlib's deflate: neither those messages nor the encoding are held whole.
  */
 #include <limits.h>
 #include <stdlib.h>
@@ -96,7 +98,7 @@ struct pp {
 	int col[V_TYPES]; /* each type's value column, -1 when absent */
 	size_t ncols;
 	bool has[V_TYPES];
-	size_t nsamples, naddrs;
+	size_t naddrs;
 	struct pp_loc *locs;
 	size_t nlocs;
 	struct pp_fn *fns;
@@ -181,7 +183,6 @@ static int walk(struct pp *x, pp_visit visit, void *ctx)
 static int count_sample(struct pp *x, const struct pp_sample *s, void *ctx)
 {
 	(void)ctx;
-	x->nsamples++;
 	x->naddrs += s->naddr;
 	for (int t = 0; t < V_TYPES; t++)
 		x->has[t] |= s->v[t] != 0;
@@ -322,14 +323,13 @@ static void plan_free(struct pp *x)
 }
 
 /* The messages, all in arrays sized by the plan. */
+/* The profile's tables: mappings, functions, strings, the labels. The
+ * locations and samples are not held: each is packed on its own as the
+ * message's next field (protobuf appends a repeated field's occurrences,
+ * wherever they are), so memory holds the tables and the plan only. */
 struct pp_msgs {
 	Perftools__Profiles__Profile prof;
-	Perftools__Profiles__ValueType types[V_TYPES], *type_ptrs[V_TYPES], period_type;
-	Perftools__Profiles__Sample *samples, **sample_ptrs;
-	int64_t *values;
-	uint64_t *loc_ids;
-	Perftools__Profiles__Location *locs, **loc_ptrs;
-	Perftools__Profiles__Line *lines, **line_ptrs;
+	Perftools__Profiles__ValueType types[V_TYPES], *type_ptrs[V_TYPES];
 	Perftools__Profiles__Function *fns, **fn_ptrs;
 	Perftools__Profiles__Mapping *maps, **map_ptrs;
 	Perftools__Profiles__Label *labels, **label_ptrs; /* N_LABELS per bin */
@@ -349,30 +349,6 @@ static int64_t add_string(struct pp_msgs *m, const char *s)
 static int64_t clamp(uint64_t v)
 {
 	return v > INT64_MAX ? INT64_MAX : (int64_t)v;
-}
-
-static int add_sample(struct pp *x, const struct pp_sample *s, void *ctx)
-{
-	struct pp_msgs *m = ctx;
-	size_t i = m->prof.n_sample++;
-	Perftools__Profiles__Sample *out = &m->samples[i];
-	perftools__profiles__sample__init(out);
-	out->value = &m->values[i * x->ncols];
-	out->n_value = x->ncols;
-	for (int t = 0; t < V_TYPES; t++)
-		if (x->col[t] >= 0)
-			out->value[x->col[t]] = clamp(s->v[t]);
-	/* the frames' ids follow each other in one array, as the samples do */
-	out->location_id = m->loc_ids + (i ? (size_t)(m->samples[i - 1].location_id - m->loc_ids) +
-						 m->samples[i - 1].n_location_id
-					   : 0);
-	for (size_t k = 0; k < s->naddr; k++)
-		out->location_id[out->n_location_id++] =
-		    find_loc(x, x->bin_map[s->bin], s->addr[k]) + 1;
-	out->label = &m->label_ptrs[s->bin * N_LABELS];
-	out->n_label = m->nlabels[s->bin];
-	m->sample_ptrs[i] = out;
-	return 0;
 }
 
 static void add_label(struct pp_msgs *m, size_t bin, int64_t key, const char *value)
@@ -447,21 +423,6 @@ static int build_tables(struct pp *x, struct pp_msgs *m)
 		nfn++;
 	}
 	m->prof.n_function = nfn;
-	for (size_t i = 0; i < x->nlocs; i++) {
-		Perftools__Profiles__Location *o = &m->locs[i];
-		perftools__profiles__location__init(o);
-		o->id = i + 1;
-		o->mapping_id = x->locs[i].map + 1;
-		o->address = x->locs[i].addr;
-		if (x->locs[i].fn >= 0) {
-			perftools__profiles__line__init(&m->lines[i]);
-			m->lines[i].function_id = x->fns[x->locs[i].fn].id;
-			m->line_ptrs[i] = &m->lines[i];
-			o->line = &m->line_ptrs[i];
-			o->n_line = 1;
-		}
-		m->loc_ptrs[i] = o;
-	}
 	for (size_t b = 0; b < x->nbins; b++) {
 		const Edgeprof__V1__Labels *l = x->bins[b]->labels;
 		if (!l)
@@ -478,14 +439,6 @@ static int build_tables(struct pp *x, struct pp_msgs *m)
 
 static void msgs_free(struct pp_msgs *m)
 {
-	free(m->samples);
-	free(m->sample_ptrs);
-	free(m->values);
-	free(m->loc_ids);
-	free(m->locs);
-	free(m->loc_ptrs);
-	free(m->lines);
-	free(m->line_ptrs);
 	free(m->fns);
 	free(m->fn_ptrs);
 	free(m->maps);
@@ -501,16 +454,7 @@ static void msgs_free(struct pp_msgs *m)
 
 static int build(struct pp *x, struct pp_msgs *m)
 {
-	size_t ns = x->nsamples + 1, nl = x->nlocs + 1, nf = x->nfns + 1, nm = x->nmaps + 1;
-	size_t nb = x->nbins + 1;
-	m->samples = calloc(ns, sizeof(*m->samples));
-	m->sample_ptrs = calloc(ns, sizeof(*m->sample_ptrs));
-	m->values = calloc(ns, x->ncols * sizeof(*m->values));
-	m->loc_ids = calloc(x->naddrs + 1, sizeof(*m->loc_ids));
-	m->locs = calloc(nl, sizeof(*m->locs));
-	m->loc_ptrs = calloc(nl, sizeof(*m->loc_ptrs));
-	m->lines = calloc(nl, sizeof(*m->lines));
-	m->line_ptrs = calloc(nl, sizeof(*m->line_ptrs));
+	size_t nf = x->nfns + 1, nm = x->nmaps + 1, nb = x->nbins + 1;
 	m->fns = calloc(nf, sizeof(*m->fns));
 	m->fn_ptrs = calloc(nf, sizeof(*m->fn_ptrs));
 	m->maps = calloc(nm, sizeof(*m->maps));
@@ -522,9 +466,8 @@ static int build(struct pp *x, struct pp_msgs *m)
 	/* the fixed ones, a path and a build-id per mapping, a name and a
 	 * system name per function, the labels' values */
 	m->strings = calloc(S_FIXED + 2 * nm + 2 * nf + N_LABELS * nb, sizeof(*m->strings));
-	if (!m->samples || !m->sample_ptrs || !m->values || !m->loc_ids || !m->locs ||
-	    !m->loc_ptrs || !m->lines || !m->line_ptrs || !m->fns || !m->fn_ptrs || !m->maps ||
-	    !m->map_ptrs || !m->labels || !m->label_ptrs || !m->nlabels || !m->owned || !m->strings)
+	if (!m->fns || !m->fn_ptrs || !m->maps || !m->map_ptrs || !m->labels || !m->label_ptrs ||
+	    !m->nlabels || !m->owned || !m->strings)
 		return -1;
 	for (int i = 0; i < S_FIXED; i++)
 		add_string(m, fixed_strings[i]);
@@ -552,12 +495,8 @@ static int build(struct pp *x, struct pp_msgs *m)
 	p->n_sample_type = x->ncols;
 	/* pprof shows the last type unless told: the samples are the count */
 	p->default_sample_type = S_SAMPLES;
-	walk(x, add_sample, m);
-	p->sample = m->sample_ptrs;
 	p->mapping = m->map_ptrs;
 	p->n_mapping = x->nmaps;
-	p->location = m->loc_ptrs;
-	p->n_location = x->nlocs;
 	p->function = m->fn_ptrs;
 	p->string_table = m->strings;
 	p->n_string_table = m->nstrings;
@@ -605,7 +544,76 @@ static void gz_append(ProtobufCBuffer *buffer, size_t len, const uint8_t *data)
 	}
 }
 
-static int write_gz(const Perftools__Profiles__Profile *p, FILE *out, char *err, size_t errlen)
+static size_t put_varint(uint8_t *b, uint64_t v)
+{
+	size_t n = 0;
+	for (; v > 0x7f; v >>= 7)
+		b[n++] = (uint8_t)((v & 0x7f) | 0x80);
+	b[n++] = (uint8_t)v;
+	return n;
+}
+
+/* A length-delimited field's key and length: what precedes a message
+ * packed as field `field` of the Profile. */
+static void put_field(struct gz_sink *g, uint32_t field, size_t len)
+{
+	uint8_t b[2 * 10];
+	size_t n = put_varint(b, (uint64_t)field << 3 | 2);
+	n += put_varint(b + n, len);
+	gz_append(&g->base, n, b);
+}
+
+/* Profile.location (4), one at a time. */
+static void put_locations(const struct pp *x, struct gz_sink *g)
+{
+	for (size_t i = 0; i < x->nlocs && !g->failed; i++) {
+		Perftools__Profiles__Location o;
+		Perftools__Profiles__Line line, *line_ptr = &line;
+		perftools__profiles__location__init(&o);
+		o.id = i + 1;
+		o.mapping_id = x->locs[i].map + 1;
+		o.address = x->locs[i].addr;
+		if (x->locs[i].fn >= 0) {
+			perftools__profiles__line__init(&line);
+			line.function_id = x->fns[x->locs[i].fn].id;
+			o.line = &line_ptr;
+			o.n_line = 1;
+		}
+		put_field(g, 4, perftools__profiles__location__get_packed_size(&o));
+		perftools__profiles__location__pack_to_buffer(&o, &g->base);
+	}
+}
+
+struct put_ctx {
+	struct gz_sink *g;
+	const struct pp_msgs *m;
+};
+
+/* Profile.sample (2), as the walk finds it. */
+static int put_sample(struct pp *x, const struct pp_sample *s, void *ctx)
+{
+	struct put_ctx *c = ctx;
+	int64_t values[V_TYPES];
+	uint64_t ids[2];
+	Perftools__Profiles__Sample o;
+	perftools__profiles__sample__init(&o);
+	o.value = values;
+	o.n_value = x->ncols;
+	for (int t = 0; t < V_TYPES; t++)
+		if (x->col[t] >= 0)
+			values[x->col[t]] = clamp(s->v[t]);
+	o.location_id = ids;
+	for (size_t k = 0; k < s->naddr; k++)
+		ids[o.n_location_id++] = find_loc(x, x->bin_map[s->bin], s->addr[k]) + 1;
+	o.label = &c->m->label_ptrs[s->bin * N_LABELS];
+	o.n_label = c->m->nlabels[s->bin];
+	put_field(c->g, 2, perftools__profiles__sample__get_packed_size(&o));
+	perftools__profiles__sample__pack_to_buffer(&o, &c->g->base);
+	return c->g->failed ? -1 : 0;
+}
+
+/* The tables, then the locations and samples, deflated into out. */
+static int write_gz(struct pp *x, const struct pp_msgs *m, FILE *out, char *err, size_t errlen)
 {
 	struct gz_sink *g = calloc(1, sizeof(*g));
 	if (!g)
@@ -618,7 +626,10 @@ static int write_gz(const Perftools__Profiles__Profile *p, FILE *out, char *err,
 		free(g);
 		return ep_export_oom(err, errlen);
 	}
-	perftools__profiles__profile__pack_to_buffer(p, &g->base);
+	perftools__profiles__profile__pack_to_buffer(&m->prof, &g->base);
+	put_locations(x, g);
+	struct put_ctx c = {g, m};
+	walk(x, put_sample, &c);
 	if (!g->failed)
 		g->failed = gz_run(g, Z_FINISH) != 0;
 	deflateEnd(&g->z);
@@ -645,7 +656,7 @@ int ep_export_pprof(const Edgeprof__V1__Profile *p, const Edgeprof__V1__BinaryPr
 	perftools__profiles__profile__init(&m.prof);
 	int rc = plan(&x) == 0 && build(&x, &m) == 0 ? 0 : ep_export_oom(err, errlen);
 	if (rc == 0)
-		rc = write_gz(&m.prof, out, err, errlen);
+		rc = write_gz(&x, &m, out, err, errlen);
 	msgs_free(&m);
 	plan_free(&x);
 	free(x.bins);
