@@ -82,6 +82,34 @@ mv "$w/bin" "$w/bin.moved"
 check "without the binary: a warning, and the sampled counts exported" \
 	bash -c "grep -q 'counts not inferred' '$w/nobin.err' && cmp -s '$w/nobin.fdata' '$w/off.fdata'"
 
+# a function of 200,002 blocks (100,000 conditional branches, each
+# skipping one instruction), run 20 times: past the default bound it keeps
+# its sampled counts, said by name, and the export stays small
+w=$TEST_TMP/huge
+mkdir -p "$w"
+{
+	printf '\t.text\n\t.globl huge\n\t.type huge,@function\nhuge:\n\txor %%eax,%%eax\n'
+	printf '\t.rept 100000\n\ttest %%edi,%%edi\n\tjne 1f\n\tinc %%eax\n1:\n\t.endr\n\tret\n'
+	printf '\t.size huge,.-huge\n\t.section .note.GNU-stack,"",@progbits\n'
+} >"$w/huge.s"
+printf 'int huge(int);\nint main(int c, char **v) { (void)v; int s = 0;\n for (int i = 0; i < 20; i++) s += huge(c - 1);\n return s; }\n' >"$w/main.c"
+cc -O1 -o "$w/bin" "$w/main.c" "$w/huge.s"
+"$EDGEPROF" record --emulate --period 997 -o "$w/p.prof" -- "$w/bin" >/dev/null 2>&1
+bid=$(readelf -n "$w/bin" | awk '/Build ID/ {print $3}')
+# the export's peak RSS in KiB, as getrusage() says of a waited child
+python3 -c 'import resource, subprocess, sys
+subprocess.run(sys.argv[1:], stderr=open(sys.argv[-1] + ".err", "w"))
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)' \
+	"$EDGEPROF" export "$w/p.prof" --build-id "$bid" --format fdata -o "$w/on.fdata" >"$w/rss"
+mv "$w/on.fdata.err" "$w/on.err"
+"$EDGEPROF" export "$w/p.prof" --build-id "$bid" --format fdata --infer off -o "$w/off.fdata"
+echo "# huge: $(grep -c . "$w/off.fdata") fdata lines, export peak RSS $(cat "$w/rss") KiB"
+check "huge: refused past the default --infer-max-blocks, by name" \
+	grep -q "the last, huge: more blocks or edges than --infer-max-blocks allows (--infer-max-blocks 65536)" "$w/on.err"
+check "huge: its sampled counts exported (times 16)" \
+	cmp -s <(grep "^1 huge " "$w/on.fdata") <(grep "^1 huge " "$w/off.fdata" | awk '{$7 *= 16; $8 *= 16; print}')
+check "huge: the export's peak RSS stays under 100 MiB" test "$(cat "$w/rss")" -lt 102400
+
 w=$TEST_TMP/big_switch
 mkdir -p "$w"
 cc -O2 -g -fno-pie -no-pie -Wl,--emit-relocs -fno-reorder-blocks-and-partition -o "$w/bin" \
