@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "common/decode/decoder.h"
 #include "common/profile/infer.h"
 
 #define OUT EP_INFER_OUTSIDE
@@ -218,6 +219,93 @@ static void test_spread_no_way_out(void **state)
 	assert_conserved(b, 3, e, 5);
 }
 
+static Edgeprof__V1__Edge *edge(uint64_t from, uint64_t to, bool taken, uint64_t count,
+				Edgeprof__V1__BranchKind kind)
+{
+	Edgeprof__V1__Edge *e = malloc(sizeof(*e));
+	assert_non_null(e);
+	edgeprof__v1__edge__init(e);
+	e->from = from, e->to = to, e->taken = taken, e->count = count, e->kind = kind;
+	e->from_external = from == 0;
+	e->to_external = to == 0;
+	return e;
+}
+
+static Edgeprof__V1__Range *range(uint64_t start, uint64_t end, uint64_t count)
+{
+	Edgeprof__V1__Range *r = malloc(sizeof(*r));
+	assert_non_null(r);
+	edgeprof__v1__range__init(r);
+	r->start = start, r->end = end, r->count = count;
+	return r;
+}
+
+static uint64_t count_of(const Edgeprof__V1__BinaryProfile *bp, uint64_t from, uint64_t to,
+			 bool taken)
+{
+	for (size_t i = 0; i < bp->n_edges; i++)
+		if (bp->edges[i]->from == from && bp->edges[i]->to == to &&
+		    !bp->edges[i]->taken == !taken)
+			return bp->edges[i]->count;
+	return 0;
+}
+
+/* A function's code decoded, its samples rewritten: a diamond whose taken
+ * arm no sample saw. Its conditional branch's taken edge, and the
+ * fall-through from that arm into the join (a BRANCH_FALLTHROUGH edge from
+ * the instruction before the join), get the unit spread through it; the
+ * seen edges keep their samples times 16; the return carries both. */
+static void test_profile_on_code(void **state)
+{
+	(void)state;
+	static const uint8_t code[] = {
+	    0x85, 0xff,	      /* 1000: test %edi,%edi */
+	    0x74, 0x04,	      /* 1002: je 1008 */
+	    0xff, 0xc0,	      /* 1004: inc %eax */
+	    0xeb, 0x02,	      /* 1006: jmp 100a */
+	    0xff, 0xc8,	      /* 1008: dec %eax (no sample) */
+	    0xff, 0xc0, 0xc3, /* 100a: inc %eax; 100c: ret */
+	};
+	struct ep_code_segment seg = {.vaddr = 0x1000, .bytes = code, .size = sizeof(code)};
+	struct ep_decoder *dec = ep_decoder_new(EP_ARCH_X86_64, &seg, 1);
+	assert_non_null(dec);
+	Edgeprof__V1__BinaryProfile bp = EDGEPROF__V1__BINARY_PROFILE__INIT;
+	Edgeprof__V1__Function fn = EDGEPROF__V1__FUNCTION__INIT;
+	fn.name = "f", fn.start = 0x1000, fn.size = sizeof(code);
+	Edgeprof__V1__Function *fns[] = {&fn};
+	bp.functions = fns, bp.n_functions = 1;
+	Edgeprof__V1__Edge *edges[] = {
+	    edge(0, 0x1000, true, 10, EDGEPROF__V1__BRANCH_KIND__BRANCH_CALL),
+	    edge(0x1002, 0x1004, false, 10, EDGEPROF__V1__BRANCH_KIND__BRANCH_CONDITIONAL),
+	    edge(0x1006, 0x100a, true, 10, EDGEPROF__V1__BRANCH_KIND__BRANCH_JUMP),
+	    edge(0x100c, 0, true, 10, EDGEPROF__V1__BRANCH_KIND__BRANCH_RETURN),
+	};
+	Edgeprof__V1__Range *ranges[] = {range(0x1000, 0x1002, 10), range(0x1004, 0x1006, 10),
+					 range(0x100a, 0x100c, 10)};
+	bp.edges = edges, bp.n_edges = 4;
+	bp.ranges = ranges, bp.n_ranges = 3;
+	struct ep_infer_limits l = limits();
+	Edgeprof__V1__BinaryProfile *out = NULL;
+	struct ep_infer_stats st;
+	assert_int_equal(ep_infer_profile(&bp, dec, &l, &out, &st), 0);
+	assert_int_equal(st.functions, 1);
+	assert_int_equal(st.blocks, 4);
+	assert_int_equal(st.blocks_zero_sampled, 1);
+	assert_int_equal(st.blocks_spread, 1);
+	assert_int_equal(count_of(out, 0x1002, 0x1004, false), 160);
+	assert_int_equal(count_of(out, 0x1002, 0x1008, true), 1);
+	assert_int_equal(count_of(out, 0x1006, 0x100a, true), 160);
+	assert_int_equal(count_of(out, 0x1008, 0x100a, false), 1);
+	assert_int_equal(count_of(out, 0x100c, 0, true), 161);
+	assert_int_equal(count_of(out, 0, 0x1000, true), 160); /* calls: kept, times 16 */
+	edgeprof__v1__binary_profile__free_unpacked(out, NULL);
+	for (size_t i = 0; i < 4; i++)
+		free(edges[i]);
+	for (size_t i = 0; i < 3; i++)
+		free(ranges[i]);
+	ep_decoder_free(dec);
+}
+
 /* Past the limits: refused by name, the samples kept as the flows. */
 static void test_limits(void **state)
 {
@@ -279,6 +367,7 @@ int main(void)
 	    cmocka_unit_test(test_self_loop_unknown),
 	    cmocka_unit_test(test_spread),
 	    cmocka_unit_test(test_spread_no_way_out),
+	    cmocka_unit_test(test_profile_on_code),
 	    cmocka_unit_test(test_limits),
 	    cmocka_unit_test(test_chain_noise),
 	};
