@@ -328,11 +328,11 @@ static void test_uploads(void **state)
 	free(metrics);
 	ep_binaries_free(small);
 	/* a file within the limit whose image is not: every symbol named by one
-	 * 20,000-byte string (the image holds each name). Refused naming the
+	 * 16,000-byte string (the image holds each name). Refused naming the
 	 * image's size and the bound, so the store and the UI's cache hold no
 	 * more than the limit of any one upload */
 	size_t llen;
-	uint8_t *named = long_names_copy(&llen, 20000);
+	uint8_t *named = long_names_copy(&llen, 16000);
 	small = ep_binaries_new(s, 64 << 10);
 	assert_true(llen < 64 << 10);
 	assert_int_equal(
