@@ -21,6 +21,7 @@
 
 #include "agent/aggregate/aggregate_internal.h"
 #include "common/profile/model.h"
+#include "common/util/sorted_u64.h"
 
 struct sweep_insn {
 	uint64_t addr;
@@ -66,20 +67,6 @@ static int cmp_addr(const void *pa, const void *pb)
 {
 	uint64_t a = *(const uint64_t *)pa, b = *(const uint64_t *)pb;
 	return a < b ? -1 : a > b;
-}
-
-/* Index of the first element of a sorted array that is >= key. */
-static size_t lower_bound(const uint64_t *v, size_t n, uint64_t key)
-{
-	size_t lo = 0, hi = n;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (v[mid] < key)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
 }
 
 /* The function's instructions (a linear sweep from its symbol, stopped at
@@ -165,7 +152,7 @@ static int function_fallthroughs(struct ep_decoder *dec, const struct ep_symbol 
 		return -1;
 	for (size_t i = first; i < last; i++) {
 		const Edgeprof__V1__Range *r = bp->ranges[i];
-		for (size_t k = lower_bound(w->targets, w->ntargets, r->start + 1);
+		for (size_t k = ep_lower_bound_u64(w->targets, w->ntargets, r->start + 1);
 		     k < w->ntargets && w->targets[k] <= r->end; k++)
 			counts[k] += r->count;
 	}

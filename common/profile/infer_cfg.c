@@ -28,6 +28,7 @@
 #include "common/profile/infer.h"
 #include "common/profile/model.h"
 #include "common/profile/pb_copy.h"
+#include "common/util/sorted_u64.h"
 
 /* What an edge of the graph writes back. */
 enum what {
@@ -129,23 +130,10 @@ static size_t first_range(const Edgeprof__V1__BinaryProfile *bp, uint64_t addr)
 	return lo;
 }
 
-static size_t lower_u64(const uint64_t *v, size_t n, uint64_t key)
-{
-	size_t lo = 0, hi = n;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (v[mid] < key)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
-}
-
 /* The block starting at addr, or EP_INFER_OUTSIDE. */
 static uint32_t block_at(const struct cfg *g, uint64_t addr)
 {
-	size_t k = lower_u64(g->leaders, g->nleaders, addr);
+	size_t k = ep_lower_bound_u64(g->leaders, g->nleaders, addr);
 	return k < g->nleaders && g->leaders[k] == addr ? (uint32_t)k : EP_INFER_OUTSIDE;
 }
 
@@ -371,7 +359,7 @@ static int evidence(struct cfg *g, const struct work *w)
 	for (size_t i = first_range(bp, g->lo); i < bp->n_ranges && bp->ranges[i]->start < g->hi;
 	     i++) {
 		const Edgeprof__V1__Range *r = bp->ranges[i];
-		for (size_t k = lower_u64(g->leaders, g->nleaders, r->start);
+		for (size_t k = ep_lower_bound_u64(g->leaders, g->nleaders, r->start);
 		     k < g->nleaders && g->leaders[k] <= r->end; k++)
 			g->blocks[k].count += r->count;
 	}
