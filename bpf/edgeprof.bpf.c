@@ -23,6 +23,8 @@ const volatile __u32 ncgroups = 0;
 const volatile bool want_kernel = false;
 /* the perf events' branch filter is calls and returns (agent --mode calls) */
 const volatile bool calls_only = false;
+/* agent --stacks: an IP sample carries its user call stack */
+const volatile bool want_stacks = false;
 /*
  * The randomized period (SPEC step 1): every overflow is a sample, one
  * interrupt per sample. The agent draws each CPU's period from
@@ -113,6 +115,7 @@ enum ep_bpf_counter {
 	EP_BPF_CYCLES_KERNEL,
 	EP_BPF_CYCLES_RESERVE_FAILED, /* the cycles ring was full: samples lost */
 	EP_BPF_FIRST_SAMPLES,	      /* new programs' first samples: each woke the agent */
+	EP_BPF_STACK_FAILED,	      /* agent --stacks: bpf_get_stack() gave nothing */
 	EP_BPF_COUNTERS,
 };
 
@@ -188,6 +191,24 @@ static __always_inline __u64 sample_wake_flag(void *ring, __u64 size, __u32 tgid
 	return wake_flag(ring, size);
 }
 
+/* The user stack by its frame pointers (the kernel's perf unwinder, as
+ * perf record -g takes it): an IP sample then tells who called the code.
+ * A binary built without frame pointers gives a wrong or short stack; the
+ * agent flags those. */
+static __always_inline void take_stack(struct bpf_perf_event_data *ctx,
+				       struct ep_sample_record *rec)
+{
+	long got = bpf_get_stack(ctx, rec->stack, sizeof(rec->stack), BPF_F_USER_STACK);
+	if (got <= 0) {
+		count(EP_BPF_STACK_FAILED);
+		return;
+	}
+	rec->nr_stack = (__u32)((__u64)got / sizeof(__u64));
+	if (rec->nr_stack > EP_MAX_STACK_DEPTH)
+		rec->nr_stack = EP_MAX_STACK_DEPTH;
+	rec->flags |= EP_SAMPLE_HAS_STACK;
+}
+
 SEC("perf_event")
 int on_overflow(struct bpf_perf_event_data *ctx)
 {
@@ -218,6 +239,8 @@ int on_overflow(struct bpf_perf_event_data *ctx)
 	 * armed with now: re-arming restarts the count) */
 	rec->period = armed_period(&cpu_period, rec->cpu, ctx->sample_period);
 	rec->hw_index = 0;
+	rec->nr_stack = 0;
+	rec->pad = 0;
 	rec->flags = kernel ? EP_SAMPLE_IP_KERNEL : 0;
 	long n = bpf_read_branch_records(ctx, rec->entries, sizeof(rec->entries), 0);
 	if (n < 0) {
@@ -226,14 +249,17 @@ int on_overflow(struct bpf_perf_event_data *ctx)
 		rec->nr_entries = 0;
 		rec->flags |= EP_SAMPLE_BRANCH_READ_FAILED;
 		count(EP_BPF_BRANCH_READ_FAILED);
+		if (want_stacks && !kernel)
+			take_stack(ctx, rec);
 	} else {
 		rec->branch_error = 0;
 		rec->nr_entries = (__u32)(n / sizeof(struct ep_branch_entry));
 		rec->flags |= EP_SAMPLE_HAS_BRANCHES | (calls_only ? EP_SAMPLE_CALLS_ONLY : 0);
 	}
-	/* only the entries there are: an IP-only sample is 72 bytes, not 1.6 KB */
+	/* only the entries there are: an IP-only sample is 80 bytes, not 1.6 KB */
 	__u64 size = __builtin_offsetof(struct ep_sample_record, entries) +
-		     (__u64)rec->nr_entries * sizeof(struct ep_branch_entry);
+		     (__u64)rec->nr_entries * sizeof(struct ep_branch_entry) +
+		     (__u64)rec->nr_stack * sizeof(__u64);
 	if (size > sizeof(*rec))
 		size = sizeof(*rec);
 	if (bpf_ringbuf_output(&samples, rec, size, sample_wake_flag(&samples, size, tgid)) != 0) {

@@ -56,6 +56,15 @@ struct ep_branch_entry {
  * not straight-line, so no gap may be walked. Carried by the record so every
  * consumer reads it the same whatever the source. */
 #define EP_SAMPLE_CALLS_ONLY (1U << 5)
+/* agent --stacks, on an IP sample (no branch stack): stack[] holds the
+ * user call stack the frame pointers give, nr_stack addresses, the sample
+ * IP first and then return addresses, innermost first. It shares the
+ * entries' space: a record carries one or the other. */
+#define EP_SAMPLE_HAS_STACK (1U << 6)
+
+/* The deepest user stack a record carries: perf's default
+ * kernel.perf_event_max_stack. Deeper stacks keep their innermost part. */
+#define EP_MAX_STACK_DEPTH 127
 
 struct ep_sample_record {
 	__u32 pid;
@@ -69,9 +78,14 @@ struct ep_sample_record {
 	__u64 hw_index;
 	__s32 branch_error; /* negative errno from the branch-stack read, else 0 */
 	__u32 nr_entries;   /* valid entries, <= EP_MAX_BRANCH_ENTRIES */
-	/* Newest first, like the hardware and perf: entries[0] is the most recent
-	 * taken branch. */
-	struct ep_branch_entry entries[EP_MAX_BRANCH_ENTRIES];
+	__u32 nr_stack;	    /* EP_SAMPLE_HAS_STACK: stack[]'s addresses */
+	__u32 pad;
+	union {
+		/* Newest first, like the hardware and perf: entries[0] is the
+		 * most recent taken branch. */
+		struct ep_branch_entry entries[EP_MAX_BRANCH_ENTRIES];
+		__u64 stack[EP_MAX_STACK_DEPTH];
+	};
 };
 
 /* agent --cycles: one IP sample of the second, cycles-counting event (or

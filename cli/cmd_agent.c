@@ -136,6 +136,8 @@ static void agent_usage(FILE *out)
 		"         [--jitter D] [--drain-ms MS] [--ring-kib N]\n"
 		"         [--ip-hz HZ] [--kernel] [--watch-mmaps] (libraries mapped later\n"
 		"          found at once, by a probe on every system call)\n"
+		"         [--stacks] (without a branch stack: IP samples with their user\n"
+		"          call stacks, by frame pointers)\n"
 		"         [--cycles [--cycles-period N]] (cycles per range: IP samples every\n"
 		"          N (2000003) cycles +- --jitter's share; without a PMU cpu-clock, ns)\n"
 		"         [--binaries-max-mib N] (binaries no process maps are forgotten\n"
@@ -183,6 +185,7 @@ static int parse_options(int argc, char **argv, struct agent_options *o,
 	    EP_OPTION("mode", 0, EP_OPT_CALL, o, .call = set_mode),
 	    EP_OPTION("watch-mmaps", 0, EP_OPT_TRUE, &live->watch_mmaps),
 	    EP_OPTION("cycles", 0, EP_OPT_TRUE, &live->cycles),
+	    EP_OPTION("stacks", 0, EP_OPT_TRUE, &live->stacks),
 	    EP_OPTION("cycles-period", 0, EP_OPT_U64, &live->cycles_period, .min = 1, .max = most),
 	    EP_OPTION("binaries-max-mib", 0, EP_OPT_UINT, &o->daemon.binaries_max_mib, .min = 1,
 		      .max = 1u << 20),

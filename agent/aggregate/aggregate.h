@@ -53,6 +53,27 @@ void ep_aggregate_span_times(struct ep_aggregator *a, const struct ep_span *span
 /* Counts a sample IP (resolved) and a sample of its binary. */
 void ep_aggregate_sample_ip(struct ep_aggregator *a, uint32_t bin, uint64_t vaddr);
 
+/* agent --stacks: the distinct call stacks a profile holds at most
+ * (docs/limits.md): each is up to EP_MAX_STACK_DEPTH frames of 12 bytes,
+ * so 18 MiB at worst. A new stack past it is dropped (Stats.stacks_dropped),
+ * its sample's IP still counted. */
+#define EP_STACKS_MAX 10000
+
+/* One frame of a call stack, resolved: binary index and ELF address. */
+struct ep_stack_frame {
+	uint32_t bin;
+	uint64_t vaddr;
+};
+
+/* Counts one sample's call stack, frames[0] its leaf (the sample IP,
+ * counted with ep_aggregate_sample_ip as well), then its callers' call
+ * sites. Kept in the leaf's binary's profile. Only ep_aggregator_build()
+ * carries stacks: a merged build has none. */
+void ep_aggregate_stack(struct ep_aggregator *a, const struct ep_stack_frame *frames, size_t n);
+void ep_aggregator_set_max_stacks(struct ep_aggregator *a, size_t max);
+/* Samples whose new stack was past the bound, since a was made. */
+uint64_t ep_aggregator_stacks_dropped(const struct ep_aggregator *a);
+
 /* agent --cycles: an IP sample of the cycles event (resolved), standing
  * for period cycles at vaddr. Summed per address; shared among the ranges
  * holding it when the profile is built (cycles_attr.h). */

@@ -67,7 +67,16 @@ struct ep_aggregator {
 	 * range gets count x instructions as the instructions its cycles ran */
 	bool ip_cycles;
 	double cycles_scale;
+	struct ep_agg_stacks *stacks; /* agent --stacks (stacks.c); NULL: none yet */
 };
+
+/* stacks.c: freed, forgotten at a reset, their binaries kept, and the
+ * stacks whose leaf is in binary index added to its bp (and
+ * stack_samples_no_frame_pointer): 0, or -1 when memory runs out. */
+void ep_agg_stacks_free(struct ep_aggregator *a);
+void ep_agg_stacks_reset(struct ep_aggregator *a);
+void ep_agg_stacks_mark(const struct ep_aggregator *a, uint8_t *in_use, size_t n);
+int ep_agg_stacks_attach(struct ep_aggregator *a, uint32_t index, Edgeprof__V1__BinaryProfile *bp);
 
 /* Whether a counted anything of binary index since its last reset. */
 static inline bool ep_agg_counts_binary(const struct ep_aggregator *a, uint32_t index)

@@ -46,11 +46,13 @@ void ep_aggregator_free(struct ep_aggregator *a)
 	for (size_t i = 0; i < a->nbins; i++)
 		bin_counts_free(&a->bins[i]);
 	free(a->bins);
+	ep_agg_stacks_free(a);
 	free(a);
 }
 
 void ep_aggregator_reset(struct ep_aggregator *a)
 {
+	ep_agg_stacks_reset(a);
 	/* the arrays stay allocated: the next interval counts the same code */
 	for (size_t i = 0; i < a->nbins; i++) {
 		struct bin_counts *c = &a->bins[i];
@@ -87,6 +89,8 @@ void ep_aggregator_mark_binaries(const struct ep_aggregator *a, uint8_t *in_use,
 	for (size_t i = 0; i < a->nbins && i < n; i++)
 		if (a->bins[i].active)
 			in_use[i] = 1;
+	/* a stack's callers may lie in binaries with no counts of their own */
+	ep_agg_stacks_mark(a, in_use, n);
 }
 
 void ep_aggregator_forget_binaries(struct ep_aggregator *a, const uint8_t *evicted, size_t n)

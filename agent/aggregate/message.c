@@ -292,9 +292,24 @@ static int collect_functions(const struct ep_binary *bin, Edgeprof__V1__BinaryPr
 		return -1;
 	int rc = 0;
 	size_t naddrs = bp->n_edges * 2 + bp->n_ranges + bp->n_ips;
-	for (size_t i = 0; i < naddrs && rc == 0; i++) {
+	/* and the callers in this binary of its stacks */
+	size_t nframes = 0;
+	for (size_t i = 0; i < bp->n_stacks; i++)
+		nframes += bp->stacks[i]->n_frames;
+	for (size_t i = 0, si = 0, fi = 0; i < naddrs + nframes && rc == 0; i++) {
 		uint64_t addr;
-		if (i < bp->n_edges * 2) {
+		if (i >= naddrs) {
+			if (si >= bp->n_stacks)
+				break;
+			const Edgeprof__V1__StackCount *sc = bp->stacks[si];
+			bool here = fi < sc->n_frames &&
+				    (!sc->n_frame_binaries || sc->frame_binaries[fi] == 0);
+			addr = fi < sc->n_frames ? sc->frames[fi] : 0;
+			if (++fi >= sc->n_frames)
+				si++, fi = 0;
+			if (!here)
+				continue;
+		} else if (i < bp->n_edges * 2) {
 			const Edgeprof__V1__Edge *e = bp->edges[i / 2];
 			if (i % 2 == 0 ? e->from_external : e->to_external)
 				continue;
@@ -451,6 +466,10 @@ static Edgeprof__V1__BinaryProfile *build_binary(struct ep_aggregator *const *ag
 	}
 	Edgeprof__V1__BinaryProfile *bp =
 	    with == 1 ? ep_agg_counts(aggs[last], index) : ep_agg_sum_counts(aggs, n, index);
+	if (bp && n == 1 && ep_agg_stacks_attach(aggs[0], index, bp) != 0) {
+		protobuf_c_message_free_unpacked(&bp->base, NULL);
+		bp = NULL;
+	}
 	if (!bp)
 		return NULL;
 	/* the fall-throughs come from all the counts at once: a jump table's

@@ -57,7 +57,10 @@ struct ep_pipeline {
 	struct ep_pipeline_cycles cycles;
 	uint64_t cycles_samples, cycles_unresolved, cycles_lost;
 	uint64_t ip_kernel, ip_jit, ip_unresolved; /* samples whose IP no binary holds */
-	double cycles_scale;			   /* as of the last build */
+	uint64_t stacks_cut;			   /* stacks cut at a caller no binary holds */
+	uint64_t retired_stacks_dropped;	   /* of freed sets */
+	struct ep_stack_frame frames[EP_MAX_STACK_DEPTH];
+	double cycles_scale; /* as of the last build */
 	struct noted_build_id *noted;
 	size_t nnoted, noted_cap;
 	struct ep_u64map noted_by_path; /* path hash -> noted index (probing on the hash) */
@@ -138,6 +141,8 @@ static size_t set_for(struct ep_pipeline *p, const Edgeprof__V1__Labels *l)
 	set->labels.cgroup = strdup(label_or_empty(l->cgroup));
 	set->labels.process = strdup(label_or_empty(l->process));
 	set->agg = ep_aggregator_new(p->decoders, p->binaries, p->cfg.range_mode);
+	if (set->agg && p->cfg.max_stacks)
+		ep_aggregator_set_max_stacks(set->agg, p->cfg.max_stacks);
 	if (!set->agg || !set->labels.container_id || !set->labels.pod || !set->labels.namespace_ ||
 	    !set->labels.cgroup || !set->labels.process) {
 		free_set(set);
@@ -248,6 +253,7 @@ void ep_pipeline_config_default(struct ep_pipeline_config *cfg)
 	cfg->range_mode = EP_RANGES_SPLIT;
 	cfg->append_trigger = true;
 	cfg->calls_only = false;
+	cfg->max_stacks = EP_STACKS_MAX;
 }
 
 struct ep_pipeline *ep_pipeline_new(const struct ep_pipeline_config *cfg,
@@ -264,6 +270,8 @@ struct ep_pipeline *ep_pipeline_new(const struct ep_pipeline_config *cfg,
 	p->reconstructor = p->procs && p->decoders ? ep_reconstructor_new(p->decoders) : NULL;
 	p->aggregator =
 	    p->reconstructor ? ep_aggregator_new(p->decoders, binaries, cfg->range_mode) : NULL;
+	if (p->aggregator && cfg->max_stacks)
+		ep_aggregator_set_max_stacks(p->aggregator, cfg->max_stacks);
 	p->sets[0] = p->aggregator ? calloc(1, sizeof(*p->sets[0])) : NULL;
 	struct ep_binreg_user user = {.mark = mark_binaries, .forget = forget_binaries, .ctx = p};
 	if (!p->sets[0] || ep_binreg_add_user(binaries, &user) != 0) {
@@ -531,6 +539,32 @@ void ep_pipeline_set_cycles(struct ep_pipeline *p, const struct ep_pipeline_cycl
 	p->cycles = *c;
 }
 
+/* agent --stacks: the sample's call stack, its leaf (the IP) resolved to
+ * ip_bin and ip_vaddr. Callers are named by their call site (return
+ * address - 1): the call's line, even where a call to a function that
+ * does not return ends its caller. A caller no binary holds cuts the stack
+ * there: what lies beyond it came through a frame pointer we cannot trust. */
+static void count_stack(struct ep_pipeline *p, struct ep_aggregator *agg, struct ep_process *pr,
+			const struct ep_sample_record *rec, uint32_t ip_bin, uint64_t ip_vaddr)
+{
+	size_t n = rec->nr_stack < EP_MAX_STACK_DEPTH ? rec->nr_stack : EP_MAX_STACK_DEPTH;
+	p->frames[0] = (struct ep_stack_frame){ip_bin, ip_vaddr};
+	size_t used = 1;
+	/* stack[0] is the sample IP itself */
+	for (size_t i = 1; i < n; i++) {
+		uint64_t ret = rec->stack[i];
+		struct ip_at at = ret > 1 && !(ret >> 63)
+				      ? resolve_ip(p, pr, ret - 1)
+				      : (struct ip_at){.status = EP_RESOLVE_KERNEL};
+		if (at.status != EP_RESOLVE_OK) {
+			p->stacks_cut++;
+			break;
+		}
+		p->frames[used++] = (struct ep_stack_frame){at.bin, at.vaddr};
+	}
+	ep_aggregate_stack(agg, p->frames, used);
+}
+
 /* A sample down the stages, its process pr (NULL: none) and its IP
  * resolved (ip_status; where to, when EP_RESOLVE_OK: ip_bin, ip_vaddr):
  * scalars, which both ways in pass on in registers. */
@@ -547,9 +581,11 @@ static void take_sample(struct ep_pipeline *p, const struct ep_sample_record *re
 	struct ep_aggregator *agg = aggregator_of(p, pr);
 	if (rec->flags & EP_SAMPLE_IP_KERNEL)
 		p->ip_kernel++;
-	else if (ip_status == EP_RESOLVE_OK)
+	else if (ip_status == EP_RESOLVE_OK) {
 		ep_aggregate_sample_ip(agg, ip_bin, ip_vaddr);
-	else if (ip_status == EP_RESOLVE_ANON_CODE)
+		if (rec->flags & EP_SAMPLE_HAS_STACK)
+			count_stack(p, agg, pr, rec, ip_bin, ip_vaddr);
+	} else if (ip_status == EP_RESOLVE_ANON_CODE)
 		p->ip_jit++;
 	else
 		p->ip_unresolved++;
@@ -694,6 +730,15 @@ static uint64_t total_branches(const struct ep_pipeline *p)
 	return n;
 }
 
+static uint64_t total_stacks_dropped(const struct ep_pipeline *p)
+{
+	uint64_t n = p->retired_stacks_dropped;
+	for (size_t i = 0; i < p->nsets; i++)
+		if (p->sets[i])
+			n += ep_aggregator_stacks_dropped(p->sets[i]->agg);
+	return n;
+}
+
 static uint64_t total_ranges(const struct ep_pipeline *p)
 {
 	uint64_t n = p->retired_ranges;
@@ -812,6 +857,8 @@ static Edgeprof__V1__Profile *with_stats(Edgeprof__V1__Profile *prof, struct ep_
 		st->samples_ip_kernel += p->ip_kernel;
 		st->samples_ip_jit += p->ip_jit;
 		st->samples_ip_unresolved += p->ip_unresolved;
+		st->stacks_cut_unresolved += p->stacks_cut;
+		st->stacks_dropped += total_stacks_dropped(p);
 	}
 	prof->stats = st;
 
@@ -902,6 +949,7 @@ Edgeprof__V1__Profile *ep_pipeline_take_delta(struct ep_pipeline *p)
 			/* its counts were just taken and no process runs there */
 			p->retired_branches += ep_aggregator_branches(set->agg);
 			p->retired_ranges += ep_aggregator_ranges(set->agg);
+			p->retired_stacks_dropped += ep_aggregator_stacks_dropped(set->agg);
 			free_set(set);
 			p->sets[i] = NULL;
 		}

@@ -33,6 +33,9 @@ struct ep_pipeline_config {
 	enum ep_range_mode range_mode;
 	bool append_trigger;
 	bool calls_only; /* call-graph mode: entries are calls and returns only */
+	/* agent --stacks: distinct call stacks per profile, per label set
+	 * (0: EP_STACKS_MAX) */
+	size_t max_stacks;
 };
 
 void ep_pipeline_config_default(struct ep_pipeline_config *cfg);

@@ -46,6 +46,10 @@ static int add_piece(struct ep_batch_parts *out, size_t *cap, const Edgeprof__V1
 			p->samples = 0;
 			p->n_paths = 0;
 			p->n_segments = 0;
+			/* agent --stacks: at most EP_STACKS_MAX, kept whole
+			 * with the names of their binaries */
+			p->n_stacks = 0;
+			p->n_stack_binaries = 0;
 		}
 	}
 	out->pieces[out->npieces++] = (struct ep_batch_piece){p, bp->labels};

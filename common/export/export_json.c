@@ -93,6 +93,40 @@ static void json_message(FILE *out, const ProtobufCMessage *m)
 	fputc('}', out);
 }
 
+/* agent --stacks: "stacks" [{"count", "frames": [{"addr", "function"
+ * (this binary's, when known), "binary" ("" this one, else a
+ * stack_binaries name)}]}] innermost first, as the profile keeps them, and
+ * "stack_samples_no_frame_pointer". Only when there are stacks: other
+ * profiles' JSON stays as it was. */
+static void json_stacks(FILE *out, const Edgeprof__V1__BinaryProfile *bp,
+			const struct ep_func_index *fx)
+{
+	if (!bp->n_stacks)
+		return;
+	fputs(",\n  \"stacks\": [", out);
+	for (size_t i = 0; i < bp->n_stacks; i++) {
+		const Edgeprof__V1__StackCount *sc = bp->stacks[i];
+		fprintf(out, "%s{\"count\": %" PRIu64 ", \"frames\": [", i ? ",\n    " : "\n    ",
+			sc->count);
+		for (size_t j = 0; j < sc->n_frames; j++) {
+			uint32_t k = j < sc->n_frame_binaries ? sc->frame_binaries[j] : 0;
+			const char *bin =
+			    k && k <= bp->n_stack_binaries ? bp->stack_binaries[k - 1] : "";
+			long f = k ? -1 : ep_func_index_find(fx, sc->frames[j]);
+			fputs(j ? ", {\"addr\": " : "{\"addr\": ", out);
+			json_hex(out, sc->frames[j]);
+			fputs(", \"function\": ", out);
+			ep_json_string(out, f >= 0 ? fx->f[f]->name : "");
+			fputs(", \"binary\": ", out);
+			ep_json_string(out, bin);
+			fputc('}', out);
+		}
+		fputs("]}", out);
+	}
+	fprintf(out, "],\n  \"stack_samples_no_frame_pointer\": %" PRIu64,
+		bp->stack_samples_no_frame_pointer);
+}
+
 static int json_binary(FILE *out, const Edgeprof__V1__BinaryProfile *bp,
 		       const struct ep_binary_mix *mix, const char *scope)
 {
@@ -174,6 +208,7 @@ static int json_binary(FILE *out, const Edgeprof__V1__BinaryProfile *bp,
 		fputc('}', out);
 	}
 	fputc(']', out);
+	json_stacks(out, bp, &fx);
 	if (ep_cpi_json_binary(out, bp, &fx) != 0)
 		goto out;
 	if (mix && ep_mix_json_binary(out, bp, mix, &fx, scope) != 0)

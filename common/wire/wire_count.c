@@ -32,6 +32,7 @@ enum msg {
 	M_FUNCTION,
 	M_SEGMENT,
 	M_SESSION,
+	M_STACK,
 	NMSGS
 };
 
@@ -49,6 +50,7 @@ static const size_t msg_size[NMSGS] = {
     [M_FUNCTION] = sizeof(Edgeprof__V1__Function),
     [M_SEGMENT] = sizeof(Edgeprof__V1__LoadSegment),
     [M_SESSION] = sizeof(Edgeprof__V1__SessionReport),
+    [M_STACK] = sizeof(Edgeprof__V1__StackCount),
 };
 
 /* Each message's highest field number: every number up to it is a field
@@ -56,8 +58,8 @@ static const size_t msg_size[NMSGS] = {
  * unknown, and unpacking keeps it as a record of its own. */
 static const uint32_t msg_fields[NMSGS] = {
     [M_BATCH] = 11,   [M_AGENT] = 3,   [M_CONFIG] = 15, [M_STATS] = 25, [M_DELTA] = 2,
-    [M_PROFILE] = 10, [M_LABELS] = 6,  [M_EDGE] = 8,	[M_RANGE] = 5,	[M_IP] = 3,
-    [M_FUNCTION] = 4, [M_SEGMENT] = 3, [M_SESSION] = 7,
+    [M_PROFILE] = 13, [M_LABELS] = 6,  [M_EDGE] = 8,	[M_RANGE] = 5,	[M_IP] = 3,
+    [M_FUNCTION] = 4, [M_SEGMENT] = 3, [M_SESSION] = 7, [M_STACK] = 3,
 };
 
 /* What a heap block costs beyond its bytes (glibc's header and rounding),
@@ -86,6 +88,7 @@ static enum msg child(enum msg m, uint32_t num)
 		       : num == 8  ? M_FUNCTION
 		       : num == 9  ? M_SEGMENT
 		       : num == 10 ? M_LABELS
+		       : num == 11 ? M_STACK
 				   : M_NONE;
 	default:
 		return M_NONE;
@@ -107,7 +110,7 @@ static bool is_string(enum msg m, uint32_t num)
 		return num == 1 || num == 2 || num == 8 || num == 9 || num == 10 || num == 11 ||
 		       num == 12;
 	case M_PROFILE:
-		return num >= 1 && num <= 3;
+		return (num >= 1 && num <= 3) || num == 12; /* stack_binaries */
 	case M_FUNCTION:
 		return num == 1;
 	case M_SESSION:
@@ -204,6 +207,9 @@ static int scan_msg(struct scan *s, enum msg m, const uint8_t *p, const uint8_t 
 		} else if (wire == 2 && is_string(m, num)) {
 			c->decoded_bytes += len + 1 + BLOCK + sizeof(void *);
 			c->paths += m == M_PROFILE && num == 2;
+		} else if (m == M_STACK && (num == 2 || num == 3) && wire == 2) {
+			/* packed frames: a 1-byte varint becomes 8 bytes */
+			c->decoded_bytes += len * 8 + BLOCK;
 		} else if (num == 0 || num > msg_fields[m] || wire == 2) {
 			/* not a field of this version: kept as bytes */
 			c->decoded_bytes += len + UNKNOWN_FIELD;

@@ -109,6 +109,20 @@ static void test_a_big_binary_is_cut_and_adds_up(void **state)
 	static struct bin big, small;
 	make_bin(&big, "cd", 40, 15, 6, 7);
 	make_bin(&small, "ef", 2, 1, 1, 3);
+	/* agent --stacks: its stacks (and what names their binaries) go in one
+	 * piece, not in every one */
+	Edgeprof__V1__StackCount st[3], *stp[3];
+	char *stack_bins[1] = {"ef"};
+	for (size_t i = 0; i < 3; i++) {
+		edgeprof__v1__stack_count__init(&st[i]);
+		st[i].count = i + 1;
+		stp[i] = &st[i];
+	}
+	big.bp.stacks = stp;
+	big.bp.n_stacks = 3;
+	big.bp.stack_binaries = stack_bins;
+	big.bp.n_stack_binaries = 1;
+	size_t stacks = 0, stack_binaries = 0;
 	Edgeprof__V1__BinaryProfile *bps[2] = {&big.bp, &small.bp};
 	Edgeprof__V1__Stats stats = EDGEPROF__V1__STATS__INIT;
 	stats.samples = 10;
@@ -142,6 +156,8 @@ static void test_a_big_binary_is_cut_and_adds_up(void **state)
 				edges += p->n_edges;
 				samples += p->samples;
 				paths += p->n_paths;
+				stacks += p->n_stacks;
+				stack_binaries += p->n_stack_binaries;
 			}
 			edgeprof__v1__binary_delta__init(&d[i]);
 			d[i].profile = (Edgeprof__V1__BinaryProfile *)p;
@@ -177,6 +193,8 @@ static void test_a_big_binary_is_cut_and_adds_up(void **state)
 	assert_int_equal(edges, 40);
 	assert_int_equal(samples, 7);
 	assert_int_equal(paths, 1);
+	assert_int_equal(stacks, 3);
+	assert_int_equal(stack_binaries, 1);
 	struct ep_merged mw, ms;
 	assert_int_equal(ep_merge_build(whole, &mw), 0);
 	assert_int_equal(ep_merge_build(sum, &ms), 0);

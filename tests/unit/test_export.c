@@ -371,24 +371,25 @@ static void test_binary_selection(void **state)
 	expect_export_error(EP_EXPORT_JSON, "", "--build-id: empty build-id prefix");
 	profile.n_binaries = 0;
 	expect_export_error(EP_EXPORT_FDATA, NULL, "the profile holds no binary");
-	expect_export(EP_EXPORT_JSON, NULL,
-		      "{\"stats\": {\"samples\": 13, \"samples_with_branches\": 0, "
-		      "\"branch_entries\": 0, \"branch_entries_user\": 0, "
-		      "\"branch_entries_kernel\": 0, \"branch_entries_unresolved\": 0, "
-		      "\"gaps\": 20, \"gaps_inconsistent\": 1, \"gaps_unknown_code\": 0, "
-		      "\"branches_counted\": 0, \"branches_short\": 0, \"trigger_appended\": 0, "
-		      "\"trigger_inconsistent\": 0, \"entries_mismatched\": 0, "
-		      "\"lost_records\": 0, \"ranges_counted\": 0, \"gaps_backwards\": 0, "
-		      "\"entries_duplicate\": 0, \"processes_gone\": 0, \"cycles_samples\": 0, "
-		      "\"cycles_samples_unresolved\": 0, \"cycles_lost_records\": 0, "
-		      "\"samples_ip_kernel\": 0, \"samples_ip_jit\": 0, "
-		      "\"samples_ip_unresolved\": 0},\n"
-		      " \"config\": {\"source\": \"emulator\", \"event\": \"\", \"period\": 0, "
-		      "\"jitter\": 0, \"entries\": 32, \"chop\": 32, \"trigger_appended\": false, "
-		      "\"range_mode\": \"split\", \"mode\": \"edges\", \"chop_unit\": \"\", "
-		      "\"cycles_source\": \"\", \"cycles_unit\": \"\", \"cycles_period\": 0, "
-		      "\"cycles_jitter\": 0, \"cycles_scale\": 0},\n"
-		      " \"profiles\": []}\n");
+	expect_export(
+	    EP_EXPORT_JSON, NULL,
+	    "{\"stats\": {\"samples\": 13, \"samples_with_branches\": 0, "
+	    "\"branch_entries\": 0, \"branch_entries_user\": 0, "
+	    "\"branch_entries_kernel\": 0, \"branch_entries_unresolved\": 0, "
+	    "\"gaps\": 20, \"gaps_inconsistent\": 1, \"gaps_unknown_code\": 0, "
+	    "\"branches_counted\": 0, \"branches_short\": 0, \"trigger_appended\": 0, "
+	    "\"trigger_inconsistent\": 0, \"entries_mismatched\": 0, "
+	    "\"lost_records\": 0, \"ranges_counted\": 0, \"gaps_backwards\": 0, "
+	    "\"entries_duplicate\": 0, \"processes_gone\": 0, \"cycles_samples\": 0, "
+	    "\"cycles_samples_unresolved\": 0, \"cycles_lost_records\": 0, "
+	    "\"samples_ip_kernel\": 0, \"samples_ip_jit\": 0, "
+	    "\"samples_ip_unresolved\": 0, \"stacks_dropped\": 0, \"stacks_cut_unresolved\": 0},\n"
+	    " \"config\": {\"source\": \"emulator\", \"event\": \"\", \"period\": 0, "
+	    "\"jitter\": 0, \"entries\": 32, \"chop\": 32, \"trigger_appended\": false, "
+	    "\"range_mode\": \"split\", \"mode\": \"edges\", \"chop_unit\": \"\", "
+	    "\"cycles_source\": \"\", \"cycles_unit\": \"\", \"cycles_period\": 0, "
+	    "\"cycles_jitter\": 0, \"cycles_scale\": 0},\n"
+	    " \"profiles\": []}\n");
 }
 
 /* Runs a jq filter over the JSON export (raw output) and returns its

@@ -177,12 +177,73 @@ static void test_decoded_bytes_bound_the_heap(void **state)
 	free(bytes);
 }
 
+/* agent --stacks: a BinaryProfile's stacks (packed frames of 1-byte
+ * varints, 8 bytes each once unpacked) and stack_binaries are reserved
+ * too, not counted as the few raw bytes of an unknown field. */
+static void test_stacks_bound_the_heap(void **state)
+{
+	(void)state;
+	enum { NSTACKS = 2000, DEPTH = 64 };
+	Edgeprof__V1__BinaryProfile p = EDGEPROF__V1__BINARY_PROFILE__INIT;
+	p.build_id = "ab";
+	Edgeprof__V1__StackCount *st = calloc(NSTACKS, sizeof(*st));
+	Edgeprof__V1__StackCount **sp = calloc(NSTACKS, sizeof(*sp));
+	uint64_t frames[DEPTH];
+	uint32_t fb[DEPTH];
+	for (size_t k = 0; k < DEPTH; k++) {
+		frames[k] = k;
+		fb[k] = k % 2;
+	}
+	for (size_t i = 0; i < NSTACKS; i++) {
+		edgeprof__v1__stack_count__init(&st[i]);
+		st[i].count = 1;
+		st[i].frames = frames;
+		st[i].n_frames = DEPTH;
+		st[i].frame_binaries = fb;
+		st[i].n_frame_binaries = DEPTH;
+		sp[i] = &st[i];
+	}
+	p.stacks = sp;
+	p.n_stacks = NSTACKS;
+	char *names[] = {"cd"};
+	p.stack_binaries = names;
+	p.n_stack_binaries = 1;
+	Edgeprof__V1__BinaryDelta d = EDGEPROF__V1__BINARY_DELTA__INIT;
+	d.profile = &p;
+	Edgeprof__V1__BinaryDelta *dp = &d;
+	Edgeprof__V1__Batch b = EDGEPROF__V1__BATCH__INIT;
+	b.wire_version = 1;
+	b.binaries = &dp;
+	b.n_binaries = 1;
+	size_t len = edgeprof__v1__batch__get_packed_size(&b);
+	uint8_t *bytes = malloc(len);
+	edgeprof__v1__batch__pack(&b, bytes);
+	free(sp);
+	free(st);
+	struct ep_wire_counts c, none = {0};
+	char err[256];
+	assert_int_equal(ep_wire_count(bytes, len, &none, &c, err, sizeof(err)), 0);
+	struct mallinfo2 before = mallinfo2();
+	Edgeprof__V1__Batch *u = edgeprof__v1__batch__unpack(NULL, len, bytes);
+	struct mallinfo2 after = mallinfo2();
+	assert_non_null(u);
+	assert_int_equal(u->binaries[0]->profile->n_stacks, NSTACKS);
+	size_t used = (after.uordblks + after.hblkhd) - (before.uordblks + before.hblkhd);
+	fprintf(stderr, "# stacks: %zu bytes unpacked to %zu on the heap, estimated %llu\n", len,
+		used, (unsigned long long)c.decoded_bytes);
+	assert_true(c.decoded_bytes >= used);
+	assert_true(!used || c.decoded_bytes <= used * 2);
+	ep_wire_free(u);
+	free(bytes);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_counts_what_the_batch_holds),
 	    cmocka_unit_test(test_unknown_fields_count),
 	    cmocka_unit_test(test_decoded_bytes_bound_the_heap),
+	    cmocka_unit_test(test_stacks_bound_the_heap),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

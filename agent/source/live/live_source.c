@@ -41,6 +41,7 @@ enum {
 	C_CYCLES_KERNEL,
 	C_CYCLES_RESERVE_FAILED,
 	C_FIRST_SAMPLES,
+	C_STACK_FAILED,
 	C_COUNT
 };
 
@@ -337,6 +338,9 @@ static int on_record(void *ctx, void *data, size_t size)
 	memcpy(&l->rec, data, size);
 	if (l->rec.nr_entries > (size - head) / sizeof(struct ep_branch_entry))
 		return 0;
+	if (!(l->rec.flags & EP_SAMPLE_HAS_STACK) || l->rec.nr_entries ||
+	    l->rec.nr_stack > (size - head) / sizeof(uint64_t))
+		l->rec.flags &= ~EP_SAMPLE_HAS_STACK, l->rec.nr_stack = 0;
 	l->received++;
 	if (l->rec.cpu < MAX_CPUS)
 		l->cpu_samples[l->rec.cpu]++;
@@ -613,6 +617,8 @@ static int load_program(struct ep_live *l, const struct ep_live_config *cfg, cha
 	l->skel->rodata->ncgroups = (uint32_t)cfg->ncgroups;
 	l->skel->rodata->want_kernel = cfg->want_kernel;
 	l->skel->rodata->calls_only = cfg->calls_only && l->branch_stacks;
+	/* call stacks stand in for the branch stacks a PMU would give */
+	l->skel->rodata->want_stacks = cfg->stacks && !l->branch_stacks;
 	double rate = l->branch_stacks ? 2e9 / (double)(cfg->period ? cfg->period : 1)
 				       : (double)(cfg->ip_hz ? cfg->ip_hz : 1);
 	unsigned drain_ms = cfg->drain_ms ? cfg->drain_ms : 100;
@@ -624,7 +630,9 @@ static int load_program(struct ep_live *l, const struct ep_live_config *cfg, cha
 	 * at 4 kHz per CPU lost 10-25% of its samples here, with 1 MiB none. */
 	double record =
 	    offsetof(struct ep_sample_record, entries) +
-	    (l->branch_stacks ? l->event.max_entries * sizeof(struct ep_branch_entry) : 0);
+	    (l->branch_stacks ? l->event.max_entries * sizeof(struct ep_branch_entry) : 0) +
+	    /* a typical user stack, not the deepest: 32 frames */
+	    (!l->branch_stacks && cfg->stacks ? 32 * sizeof(uint64_t) : 0);
 	uint32_t ring = ring_size(record, l->ncpus, rate, drain_ms, 1u << 20);
 	if (cfg->ring_kib) {
 		/* the kernel wants a power of two of at least a page */
@@ -933,6 +941,7 @@ void ep_live_counters(const struct ep_live *l, struct ep_live_counters *out)
 	out->drains = l->polls;
 	out->early_wakeups = l->early_wakeups;
 	out->first_sample_wakeups = sums[C_FIRST_SAMPLES];
+	out->stack_failed = sums[C_STACK_FAILED];
 	out->rearms = l->branch.rearms;
 	out->cycles_seen = sums[C_CYCLES_SEEN];
 	out->cycles_sent = sums[C_CYCLES_SENT];

@@ -28,6 +28,9 @@ struct ep_live_config {
 	unsigned ip_hz;	   /* samples per second per CPU (IP-only fallback) */
 	bool want_kernel;
 	bool calls_only; /* call-graph mode: branch stacks keep calls and returns only */
+	/* agent --stacks: IP samples (no branch stack) carry the user call
+	 * stack, by frame pointers */
+	bool stacks;
 	/* executable mmaps reported at once (dlopen) by a probe on every system
 	 * call; off: found by the once-a-second maps re-read (see live_source.c) */
 	bool watch_mmaps;
@@ -74,6 +77,7 @@ struct ep_live_counters {
 	uint64_t early_wakeups;
 	uint64_t first_sample_wakeups; /* new programs' first samples that woke the agent */
 	uint64_t rearms;	       /* periods drawn again (one per CPU per drain) */
+	uint64_t stack_failed;	       /* agent --stacks: samples whose stack read failed */
 	/* agent --cycles: the cycles event's overflows and IP samples */
 	uint64_t cycles_seen, cycles_sent, cycles_filtered, cycles_kernel;
 	uint64_t cycles_reserve_failed; /* its ring buffer full: samples lost */

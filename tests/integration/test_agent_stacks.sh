@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# agent --stacks on this PMU-less VM (needs root, as CI runs): IP samples
+# carry their user call stack, by frame pointers. A workload of a known
+# chain (tests/workloads/call_chain.c, main -> outer -> inner spinning)
+# built with frame pointers gives inner <- outer <- main in most samples'
+# stacks; built without them, its stacks are flagged
+# (stack_samples_no_frame_pointer), not drawn as trees; without --stacks
+# the profile has none.
+source "$(dirname "$0")/lib.sh"
+
+require_root_live
+src=$(dirname "$0")/../workloads/call_chain.c
+cc -O1 -g -fno-omit-frame-pointer -o "$TEST_TMP/chain_fp" "$src"
+cc -O1 -g -fomit-frame-pointer -o "$TEST_TMP/chain_nofp" "$src"
+"$TEST_TMP/chain_fp" 100000000000 >/dev/null &
+fp=$!
+track_pid "$fp"
+"$TEST_TMP/chain_nofp" 100000000000 >/dev/null &
+nofp=$!
+track_pid "$nofp"
+
+# stacks NAME.json: "SAMPLES FLAGGED CHAIN_SAMPLES" of the workload's
+# binary, CHAIN_SAMPLES those whose stacks begin inner, outer, main
+stacks() {
+	jq -r --arg p "$2" '.profiles[] | select(.path == $p) |
+		"\(.samples) \(.stack_samples_no_frame_pointer // 0) \([.stacks[]? |
+		select([.frames[0:3][].function] == ["inner", "outer", "main"]) | .count] | add // 0)"' "$1"
+}
+
+"$EDGEPROF" agent --pid "$fp" --stacks --duration 3 -o "$TEST_TMP/fp.prof" 2>"$TEST_TMP/fp.err"
+check "agent --stacks runs and exits 0" test $? -eq 0
+"$EDGEPROF" export "$TEST_TMP/fp.prof" --format json -o "$TEST_TMP/fp.json"
+read -r samples flagged chain < <(stacks "$TEST_TMP/fp.json" "$TEST_TMP/chain_fp")
+echo "# frame pointers: $samples samples, $chain with inner <- outer <- main, $flagged flagged"
+check "samples arrive (${samples:-0} in 3 s)" test "${samples:-0}" -gt 200
+check "most stacks read inner <- outer <- main (${chain:-0} of ${samples:-0})" \
+	test $((${chain:-0} * 10)) -ge $((${samples:-1} * 9))
+check "with frame pointers none is flagged (${flagged:-?})" test "${flagged:-1}" -eq 0
+check "no stack dropped" test "$(jq .stats.stacks_dropped "$TEST_TMP/fp.json")" = 0
+
+"$EDGEPROF" agent --pid "$nofp" --stacks --duration 2 -o "$TEST_TMP/nofp.prof" 2>/dev/null
+"$EDGEPROF" export "$TEST_TMP/nofp.prof" --format json -o "$TEST_TMP/nofp.json"
+read -r samples flagged chain < <(stacks "$TEST_TMP/nofp.json" "$TEST_TMP/chain_nofp")
+echo "# no frame pointers: $samples samples, $chain with the chain, $flagged flagged"
+check "without frame pointers the stacks are flagged (${flagged:-0} of ${samples:-0})" \
+	test $((${flagged:-0} * 10)) -ge $((${samples:-1} * 9))
+check "without frame pointers no stack claims the chain (${chain:-?})" test "${chain:-1}" -eq 0
+
+"$EDGEPROF" agent --pid "$fp" --duration 1 -o "$TEST_TMP/none.prof" 2>/dev/null
+check "without --stacks the profile holds no stacks" \
+	test "$("$EDGEPROF" export "$TEST_TMP/none.prof" --format json | jq '[.profiles[].stacks // empty] | length')" = 0
+
+# the agent runs for months: no leak, no undefined behaviour (ASan+UBSan)
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 "$EDGEPROF_ASAN" agent --pid "$fp" --stacks \
+	--duration 1 -o "$TEST_TMP/asan.prof" 2>"$TEST_TMP/asan.err"
+check "ASan+UBSan agent --stacks: clean exit, no sanitizer report" \
+	bash -c "[ $? -eq 0 ] && ! grep -qE 'Sanitizer|runtime error' '$TEST_TMP/asan.err'"
+finish
