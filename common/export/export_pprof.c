@@ -16,6 +16,13 @@
  *                     frames, callee then caller, with its count: the
  *                     weighted call graph of pprof's graph views
  *
+ * With agent --stacks a binary's samples/count come as its call stacks
+ * (StackCount), all their frames, leaf first, each frame in its own
+ * binary's mapping: pprof's -traces, -top -cum and graphs show callers.
+ * A stack stops at a frame whose binary has no BinaryProfile here (no
+ * mapping to place it in), and at PP_MAX_FRAMES; an IP's samples no stack
+ * holds stay one frame.
+ *
  * A sample type is there only when some sample has it, samples/count
  * always, first (pprof's convention for the count) and the default.
  * Addresses are the binary's ELF virtual addresses: each binary (one
@@ -38,7 +45,12 @@
 #include <zlib.h>
 
 #include "common/export/export_internal.h"
+#include "common/util/u64map.h"
 #include "pprof.pb-c.h"
+
+/* the most frames a stack gives a pprof sample (the agent's are <= 127) */
+#define PP_MAX_FRAMES 256
+#define PP_NO_MAP     UINT32_MAX
 
 enum { V_SAMPLES, V_TIME, V_BRANCHES, V_CALLS, V_TYPES };
 
@@ -72,6 +84,8 @@ struct pp_sample {
 	size_t bin;
 	uint64_t addr[2];
 	size_t naddr;
+	/* agent --stacks: a call stack, its frames instead of addr */
+	const Edgeprof__V1__StackCount *stack;
 	uint64_t v[V_TYPES];
 };
 
@@ -104,6 +118,8 @@ struct pp {
 	struct pp_fn *fns;
 	size_t nfns;
 	size_t *map_fns; /* the functions of mapping m: fns[map_fns[m] .. map_fns[m+1]) */
+	/* each bin's stack_binaries as mappings (PP_NO_MAP: not in the export) */
+	uint32_t **stack_maps;
 };
 
 static const char *path_of(const Edgeprof__V1__BinaryProfile *bp)
@@ -144,20 +160,80 @@ static bool is_call(const Edgeprof__V1__Edge *e)
 
 typedef int (*pp_visit)(struct pp *x, const struct pp_sample *s, void *ctx);
 
+/* The frames of s (up to PP_MAX_FRAMES) as (mapping, address): how many.
+ * A stack ends before a frame of a binary with no mapping here. */
+static size_t sample_frames(const struct pp *x, const struct pp_sample *s, uint32_t *map,
+			    uint64_t *addr)
+{
+	if (!s->stack) {
+		for (size_t k = 0; k < s->naddr; k++) {
+			map[k] = x->bin_map[s->bin];
+			addr[k] = s->addr[k];
+		}
+		return s->naddr;
+	}
+	const Edgeprof__V1__BinaryProfile *bp = x->bins[s->bin];
+	const Edgeprof__V1__StackCount *st = s->stack;
+	size_t n = 0;
+	for (size_t k = 0; k < st->n_frames && n < PP_MAX_FRAMES; k++) {
+		uint32_t other = k < st->n_frame_binaries ? st->frame_binaries[k] : 0;
+		uint32_t m = other == 0			     ? x->bin_map[s->bin]
+			     : other <= bp->n_stack_binaries ? x->stack_maps[s->bin][other - 1]
+							     : PP_NO_MAP;
+		if (m == PP_NO_MAP)
+			break;
+		map[n] = m;
+		addr[n++] = st->frames[k];
+	}
+	return n;
+}
+
+/* A binary's call stacks as samples; covered: each leaf IP's samples
+ * they hold, which its IpCount gives no more. */
+static int walk_stacks(struct pp *x, size_t b, struct ep_u64map *covered, pp_visit visit, void *ctx)
+{
+	const Edgeprof__V1__BinaryProfile *bp = x->bins[b];
+	for (size_t i = 0; i < bp->n_stacks; i++) {
+		const Edgeprof__V1__StackCount *st = bp->stacks[i];
+		if (!st->n_frames || !st->count)
+			continue;
+		bool added;
+		uint64_t *c = ep_u64map_upsert(covered, st->frames[0], &added);
+		if (!c)
+			return -1;
+		*c += st->count;
+		struct pp_sample s = {.bin = b, .stack = st};
+		s.v[V_SAMPLES] = st->count;
+		if (visit(x, &s, ctx) != 0)
+			return -1;
+	}
+	return 0;
+}
+
 /* Every sample of the export, in the same order each time. */
 static int walk(struct pp *x, pp_visit visit, void *ctx)
 {
 	for (size_t b = 0; b < x->nbins; b++) {
 		const Edgeprof__V1__BinaryProfile *bp = x->bins[b];
 		struct pp_sample s;
+		struct ep_u64map covered;
+		ep_u64map_init(&covered);
+		if (walk_stacks(x, b, &covered, visit, ctx) != 0) {
+			ep_u64map_free(&covered);
+			return -1;
+		}
 		for (size_t i = 0; i < bp->n_ips; i++) {
 			const Edgeprof__V1__IpCount *ip = bp->ips[i];
+			const uint64_t *c = ep_u64map_get(&covered, ip->ip);
 			s = (struct pp_sample){.bin = b, .addr = {ip->ip}, .naddr = 1};
-			s.v[V_SAMPLES] = ip->count;
+			s.v[V_SAMPLES] = c && *c < ip->count ? ip->count - *c : c ? 0 : ip->count;
 			s.v[V_TIME] = ip->cycles;
-			if ((ip->count || ip->cycles) && visit(x, &s, ctx) != 0)
+			if ((s.v[V_SAMPLES] || ip->cycles) && visit(x, &s, ctx) != 0) {
+				ep_u64map_free(&covered);
 				return -1;
+			}
 		}
+		ep_u64map_free(&covered);
 		for (size_t i = 0; i < bp->n_ranges; i++) {
 			const Edgeprof__V1__Range *r = bp->ranges[i];
 			s = (struct pp_sample){.bin = b, .addr = {r->end}, .naddr = 1};
@@ -183,7 +259,7 @@ static int walk(struct pp *x, pp_visit visit, void *ctx)
 static int count_sample(struct pp *x, const struct pp_sample *s, void *ctx)
 {
 	(void)ctx;
-	x->naddrs += s->naddr;
+	x->naddrs += s->stack ? s->stack->n_frames : s->naddr;
 	for (int t = 0; t < V_TYPES; t++)
 		x->has[t] |= s->v[t] != 0;
 	return 0;
@@ -192,8 +268,11 @@ static int count_sample(struct pp *x, const struct pp_sample *s, void *ctx)
 static int add_locs(struct pp *x, const struct pp_sample *s, void *ctx)
 {
 	(void)ctx;
-	for (size_t i = 0; i < s->naddr; i++)
-		x->locs[x->nlocs++] = (struct pp_loc){x->bin_map[s->bin], s->addr[i], -1};
+	uint32_t map[PP_MAX_FRAMES];
+	uint64_t addr[PP_MAX_FRAMES];
+	size_t n = sample_frames(x, s, map, addr);
+	for (size_t i = 0; i < n; i++)
+		x->locs[x->nlocs++] = (struct pp_loc){map[i], addr[i], -1};
 	return 0;
 }
 
@@ -254,6 +333,36 @@ static long find_fn(const struct pp *x, uint32_t map, uint64_t addr)
 	return addr - f->start < (f->size ? f->size : 1) ? (long)(lo - 1) : -1;
 }
 
+/* Each bin's stack_binaries found among the mappings: by build-id, or by
+ * path for one without. */
+static int plan_stack_maps(struct pp *x)
+{
+	x->stack_maps = calloc(x->nbins + 1, sizeof(*x->stack_maps));
+	if (!x->stack_maps)
+		return -1;
+	for (size_t b = 0; b < x->nbins; b++) {
+		const Edgeprof__V1__BinaryProfile *bp = x->bins[b];
+		if (!bp->n_stack_binaries)
+			continue;
+		x->stack_maps[b] = malloc(bp->n_stack_binaries * sizeof(**x->stack_maps));
+		if (!x->stack_maps[b])
+			return -1;
+		for (size_t k = 0; k < bp->n_stack_binaries; k++) {
+			const char *name = bp->stack_binaries[k];
+			x->stack_maps[b][k] = PP_NO_MAP;
+			for (size_t o = 0; o < x->nbins && name[0]; o++) {
+				const Edgeprof__V1__BinaryProfile *ob = x->bins[o];
+				if (strcmp(ob->build_id[0] ? ob->build_id : path_of(ob), name) ==
+				    0) {
+					x->stack_maps[b][k] = x->bin_map[o];
+					break;
+				}
+			}
+		}
+	}
+	return 0;
+}
+
 /* The bins grouped into mappings, the sample types, the locations (unique,
  * sorted) and the functions (sorted per mapping). */
 static int plan(struct pp *x)
@@ -270,7 +379,8 @@ static int plan(struct pp *x)
 		x->bin_map[b] = (uint32_t)(x->nmaps - 1);
 		nfns += x->bins[b]->n_functions;
 	}
-	walk(x, count_sample, NULL);
+	if (plan_stack_maps(x) != 0 || walk(x, count_sample, NULL) != 0)
+		return -1;
 	x->has[V_SAMPLES] = true;
 	for (int t = 0; t < V_TYPES; t++)
 		x->col[t] = x->has[t] ? (int)x->ncols++ : -1;
@@ -280,7 +390,8 @@ static int plan(struct pp *x)
 	x->map_fns = calloc(x->nmaps + 1, sizeof(*x->map_fns));
 	if (!x->locs || !x->fns || !x->map_fns)
 		return -1;
-	walk(x, add_locs, NULL);
+	if (walk(x, add_locs, NULL) != 0)
+		return -1;
 	qsort(x->locs, x->nlocs, sizeof(*x->locs), cmp_locs);
 	size_t n = 0;
 	for (size_t i = 0; i < x->nlocs; i++)
@@ -315,6 +426,9 @@ static int plan(struct pp *x)
 
 static void plan_free(struct pp *x)
 {
+	for (size_t b = 0; x->stack_maps && b < x->nbins; b++)
+		free(x->stack_maps[b]);
+	free(x->stack_maps);
 	free(x->bin_map);
 	free(x->map_bin);
 	free(x->locs);
@@ -594,7 +708,10 @@ static int put_sample(struct pp *x, const struct pp_sample *s, void *ctx)
 {
 	struct put_ctx *c = ctx;
 	int64_t values[V_TYPES];
-	uint64_t ids[2];
+	uint64_t ids[PP_MAX_FRAMES];
+	uint32_t map[PP_MAX_FRAMES];
+	uint64_t addr[PP_MAX_FRAMES];
+	size_t n = sample_frames(x, s, map, addr);
 	Perftools__Profiles__Sample o;
 	perftools__profiles__sample__init(&o);
 	o.value = values;
@@ -603,8 +720,8 @@ static int put_sample(struct pp *x, const struct pp_sample *s, void *ctx)
 		if (x->col[t] >= 0)
 			values[x->col[t]] = clamp(s->v[t]);
 	o.location_id = ids;
-	for (size_t k = 0; k < s->naddr; k++)
-		ids[o.n_location_id++] = find_loc(x, x->bin_map[s->bin], s->addr[k]) + 1;
+	for (size_t k = 0; k < n; k++)
+		ids[o.n_location_id++] = find_loc(x, map[k], addr[k]) + 1;
 	o.label = &c->m->label_ptrs[s->bin * N_LABELS];
 	o.n_label = c->m->nlabels[s->bin];
 	put_field(c->g, 2, perftools__profiles__sample__get_packed_size(&o));

@@ -50,6 +50,34 @@ check "without frame pointers no stack claims the chain (${chain:-?})" test "${c
 check "without --stacks the profile holds no stacks" \
 	test "$("$EDGEPROF" export "$TEST_TMP/none.prof" --format json | jq '[.profiles[].stacks // empty] | length')" = 0
 
+# pprof (a reader we did not write): the stacks as multi-frame samples
+if command -v go >/dev/null && go tool pprof -h >/dev/null 2>&1; then
+	export PPROF_TMPDIR=$TEST_TMP/pprof HOME=$TEST_TMP
+	ASAN_OPTIONS=detect_leaks=1 "$EDGEPROF_ASAN" export "$TEST_TMP/fp.prof" --format pprof \
+		-o "$TEST_TMP/fp.pb.gz"
+	check "export --format pprof of the stacks (ASan build): clean" test $? -eq 0
+	go tool pprof -symbolize=none -traces "$TEST_TMP/fp.pb.gz" >"$TEST_TMP/fp.traces" 2>/dev/null
+	# the samples of traces whose first three frames are inner, outer, main
+	traced=$(awk '/^-+\+/ {if (n) t += (f == "inner outer main") * n; n = 0; f = ""; k = 0; next}
+		NF == 2 && $1 ~ /^[0-9]+$/ {n = $1; f = $2; k = 1; next}
+		NF == 1 && k && k < 3 {f = f " " $1; k++}
+		END {print t + 0}' "$TEST_TMP/fp.traces")
+	total=$(jq '[.profiles[].samples] | add' "$TEST_TMP/fp.json")
+	echo "# pprof -traces: $traced of $total samples inner <- outer <- main"
+	check "pprof -traces shows inner <- outer <- main in most samples ($traced of $total)" \
+		test $((traced * 10)) -ge $((total * 9))
+	go tool pprof -symbolize=none -top -cum -nodecount=100000 "$TEST_TMP/fp.pb.gz" \
+		>"$TEST_TMP/fp.top" 2>/dev/null
+	read -r all main_cum < <(awk '/accounting for/ {gsub(",", ""); a = $NF - 0; t = $(NF-1)}
+		$NF == "main" {m = $4} END {print t, m}' "$TEST_TMP/fp.top")
+	check "pprof -top -cum: the total is the profile's samples, each once ($all, $total)" \
+		test "$all" = "$total"
+	check "pprof -top -cum: main holds most samples cumulatively ($main_cum of $total)" \
+		test $((main_cum * 10)) -ge $((total * 9))
+else
+	echo "# pprof checks skipped: no go (golang-go)"
+fi
+
 # the agent runs for months: no leak, no undefined behaviour (ASan+UBSan)
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 "$EDGEPROF_ASAN" agent --pid "$fp" --stacks \
 	--duration 1 -o "$TEST_TMP/asan.prof" 2>"$TEST_TMP/asan.err"

@@ -348,6 +348,50 @@ static void test_write_error_is_reported(void **state)
 	fclose(out);
 }
 
+/* agent --stacks: a stack becomes one sample of all its frames, leaf first,
+ * each in its own binary's mapping, cut before a binary the export lacks;
+ * its leaf IP's one-frame sample keeps only the samples no stack holds. */
+static void test_stacks_are_multi_frame_samples(void **state)
+{
+	(void)state;
+	build();
+	static uint64_t frames[] = {0x1010, 0x1105, 0x710, 0x9999};
+	static uint32_t fbins[] = {0, 0, 1, 2};
+	static char *others[] = {"bb22", "cc33"};
+	static Edgeprof__V1__StackCount st, *stp[1];
+	edgeprof__v1__stack_count__init(&st);
+	st.count = 4;
+	st.frames = frames, st.n_frames = 4;
+	st.frame_binaries = fbins, st.n_frame_binaries = 4;
+	stp[0] = &st;
+	app.stacks = stp, app.n_stacks = 1;
+	app.stack_binaries = others, app.n_stack_binaries = 2;
+	Perftools__Profiles__Profile *p = export_pprof(NULL);
+	int t = type_index(p, "samples", "count");
+	int64_t total = 0;
+	size_t stacks = 0;
+	for (size_t i = 0; i < p->n_sample; i++) {
+		const Perftools__Profiles__Sample *s = p->sample[i];
+		total += s->value[t];
+		if (s->n_location_id < 2 || s->value[t] == 0)
+			continue;
+		stacks++;
+		assert_int_equal(s->n_location_id, 3); /* cut before cc33 */
+		assert_int_equal(s->value[t], 4);
+		const char *want[] = {"main", "helper", "memcpy"};
+		for (size_t k = 0; k < 3; k++)
+			assert_string_equal(str(p, function_at(p, s->location_id[k])->name),
+					    want[k]);
+		assert_int_not_equal(location(p, s->location_id[2])->mapping_id,
+				     location(p, s->location_id[0])->mapping_id);
+	}
+	assert_int_equal(stacks, 1);
+	assert_int_equal(total, 5 + 2 + 1 + 3);	     /* each sample once */
+	assert_int_equal(flat(p, t, "main"), 1 + 1); /* app's 5 less the stack's 4, the pod's 1 */
+	perftools__profiles__profile__free_unpacked(p, NULL);
+	app.n_stacks = 0, app.n_stack_binaries = 0;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -356,6 +400,7 @@ int main(void)
 	    cmocka_unit_test(test_mappings_names_labels),
 	    cmocka_unit_test(test_one_binary_ip_only),
 	    cmocka_unit_test(test_write_error_is_reported),
+	    cmocka_unit_test(test_stacks_are_multi_frame_samples),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
