@@ -29,6 +29,12 @@ void ep_func_index_free(struct ep_func_index *ix);
  * size 0 covers its first byte only. */
 long ep_func_index_find(const struct ep_func_index *ix, uint64_t addr);
 
+/* agent --stacks: bp's hottest call stacks (top of them) by function, fx
+ * its functions, p the profile holding the other binaries their frames
+ * name; or why they are not shown. 0, or -1 when memory runs out. */
+int ep_report_stacks(const Edgeprof__V1__Profile *p, const Edgeprof__V1__BinaryProfile *bp,
+		     const struct ep_func_index *fx, unsigned top, FILE *out);
+
 /* The binary's edges sorted by from, to, the external flags (which only
  * tell apart ends at address 0), then taken (not taken first); ranges by
  * start, end. NULL when memory runs out. Free the array, not the

@@ -6,7 +6,8 @@
  * (end is the closing branch's address, counted as one byte, as AutoFDO
  * does): instruction frequency without decoding. An IP-only profile has
  * neither, so its functions are ranked by samples. Every function line ends
- * with the name and has the samples share third, for scripts.
+ * with the name and has the samples share third, for scripts. With agent
+ * --stacks the hottest call stacks follow (report_stacks.c).
  */
 #include <inttypes.h>
 #include <stdbool.h>
@@ -124,7 +125,8 @@ static void top_functions(const char *title, struct func_total *funcs, size_t n,
 	}
 }
 
-static int report_binary(const Edgeprof__V1__BinaryProfile *bp, unsigned top, FILE *out)
+static int report_binary(const Edgeprof__V1__Profile *p, const Edgeprof__V1__BinaryProfile *bp,
+			 unsigned top, FILE *out)
 {
 	struct ep_func_index fx;
 	if (ep_func_index_init(&fx, bp) != 0)
@@ -183,10 +185,11 @@ static int report_binary(const Edgeprof__V1__BinaryProfile *bp, unsigned top, FI
 	 * rather than its heading over nothing */
 	if (!fbranches && !bytes && fsamples)
 		top_functions("samples", funcs, fx.n, by_samples, samples, top, out);
+	int rc = ep_report_stacks(p, bp, &fx, top, out);
 	free(edges);
 	free(funcs);
 	ep_func_index_free(&fx);
-	return 0;
+	return rc;
 }
 
 static int by_binary_samples(const void *pa, const void *pb)
@@ -240,7 +243,7 @@ int ep_report(const Edgeprof__V1__Profile *p, unsigned top, FILE *out)
 	qsort(order, p->n_binaries, sizeof(*order), by_binary_samples);
 	int rc = 0;
 	for (size_t i = 0; i < p->n_binaries && rc == 0; i++)
-		rc = report_binary(order[i], top, out);
+		rc = report_binary(p, order[i], top, out);
 	free(order);
 	return rc == 0 && !ferror(out) ? 0 : -1;
 }

@@ -35,16 +35,25 @@ echo "# frame pointers: $samples samples, $chain with inner <- outer <- main, $f
 check "samples arrive (${samples:-0} in 3 s)" test "${samples:-0}" -gt 200
 check "most stacks read inner <- outer <- main (${chain:-0} of ${samples:-0})" \
 	test $((${chain:-0} * 10)) -ge $((${samples:-1} * 9))
-check "with frame pointers none is flagged (${flagged:-?})" test "${flagged:-1}" -eq 0
+# (a rare sample in tick(), a leaf with no frame, is rightly flagged)
+check "with frame pointers (almost) none is flagged (${flagged:-?})" \
+	test $((${flagged:-1} * 100)) -le "${samples:-0}"
 check "no stack dropped" test "$(jq .stats.stacks_dropped "$TEST_TMP/fp.json")" = 0
+"$EDGEPROF" report "$TEST_TMP/fp.prof" >"$TEST_TMP/fp.report"
+top_stack=$(awk '/hottest call stacks/ {getline; getline; $1 = $2 = ""; print; exit}' "$TEST_TMP/fp.report")
+check "report: the hottest call stack is inner <- outer <- main ($top_stack)" \
+	bash -c '[[ "$1" == *" inner <- outer <- main"* ]]' _ "$top_stack"
 
 "$EDGEPROF" agent --pid "$nofp" --stacks --duration 2 -o "$TEST_TMP/nofp.prof" 2>/dev/null
 "$EDGEPROF" export "$TEST_TMP/nofp.prof" --format json -o "$TEST_TMP/nofp.json"
 read -r samples flagged chain < <(stacks "$TEST_TMP/nofp.json" "$TEST_TMP/chain_nofp")
 echo "# no frame pointers: $samples samples, $chain with the chain, $flagged flagged"
 check "without frame pointers the stacks are flagged (${flagged:-0} of ${samples:-0})" \
-	test $((${flagged:-0} * 10)) -ge $((${samples:-1} * 9))
+	test "${samples:-0}" -gt 100 -a $((${flagged:-0} * 10)) -ge $((${samples:-1} * 9))
 check "without frame pointers no stack claims the chain (${chain:-?})" test "${chain:-1}" -eq 0
+check "report: without frame pointers the stacks are not drawn, and it says why" \
+	grep -q "call stacks not shown: .* without frame pointers" \
+	<("$EDGEPROF" report "$TEST_TMP/nofp.prof")
 
 "$EDGEPROF" agent --pid "$fp" --duration 1 -o "$TEST_TMP/none.prof" 2>/dev/null
 check "without --stacks the profile holds no stacks" \
