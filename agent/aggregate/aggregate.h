@@ -55,7 +55,7 @@ void ep_aggregate_sample_ip(struct ep_aggregator *a, uint32_t bin, uint64_t vadd
 
 /* agent --stacks: the distinct call stacks a profile holds at most
  * (docs/limits.md): each is up to EP_MAX_STACK_DEPTH frames of 12 bytes,
- * so 18 MiB at worst. A new stack past it is dropped (Stats.stacks_dropped),
+ * so about 15 MiB at worst. A new stack past it is dropped (Stats.stacks_dropped),
  * its sample's IP still counted. */
 #define EP_STACKS_MAX 10000
 
