@@ -74,6 +74,10 @@ struct ep_store_filter {
 	 * value: that session's counts only. Never both: they are sampled at
 	 * different rates, so their sum means nothing. */
 	const char *session_id;
+	/* the label fields are prefixes of the stored values, not the values:
+	 * what the UI shows (a container id's first 12 digits) finds what it
+	 * shows (issue 36) */
+	bool prefix;
 };
 
 /* spec: "sqlite:PATH" or "clickhouse:http://HOST:PORT[/?database=DB]".

@@ -601,8 +601,9 @@ static void filter_sql(FILE *f, const char *database, const struct ep_store_filt
 	for (size_t i = 0; i < sizeof(labels) / sizeof(labels[0]); i++) {
 		if (!labels[i].value)
 			continue;
-		fprintf(f, " AND %s = ", labels[i].col);
+		fprintf(f, flt->prefix ? " AND startsWith(%s, " : " AND %s = ", labels[i].col);
 		ch_sql_string(f, labels[i].value);
+		fputs(flt->prefix ? ")" : "", f);
 	}
 	/* always one side: the continuous profile or one session */
 	fputs(" AND session_id = ", f);

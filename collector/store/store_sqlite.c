@@ -916,6 +916,9 @@ static int sqlite_has_batch(struct ep_store *base, const char *agent_id, uint64_
  * cluster's pod churn) joining label_sets to each row took most of a
  * listing's time. Always one side: the continuous profile (every set but the
  * few of sessions, found by label_sets_by_session) or one session. */
+/* col starts with the text bound to p (f->prefix): substr, not LIKE, whose
+ * '%' and '_' a label value may hold */
+#define PREFIX(col, p) " AND substr(" col ", 1, length(" p ")) = " p
 static void filter_sql(const struct ep_store_filter *f, char *out, size_t len)
 {
 	bool labels = f->container_id || f->pod || f->namespace_ || f->cgroup || f->process ||
@@ -929,11 +932,19 @@ static void filter_sql(const struct ep_store_filter *f, char *out, size_t len)
 			  " WHERE l.session_id = :session_id"
 			: " AND t.label_set NOT IN (SELECT l.id FROM label_sets l"
 			  " WHERE l.session_id > ''",
-		 f->container_id ? " AND l.container_id = :container_id" : "",
-		 f->pod ? " AND l.pod = :pod" : "",
-		 f->namespace_ ? " AND l.namespace = :namespace" : "",
-		 f->cgroup ? " AND l.cgroup = :cgroup" : "",
-		 f->process ? " AND l.process = :process" : "", ")");
+		 f->container_id ? (f->prefix ? PREFIX("l.container_id", ":container_id")
+					      : " AND l.container_id = :container_id")
+				 : "",
+		 f->pod ? (f->prefix ? PREFIX("l.pod", ":pod") : " AND l.pod = :pod") : "",
+		 f->namespace_ ? (f->prefix ? PREFIX("l.namespace", ":namespace")
+					    : " AND l.namespace = :namespace")
+			       : "",
+		 f->cgroup ? (f->prefix ? PREFIX("l.cgroup", ":cgroup") : " AND l.cgroup = :cgroup")
+			   : "",
+		 f->process
+		     ? (f->prefix ? PREFIX("l.process", ":process") : " AND l.process = :process")
+		     : "",
+		 ")");
 }
 
 static void bind_filter(sqlite3_stmt *st, const struct ep_store_filter *f)
@@ -1086,6 +1097,9 @@ static const char *const value_cols[EP_LABEL_FIELDS] = {"v_container", "v_pod",	
 struct label_ids {
 	bool named[EP_LABEL_FIELDS];
 	int64_t id[EP_LABEL_FIELDS];
+	/* a prefix (f->prefix): its values' ids are looked up in the query,
+	 * a range of label_values' unique index, not here */
+	const char *prefix[EP_LABEL_FIELDS];
 	bool none;
 };
 
@@ -1100,6 +1114,10 @@ static int filter_ids(struct sqlite_store *s, const struct ep_store_filter *f,
 		if (!v[i])
 			continue;
 		ids->named[i] = true;
+		if (f->prefix && i < EP_LABEL_FIELDS - 1) {
+			ids->prefix[i] = v[i];
+			continue;
+		}
 		if (!*v[i])
 			continue;
 		sqlite3_stmt *sel = stmt(s, S_VALUE_ID);
@@ -1134,7 +1152,12 @@ static void label_conds(const struct label_ids *ids, char *out, size_t len)
 	size_t n = 0;
 	out[0] = '\0';
 	for (int i = 0; i < EP_LABEL_FIELDS && n < len; i++)
-		if (ids->named[i])
+		if (ids->prefix[i])
+			n += (size_t)snprintf(out + n, len - n,
+					      " AND t.%s IN (SELECT id FROM label_values WHERE"
+					      " value >= :p%d AND value < :p%d || char(1114111))",
+					      value_cols[i], i, i);
+		else if (ids->named[i])
 			n += (size_t)snprintf(out + n, len - n, " AND t.%s = :v%d", value_cols[i],
 					      i);
 	/* a session's label sets: what the partial index of them holds */
@@ -1164,6 +1187,10 @@ static void bind_listing(sqlite3_stmt *st, const struct ep_store_filter *f, cons
 		char name[8];
 		snprintf(name, sizeof(name), ":v%d", i);
 		bind_int(st, name, ids->id[i]);
+		snprintf(name, sizeof(name), ":p%d", i);
+		int p = sqlite3_bind_parameter_index(st, name);
+		if (p && ids->prefix[i])
+			bind_text(st, p, ids->prefix[i]);
 	}
 }
 

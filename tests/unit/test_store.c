@@ -451,6 +451,55 @@ static void test_list_binaries(void **state)
 	ep_store_close(s);
 }
 
+/* Label values as prefixes (issue 36: the UI shows a container id's first
+ * 12 digits, and a pod's name is typed by its start): in listings and in
+ * profiles, bytewise, '%' and '_' being no wildcards; whole values
+ * otherwise. */
+static void test_label_prefixes(void **state)
+{
+	(void)state;
+	struct ep_store *s = open_store(true);
+	struct slice_data a, b, c;
+	make_slice(&a, "cc04", "/bin/c", "web-7d9f8-x2k4q", 1);
+	make_slice(&b, "cc04", "/bin/c", "web_7d9f8", 1);
+	make_slice(&c, "dd04", "/bin/d", "db-0", 1);
+	write_one(s, "agent-1", 1, 60, &a);
+	write_one(s, "agent-1", 2, 60, &b);
+	write_one(s, "agent-1", 3, 60, &c);
+	char err[512];
+	const struct {
+		const char *pod;
+		bool prefix;
+		size_t binaries;
+		uint64_t samples; /* of the first binary */
+	} cases[] = {{"web-7d9f8", true, 1, 10}, {"web", true, 1, 20},
+		     {"web-7d9f8", false, 0, 0}, {"web_", true, 1, 10},
+		     {"web%", true, 0, 0},	 {"", true, 2, 20},
+		     {"db-0", true, 1, 10},	 {"web-7d9f8-x2k4q", false, 1, 10}};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct ep_store_filter f = {.pod = cases[i].pod, .prefix = cases[i].prefix};
+		Edgeprof__V1__BinaryList *l = ep_store_list_binaries(s, &f, NULL, err, sizeof(err));
+		assert_non_null(l);
+		if (l->n_binaries != cases[i].binaries)
+			fail_msg("pod %s%s: %zu binaries listed, %zu expected", cases[i].pod,
+				 cases[i].prefix ? "*" : "", l->n_binaries, cases[i].binaries);
+		if (l->n_binaries && cases[i].binaries == 1)
+			assert_int_equal(l->binaries[0]->samples, cases[i].samples);
+		ep_store_free_list(l);
+		f.build_id =
+		    cases[i].binaries == 2 || strncmp(cases[i].pod, "db", 2) == 0 ? "dd04" : "cc04";
+		Edgeprof__V1__Profile *p = ep_store_profile(s, &f, err, sizeof(err));
+		assert_non_null(p);
+		if (p->n_binaries != (cases[i].binaries ? 1u : 0u))
+			fail_msg("pod %s%s: profile of %zu binaries", cases[i].pod,
+				 cases[i].prefix ? "*" : "", p->n_binaries);
+		if (p->n_binaries && cases[i].binaries == 1)
+			assert_int_equal(p->binaries[0]->samples, cases[i].samples);
+		ep_profile_free(p);
+	}
+	ep_store_close(s);
+}
+
 /* Pages (issue 32: every list is bounded): following each page's last
  * build-id lists every binary exactly once, in order; the hottest-first
  * order pages by offset; totals count every page. */
@@ -2221,6 +2270,7 @@ int main(void)
 	    cmocka_unit_test(test_batch_ids_are_remembered),
 	    cmocka_unit_test(test_no_read_stays_open_between_calls),
 	    cmocka_unit_test(test_list_binaries),
+	    cmocka_unit_test(test_label_prefixes),
 	    cmocka_unit_test(test_list_pages_cover_every_binary_once),
 	    cmocka_unit_test(test_list_summarises_many_label_sets),
 	    cmocka_unit_test(test_list_estimates_past_exact_values),
