@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "collector/api/api.h"
+#include "collector/api/top.h"
 #include "collector/binaries/binaries.h"
 #include "collector/web/web.h"
 #include "common/elf/elf_image.h"
@@ -741,8 +742,10 @@ static const char *query_arg(void *ctx, const char *name)
 	return MHD_lookup_connection_value(ctx, MHD_GET_ARGUMENT_KIND, name);
 }
 
-/* GET /v1/binaries (binaries true) or /v1/profile */
-static enum MHD_Result handle_query(struct ep_server *s, struct MHD_Connection *c, bool binaries)
+enum query { Q_BINARIES, Q_PROFILE, Q_TOP };
+
+/* GET /v1/binaries, /v1/profile or /v1/top */
+static enum MHD_Result handle_query(struct ep_server *s, struct MHD_Connection *c, enum query q)
 {
 	struct ep_store_filter f = {0};
 	f.build_id = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "build_id");
@@ -760,11 +763,25 @@ static enum MHD_Result handle_query(struct ep_server *s, struct MHD_Connection *
 	f.process = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "process");
 	/* an on-demand session's counts, never mixed with the continuous ones */
 	f.session_id = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "session");
+	/* prefix=1: label values are prefixes (the UI's export links say so) */
+	const char *prefix = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "prefix");
+	f.prefix = prefix && strcmp(prefix, "1") == 0;
 	struct ep_api_response resp = {0};
+	if (q == Q_TOP) {
+		/* label values are prefixes: what the UI shows finds what it shows */
+		f.prefix = true;
+		f.build_id = NULL;
+		size_t n =
+		    ep_top_rows_arg(MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "n"));
+		if (!n)
+			return respond_text(c, 400, "n: 1 to %d rows\n", EP_TOP_MAX);
+		ep_api_top(s->store, &f, n, &resp);
+		return respond(c, resp.status, resp.content_type, resp.body, resp.len);
+	}
 	struct ep_store_page page;
 	if (ep_api_page(&s->cfg.api, query_arg, c, &page, &resp) != 0)
 		return respond(c, resp.status, resp.content_type, resp.body, resp.len);
-	if (binaries)
+	if (q == Q_BINARIES)
 		ep_api_binaries(s->store, &f, &page, &resp);
 	else
 		ep_api_profile(s->store, &f, &page,
@@ -1342,7 +1359,7 @@ static enum MHD_Result handle_binaries(struct ep_server *s, struct MHD_Connectio
 {
 	(void)url;
 	(void)rq;
-	return handle_query(s, c, true);
+	return handle_query(s, c, Q_BINARIES);
 }
 
 static enum MHD_Result handle_profile(struct ep_server *s, struct MHD_Connection *c,
@@ -1350,7 +1367,15 @@ static enum MHD_Result handle_profile(struct ep_server *s, struct MHD_Connection
 {
 	(void)url;
 	(void)rq;
-	return handle_query(s, c, false);
+	return handle_query(s, c, Q_PROFILE);
+}
+
+static enum MHD_Result handle_top(struct ep_server *s, struct MHD_Connection *c, const char *url,
+				  struct request *rq)
+{
+	(void)url;
+	(void)rq;
+	return handle_query(s, c, Q_TOP);
 }
 
 static enum MHD_Result handle_healthz(struct ep_server *s, struct MHD_Connection *c,
@@ -1535,6 +1560,7 @@ static const struct route routes[] = {
     {"POST", "/v1/ingest", TOKEN, BATCH_BODY, E_INGEST, handle_ingest},
     {"GET", "/v1/binaries", TOKEN, NO_BODY, E_BINARIES, handle_binaries},
     {"GET", "/v1/profile", TOKEN, NO_BODY, E_PROFILE, handle_profile},
+    {"GET", "/v1/top", TOKEN, NO_BODY, E_PROFILE, handle_top},
     {"POST", "/v1/sessions", TOKEN, NO_BODY, E_SESSIONS, handle_session_new},
     {"GET", "/v1/sessions/", TOKEN, NO_BODY, E_SESSIONS, handle_session_get},
     {"GET", "/v1/nodes", TOKEN, NO_BODY, E_SESSIONS, handle_nodes},
@@ -1548,6 +1574,7 @@ static const struct route routes[] = {
     {"GET", "/signout", OPEN, NO_BODY, E_SIGNIN, handle_signout},
     {"POST", "/signout", OPEN, FORM_BODY, E_SIGNIN, handle_signout},
     {"GET", "/", SIGNED_IN, NO_BODY, E_UI, handle_page},
+    {"GET", "/top", SIGNED_IN, NO_BODY, E_UI, handle_page},
     {"GET", "/binary", SIGNED_IN, NO_BODY, E_UI, handle_page},
     {"GET", "/function", SIGNED_IN, NO_BODY, E_UI, handle_page},
     {"GET", "/diff", SIGNED_IN, NO_BODY, E_UI, handle_page},

@@ -158,8 +158,17 @@ void ep_web_filter(ep_web_arg_fn arg, void *argctx, struct ep_store_filter *f)
 	f->container_id = arg_or_null(arg, argctx, "container_id");
 	f->pod = arg_or_null(arg, argctx, "pod");
 	f->namespace_ = arg_or_null(arg, argctx, "namespace");
+	f->cgroup = arg_or_null(arg, argctx, "cgroup");
 	f->process = arg_or_null(arg, argctx, "process");
 	f->session_id = arg_or_null(arg, argctx, "session");
+	/* the pages show a container id's first 12 digits: a value typed or
+	 * pasted from them finds what they show (issue 36) */
+	f->prefix = true;
+}
+
+bool ep_web_selected(const struct ep_store_filter *f)
+{
+	return f->container_id || f->pod || f->namespace_ || f->cgroup || f->process;
 }
 
 static void filter_arg(FILE *out, const char *name, const char *v)
@@ -179,8 +188,95 @@ void ep_web_filter_args(FILE *out, const struct ep_store_filter *f)
 	filter_arg(out, "container_id", f->container_id);
 	filter_arg(out, "pod", f->pod);
 	filter_arg(out, "namespace", f->namespace_);
+	filter_arg(out, "cgroup", f->cgroup);
 	filter_arg(out, "process", f->process);
 	filter_arg(out, "session", f->session_id);
+	/* /v1/profile (the export buttons) matches whole values unless told */
+	if (f->prefix && ep_web_selected(f))
+		fputs("&amp;prefix=1", out);
+}
+
+/* "?from=..&pod=.." for a link with no other argument: the filter's
+ * arguments less the leading "&amp;" */
+static void filter_query(FILE *out, const struct ep_store_filter *f)
+{
+	char *args = NULL;
+	size_t len = 0;
+	FILE *m = open_memstream(&args, &len);
+	if (!m)
+		return;
+	ep_web_filter_args(m, f);
+	fclose(m);
+	if (args && len > 5)
+		fprintf(out, "?%s", args + 5);
+	free(args);
+}
+
+void ep_web_home_link(FILE *out, const struct ep_store_filter *f)
+{
+	fputs("<a href=\"/", out);
+	filter_query(out, f);
+	fputs("\">Binaries</a>", out);
+	if (!ep_web_selected(f))
+		return;
+	fputs(" · <a href=\"/top", out);
+	filter_query(out, f);
+	fputs("\">Top functions</a>", out);
+}
+
+/* One chip: the label and its value, and a link to path without it. */
+static void chip(FILE *out, const char *label, const char *shown, const char *path,
+		 const char *keep, const struct ep_store_filter *without)
+{
+	fprintf(out, "<span class=\"chip\" data-label=\"%s\">%s: <b>", label, label);
+	ep_web_text(out, shown);
+	fprintf(out, "</b> <a class=\"unchip\" title=\"drop this filter\" href=\"%s", path);
+	if (keep && *keep)
+		ep_web_text(out, keep);
+	else
+		filter_query(out, without);
+	if (keep && *keep)
+		ep_web_filter_args(out, without);
+	fputs("\">×</a></span> ", out);
+}
+
+void ep_web_chips(FILE *out, const struct ep_store_filter *f, const char *path, ep_web_arg_fn arg,
+		  void *argctx)
+{
+	if (!ep_web_selected(f) && !f->from_s && !f->to_s && !f->session_id)
+		return;
+	/* what the page needs besides the filter: kept when a chip is dropped */
+	char keep[1024] = "";
+	size_t n = 0;
+	static const char *const own[] = {"build_id", "addr", "base", "base_from", "base_to"};
+	for (size_t i = 0; i < sizeof(own) / sizeof(own[0]) && n < sizeof(keep); i++) {
+		const char *v = arg_or_null(arg, argctx, own[i]);
+		if (v && strlen(v) < 200)
+			n += (size_t)snprintf(keep + n, sizeof(keep) - n, "%s%s=%s", n ? "&" : "?",
+					      own[i], v);
+	}
+	fputs("<p class=\"chips\" id=\"chips\">Selection: ", out);
+	static const char *const names[] = {"container_id", "pod",     "namespace",
+					    "cgroup",	    "process", "session"};
+	struct ep_store_filter g = *f;
+	const char **fields[] = {&g.container_id, &g.pod,     &g.namespace_,
+				 &g.cgroup,	  &g.process, &g.session_id};
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		const char *v = *fields[i];
+		if (!v)
+			continue;
+		*fields[i] = NULL;
+		chip(out, names[i], v, path, keep, &g);
+		*fields[i] = v;
+	}
+	char when[64];
+	if (f->from_s || f->to_s) {
+		g.from_s = g.to_s = 0;
+		snprintf(when, sizeof(when), "%lld to %lld", (long long)f->from_s,
+			 (long long)f->to_s);
+		chip(out, "time", when, path, keep, &g);
+	}
+	fputs("</p>\n", out);
 }
 
 long ep_web_function_index(const Edgeprof__V1__BinaryProfile *bp, uint64_t addr)
@@ -384,7 +480,9 @@ void ep_web_page(const struct ep_web_ctx *w, const char *url, ep_web_arg_fn arg,
 		r->content_type = "text/plain";
 		return;
 	}
-	if (strcmp(url, "/binary") == 0)
+	if (strcmp(url, "/top") == 0)
+		r->status = ep_web_top_page(out, w, arg, argctx);
+	else if (strcmp(url, "/binary") == 0)
 		r->status = ep_web_binary_page(out, w, arg, argctx);
 	else if (strcmp(url, "/function") == 0)
 		r->status = ep_web_function_page(out, w, arg, argctx);

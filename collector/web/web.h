@@ -5,7 +5,10 @@
  * file from anywhere but the collector (the style sheet is compiled in).
  * Every view is a plain URL, so a page can be linked and reloaded:
  *   /                   binaries with counts (filters: from, to, window,
- *                       container_id, pod, namespace, process)
+ *                       container_id, pod, namespace, process, cgroup:
+ *                       label values as prefixes)
+ *   /top                a selection's hottest functions across its binaries
+ *                       (/ shows the first when a label filter is set)
  *   /binary?build_id=   hottest functions and branches, export links
  *   /function?build_id=&addr=0xSTART
  *                       the function's control-flow graph (Graphviz, laid

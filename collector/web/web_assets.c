@@ -64,4 +64,7 @@ const char ep_web_style_css[] =
     "td.addr{color:#555}td.br{color:#333;white-space:nowrap}.sym{color:#1d4ed8}"
     ".mis{color:#b91c1c}\n"
     ".summary{margin:8px 0}\n"
+    ".chips{margin:8px 0}.chip{display:inline-block;background:#eef2ff;border:1px solid "
+    "#c7d2fe;border-radius:12px;padding:1px 8px;margin-right:4px}"
+    ".chip a.unchip{text-decoration:none;color:#555;margin-left:2px}\n"
     ".hotter{color:#b91c1c}.colder{color:#1d4ed8}\n";

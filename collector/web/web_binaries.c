@@ -38,6 +38,7 @@ static void filter_form(FILE *out, ep_web_arg_fn arg, void *argctx, const struct
 	text_input(out, "Pod", "pod", f->pod);
 	text_input(out, "Namespace", "namespace", f->namespace_);
 	text_input(out, "Process", "process", f->process);
+	text_input(out, "Cgroup", "cgroup", f->cgroup);
 	fputs("<button type=\"submit\">Filter</button> <a href=\"/\">clear</a></form>\n", out);
 }
 
@@ -45,6 +46,7 @@ static void filter_form(FILE *out, ep_web_arg_fn arg, void *argctx, const struct
  * and shows the most sampled. */
 #define SHOWN_VALUES 6
 #define PAGE_SIZE    50 /* binaries per page, hottest first */
+#define TOP_SHOWN    10 /* top functions on / when a selection is active */
 
 /* One dimension of b's labels (container_id, pod, process): its values, a
  * container id shortened to its first 12 digits (as docker and crictl show
@@ -123,6 +125,18 @@ int ep_web_binaries_page(FILE *out, const struct ep_web_ctx *w, ep_web_arg_fn ar
 	      "Open one to see its hottest functions and branches.</p>\n",
 	      out);
 	filter_form(out, arg, argctx, &f);
+	ep_web_chips(out, &f, "/", arg, argctx);
+	/* a selection's question is which function is hot in it, across its
+	 * binaries: answered here, one click from each function (issue 36) */
+	if (ep_web_selected(&f) && page == 1) {
+		fputs("<h2 id=\"top-functions\">Top functions of the selection</h2>\n", out);
+		if (ep_web_top_table(out, w, &f, TOP_SHOWN, err, sizeof(err)) != 0) {
+			fputs("<p class=\"error\">", out);
+			ep_web_text(out, err);
+			fputs("</p>", out);
+		}
+		fputs("<h2>Binaries of the selection</h2>\n", out);
+	}
 	fputs("<p class=\"summary\" id=\"summary\"><b>", out);
 	ep_web_count(out, list->total_binaries);
 	fputs("</b> binaries, <b>", out);

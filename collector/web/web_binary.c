@@ -386,17 +386,20 @@ static const char *base_name(const char *path)
 /* Links to diffs: the last hour against the hour before, and against each
  * other build-id of a binary of the same name (another build of it). */
 static void compare_links(FILE *out, const struct ep_web_ctx *w,
-			  const Edgeprof__V1__BinaryProfile *bp)
+			  const Edgeprof__V1__BinaryProfile *bp, const struct ep_store_filter *f)
 {
+	/* the selection's labels kept; the time is the link's own */
+	struct ep_store_filter labels = *f;
+	labels.from_s = labels.to_s = 0;
 	int64_t now = (int64_t)time(NULL) / EP_STORE_BUCKET_S * EP_STORE_BUCKET_S;
 	fputs("<div class=\"exports\" id=\"compare\">Compare: <a class=\"button\" "
 	      "href=\"/diff?build_id=",
 	      out);
 	ep_web_urlenc(out, bp->build_id);
-	fprintf(out,
-		"&amp;from=%lld&amp;base_from=%lld&amp;base_to=%lld\">last hour vs the hour "
-		"before</a> ",
-		(long long)(now - 3600), (long long)(now - 7200), (long long)(now - 3600));
+	fprintf(out, "&amp;from=%lld&amp;base_from=%lld&amp;base_to=%lld", (long long)(now - 3600),
+		(long long)(now - 7200), (long long)(now - 3600));
+	ep_web_filter_args(out, &labels);
+	fputs("\">last hour vs the hour before</a> ", out);
 	struct ep_store_filter all = {0};
 	/* the first page of the most there may be, without their labels: a
 	 * bounded answer (issue 32), and builds of one program are few */
@@ -414,6 +417,7 @@ static void compare_links(FILE *out, const struct ep_web_ctx *w,
 		ep_web_urlenc(out, bp->build_id);
 		fputs("&amp;base=", out);
 		ep_web_urlenc(out, o->build_id);
+		ep_web_filter_args(out, f);
 		fputs("\">vs build ", out);
 		fprintf(out, "%.12s", o->build_id);
 		fputs("</a> ", out);
@@ -447,7 +451,9 @@ int ep_web_binary_page(FILE *out, const struct ep_web_ctx *w, ep_web_arg_fn arg,
 	const char *path = bp->n_paths ? bp->paths[0] : bp->build_id;
 	const char *base = strrchr(path, '/');
 	ep_web_begin(out, w, base ? base + 1 : path);
-	fputs("<p class=\"crumbs\"><a href=\"/\">Binaries</a> ›</p><h1>", out);
+	fputs("<p class=\"crumbs\">", out);
+	ep_web_home_link(out, &f);
+	fputs(" ›</p><h1>", out);
 	ep_web_text(out, base ? base + 1 : path);
 	fputs("</h1>\n<dl class=\"facts\"><dt>Build-id</dt><dd class=\"mono\" id=\"build-id\">",
 	      out);
@@ -472,8 +478,9 @@ int ep_web_binary_page(FILE *out, const struct ep_web_ctx *w, ep_web_arg_fn arg,
 			  "BINARY --collector URL</code>)",
 	      out);
 	fputs("</dd></dl>\n", out);
+	ep_web_chips(out, &f, "/binary", arg, argctx);
 	export_links(out, p, bp->build_id, &f);
-	compare_links(out, w, bp);
+	compare_links(out, w, bp, &f);
 	ep_binary_profile_sort(bp);
 	functions_table(out, bp, p->config ? p->config->cycles_unit : NULL, &f, top);
 	branches_table(out, bp, &f, top);

@@ -294,8 +294,11 @@ int ep_web_diff_page(FILE *out, const struct ep_web_ctx *w, ep_web_arg_fn arg, v
 	ep_binary_profile_sort(a);
 	ep_binary_profile_sort(b);
 	ep_web_begin(out, w, "Diff");
-	fputs("<p class=\"crumbs\"><a href=\"/\">Binaries</a> › <a href=\"/binary?build_id=", out);
+	fputs("<p class=\"crumbs\">", out);
+	ep_web_home_link(out, &now);
+	fputs(" › <a href=\"/binary?build_id=", out);
 	ep_web_urlenc(out, a->build_id);
+	ep_web_filter_args(out, &now);
 	fputs("\">", out);
 	const char *path = a->n_paths ? a->paths[0] : a->build_id;
 	const char *base = strrchr(path, '/');
@@ -304,6 +307,7 @@ int ep_web_diff_page(FILE *out, const struct ep_web_ctx *w, ep_web_arg_fn arg, v
 	side_line(out, "Now", a->build_id, now.from_s, now.to_s, a->samples);
 	side_line(out, "Before", b->build_id, before.from_s, before.to_s, b->samples);
 	fputs("</dl>\n", out);
+	ep_web_chips(out, &now, "/diff", arg, argctx);
 	functions_diff(out, a, b, &now);
 	if (strcmp(a->build_id, b->build_id) == 0)
 		branches_diff(out, a, b);

@@ -84,7 +84,8 @@ struct cfg {
 	uint64_t samples;		/* IP samples in the function (as /binary counts) */
 	bool ip_heat;			/* blocks coloured by IP samples */
 	uint64_t start, end;
-	bool truncated; /* stopped at bytes that do not decode or MAX_INSNS */
+	bool truncated;			      /* stopped at bytes that do not decode or MAX_INSNS */
+	const struct ep_store_filter *filter; /* the page's, kept on its links */
 };
 
 static void cfg_free(struct cfg *c)
@@ -685,11 +686,14 @@ static const char *name_at(const Edgeprof__V1__BinaryProfile *bp, struct ep_bina
 
 /* A link to the page of the code at addr (a function's, or the code in
  * none around it: every address a page names leads somewhere). */
-static void code_link(FILE *out, const char *build_id, uint64_t addr)
+static void code_link(FILE *out, const char *build_id, uint64_t addr,
+		      const struct ep_store_filter *f)
 {
 	fputs("<a href=\"/function?build_id=", out);
 	ep_web_urlenc(out, build_id);
-	fprintf(out, "&amp;addr=0x%" PRIx64 "#i%" PRIx64 "\">", addr, addr);
+	fprintf(out, "&amp;addr=0x%" PRIx64, addr);
+	ep_web_filter_args(out, f);
+	fprintf(out, "#i%" PRIx64 "\">", addr);
 }
 
 /* The row opening a block: its executions, IP samples and CPI. */
@@ -748,7 +752,7 @@ static void callee(FILE *out, const struct cfg *c, const struct insn *in,
 	char cname[1024], shown[1024];
 	const char *name = name_at(bp, code, in->target, &fstart, cname, sizeof(cname));
 	fputs(" <span class=\"sym\">", out);
-	code_link(out, bp->build_id, in->target);
+	code_link(out, bp->build_id, in->target, c->filter);
 	fputs("&lt;", out);
 	if (name) {
 		ep_web_text(out, ep_demangle(name, shown, sizeof(shown)));
@@ -1026,7 +1030,9 @@ static void heading(FILE *out, const Edgeprof__V1__BinaryProfile *bp,
 	const char *path = bp->n_paths ? bp->paths[0] : bp->build_id;
 	const char *base = strrchr(path, '/');
 	char shown[4096];
-	fputs("<p class=\"crumbs\"><a href=\"/\">Binaries</a> › <a href=\"/binary?build_id=", out);
+	fputs("<p class=\"crumbs\">", out);
+	ep_web_home_link(out, f);
+	fputs(" › <a href=\"/binary?build_id=", out);
 	ep_web_urlenc(out, bp->build_id);
 	ep_web_filter_args(out, f);
 	fputs("\">", out);
@@ -1086,8 +1092,10 @@ int ep_web_function_page(FILE *out, const struct ep_web_ctx *w, ep_web_arg_fn ar
 	}
 	ep_web_begin(out, w, l->name);
 	heading(out, bp, &f, l, code != NULL);
+	ep_web_chips(out, &f, "/function", arg, argctx);
 	struct cfg c = {.start = l->start,
-			.end = l->start + (l->size ? l->size : MAX_UNSIZED_BYTES)};
+			.end = l->start + (l->size ? l->size : MAX_UNSIZED_BYTES),
+			.filter = &f};
 	bool decoded = code && decode_function(&c, ep_binary_code_decoder(code)) == 0 &&
 		       build_cfg(&c, bp) == 0;
 	add_samples(&c, bp, l->fn);

@@ -28,6 +28,15 @@ void ep_web_end(FILE *out);
 void ep_web_filter(ep_web_arg_fn arg, void *argctx, struct ep_store_filter *f);
 /* The filter's arguments as "&from=..&pod=.." for links (build_id left out). */
 void ep_web_filter_args(FILE *out, const struct ep_store_filter *f);
+/* Whether the filter names labels (a selection of containers, pods...) */
+bool ep_web_selected(const struct ep_store_filter *f);
+/* The crumbs' links home with the filter kept: the binaries, and the top
+ * functions where a selection is active */
+void ep_web_home_link(FILE *out, const struct ep_store_filter *f);
+/* The active filters as chips, each a link to path without it (the page's
+ * build_id, addr, base... kept); nothing when none is active */
+void ep_web_chips(FILE *out, const struct ep_store_filter *f, const char *path, ep_web_arg_fn arg,
+		  void *argctx);
 
 /* The index in bp's (address-ordered) functions of the one holding addr,
  * -1 when none does; ep_web_function_at: the function itself, or NULL. */
@@ -54,6 +63,11 @@ int ep_web_fail(FILE *out, const struct ep_web_ctx *w, int status, const char *f
 
 /* Pages: each writes a whole page to out and returns its HTTP status. */
 int ep_web_binaries_page(FILE *out, const struct ep_web_ctx *w, ep_web_arg_fn arg, void *argctx);
+/* The selection's n hottest functions across its binaries (a table, with
+ * "show more"); 0, or -1 with err */
+int ep_web_top_table(FILE *out, const struct ep_web_ctx *w, const struct ep_store_filter *f,
+		     size_t n, char *err, size_t errlen);
+int ep_web_top_page(FILE *out, const struct ep_web_ctx *w, ep_web_arg_fn arg, void *argctx);
 int ep_web_binary_page(FILE *out, const struct ep_web_ctx *w, ep_web_arg_fn arg, void *argctx);
 int ep_web_function_page(FILE *out, const struct ep_web_ctx *w, ep_web_arg_fn arg, void *argctx);
 int ep_web_diff_page(FILE *out, const struct ep_web_ctx *w, ep_web_arg_fn arg, void *argctx);
