@@ -11,9 +11,7 @@
 #include "common/util/json.h"
 #include "common/util/sat.h"
 
-/* The index of the function holding addr in bp's address-ordered
- * functions, -1 when none (aliases share a start: look a few back). */
-static long function_index(const Edgeprof__V1__BinaryProfile *bp, uint64_t addr)
+long ep_top_function_index(const Edgeprof__V1__BinaryProfile *bp, uint64_t addr)
 {
 	size_t lo = 0, hi = bp->n_functions;
 	while (lo < hi) {
@@ -23,6 +21,7 @@ static long function_index(const Edgeprof__V1__BinaryProfile *bp, uint64_t addr)
 		else
 			hi = mid;
 	}
+	/* aliases share a start, and symbols nest rarely: look a few back */
 	for (size_t i = lo, k = 0; i > 0 && k < 4; i--, k++) {
 		const Edgeprof__V1__Function *f = bp->functions[i - 1];
 		if (addr - f->start < (f->size ? f->size : 1))
@@ -70,7 +69,7 @@ static int add_binary(struct ep_top *t, const Edgeprof__V1__BinaryProfile *bp)
 		if (e->kind == EDGEPROF__V1__BRANCH_KIND__BRANCH_FALLTHROUGH || e->from_external)
 			continue;
 		ep_add_sat(&t->total_branches, e->count);
-		long k = function_index(bp, e->from);
+		long k = ep_top_function_index(bp, e->from);
 		struct counts *to = k >= 0 ? &c[k] : &unknown;
 		ep_add_sat(&to->branches, e->count);
 		if (k < 0 && e->count > hottest_count)
@@ -79,7 +78,7 @@ static int add_binary(struct ep_top *t, const Edgeprof__V1__BinaryProfile *bp)
 	for (size_t i = 0; i < bp->n_ips; i++) {
 		const Edgeprof__V1__IpCount *ip = bp->ips[i];
 		ep_add_sat(&t->total_samples, ip->count);
-		long k = function_index(bp, ip->ip);
+		long k = ep_top_function_index(bp, ip->ip);
 		struct counts *to = k >= 0 ? &c[k] : &unknown;
 		ep_add_sat(&to->samples, ip->count);
 		if (k < 0 && ip->count > hottest_count)

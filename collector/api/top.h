@@ -37,6 +37,10 @@ struct ep_top {
 	bool binaries_more;			/* the selection has more than were read */
 };
 
+/* The index in bp's (address-ordered) functions of the one holding addr,
+ * -1 when none does: the binary page's and this ranking's one rule. */
+long ep_top_function_index(const Edgeprof__V1__BinaryProfile *bp, uint64_t addr);
+
 /* Fills t for the selection f (f->build_id ignored). 0, or -1 with err. */
 int ep_top_compute(struct ep_store *store, const struct ep_store_filter *f, struct ep_top *t,
 		   char *err, size_t errlen);

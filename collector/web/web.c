@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "collector/api/top.h"
 #include "collector/web/web_internal.h"
 #include "common/elf/demangle.h"
 #include "common/elf/elf_symbols.h"
@@ -281,21 +282,7 @@ void ep_web_chips(FILE *out, const struct ep_store_filter *f, const char *path, 
 
 long ep_web_function_index(const Edgeprof__V1__BinaryProfile *bp, uint64_t addr)
 {
-	size_t lo = 0, hi = bp->n_functions; /* first function starting after addr */
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-		if (bp->functions[mid]->start <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	/* aliases share a start, and symbols nest rarely: look a few back */
-	for (size_t i = lo, k = 0; i > 0 && k < 4; i--, k++) {
-		const Edgeprof__V1__Function *f = bp->functions[i - 1];
-		if (addr - f->start < (f->size ? f->size : 1))
-			return (long)(i - 1);
-	}
-	return -1;
+	return ep_top_function_index(bp, addr);
 }
 
 const Edgeprof__V1__Function *ep_web_function_at(const Edgeprof__V1__BinaryProfile *bp,
