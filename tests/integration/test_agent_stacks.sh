@@ -7,6 +7,7 @@
 # (stack_samples_no_frame_pointer), not drawn as trees; without --stacks
 # the profile has none.
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/collector.sh"
 
 require_root_live
 src=$(dirname "$0")/../workloads/call_chain.c
@@ -86,6 +87,27 @@ if command -v go >/dev/null && go tool pprof -h >/dev/null 2>&1; then
 else
 	echo "# pprof checks skipped: no go (golang-go)"
 fi
+
+# Streaming: batches carry the stacks (test_stacks: a delta holds them;
+# test_batch_split: a split interval keeps them once); the collector (ASan
+# build) takes them (it stores no stacks yet), refuses none, and keeps the
+# IP samples.
+COLLECTOR_BIN=$EDGEPROF_ASAN ASAN_OPTIONS=detect_leaks=1 \
+	start_collector stk --store "sqlite:$TEST_TMP/stk.db" --listen 127.0.0.1:0 --commit-ms 100 ||
+	exit 1
+url="http://127.0.0.1:$COLLECTOR_PORT"
+"$EDGEPROF" agent --pid "$fp" --stacks --duration 3 --interval 1 --upload-max-mib 0 \
+	--collector "$url" --spool "$TEST_TMP/spool" -o "$TEST_TMP/st.prof" 2>"$TEST_TMP/st.err"
+check "agent --stacks --collector exits 0" test $? -eq 0
+stored=$(metric "$url" 'edgeprof_ingest_batches_total{result="stored"}')
+refused=$(metric "$url" 'edgeprof_ingest_batches_total{result="bad_request"}')
+id=$(readelf -n "$TEST_TMP/chain_fp" | awk '/Build ID/ {print $3}')
+got=$(curl -sf "$url/v1/profile?format=json&build_id=$id" | jq '[.profiles[] | (.ips // [])[] | .count] | add // 0')
+check "the collector stored the batches (${stored:-0}), refused none (${refused:-0}), has the IPs (${got:-0})" \
+	test "${stored:-0}" -gt 0 -a "${refused:-0}" = 0 -a "${got:-0}" -gt 100
+stop_pid "$COLLECTOR_PID"
+check "the ASan collector: no sanitizer report" \
+	bash -c "! grep -qE 'Sanitizer|runtime error' '$TEST_TMP/stk.log'"
 
 # the agent runs for months: no leak, no undefined behaviour (ASan+UBSan)
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 "$EDGEPROF_ASAN" agent --pid "$fp" --stacks \
