@@ -22,9 +22,10 @@
 # keeps the binaries and logs there (tests/integration/test_stale_profile.sh
 # reads them). BOLT's layout options are bench/fdo's.
 set -euo pipefail
-build=${1:-build}
+build=$(realpath -m "${1:-build}")
 cd "$(dirname "$0")/../.."
-edgeprof=${EDGEPROF:-$PWD/$build/edgeprof}
+here=$PWD/bench/fdo
+edgeprof=${EDGEPROF:-$build/edgeprof}
 bolt=${BOLT:-llvm-bolt-19}
 note() { echo "bench: note: $*" >&2; }
 if [ -n "${NEXT_BUILD_DIR:-}" ]; then
@@ -46,7 +47,7 @@ for v in A B; do
 	[ "$v" = B ] && def=(-DNEXT_BUILD)
 	cc -O2 -g -fno-pie -no-pie -fno-reorder-blocks-and-partition -Wl,--emit-relocs \
 		"${def[@]}" -o "$w/$v" "$src"
-	"$edgeprof" record --emulate -o "$w/$v.prof" -- "$w/$v" >"$w/$v.out" 2>"$w/$v.record.log"
+	"$edgeprof" record --emulate --seed 1 -o "$w/$v.prof" -- "$w/$v" >"$w/$v.out" 2>"$w/$v.record.log"
 	bid=$(readelf -n "$w/$v" | awk '/Build ID/ {print $3}')
 	"$edgeprof" export "$w/$v.prof" --build-id "$bid" --format fdata -o "$w/$v.fdata" \
 		2>"$w/$v.export.log"
@@ -64,16 +65,7 @@ cp "$w/B" "$w/B.unbolted"
 taken() {
 	"$edgeprof" record --emulate --period 1000000 --exact-out "$w/$1.exact.json" \
 		-o "$w/$1.exact.prof" -- "$w/$1" >"$w/$1.run.out" 2>"$w/$1.exact.log"
-	python3 - "$w/$1" "$w/$1.exact.json" <<'EOF'
-import json, os, sys
-real = os.path.realpath(sys.argv[1])
-for p in json.load(open(sys.argv[2]))['profiles']:
-    if real in {os.path.realpath(x) for x in p.get('paths') or [p.get('path')]}:
-        print(sum(e['count'] for e in p['branches'] if e['taken']))
-        break
-else:
-    sys.exit('no profile of ' + real)
-EOF
+	python3 "$here/taken.py" "$w/$1" "$w/$1.exact.json"
 }
 declare -A tb
 for k in unbolted fresh stale no_infer a_fdata; do
@@ -92,3 +84,64 @@ done
 # "BOLT-INFO: inferred profile for N (P% of profiled, Q% of stale) functions ..."
 echo "fdo_stale_functions: $(sed -n 's/^BOLT-WARNING: \([0-9]*\) (.*possibly stale) profile.*/\1/p' "$w/B.stale.log")"
 echo "fdo_stale_inferred_functions: $(sed -n 's/^BOLT-INFO: inferred profile for \([0-9]*\) .*/\1/p' "$w/B.stale.log")"
+
+# AutoFDO (the README's route: export --format profgen, llvm-profgen-14, clang-14). Its
+# sample profile is keyed by function name and line offset from the function's first line,
+# so B's source has B's lines: A's with the NEXT_BUILD blocks cut out, B's with them in.
+# clang compiles most of these branches without a jump, so a profile saves little (one
+# branch a round): the exact profiles (--exact-profile) are exported, as a sampled draw,
+# which the guest's environment shifts, moves the figures by that much
+#   fdo_stale_autofdo_taken_branches_{none,fresh,stale,same_lines}  B with no profile, its
+#     own, A's, and A's on B written with each inserted block on the line before it
+#   fdo_stale_autofdo_fraction, fdo_stale_autofdo_same_lines_fraction
+if ! command -v clang-14 >/dev/null || ! command -v llvm-profgen-14 >/dev/null; then
+	note "no clang-14 or llvm-profgen-14: the AutoFDO figures are skipped"
+	exit 0
+fi
+awk '/^#ifdef NEXT_BUILD/ {s = 1; next} s && /^#endif/ {s = 0; next} !s' "$src" >"$w/af_A.c"
+awk '/^#ifdef NEXT_BUILD/ {s = 1; next} s && /^#endif/ {s = 0; next} 1' "$src" >"$w/af_B.c"
+cflags=(-O2 -g -fdebug-info-for-profiling -fno-pie -no-pie)
+for v in A B; do
+	clang-14 "${cflags[@]}" -o "$w/af_$v" "$w/af_$v.c"
+	"$edgeprof" record --emulate --seed 1 --exact-profile "$w/af_$v.prof" -o "$w/af_$v.sampled.prof" \
+		-- "$w/af_$v" >"$w/af_$v.out" 2>"$w/af_$v.record.log"
+	bid=$(readelf -n "$w/af_$v" | awk '/Build ID/ {print $3}')
+	"$edgeprof" export "$w/af_$v.prof" --build-id "$bid" --format profgen \
+		-o "$w/af_$v.profgen" 2>"$w/af_$v.export.log"
+	llvm-profgen-14 --binary="$w/af_$v" --unsymbolized-profile="$w/af_$v.profgen" \
+		--use-offset=false --output="$w/af_$v.afdo" >"$w/af_$v.profgen.log" 2>&1
+done
+# the same edit with no line of a function moved: each block joined onto the line before it
+python3 - "$src" >"$w/af_B2.c" <<'EOF'
+import sys
+out, block = [], None
+for line in open(sys.argv[1]).read().split('\n'):
+    if line.startswith('#ifdef NEXT_BUILD'):
+        block = []
+    elif block is not None and line.startswith('#endif'):
+        out[-1] += ' ' + ' '.join(x.strip() for x in block)
+        block = None
+    elif block is not None:
+        block.append(line)
+    else:
+        out.append(line)
+print('\n'.join(out), end='')
+EOF
+cp "$w/af_B" "$w/af_B.none"
+clang-14 "${cflags[@]}" -fprofile-sample-use="$w/af_A.afdo" -fprofile-sample-accurate \
+	-o "$w/af_B.same_lines" "$w/af_B2.c"
+for k in fresh:B stale:A; do
+	clang-14 "${cflags[@]}" -fprofile-sample-use="$w/af_${k#*:}.afdo" -fprofile-sample-accurate \
+		-o "$w/af_B.${k%:*}" "$w/af_B.c"
+done
+for k in none fresh stale same_lines; do
+	tb[af_$k]=$(taken "af_B.$k")
+	echo "fdo_stale_autofdo_taken_branches_$k: ${tb[af_$k]}"
+	cmp -s "$w/af_B.out" "$w/af_B.$k.run.out" || note "af_B.$k printed other output than B"
+done
+for k in stale same_lines; do
+	name=stale_autofdo
+	[ "$k" = same_lines ] && name=stale_autofdo_same_lines
+	python3 -c 'import sys; u, f, s = map(int, sys.argv[2:]); print("fdo_%s_fraction: %.3f" % (sys.argv[1], (u - s) / (u - f)))' \
+		"$name" "${tb[af_none]}" "${tb[af_fresh]}" "${tb[af_$k]}"
+done

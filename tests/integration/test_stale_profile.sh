@@ -14,13 +14,30 @@
 #    code), next to none (below 0.2): the matching, not an unchanged
 #    function, is what carries the profile over;
 #  - without the block hashes (set to 0) BOLT matches less and the fraction
-#    falls below 0.8: the hashes llvm-bolt wrote are what it matches by.
+#    falls below 0.8: the hashes llvm-bolt wrote are what it matches by;
+#  - AutoFDO (clang-14, llvm-profgen-14), whose profile is keyed by line
+#    offsets in each function: A's profile saves at least 0.3 of what B's
+#    own saves when the edit moves no line of a function (0.498: what it
+#    saves on A itself), and less than 0.2 when it inserts lines into each
+#    hot function.
 source "$(dirname "$0")/lib.sh"
 here=$(cd "$(dirname "$0")" && pwd)
 bolt=llvm-bolt-19
 if ! command -v "$bolt" >/dev/null; then
 	not_ok "BOLT 19 is installed (Debian package bolt-19)"
-	finish
+	
+if command -v clang-14 >/dev/null && command -v llvm-profgen-14 >/dev/null; then
+	check "AutoFDO: B's own profile saves taken branches" \
+		test "$(fig fdo_stale_autofdo_taken_branches_fresh)" -lt "$(fig fdo_stale_autofdo_taken_branches_none)"
+	for k in none fresh stale same_lines; do
+		check "AutoFDO: B built $k prints what B printed" cmp -s "$w/af_B.out" "$w/af_B.$k.run.out"
+	done
+	f=$(fig fdo_stale_autofdo_same_lines_fraction)
+	check "AutoFDO: A's profile, no line of a function moved, saves >= 0.3 ($f)" at_least "$f" 0.3
+	f=$(fig fdo_stale_autofdo_fraction)
+	check "AutoFDO: A's profile, lines inserted in each hot function, saves < 0.2 ($f)" below "$f" 0.2
+fi
+finish
 fi
 w=$TEST_TMP/nb
 NEXT_BUILD_DIR=$w EDGEPROF=$EDGEPROF bash "$here/../../bench/fdo/next_build.sh" >"$w.lines" 2>"$w.err"
@@ -69,4 +86,16 @@ fn=$(python3 -c 'import sys; u, f, s = map(int, sys.argv[1:]); print("%.3f" % ((
 	"$(fig fdo_stale_taken_branches_unbolted)" "$(fig fdo_stale_taken_branches_fresh)" "${nohash:-0}")
 echo "# without block hashes: taken branches $nohash, fraction $fn"
 check "block hashes zeroed: the fraction falls below 0.8 ($fn)" below "$fn" 0.8
+
+if command -v clang-14 >/dev/null && command -v llvm-profgen-14 >/dev/null; then
+	check "AutoFDO: B's own profile saves taken branches" \
+		test "$(fig fdo_stale_autofdo_taken_branches_fresh)" -lt "$(fig fdo_stale_autofdo_taken_branches_none)"
+	for k in none fresh stale same_lines; do
+		check "AutoFDO: B built $k prints what B printed" cmp -s "$w/af_B.out" "$w/af_B.$k.run.out"
+	done
+	f=$(fig fdo_stale_autofdo_same_lines_fraction)
+	check "AutoFDO: A's profile, no line of a function moved, saves >= 0.3 ($f)" at_least "$f" 0.3
+	f=$(fig fdo_stale_autofdo_fraction)
+	check "AutoFDO: A's profile, lines inserted in each hot function, saves < 0.2 ($f)" below "$f" 0.2
+fi
 finish
