@@ -40,3 +40,8 @@ done
 python3 bench/fdo/fdo.py "$build" > "$top/results.txt.new"
 mv "$top/results.txt.new" "$top/results.txt"
 cat "$top/results.txt"
+# what a BOLT profile of lua's build before is worth on the next (issue 35; next_build_lua.sh,
+# about a minute and a half); BENCH_FDO_NEXT_BUILD=0 leaves it out
+if [[ ,$programs, == *,lua,* ]] && [ "${BENCH_FDO_NEXT_BUILD:-1}" != 0 ]; then
+	bench/fdo/next_build_lua.sh "$build" "$top/src" | tee -a "$top/results.txt"
+fi
