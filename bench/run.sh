@@ -7,7 +7,8 @@
 #    each tool is timed the same way, best wall time of BENCH_RUNS (3) runs;
 #  - every program in BUILD/bench/ (built from bench/*.c) prints its own lines;
 #  - bench/ui_views.sh: the web UI's views on a binary with 10,000+ edges;
-#  - bench/label_cardinality.sh: /v1/binaries and / with 1 M label sets stored.
+#  - bench/label_cardinality.sh: /v1/binaries and / with 1 M label sets stored;
+#  - bench/top_functions.sh: /v1/top and / with a selection, beside /v1/binaries.
 #  BENCH_QUICK=1 runs every part on small inputs (a few minutes): what
 #  make test does, so that a bench that no longer runs fails CI; its figures
 #  are not measurements.
@@ -342,6 +343,9 @@ bench/ui_views.sh "$build"
 
 # --- the binaries list with a million label sets on one binary (issue 32) -----
 bench/label_cardinality.sh "$build"
+
+# --- top functions across a selection's binaries, beside the listing (issue 36)
+bench/top_functions.sh "$build"
 
 # --- the other benchmarks ------------------------------------------------------
 # the collector's ingest benchmark also measures ClickHouse when one starts
