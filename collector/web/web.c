@@ -270,11 +270,16 @@ void ep_web_chips(FILE *out, const struct ep_store_filter *f, const char *path, 
 		chip(out, names[i], v, path, keep, &g);
 		*fields[i] = v;
 	}
-	char when[64];
+	char when[128], from[48] = "", to[48] = "";
 	if (f->from_s || f->to_s) {
 		g.from_s = g.to_s = 0;
-		snprintf(when, sizeof(when), "%lld to %lld", (long long)f->from_s,
-			 (long long)f->to_s);
+		time_t a = (time_t)f->from_s, b = (time_t)f->to_s;
+		struct tm tm;
+		if (f->from_s && gmtime_r(&a, &tm))
+			strftime(from, sizeof(from), "from %Y-%m-%d %H:%M ", &tm);
+		if (f->to_s && gmtime_r(&b, &tm))
+			strftime(to, sizeof(to), "to %Y-%m-%d %H:%M ", &tm);
+		snprintf(when, sizeof(when), "%s%sUTC", from, to);
 		chip(out, "time", when, path, keep, &g);
 	}
 	fputs("</p>\n", out);

@@ -72,6 +72,8 @@ check "/top: the first row is the export's hottest function" \
 total=$(grep -o 'data-total-branches="[0-9]*"' "$TEST_TMP/top.html" | grep -o '[0-9]*')
 check "/top: the rows' branch executions add up to the selection's ($total)" \
 	test "$(grep -o 'class="top-fn[^"]*" [^>]*data-branches="[0-9]*"' "$TEST_TMP/top.html" | grep -o 'data-branches="[0-9]*"' | grep -o '[0-9]*' | paste -sd+ | bc)" = "$total"
+check "/top?window=3600: the time is a chip, in UTC" \
+	grep -q 'data-label="time">time: <b>from 20[0-9-]* [0-9:]* UTC</b>' <(curl -s "$URL/top?$SEL&window=3600")
 check "/top: the filter is a chip" grep -q 'class="chip" data-label="pod">pod: <b>shop/web-7d9f8</b>' "$TEST_TMP/top.html"
 # every link to a view or an export keeps the filter: all but the header's
 # and the chips' own (which drop it)
