@@ -14,6 +14,7 @@
 #   fdo_stale_next_build_fraction_lua  (unbolted - stale) / (unbolted - fresh)
 #   fdo_stale_fdata_fraction_lua       the same for A's fdata
 #   fdo_stale_functions_lua, fdo_stale_inferred_functions_lua  from BOLT's log
+# NEXT_BUILD_LUA_HANDLERS=0 leaves the opcode handlers alone (the function tops only).
 # Usage: bench/fdo/next_build_lua.sh [BUILD [SRC]]: SRC holds Debian's lua5.4 source
 # package, unpacked (BUILD/fdo/src once `make bench-fdo` ran). A few minutes of both cores;
 # files under BUILD/fdo/next_build_lua.
@@ -40,7 +41,8 @@ for f in lapi.c ldo.c lstrlib.c lvm.c; do
 	perl -ne 'print;
 		my $t = "{ extern volatile unsigned long nb_touch; if (nb_touch == 0x5a5a5a5au) nb_touch = 1; }";
 		print "  $t\n" if /^[a-zA-Z].*\b(luaV_execute|match|index2value|lua_geti|lua_settop|lua_pushvalue|lua_type|luaD_precall) \(.*\{$/;
-		print "        $t\n" if /^\s*vmcase\(OP_(MOVE|GETTABUP|CALL|FORLOOP|GETFIELD)\) \{$/;' \
+		print "        $t\n" if $ENV{NEXT_BUILD_LUA_HANDLERS} ne "0" &&
+			/^\s*vmcase\(OP_(MOVE|GETTABUP|CALL|FORLOOP|GETFIELD)\) \{$/;' \
 		"$b/$f" >"$b/$f.new"
 	mv "$b/$f.new" "$b/$f"
 done
