@@ -73,6 +73,8 @@ static void frame_name(char *buf, size_t len, const Edgeprof__V1__BinaryProfile 
 	}
 	long f = ix ? ep_func_index_find(ix, addr) : -1;
 	size_t at = strlen(buf);
+	if (at + 1 >= len)
+		return;
 	if (f >= 0) {
 		snprintf(buf + at, len - at, "%s", ix->f[f]->name);
 	} else {
@@ -84,11 +86,13 @@ static void frame_name(char *buf, size_t len, const Edgeprof__V1__BinaryProfile 
 static char *stack_text(const Edgeprof__V1__BinaryProfile *bp, const struct ep_func_index *fx,
 			struct others *o, const Edgeprof__V1__StackCount *st)
 {
-	char buf[SHOWN_FRAMES * 96 + 8] = "";
+	/* names past the buffer are cut: a line, not a record of the stack */
+	char buf[SHOWN_FRAMES * 96 + 16] = "";
+	const size_t room = sizeof(buf) - 8; /* " <- ..." always fits after it */
 	for (size_t k = 0; k < st->n_frames && k < SHOWN_FRAMES; k++) {
-		if (k)
+		if (k && strlen(buf) + 4 < room)
 			strcat(buf, " <- ");
-		frame_name(buf, sizeof(buf) - 8, bp, fx, o, st, k);
+		frame_name(buf, room, bp, fx, o, st, k);
 	}
 	if (st->n_frames > SHOWN_FRAMES)
 		strcat(buf, " <- ...");

@@ -228,11 +228,51 @@ static void test_distinct_stacks_bounded(void **state)
 	close_fixture(&fx);
 }
 
+/* report: a stack of long names is cut to its line, never past it (the
+ * ASan build checks), deeper frames "..."; most samples without frame
+ * pointers: not drawn, said. */
+static void test_report_stacks(void **state)
+{
+	(void)state;
+	char name[600];
+	memset(name, 'f', sizeof(name) - 1);
+	name[sizeof(name) - 1] = 0;
+	Edgeprof__V1__Function fn = EDGEPROF__V1__FUNCTION__INIT, *fnp = &fn;
+	fn.name = name, fn.start = 0x1000, fn.size = 0x100;
+	uint64_t frames[20];
+	for (size_t k = 0; k < 20; k++)
+		frames[k] = 0x1010 + k;
+	Edgeprof__V1__StackCount st = EDGEPROF__V1__STACK_COUNT__INIT, *stp = &st;
+	st.count = 3, st.frames = frames, st.n_frames = 20;
+	Edgeprof__V1__BinaryProfile bp = EDGEPROF__V1__BINARY_PROFILE__INIT, *bpp = &bp;
+	bp.build_id = "ab", bp.arch = "x86_64", bp.samples = 3;
+	bp.functions = &fnp, bp.n_functions = 1;
+	bp.stacks = &stp, bp.n_stacks = 1;
+	Edgeprof__V1__Profile prof = EDGEPROF__V1__PROFILE__INIT;
+	prof.binaries = &bpp, prof.n_binaries = 1;
+	char *text = NULL;
+	size_t len = 0;
+	FILE *out = open_memstream(&text, &len);
+	assert_int_equal(ep_report(&prof, 10, out), 0);
+	fclose(out);
+	assert_non_null(strstr(text, "hottest call stacks (3 samples with stacks, of 3)"));
+	assert_non_null(strstr(text, " <- ...\n"));
+	free(text);
+	bp.stack_samples_no_frame_pointer = 2;
+	out = open_memstream(&text, &len);
+	assert_int_equal(ep_report(&prof, 10, out), 0);
+	fclose(out);
+	assert_non_null(strstr(text, "call stacks not shown: 2 of their 3 samples"));
+	assert_null(strstr(text, "hottest call stacks"));
+	free(text);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_stacks_counted_innermost_first),
 	    cmocka_unit_test(test_distinct_stacks_bounded),
+	    cmocka_unit_test(test_report_stacks),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
