@@ -108,7 +108,7 @@ $(eval $(call flavour,SAN,asan,$(SAN_FLAGS)))
 
 all: $(BUILD)/edgeprof $(BUILD)/edgeprof-lbr.so
 
-$(BUILD)/edgeprof-lbr.so: $(PLUGIN_SRCS) $(wildcard agent/source/emulator/*.h agent/source/emulator/plugin/*.h agent/decode/*.h common/decode/*.h common/util/*.h)
+$(BUILD)/edgeprof-lbr.so: $(PLUGIN_SRCS) $(wildcard agent/source/emulator/*.h agent/source/emulator/plugin/*.h agent/decode/*.h common/decode/*.h common/util/*.h) bpf/edgeprof_record.h
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(STD_FLAGS) $(CFLAGS) -fPIC -shared -fvisibility=hidden $(INCLUDES) $(PLUGIN_SRCS) \

@@ -6,7 +6,9 @@ maps text is left out: it is the host's /proc/self/maps, randomized."""
 import struct
 import sys
 
-MAGIC = b"EPEMU001"
+MAGIC = b"EPEMU002"
+# struct ep_sample_record up to its entries (bpf/edgeprof_record.h)
+HEAD = "<IIIIQQQQQiIII"
 
 
 def main(path):
@@ -28,8 +30,9 @@ def main(path):
             out.append("maps")
         elif rtype == 2:
             (pid, tid, cpu, flags, time_ns, cgroup, ip, period, hw_index, err,
-             n) = struct.unpack_from("<IIIIQQQQQiI", payload, 0)
-            ents = struct.iter_unpack("<QQQ", payload[64:64 + 24 * n])
+             n, _nr_stack, _pad) = struct.unpack_from(HEAD, payload, 0)
+            head = struct.calcsize(HEAD)
+            ents = struct.iter_unpack("<QQQ", payload[head:head + 24 * n])
             out.append(f"sample cpu={cpu} flags={flags:#x} time={time_ns} ip={ip:#x} "
                        f"period={period} hw={hw_index} err={err} n={n} " +
                        " ".join(f"{f:#x}>{t:#x}/{fl:#x}" for f, t, fl in ents))

@@ -12,7 +12,9 @@
 
 #include "bpf/edgeprof_record.h"
 
-#define EP_EMU_MAGIC "EPEMU001"
+/* 002: a sample's head (struct ep_sample_record up to its entries) is 72
+ * bytes, nr_stack and its padding added; a 001 stream is refused whole */
+#define EP_EMU_MAGIC "EPEMU002"
 
 enum ep_emu_record_type {
 	EP_EMU_MAPS = 1,   /* text of /proc/self/maps: the guest's mappings */
