@@ -306,6 +306,15 @@ static struct ep_process *process_of(struct ep_live_feed *f, const struct ep_pro
 	return pr;
 }
 
+/* What the process table is told of a sample and of a cycles record:
+ * both carry the same fields. */
+#define PROCESS_SAMPLE_OF(rec)                                                                     \
+	((struct ep_process_sample){.pid = (rec)->pid,                                             \
+				    .kernel = (rec)->flags & EP_SAMPLE_IP_KERNEL,                  \
+				    .ip = (rec)->ip,                                               \
+				    .cgroup_id = (rec)->cgroup_id,                                 \
+				    .time_ns = (rec)->time_ns})
+
 /* A sample's way: its process from the table, then the pipeline with
  * both (no second look-up of the pid, nor of the IP). */
 static void on_sample(void *ctx, const struct ep_sample_record *rec)
@@ -313,14 +322,7 @@ static void on_sample(void *ctx, const struct ep_sample_record *rec)
 	struct ep_live_feed *f = ctx;
 	note_period(&f->periods, rec->period);
 	struct ep_sample_ip ip;
-	struct ep_process *pr =
-	    process_of(f,
-		       &(struct ep_process_sample){.pid = rec->pid,
-						   .kernel = rec->flags & EP_SAMPLE_IP_KERNEL,
-						   .ip = rec->ip,
-						   .cgroup_id = rec->cgroup_id,
-						   .time_ns = rec->time_ns},
-		       &ip);
+	struct ep_process *pr = process_of(f, &PROCESS_SAMPLE_OF(rec), &ip);
 	ep_pipeline_sample_of(f->pipeline, rec, pr, &ip);
 }
 
@@ -329,13 +331,7 @@ static void on_cycles(void *ctx, const struct ep_cycles_record *rec)
 	struct ep_live_feed *f = ctx;
 	note_period(&f->cycles_periods, rec->period);
 	struct ep_sample_ip ip;
-	process_of(f,
-		   &(struct ep_process_sample){.pid = rec->pid,
-					       .kernel = rec->flags & EP_SAMPLE_IP_KERNEL,
-					       .ip = rec->ip,
-					       .cgroup_id = rec->cgroup_id,
-					       .time_ns = rec->time_ns},
-		   &ip);
+	process_of(f, &PROCESS_SAMPLE_OF(rec), &ip);
 	ep_pipeline_cycles_sample(f->pipeline, rec);
 }
 
